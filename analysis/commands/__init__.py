@@ -1,0 +1,1 @@
+"""Sub-commands of `python -m analysis` (one module each)."""

