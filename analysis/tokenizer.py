@@ -11,9 +11,10 @@ import copy
 import hashlib
 import json
 import unicodedata
+from collections.abc import Iterator
 from dataclasses import dataclass
-from functools import cached_property
-from typing import Any, Iterator
+from functools import cached_property, lru_cache
+from typing import Any
 
 import tokenizers
 
@@ -105,6 +106,10 @@ def format_bytes(bs: bytes) -> str:
 
 def readable_from_bytes(bs: bytes) -> str:
     """Decode valid UTF-8 runs and show every stray byte run as `⟨NN …⟩`; never produce U+FFFD."""
+    try:
+        return bs.decode("utf-8")  # fast path: the whole token is valid UTF-8
+    except UnicodeDecodeError:
+        pass
     out: list[str] = []
     i = 0
     bad = bytearray()
@@ -131,25 +136,36 @@ def readable_from_bytes(bs: bytes) -> str:
     return "".join(out)
 
 
+_SCRIPT_HEADS = ("LATIN", "CYRILLIC", "GREEK", "ARABIC", "HEBREW", "DEVANAGARI", "BENGALI", "THAI")
+
+
+@lru_cache(maxsize=65536)
+def _char_script(ch: str) -> str | None:
+    """The script label one character decides, or None when the character does not decide it."""
+    if ch.isspace():
+        return None
+    cat = unicodedata.category(ch)
+    if cat[0] not in "LM":
+        return None
+    name = unicodedata.name(ch, "")
+    if not name:
+        return "Other"
+    head = name.split(" ")[0]
+    if head in ("CJK", "HIRAGANA", "KATAKANA", "HANGUL", "BOPOMOFO"):
+        return {"CJK": "Han"}.get(head, head.title())
+    if head in _SCRIPT_HEADS:
+        return head.title()
+    if head in ("MODIFIER", "COMBINING"):
+        return None
+    return head.title()
+
+
 def script_of(text: str) -> str:
     """A coarse script label of a token's text (first letter-like character's Unicode script family)."""
     for ch in text:
-        if ch.isspace():
-            continue
-        cat = unicodedata.category(ch)
-        if cat[0] not in "LM":
-            continue
-        name = unicodedata.name(ch, "")
-        if not name:
-            return "Other"
-        head = name.split(" ")[0]
-        if head in ("CJK", "HIRAGANA", "KATAKANA", "HANGUL", "BOPOMOFO"):
-            return {"CJK": "Han"}.get(head, head.title())
-        if head in ("LATIN", "CYRILLIC", "GREEK", "ARABIC", "HEBREW", "DEVANAGARI", "BENGALI", "THAI"):
-            return head.title()
-        if head in ("MODIFIER", "COMBINING"):
-            continue
-        return head.title()
+        s = _char_script(ch)
+        if s is not None:
+            return s
     if any(ch.isdigit() for ch in text):
         return "Digits"
     if text.strip() == "":
@@ -194,7 +210,7 @@ class LoadedTokenizer:
     @classmethod
     def from_document(
         cls, doc: dict, name: str, source: str = "", config: dict | None = None
-    ) -> "LoadedTokenizer":
+    ) -> LoadedTokenizer:
         """Build a view from a tokenizer.json document (validated by the Rust library)."""
         if not isinstance(doc, dict) or not isinstance(doc.get("model"), dict):
             raise TokenizerLoadError(f"{name}: not a tokenizer.json document (no 'model' section)")
@@ -206,14 +222,14 @@ class LoadedTokenizer:
     @classmethod
     def from_json_text(
         cls, text: str | bytes, name: str, source: str = "", config: dict | None = None
-    ) -> "LoadedTokenizer":
+    ) -> LoadedTokenizer:
         """Build a view from tokenizer.json text (clear error on corrupt JSON or a rejected document)."""
         raw = text.encode("utf-8") if isinstance(text, str) else bytes(text)
         obj = cls(raw, name=name, source=source, config=config)
         _ = obj.tokenizer
         return obj
 
-    def with_source(self, name: str | None = None, source: str | None = None) -> "LoadedTokenizer":
+    def with_source(self, name: str | None = None, source: str | None = None) -> LoadedTokenizer:
         """The same tokenizer under another name or source label (shares the JSON bytes)."""
         return LoadedTokenizer(
             self._raw, name=name or self.name, source=self.source if source is None else source,
