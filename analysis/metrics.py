@@ -1,0 +1,352 @@
+"""Corpus-level compression metrics (paper 000 §4.2, methods.md §6) and cross-language summaries.
+
+Every metric is corpus-level: sums over sentences, then one ratio (never a mean of per-sentence ratios).
+Texts are encoded with ``tok.tokenizer.encode_batch(lines, add_special_tokens=False)`` (Rust, parallel),
+so no BOS/EOS tokens are counted, and ignore_merges is used exactly as the tokenizer has it.
+
+Per tokenizer × language (:func:`corpus_stats`):
+
+* ``bytes_per_token`` (BPT) = Σ UTF-8 bytes / Σ tokens; ``chars_per_token``; ``tokens_per_sentence``;
+* ``fertility`` = Σ tokens / Σ whitespace words (``len(line.split())``), ``tokens_per_char`` as the
+  character-based alternative for scripts written without spaces (flagged by ``spaceless``);
+* ``renyi_efficiency`` = H_α(p) / log2 V over token ids (α = 2.5 by default, V = the tokenizer's vocabulary
+  size) and ``renyi_efficiency_observed`` (V = number of observed types, tokenization-scorer's default);
+* ``distinct_tokens``, ``mean_token_length`` (characters per distinct token type used), ``byte_fallback_rate``
+  (share of byte-fallback tokens: `<0xNN>` pieces, or single non-ASCII bytes in byte-level vocabularies —
+  the ASCII single-byte tokens such as "." are ordinary characters and are not counted), ``partial_char_rate`` (share of tokens that are not
+  whole UTF-8 characters), ``unk_rate``, ``continued_words`` (share of words split into ≥ 2 tokens, words
+  delimited by the tokenizer's own word-start marks: a leading space/▁ or a non-``##`` WordPiece token).
+
+Across languages: :func:`gini`, :func:`summarize`, :func:`script_summary` (paper 000 Table 2) and
+:func:`compare` (Δrel and win rate, paper 000 Table 1). :func:`compression_table` runs a tokenizer ×
+language grid with a JSON cache keyed by tokenizer content hash + data hash + metric parameters.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import threading
+from collections import OrderedDict
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import numpy as np
+
+from .errors import DataError
+from .tokenizer import LoadedTokenizer
+
+#: Bumped whenever a metric definition changes (part of every cache key).
+METRICS_VERSION = 3
+DEFAULT_POWER = 2.5
+#: Rényi vocabulary modes: the tokenizer's vocabulary size, or the number of observed token types.
+VOCAB_MODES = ("tokenizer", "observed")
+#: Script groups of paper 000 Table 2 (everything else is "Other").
+TABLE2_GROUPS = ("Latn", "Cyrl", "Arab", "Jpan", "Hani")
+#: Main metrics and whether higher is better (used by charts, summaries and win rates).
+HIGHER_IS_BETTER = {
+    "bytes_per_token": True,
+    "chars_per_token": True,
+    "tokens_per_sentence": False,
+    "fertility": False,
+    "tokens_per_char": False,
+    "parity": False,
+    "renyi_efficiency": True,
+    "renyi_efficiency_observed": True,
+    "distinct_tokens": True,
+    "mean_token_length": True,
+    "byte_fallback_rate": False,
+    "partial_char_rate": False,
+    "unk_rate": False,
+    "continued_words": False,
+    "tokens": False,
+}
+
+
+# --------------------------------------------------------------------------------------------------
+# Rényi efficiency (tokenization-scorer definition, on any hashable tokens or id counts)
+# --------------------------------------------------------------------------------------------------
+def renyi_entropy_from_counts(counts: Sequence[float] | np.ndarray, power: float = DEFAULT_POWER) -> float:
+    """Rényi entropy H_α (bits) of the unigram distribution given by type counts (zeros ignored)."""
+    c = np.asarray(counts, dtype=np.float64)
+    c = c[c > 0]
+    if c.size == 0:
+        return 0.0
+    p = c / c.sum()
+    if power == 1.0:
+        return float(-(p * np.log2(p)).sum())
+    if math.isinf(power):
+        return float(-np.log2(p.max()))
+    return float(np.log2(np.power(p, power).sum()) / (1.0 - power))
+
+
+def renyi_efficiency_from_counts(
+    counts: Sequence[float] | np.ndarray, power: float = DEFAULT_POWER, vocab_size: int | None = None
+) -> float:
+    """Rényi efficiency H_α / log2 V; V = vocab_size, or the number of observed types when None."""
+    c = np.asarray(counts, dtype=np.float64)
+    v = int((c > 0).sum()) if vocab_size is None else int(vocab_size)
+    if v <= 1:
+        return 0.0
+    return renyi_entropy_from_counts(c, power) / math.log2(v)
+
+
+def renyi_efficiency(
+    tokens: Iterable[Any], power: float = DEFAULT_POWER, vocab_size: int | None = None
+) -> float:
+    """Rényi efficiency of a token sequence (ids or strings), as tokenization-scorer computes it."""
+    counts: dict[Any, int] = {}
+    for t in tokens:
+        counts[t] = counts.get(t, 0) + 1
+    return renyi_efficiency_from_counts(np.fromiter(counts.values(), dtype=np.float64), power, vocab_size)
+
+
+def renyi_entropy(tokens: Iterable[Any], power: float = DEFAULT_POWER) -> float:
+    """Rényi entropy (bits) of a token sequence's unigram distribution."""
+    counts: dict[Any, int] = {}
+    for t in tokens:
+        counts[t] = counts.get(t, 0) + 1
+    return renyi_entropy_from_counts(np.fromiter(counts.values(), dtype=np.float64), power)
+
+
+# --------------------------------------------------------------------------------------------------
+# Per-id facts of a tokenizer (built once per content hash)
+# --------------------------------------------------------------------------------------------------
+class TokenFacts:
+    """Per-id facts of one tokenizer, filled lazily for the ids actually seen (vectorises per-token metrics).
+
+    Arrays are indexed by token id: `word_start` (the token begins a new word: leading whitespace/▁, or a
+    WordPiece piece without `##`), `space_only` (only whitespace; its successor starts a word), `byte_piece`
+    (a byte-fallback token: `<0xNN>` in SentencePiece vocabularies, a single non-ASCII byte in byte-level
+    ones), `partial` (not whole UTF-8 characters on its own), `length` (characters of the readable form).
+    """
+
+    def __init__(self, tok: LoadedTokenizer) -> None:
+        self._tok = tok
+        self._rust = tok.tokenizer
+        self.size = int(tok.vocab_size)
+        self._alloc(self.size)
+        self._added = tok.added_ids
+        self._wordpiece = tok.model_type == "WordPiece"
+        self._prefix = tok.continuing_subword_prefix or "##"
+        self._byte_level = tok.is_byte_level
+        self._lock = threading.Lock()
+        unk = tok.unk_token
+        if tok.model_type == "Unigram":
+            uid = tok.model.get("unk_id")
+            self.unk_id = -1 if uid is None else int(uid)
+        else:
+            uid = self._rust.token_to_id(unk) if unk else None
+            self.unk_id = -1 if uid is None else int(uid)
+
+    def _alloc(self, n: int) -> None:
+        old = getattr(self, "known", None)
+        arrays = {
+            "known": bool,
+            "word_start": bool,
+            "space_only": bool,
+            "byte_piece": bool,
+            "partial": bool,
+            "length": np.int32,
+        }
+        for name, dt in arrays.items():
+            a = np.zeros(n, dtype=dt)
+            if old is not None:
+                prev = getattr(self, name)
+                a[: prev.size] = prev
+            setattr(self, name, a)
+        self.size = n
+
+    def ensure(self, ids: np.ndarray) -> None:
+        """Compute the facts of every id in `ids` not seen before."""
+        if ids.size == 0:
+            return
+        with self._lock:
+            top = int(ids.max()) + 1
+            if top > self.size:
+                self._alloc(top)
+            todo = ids[~self.known[ids]]
+            for i in np.unique(todo).tolist():
+                self._fill(i)
+
+    def _fill(self, i: int) -> None:
+        raw = self._rust.id_to_token(i)
+        self.known[i] = True
+        if raw is None:
+            return
+        tok = self._tok
+        if i in self._added:
+            self.word_start[i] = True
+            self.length[i] = len(raw)
+            return
+        bs = tok.token_bytes(raw)
+        try:
+            text = bs.decode("utf-8")
+            partial = False
+        except UnicodeDecodeError:
+            text = bs.decode("utf-8", errors="ignore")
+            partial = True
+        self.partial[i] = partial
+        self.length[i] = len(tok.readable(raw)) if partial else len(text)
+        if self._wordpiece:
+            self.word_start[i] = not raw.startswith(self._prefix)
+        else:
+            self.word_start[i] = bool(bs) and bs[:1].isspace()
+        self.space_only[i] = bool(bs) and bs.isspace()
+        if self._byte_level:
+            self.byte_piece[i] = len(raw) == 1 and len(bs) == 1 and bs[0] >= 0x80
+        else:
+            self.byte_piece[i] = tok.is_byte_piece(raw)
+
+
+_FACTS: OrderedDict[str, TokenFacts] = OrderedDict()
+_FACTS_LOCK = threading.Lock()
+
+
+def token_facts(tok: LoadedTokenizer) -> TokenFacts:
+    """The lazily filled per-id facts of a tokenizer (cached by content hash, at most 16 kept)."""
+    key = tok.content_hash
+    with _FACTS_LOCK:
+        f = _FACTS.get(key)
+        if f is not None:
+            _FACTS.move_to_end(key)
+            return f
+        f = _FACTS[key] = TokenFacts(tok)
+        while len(_FACTS) > 16:
+            _FACTS.popitem(last=False)
+    return f
+
+
+# --------------------------------------------------------------------------------------------------
+# Encoding
+# --------------------------------------------------------------------------------------------------
+def _rust_tokenizer(tok: LoadedTokenizer):
+    """The tokenizer to encode with: the shared one, or a private copy with BPE dropout switched off."""
+    if tok.dropout:
+        t = tok.fresh_tokenizer()
+        t.model.dropout = 0.0
+        return t
+    return tok.tokenizer
+
+
+def encode_ids(tok: LoadedTokenizer, lines: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+    """Encode lines without special tokens; return (flat token ids, tokens per line) as int64 arrays."""
+    enc = _rust_tokenizer(tok).encode_batch(list(lines), add_special_tokens=False)
+    ids = [e.ids for e in enc]
+    lens = np.fromiter(map(len, ids), dtype=np.int64, count=len(ids))
+    flat = np.fromiter(itertools.chain.from_iterable(ids), dtype=np.int64, count=int(lens.sum()))
+    return flat, lens
+
+
+def text_counts(lines: Sequence[str]) -> dict[str, Any]:
+    """Per-line bytes, characters and whitespace words (int64 arrays) of a list of lines."""
+    n = len(lines)
+    return {
+        "bytes": np.fromiter((len(s.encode("utf-8")) for s in lines), dtype=np.int64, count=n),
+        "chars": np.fromiter(map(len, lines), dtype=np.int64, count=n),
+        "words": np.fromiter((len(s.split()) for s in lines), dtype=np.int64, count=n),
+    }
+
+
+#: A whitespace "word" longer than this many characters on average means the script is written without
+#: spaces (zh/ja/th/lo/km/my/bo...), where fertility per whitespace word is meaningless.
+SPACELESS_CHARS_PER_WORD = 12.0
+
+
+def continued_words(facts: TokenFacts, flat: np.ndarray, lens: np.ndarray) -> tuple[int, int]:
+    """(words, words split into ≥ 2 tokens), words delimited by the tokenizer's word-start marks."""
+    if flat.size == 0:
+        return 0, 0
+    line_start = np.zeros(flat.size, dtype=bool)
+    starts = np.concatenate(([0], np.cumsum(lens)[:-1]))
+    line_start[starts[lens > 0]] = True
+    space_only = facts.space_only[flat]
+    after_space = np.zeros(flat.size, dtype=bool)
+    after_space[1:] = space_only[:-1] & ~line_start[1:]
+    start = (facts.word_start[flat] | line_start | after_space) & ~space_only
+    keep = ~space_only
+    s = start[keep]
+    if s.size == 0:
+        return 0, 0
+    pos = np.flatnonzero(s)
+    if pos.size == 0 or pos[0] != 0:
+        pos = np.concatenate(([0], pos))
+    seg = np.diff(np.concatenate((pos, [s.size])))
+    return int(seg.size), int((seg >= 2).sum())
+
+
+def corpus_stats(
+    tok: LoadedTokenizer,
+    lines: Sequence[str],
+    *,
+    power: float = DEFAULT_POWER,
+    per_sentence: bool = False,
+) -> dict[str, Any]:
+    """All corpus-level metrics of one tokenizer on a list of lines (no special tokens; sums, then ratios).
+
+    Keys: sentences, tokens, bytes, chars, words, bytes_per_token, chars_per_token, tokens_per_sentence,
+    fertility, tokens_per_char, spaceless, renyi_efficiency, renyi_efficiency_observed, distinct_tokens,
+    mean_token_length, byte_fallback_rate, partial_char_rate, unk_rate, continued_words, power.
+    With per_sentence=True also `sentence_tokens` and `sentence_bytes` (lists).
+    """
+    lines = [s for s in lines if s]
+    if not lines:
+        raise DataError("no non-empty lines to measure")
+    flat, lens = encode_ids(tok, lines)
+    tc = text_counts(lines)
+    out = _stats_from(tok, flat, lens, tc, power)
+    if per_sentence:
+        out["sentence_tokens"] = lens.tolist()
+        out["sentence_bytes"] = tc["bytes"].tolist()
+    return out
+
+
+def _stats_from(
+    tok: LoadedTokenizer, flat: np.ndarray, lens: np.ndarray, tc: dict[str, np.ndarray], power: float
+) -> dict[str, Any]:
+    facts = token_facts(tok)
+    n_tok = int(flat.size)
+    n_bytes = int(tc["bytes"].sum())
+    n_chars = int(tc["chars"].sum())
+    n_words = int(tc["words"].sum())
+    n_sent = int(lens.size)
+    size = max(facts.size, int(flat.max()) + 1 if n_tok else 0)
+    counts = np.bincount(flat, minlength=size) if n_tok else np.zeros(size, dtype=np.int64)
+    used = np.flatnonzero(counts)
+
+    facts.ensure(used)
+    n_words_tok, n_cont = continued_words(facts, flat, lens)
+    lengths = facts.length[used]
+    return {
+        "sentences": n_sent,
+        "tokens": n_tok,
+        "bytes": n_bytes,
+        "chars": n_chars,
+        "words": n_words,
+        "bytes_per_token": n_bytes / n_tok if n_tok else float("nan"),
+        "chars_per_token": n_chars / n_tok if n_tok else float("nan"),
+        "tokens_per_sentence": n_tok / n_sent if n_sent else float("nan"),
+        "fertility": n_tok / n_words if n_words else float("nan"),
+        "tokens_per_char": n_tok / n_chars if n_chars else float("nan"),
+        "spaceless": bool(n_words == 0 or n_chars / n_words > SPACELESS_CHARS_PER_WORD),
+        "renyi_efficiency": renyi_efficiency_from_counts(counts[used], power, tok.vocab_size),
+        "renyi_efficiency_observed": renyi_efficiency_from_counts(counts[used], power, None),
+        "distinct_tokens": int(used.size),
+        "mean_token_length": float(lengths.mean()) if lengths.size else float("nan"),
+        "byte_fallback_rate": float(facts.byte_piece[flat].sum() / n_tok) if n_tok else 0.0,
+        "partial_char_rate": float(facts.partial[flat].sum() / n_tok) if n_tok else 0.0,
+        "unk_rate": float((flat == facts.unk_id).sum() / n_tok) if n_tok and facts.unk_id >= 0 else 0.0,
+        "continued_words": n_cont / n_words_tok if n_words_tok else float("nan"),
+        "power": power,
+    }
+
+
+def bytes_per_token(tok: LoadedTokenizer, lines: Sequence[str]) -> float:
+    """Corpus-level UTF-8 bytes per token (Σ bytes / Σ tokens, no special tokens, empty lines skipped)."""
+    lines = [s for s in lines if s]
+    if not lines:
+        raise DataError("no non-empty lines to measure")
+    enc = _rust_tokenizer(tok).encode_batch(lines, add_special_tokens=False)
+    n_tok = sum(len(e.ids) for e in enc)
+    n_bytes = sum(len(s.encode("utf-8")) for s in lines)
+    return n_bytes / n_tok if n_tok else float("nan")
