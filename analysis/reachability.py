@@ -1,29 +1,127 @@
-"""Self-Tokenization Test (STT): which vocabulary tokens the merges can never produce.
+"""Self-Tokenization Test (STT): which vocabulary tokens the merges can never produce, and why.
 
 Paper 000 §3.3 and methods.md §2: run the *model only* (no normalizer, pre-tokenizer or added-token
 split) on every vocabulary string, with `ignore_merges` off and no dropout; a token is reachable iff the
 model returns exactly that one token.
+
+Speed: the bulk runs through the Rust `model.tokenize`. When the tokenizer's own model already has
+`ignore_merges` off it is used as is (read-only). When it has `ignore_merges` on, each vocabulary string
+gets a sentinel character appended that is not in the vocabulary (and, with no unk / byte fallback,
+is dropped by the model): the word is then never a vocabulary hit, the merges run, and the sentinel adds
+no symbol, so the result equals `tokenize` with `ignore_merges` off — no private model copy is needed.
+Other cases (dropout, unk, byte fallback, end-of-word suffix together with ignore_merges) use a private
+model copy with the flags forced off.
 """
 
 from __future__ import annotations
 
+import csv
+import io
+import json
+import threading
+from collections import Counter, OrderedDict
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+import tokenizers
+
 from .errors import UnsupportedTokenizerError
-from .tokenizer import LoadedTokenizer
+from .tokenizer import LoadedTokenizer, script_of
+
+CATEGORIES = (
+    "reachable",
+    "unreachable_multi",
+    "unreachable_other_single",
+    "merge_skip_only",
+    "byte_fallback",
+    "special",
+    "unk",
+)
+CATEGORY_HELP = {
+    "reachable": "the bare model returns exactly this token for its own string",
+    "unreachable_multi": "the merges split the token's own string into several tokens: it can never be produced",
+    "unreachable_other_single": "the merges turn the token's string into one different token",
+    "merge_skip_only": "unreachable by merges, produced only when a whole pre-token equals it (ignore_merges)",
+    "byte_fallback": "a <0xNN> byte piece, reached by byte fallback by design",
+    "special": "a special or added token (matched before the model runs)",
+    "unk": "the unknown token",
+}
+_SENTINELS = ("\U0010fffd", "\U000f0000", "\uffff", "\ufdd0", "\U000e01ef")
+
+_lock = threading.Lock()
+_STATUS_CACHE: OrderedDict[str, dict[int, list[int]]] = OrderedDict()
+_MODEL_CACHE: OrderedDict[str, Any] = OrderedDict()
 
 
-def self_tokenize(tok: LoadedTokenizer) -> dict[int, list[int]]:
-    """For every model-vocabulary id, the ids the bare model (ignore_merges off, no dropout) returns."""
+def _require_bpe(tok: LoadedTokenizer) -> None:
     if tok.model_type != "BPE":
         raise UnsupportedTokenizerError(
             f"the Self-Tokenization Test needs a BPE model; {tok.name} is {tok.model_type}"
         )
-    doc = tok.document()
-    doc["model"]["ignore_merges"] = False
-    doc["model"]["dropout"] = None
-    from .tokenizer import LoadedTokenizer as _LT
 
-    model = _LT.from_document(doc, name=tok.name).tokenizer.model
-    return {i: [t.id for t in model.tokenize(s)] for s, i in tok.vocab.items()}
+
+def _private_model(tok: LoadedTokenizer) -> Any:
+    """A private Rust BPE model with ignore_merges off and no dropout (built once per tokenizer)."""
+    with _lock:
+        hit = _MODEL_CACHE.get(tok.content_hash)
+    if hit is not None:
+        return hit
+    md = dict(tok.model)
+    md["ignore_merges"] = False
+    md["dropout"] = None
+    text = json.dumps({"version": "1.0", "model": md}, ensure_ascii=False)
+    model = tokenizers.Tokenizer.from_str(text).model
+    with _lock:
+        _MODEL_CACHE[tok.content_hash] = model
+        while len(_MODEL_CACHE) > 3:
+            _MODEL_CACHE.popitem(last=False)
+    return model
+
+
+def stt_tokenize_fn(tok: LoadedTokenizer) -> Callable[[str], list]:
+    """A function str -> Rust tokens, equal to `model.tokenize` with ignore_merges off and no dropout."""
+    _require_bpe(tok)
+    model = tok.tokenizer.model
+    if not tok.dropout:
+        if not tok.ignore_merges:
+            return model.tokenize
+        plain = not tok.end_of_word_suffix and tok.unk_token is None and not tok.byte_fallback
+        if plain:
+            prefix = tok.continuing_subword_prefix or ""
+            vocab = tok.vocab
+            for ch in _SENTINELS:
+                if ch not in vocab and prefix + ch not in vocab:
+                    tokenize = model.tokenize
+                    return lambda s, _c=ch, _t=tokenize: _t(s + _c) if s else []
+    return _private_model(tok).tokenize
+
+
+def self_tokenize(tok: LoadedTokenizer) -> dict[int, list[int]]:
+    """For every model-vocabulary id, the ids the bare model (ignore_merges off, no dropout) returns."""
+    _require_bpe(tok)
+    with _lock:
+        hit = _STATUS_CACHE.get(tok.content_hash)
+    if hit is not None:
+        return hit
+    fn = stt_tokenize_fn(tok)
+    out: dict[int, list[int]] = {}
+    for s, i in tok.vocab.items():
+        r = fn(s)
+        if len(r) == 1 and r[0].id == i:
+            out[i] = [i]
+        else:
+            out[i] = [t.id for t in r]
+    with _lock:
+        _STATUS_CACHE[tok.content_hash] = out
+        while len(_STATUS_CACHE) > 4:
+            _STATUS_CACHE.popitem(last=False)
+    return out
+
+
+def self_tokenize_status(tok: LoadedTokenizer) -> dict[int, bool]:
+    """id -> True when the bare model returns exactly [id] for the token's own string."""
+    return {i: len(ids) == 1 and ids[0] == i for i, ids in self_tokenize(tok).items()}
 
 
 def unreachable_ids(tok: LoadedTokenizer, *, ignore_added: bool = True) -> set[int]:
@@ -35,5 +133,293 @@ def unreachable_ids(tok: LoadedTokenizer, *, ignore_added: bool = True) -> set[i
         added_contents = {a.content for a in tok.added_tokens}
         bad = {i for i in bad if tok.id_to_token.get(i) not in added_contents}
     # byte-fallback pieces are reached by byte fallback, the unk token by design: not failures
-    bad = {i for i in bad if not tok.is_byte_piece(tok.id_to_token[i]) and tok.id_to_token[i] != tok.unk_token}
+    bad = {
+        i for i in bad if not tok.is_byte_piece(tok.id_to_token[i]) and tok.id_to_token[i] != tok.unk_token
+    }
     return bad
+
+
+# --------------------------------------------------------------------------- the categorised report
+@dataclass
+class STTRow:
+    """One vocabulary entry of the STT table."""
+
+    id: int
+    token: str
+    readable: str
+    category: str
+    pieces: list[int]
+    script: str
+
+
+@dataclass
+class STTReport:
+    """STT result: one row per id (model vocabulary plus added tokens) and the counts per category."""
+
+    tokenizer: str
+    ignore_merges: bool
+    rows: list[STTRow]
+    counts: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def unreachable(self) -> list[STTRow]:
+        """Rows that no merge sequence produces (multi, other single, merge-skip only)."""
+        return [
+            r
+            for r in self.rows
+            if r.category in ("unreachable_multi", "unreachable_other_single", "merge_skip_only")
+        ]
+
+    def summary(self) -> dict[str, Any]:
+        """Counts (incl. the total `unreachable` = STT) plus the unreachable token list."""
+        c = dict(self.counts)
+        out: dict[str, Any] = {"tokenizer": self.tokenizer, "ignore_merges": self.ignore_merges}
+        out["vocab_size"] = len(self.rows)
+        out["reachable"] = c.get("reachable", 0)
+        out["unreachable"] = (
+            c.get("unreachable_multi", 0) + c.get("unreachable_other_single", 0) + c.get("merge_skip_only", 0)
+        )
+        for k in CATEGORIES[1:]:
+            out[k] = c.get(k, 0)
+        out["unreachable_tokens"] = [
+            {"id": r.id, "token": r.token, "readable": r.readable} for r in self.unreachable
+        ]
+        return out
+
+    def to_records(self, id_to_token: dict[int, str] | None = None) -> list[dict[str, Any]]:
+        """Rows as plain dicts (pieces as a space-separated token string when id_to_token is given)."""
+        out = []
+        for r in self.rows:
+            d = {
+                "id": r.id,
+                "token": r.token,
+                "readable": r.readable,
+                "category": r.category,
+                "script": r.script,
+                "n_pieces": len(r.pieces),
+            }
+            d["pieces"] = (
+                " ".join(id_to_token.get(p, "?") for p in r.pieces)
+                if id_to_token
+                else " ".join(map(str, r.pieces))
+            )
+            out.append(d)
+        return out
+
+    def to_csv(self, id_to_token: dict[int, str] | None = None) -> str:
+        """The per-token table as CSV text."""
+        buf = io.StringIO()
+        recs = self.to_records(id_to_token)
+        w = csv.DictWriter(
+            buf, fieldnames=["id", "token", "readable", "category", "script", "n_pieces", "pieces"]
+        )
+        w.writeheader()
+        w.writerows(recs)
+        return buf.getvalue()
+
+
+_REPORT_CACHE: OrderedDict[str, STTReport] = OrderedDict()
+
+
+def stt_report(tok: LoadedTokenizer) -> STTReport:
+    """Run STT and put every id (model vocabulary and added tokens) in exactly one category."""
+    _require_bpe(tok)
+    with _lock:
+        hit = _REPORT_CACHE.get(tok.content_hash)
+    if hit is not None:
+        return hit
+    res = self_tokenize(tok)
+    added_ids = set(tok.added_ids)
+    added_contents = {a.content for a in tok.added_tokens}
+    id_to_token = tok.id_to_token
+    unk = tok.unk_token
+    skip = tok.ignore_merges
+    rows: list[STTRow] = []
+    counts: Counter[str] = Counter()
+    for tid in sorted(id_to_token):
+        s = id_to_token[tid]
+        pieces = res.get(tid, [])
+        if tid in added_ids or s in added_contents:
+            cat = "special"
+        elif unk is not None and s == unk:
+            cat = "unk"
+        elif tok.is_byte_piece(s):
+            cat = "byte_fallback"
+        elif pieces == [tid]:
+            cat = "reachable"
+        elif skip:
+            cat = "merge_skip_only"
+        elif len(pieces) == 1:
+            cat = "unreachable_other_single"
+        else:
+            cat = "unreachable_multi"
+        counts[cat] += 1
+        if cat == "reachable":
+            rows.append(STTRow(tid, s, "", cat, pieces, ""))
+        else:
+            readable = tok.readable(s)
+            rows.append(STTRow(tid, s, readable, cat, pieces, script_of(readable)))
+    # readable/script for reachable rows lazily filled here (kept separate to keep the hot loop lean)
+    for r in rows:
+        if r.category == "reachable":
+            r.readable = tok.readable(r.token)
+            r.script = script_of(r.readable)
+    rep = STTReport(
+        tokenizer=tok.name, ignore_merges=skip, rows=rows, counts={k: counts.get(k, 0) for k in CATEGORIES}
+    )
+    with _lock:
+        _REPORT_CACHE[tok.content_hash] = rep
+        while len(_REPORT_CACHE) > 4:
+            _REPORT_CACHE.popitem(last=False)
+    return rep
+
+
+def stt_counts(tok: LoadedTokenizer) -> dict[str, int]:
+    """Category counts only (no per-token readable forms): the fast path for the CLI/bench."""
+    res = self_tokenize(tok)
+    added_ids = set(tok.added_ids)
+    added_contents = {a.content for a in tok.added_tokens}
+    unk = tok.unk_token
+    counts: Counter[str] = Counter()
+    for tid, s in tok.id_to_token.items():
+        pieces = res.get(tid)
+        if tid in added_ids or s in added_contents:
+            counts["special"] += 1
+        elif unk is not None and s == unk:
+            counts["unk"] += 1
+        elif tok.is_byte_piece(s):
+            counts["byte_fallback"] += 1
+        elif pieces == [tid]:
+            counts["reachable"] += 1
+        elif tok.ignore_merges:
+            counts["merge_skip_only"] += 1
+        elif pieces is not None and len(pieces) == 1:
+            counts["unreachable_other_single"] += 1
+        else:
+            counts["unreachable_multi"] += 1
+    out = {k: counts.get(k, 0) for k in CATEGORIES}
+    out["unreachable"] = out["unreachable_multi"] + out["unreachable_other_single"] + out["merge_skip_only"]
+    return out
+
+
+# --------------------------------------------------------------------------- why a token is unreachable
+def explain_unreachable(tok: LoadedTokenizer, token: str | int) -> dict[str, Any]:
+    """Why a token cannot be produced: the tree BPE builds vs the merges that would make it and the
+    earlier merge that wins (the first merge that joins symbols across the candidate's split point)."""
+    from .bpe import get_replay, merge_candidates_for, merge_tree
+
+    _require_bpe(tok)
+    if isinstance(token, int):
+        token = tok.id_to_token[token]
+    tid = tok.vocab.get(token)
+    rep = get_replay(tok, ignore_merges=False)
+    actual = merge_tree(tok, token)
+    tokens, _events = rep.tokenize_word(token)
+    status = self_tokenize_status(tok)
+    init = rep._run(token)[0]
+    # initial symbol index where each character starts (byte fallback can give a char several symbols)
+    char_start: list[int] = []
+    sym = 0
+    for ci, _ch in enumerate(token):
+        char_start.append(sym)
+        sym += _symbols_for_char(rep, token, ci)
+    char_start.append(len(init))
+    spans = rep.word_spans(token)
+    cands = []
+    for rank, a, b in merge_candidates_for(tok, token):
+        k = len(a)
+        boundary = char_start[k] if k < len(char_start) else len(init)
+        blocker = None
+        for p, q, ev in spans:
+            if p < boundary <= q:
+                if q == boundary:
+                    blocker = ev
+                break
+        ai, bi = tok.vocab.get(a), tok.vocab.get(b)
+        cands.append(
+            {
+                "left": a,
+                "right": b,
+                "rank": rank,
+                "left_reachable": bool(ai is not None and status.get(ai)),
+                "right_reachable": bool(bi is not None and status.get(bi)),
+                "blocked_by": None
+                if blocker is None
+                else {
+                    "left": blocker.left,
+                    "right": blocker.right,
+                    "result": blocker.result,
+                    "rank": blocker.rank,
+                },
+            }
+        )
+    cands.sort(key=lambda c: c["rank"])
+    if tid is not None and tokens == [token]:
+        reason = "reachable: the merges rebuild this token from its own string"
+    elif not cands:
+        reason = "no merge produces this string: it can only come from ignore_merges or not at all"
+    else:
+        best = cands[0]
+        parts = []
+        if not best["left_reachable"]:
+            parts.append(f"its left part {tok.readable(best['left'])!r} is itself unreachable")
+        if not best["right_reachable"]:
+            parts.append(f"its right part {tok.readable(best['right'])!r} is itself unreachable")
+        if best["blocked_by"]:
+            bb = best["blocked_by"]
+            parts.append(
+                f"merge #{bb['rank']} {tok.readable(bb['left'])!r} + {tok.readable(bb['right'])!r} fires first "
+                f"and joins symbols across the split point"
+            )
+        reason = (
+            f"merge #{best['rank']} {tok.readable(best['left'])!r} + {tok.readable(best['right'])!r} would make it, but "
+            + ("; ".join(parts) if parts else "it never becomes applicable")
+        )
+    return {
+        "token": token,
+        "id": tid,
+        "readable": tok.readable(token),
+        "actual_tokens": tokens,
+        "actual_tree": actual,
+        "candidates": cands,
+        "reason": reason,
+    }
+
+
+def _symbols_for_char(rep: Any, word: str, ci: int) -> int:
+    """How many initial symbols the character at index ci becomes (1, or its byte count with byte fallback)."""
+    s = word[ci]
+    if ci and rep.prefix:
+        s = rep.prefix + s
+    if ci == len(word) - 1 and rep.suffix:
+        s = s + rep.suffix
+    if s in rep.vocab:
+        return 1
+    if rep.byte_fallback and all(rep._byte_ids[b] is not None for b in s.encode("utf-8")):
+        return len(s.encode("utf-8"))
+    return 1 if rep.unk_token is not None else 0
+
+
+# --------------------------------------------------------------------------- never produced in practice
+def corpus_token_counts(tok: LoadedTokenizer, lines: Iterable[str], batch_size: int = 2000) -> Counter[int]:
+    """How often each id occurs when the real tokenizer (its own flags) encodes the lines (no specials)."""
+    counts: Counter[int] = Counter()
+    batch: list[str] = []
+    enc = tok.tokenizer.encode_batch
+    for line in lines:
+        batch.append(line)
+        if len(batch) >= batch_size:
+            for e in enc(batch, add_special_tokens=False):
+                counts.update(e.ids)
+            batch = []
+    if batch:
+        for e in enc(batch, add_special_tokens=False):
+            counts.update(e.ids)
+    return counts
+
+
+def never_produced(tok: LoadedTokenizer, lines: Iterable[str]) -> list[int]:
+    """Model-vocabulary ids (added tokens excluded) that never occur when encoding the lines."""
+    counts = corpus_token_counts(tok, lines)
+    added = set(tok.added_ids)
+    return sorted(i for i in tok.vocab.values() if i not in added and counts.get(i, 0) == 0)
