@@ -25,10 +25,13 @@ language grid with a JSON cache keyed by tokenizer content hash + data hash + me
 from __future__ import annotations
 
 import itertools
+import json
 import math
+import os
 import threading
 from collections import OrderedDict
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -350,3 +353,337 @@ def bytes_per_token(tok: LoadedTokenizer, lines: Sequence[str]) -> float:
     n_tok = sum(len(e.ids) for e in enc)
     n_bytes = sum(len(s.encode("utf-8")) for s in lines)
     return n_bytes / n_tok if n_tok else float("nan")
+
+
+# --------------------------------------------------------------------------------------------------
+# Tokenizer × language grid with a JSON cache
+# --------------------------------------------------------------------------------------------------
+#: Columns of a compression row, in display order.
+ROW_COLUMNS = [
+    "tokenizer", "lang", "name", "script", "family", "bytes_per_token", "chars_per_token", "tokens_per_sentence",
+    "fertility", "tokens_per_char", "spaceless", "parity", "renyi_efficiency", "renyi_efficiency_observed",
+    "distinct_tokens", "mean_token_length", "byte_fallback_rate", "partial_char_rate", "unk_rate",
+    "continued_words", "tokens", "bytes", "chars", "words", "sentences", "power", "tokenizer_hash", "data_hash",
+]  # fmt: skip
+
+_MEM: dict[str, dict[str, Any]] = {}
+_MEM_LOCK = threading.Lock()
+_DISK_LOADED: set[str] = set()
+
+
+def _params_key(power: float) -> str:
+    return f"v{METRICS_VERSION}-p{power:g}"
+
+
+def _disk_path(tok_hash: str, power: float) -> Path:
+    from .defaults import cache_dir
+
+    d = cache_dir() / "compression"
+    d.mkdir(parents=True, exist_ok=True)
+    return d / f"{tok_hash}-{_params_key(power)}.json"
+
+
+def _load_disk(tok_hash: str, power: float) -> None:
+    """Merge one tokenizer's on-disk cache file into memory (once per process)."""
+    name = f"{tok_hash}-{_params_key(power)}"
+    if name in _DISK_LOADED:
+        return
+    _DISK_LOADED.add(name)
+    path = _disk_path(tok_hash, power)
+    if not path.is_file():
+        return
+    try:
+        entries = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return  # a corrupt cache file is ignored and rewritten
+    if isinstance(entries, dict):
+        with _MEM_LOCK:
+            for k, v in entries.items():
+                _MEM.setdefault(k, v)
+
+
+def _save_disk(tok_hash: str, power: float) -> None:
+    prefix = f"{tok_hash}|"
+    suffix = f"|{_params_key(power)}"
+    with _MEM_LOCK:
+        entries = {k: v for k, v in _MEM.items() if k.startswith(prefix) and k.endswith(suffix)}
+    path = _disk_path(tok_hash, power)
+    tmp = path.with_name(f"{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+    try:
+        tmp.write_text(json.dumps(entries, ensure_ascii=False), encoding="utf-8")
+        tmp.replace(path)
+    except OSError:
+        tmp.unlink(missing_ok=True)  # caching is best-effort
+
+
+def clear_cache(disk: bool = False) -> None:
+    """Forget cached results in memory (and, with disk=True, the on-disk JSON files)."""
+    with _MEM_LOCK:
+        _MEM.clear()
+        _DISK_LOADED.clear()
+    if disk:
+        from .defaults import cache_dir
+
+        for p in (cache_dir() / "compression").glob("*.json"):
+            p.unlink(missing_ok=True)
+
+
+def _finite(x: Any) -> Any:
+    """NaN/inf → None so rows are valid JSON."""
+    if isinstance(x, float) and not math.isfinite(x):
+        return None
+    return x
+
+
+def language_stats(
+    tok: LoadedTokenizer, data: Any, lang: str, *, power: float = DEFAULT_POWER, use_cache: bool = True
+) -> tuple[dict[str, Any], bool]:
+    """Metrics of one tokenizer on one FLORES language (cached); returns (stats, was_cached)."""
+    code = data.resolve(lang)
+    key = f"{tok.content_hash}|{code}|{data.data_hash(code)}|{_params_key(power)}"
+    if use_cache:
+        _load_disk(tok.content_hash, power)
+        with _MEM_LOCK:
+            got = _MEM.get(key)
+        if got is not None:
+            return got, True
+    stats = {k: _finite(v) for k, v in corpus_stats(tok, data.lines(code), power=power).items()}
+    with _MEM_LOCK:
+        _MEM[key] = stats
+    return stats, False
+
+
+def compression_table(
+    tokenizers: Sequence[LoadedTokenizer],
+    data: Any,
+    langs: Sequence[str] | str | None = None,
+    *,
+    power: float = DEFAULT_POWER,
+    reference: str = "eng_Latn",
+    progress: Callable[[float, str], None] | None = None,
+    use_cache: bool = True,
+) -> list[dict[str, Any]]:
+    """One row per tokenizer × language with every metric plus `parity` (tokens / reference tokens).
+
+    `data` is a :class:`analysis.flores.FloresData`; `langs` is None/"all", "a,b" or a list of codes.
+    Parity (the premium of Petrov et al. 2023) needs the reference language in the data and the same number
+    of sentences (parallel data); otherwise it is None. progress(fraction, message) is called per cell.
+    """
+    from .flores import language
+
+    if not tokenizers:
+        raise DataError("choose at least one tokenizer")
+    codes = data.resolve_many(langs)
+    ref = data.resolve(reference) if reference and reference in data else None
+    total = len(tokenizers) * len(codes)
+    rows: list[dict[str, Any]] = []
+    done = 0
+    for tok in tokenizers:
+        computed = False
+        ref_stats = None
+        if ref is not None:
+            ref_stats, was = language_stats(tok, data, ref, power=power, use_cache=use_cache)
+            computed |= not was
+        for code in codes:
+            stats, was = language_stats(tok, data, code, power=power, use_cache=use_cache)
+            computed |= not was
+            meta = language(code)
+            parity = None
+            if ref_stats and ref_stats["tokens"] and ref_stats["sentences"] == stats["sentences"]:
+                parity = stats["tokens"] / ref_stats["tokens"]
+            row = {
+                "tokenizer": tok.name,
+                "lang": code,
+                "name": meta.name,
+                "script": meta.script,
+                "family": meta.family,
+                **stats,
+                "spaceless": bool(stats["spaceless"] or meta.spaceless),
+                "parity": parity,
+                "tokenizer_hash": tok.content_hash,
+                "data_hash": data.data_hash(code),
+            }
+            rows.append({k: row.get(k) for k in ROW_COLUMNS})
+            done += 1
+            if progress:
+                progress(done / total, f"{tok.name} · {code}")
+        if computed and use_cache:
+            _save_disk(tok.content_hash, power)
+    return rows
+
+
+# --------------------------------------------------------------------------------------------------
+# Across languages
+# --------------------------------------------------------------------------------------------------
+def gini(values: Iterable[float]) -> float:
+    """Gini coefficient of non-negative values (0 = all equal, → 1 = concentrated); NaN/None dropped."""
+    x = np.asarray([v for v in values if v is not None and math.isfinite(v)], dtype=np.float64)
+    if x.size == 0 or x.sum() == 0:
+        return 0.0
+    x = np.sort(x)
+    n = x.size
+    cum = np.cumsum(x)
+    return float((n + 1 - 2 * (cum / cum[-1]).sum()) / n)
+
+
+def _values(rows: Sequence[dict], tokenizer: str, metric: str) -> dict[str, float]:
+    return {
+        r["lang"]: float(r[metric])
+        for r in rows
+        if r["tokenizer"] == tokenizer and r.get(metric) is not None and math.isfinite(float(r[metric]))
+    }
+
+
+def _tokenizers(rows: Sequence[dict]) -> list[str]:
+    return list(dict.fromkeys(r["tokenizer"] for r in rows))
+
+
+def summarize(rows: Sequence[dict], metric: str = "bytes_per_token") -> list[dict[str, Any]]:
+    """Per tokenizer: languages, mean, median, min, max and Gini of one metric across languages."""
+    out = []
+    for t in _tokenizers(rows):
+        v = np.asarray(list(_values(rows, t, metric).values()), dtype=np.float64)
+        out.append(
+            {
+                "tokenizer": t,
+                "metric": metric,
+                "languages": int(v.size),
+                "mean": float(v.mean()) if v.size else None,
+                "median": float(np.median(v)) if v.size else None,
+                "min": float(v.min()) if v.size else None,
+                "max": float(v.max()) if v.size else None,
+                "gini": gini(v),
+            }
+        )
+    return out
+
+
+def script_group(script: str, table2: bool = True) -> str:
+    """A script's group: with table2=True the groups of paper 000 Table 2 (Latn, Cyrl, Arab, Jpan, Hani, Other)."""
+    s = {"Hans": "Hani", "Hant": "Hani"}.get(script, script)
+    if table2 and s not in TABLE2_GROUPS:
+        return "Other"
+    return s
+
+
+def script_summary(
+    rows: Sequence[dict], metric: str = "bytes_per_token", table2: bool = True
+) -> list[dict[str, Any]]:
+    """Mean of a metric per script group and tokenizer, with the language count n (paper 000 Table 2 layout)."""
+    groups: dict[tuple[str, str], list[float]] = {}
+    for r in rows:
+        v = r.get(metric)
+        if v is None or not math.isfinite(float(v)):
+            continue
+        groups.setdefault((script_group(r["script"], table2), r["tokenizer"]), []).append(float(v))
+    order = list(TABLE2_GROUPS) + ["Other"] if table2 else sorted({g for g, _ in groups})
+    out = []
+    for g in order:
+        for t in _tokenizers(rows):
+            vals = groups.get((g, t))
+            if vals:
+                out.append({"script": g, "tokenizer": t, "n": len(vals), "mean": float(np.mean(vals))})
+    return out
+
+
+def compare(
+    rows: Sequence[dict],
+    a: str,
+    b: str,
+    metric: str = "bytes_per_token",
+    higher_is_better: bool | None = None,
+) -> dict[str, Any]:
+    """Tokenizer a vs b on the languages both have: mean Δrel = a/b − 1 and win rate of a (paper 000 Table 1).
+
+    For a lower-is-better metric (fertility, parity…) a "win" is a lower value, and Δrel is still a/b − 1.
+    """
+    hib = HIGHER_IS_BETTER.get(metric, True) if higher_is_better is None else higher_is_better
+    va, vb = _values(rows, a, metric), _values(rows, b, metric)
+    common = [k for k in va if k in vb and vb[k] != 0]
+    per = []
+    for k in common:
+        d = va[k] / vb[k] - 1.0
+        win = va[k] > vb[k] if hib else va[k] < vb[k]
+        per.append({"lang": k, "a": va[k], "b": vb[k], "delta_rel": d, "win": bool(win)})
+    n = len(per)
+    return {
+        "a": a,
+        "b": b,
+        "metric": metric,
+        "languages": n,
+        "delta_rel": float(np.mean([p["delta_rel"] for p in per])) if n else None,
+        "win_rate": sum(p["win"] for p in per) / n if n else None,
+        "per_language": per,
+    }
+
+
+def script_compare(
+    rows: Sequence[dict], a: str, b: str, metric: str = "bytes_per_token", table2: bool = True
+) -> list[dict[str, Any]]:
+    """Mean Δrel (a/b − 1) per script group, as in paper 000 Table 2."""
+    script_of_lang = {r["lang"]: r["script"] for r in rows}
+    per = compare(rows, a, b, metric)["per_language"]
+    groups: dict[str, list[float]] = {}
+    for p in per:
+        groups.setdefault(script_group(script_of_lang[p["lang"]], table2), []).append(p["delta_rel"])
+    order = list(TABLE2_GROUPS) + ["Other"] if table2 else sorted(groups)
+    return [
+        {"script": g, "n": len(groups[g]), "delta_rel": float(np.mean(groups[g]))}
+        for g in order
+        if g in groups
+    ]
+
+
+# --------------------------------------------------------------------------------------------------
+# Drill-down
+# --------------------------------------------------------------------------------------------------
+def worst_sentences(tok: LoadedTokenizer, lines: Sequence[str], k: int = 10) -> list[dict[str, Any]]:
+    """The k sentences with the lowest bytes/token, each with its tokens (readable) and ids."""
+    idx = [i for i, s in enumerate(lines) if s]
+    sel = [lines[i] for i in idx]
+    if not sel:
+        raise DataError("no non-empty lines to measure")
+    enc = _rust_tokenizer(tok).encode_batch(sel, add_special_tokens=False)
+    bpt = [(len(s.encode("utf-8")) / len(e.ids) if e.ids else float("inf")) for s, e in zip(sel, enc)]
+    order = sorted(range(len(sel)), key=lambda j: bpt[j])[: max(0, k)]
+    out = []
+    for j in order:
+        e = enc[j]
+        out.append(
+            {
+                "index": idx[j],
+                "text": sel[j],
+                "tokens": len(e.ids),
+                "bytes": len(sel[j].encode("utf-8")),
+                "bytes_per_token": bpt[j],
+                "ids": list(e.ids),
+                "pieces": [tok.readable(t) for t in e.tokens],
+            }
+        )
+    return out
+
+
+def to_latex(rows: Sequence[dict], columns: Sequence[str], caption: str = "", digits: int = 3) -> str:
+    """A booktabs LaTeX table of the given columns (special characters escaped)."""
+
+    def esc(v: Any) -> str:
+        if v is None:
+            return "--"
+        if isinstance(v, bool):
+            return "yes" if v else "no"
+        if isinstance(v, float):
+            return f"{v:.{digits}f}"
+        s = str(v)
+        for a, b in (("\\", r"\textbackslash{}"), ("&", r"\&"), ("%", r"\%"), ("$", r"\$"), ("#", r"\#"),
+                     ("_", r"\_"), ("{", r"\{"), ("}", r"\}"), ("~", r"\textasciitilde{}"), ("^", r"\^{}")):  # fmt: skip
+            s = s.replace(a, b)
+        return s
+
+    head = " & ".join(esc(c) for c in columns)
+    body = "\n".join(" & ".join(esc(r.get(c)) for c in columns) + r" \\" for r in rows)
+    cap = f"\\caption{{{esc(caption)}}}\n" if caption else ""
+    spec = "l" * len(columns)
+    return (
+        f"\\begin{{table}}[t]\n\\centering\n{cap}\\begin{{tabular}}{{{spec}}}\n\\toprule\n{head} \\\\\n\\midrule\n"
+        f"{body}\n\\bottomrule\n\\end{{tabular}}\n\\end{{table}}\n"
+    )
