@@ -1,0 +1,327 @@
+"""Training and evaluation text: FLORES splits, shared corpora, uploads, folders — read as streams.
+
+Every source yields *text units* (a line of a text file, the `text` field of a JSON-lines record) from a
+generator, so a multi-GB corpus never has to sit in memory at once. A :class:`Corpus` bundles several
+sources with a character budget; it is re-iterable (each `iter()` starts a fresh read) and has a
+`fingerprint` that identifies its content for caching.
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import io
+import json
+import os
+import zipfile
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .errors import DataError
+
+#: FLORES-200 devtest lines used for training when a FLORES language is the training text; the rest is held out.
+FLORES_TRAIN_LINES = 800
+#: Suffixes read as text (optionally gzip-compressed).
+TEXT_SUFFIXES = (
+    ".txt",
+    ".text",
+    ".md",
+    ".devtest",
+    ".dev",
+    ".tsv",
+    ".csv",
+    ".jsonl",
+    ".json",
+    ".py",
+    ".rs",
+    ".c",
+)
+
+
+def assets_dir() -> Path:
+    """The shared assets folder (TOKLAB_ASSETS, else ../shared/assets next to the repository)."""
+    env = os.environ.get("TOKLAB_ASSETS")
+    if env:
+        return Path(env).resolve()
+    return (Path(__file__).resolve().parents[2] / "shared" / "assets").resolve()
+
+
+def flores_dir() -> Path:
+    """Folder holding the FLORES-200 devtest files."""
+    return assets_dir() / "flores200" / "devtest"
+
+
+def flores_languages() -> list[str]:
+    """Available FLORES-200 language codes (e.g. `est_Latn`), sorted."""
+    d = flores_dir()
+    if not d.is_dir():
+        return []
+    return sorted(p.name.split(".")[0] for p in d.glob("*.devtest"))
+
+
+def flores_lines(lang: str) -> list[str]:
+    """All 1,012 devtest lines of one FLORES-200 language."""
+    path = flores_dir() / f"{lang}.devtest"
+    if not path.is_file():
+        raise DataError(f"unknown FLORES-200 language code {lang!r} (expected e.g. est_Latn, eng_Latn)")
+    return [ln for ln in path.read_text(encoding="utf-8").splitlines() if ln.strip()]
+
+
+def flores_split(lang: str, n_train: int = FLORES_TRAIN_LINES) -> tuple[list[str], list[str]]:
+    """FLORES lines split into (training lines = first n_train, held-out lines = the rest)."""
+    lines = flores_lines(lang)
+    n_train = max(0, min(n_train, len(lines) - 1))
+    return lines[:n_train], lines[n_train:]
+
+
+def shared_corpora() -> dict[str, Path]:
+    """The shared corpora under assets/corpora: name (e.g. `text/est_Latn.txt.gz`) → path."""
+    root = assets_dir() / "corpora"
+    out: dict[str, Path] = {}
+    for sub, pattern in (("text", "*.txt.gz"), ("code", "*.jsonl.gz"), ("code/heldout", "*.jsonl.gz")):
+        d = root / sub
+        if d.is_dir():
+            for p in sorted(d.glob(pattern)):
+                out[f"{sub}/{p.name}"] = p
+    return out
+
+
+# --------------------------------------------------------------------------------------------------
+# Streaming readers
+# --------------------------------------------------------------------------------------------------
+def _units_from_text_stream(stream: io.TextIOBase, name: str) -> Iterator[str]:
+    """Yield the units of one opened text stream: JSON-lines `text` fields, or non-empty lines."""
+    is_jsonl = ".jsonl" in name.lower()
+    for raw in stream:
+        line = raw.rstrip("\r\n")
+        if not line.strip():
+            continue
+        if is_jsonl:
+            try:
+                rec = json.loads(line)
+            except json.JSONDecodeError as e:
+                raise DataError(f"{name}: a line is not valid JSON ({e})") from e
+            text = rec.get("text") if isinstance(rec, dict) else None
+            if isinstance(text, str) and text.strip():
+                yield text
+        else:
+            yield line
+
+
+def _open_binary_as_text(fh, name: str) -> io.TextIOBase:
+    if name.lower().endswith(".gz"):
+        fh = gzip.GzipFile(fileobj=fh)
+    return io.TextIOWrapper(fh, encoding="utf-8", errors="replace", newline="")
+
+
+def iter_file(path: str | Path) -> Iterator[str]:
+    """Stream the text units of a file: .txt/.jsonl (optionally .gz), or every text file inside a .zip."""
+    path = Path(path)
+    if not path.is_file():
+        raise DataError(f"text file not found: {path}")
+    if path.suffix.lower() == ".zip":
+        with open(path, "rb") as fh:
+            yield from iter_zip(fh, path.name)
+        return
+    with open(path, "rb") as fh:
+        yield from _units_from_text_stream(_open_binary_as_text(fh, path.name), path.name)
+
+
+def iter_bytes(name: str, data: bytes) -> Iterator[str]:
+    """Stream the text units of an uploaded file's bytes (text, .gz, .jsonl or a .zip of text files)."""
+    if name.lower().endswith(".zip"):
+        yield from iter_zip(io.BytesIO(data), name)
+        return
+    yield from _units_from_text_stream(_open_binary_as_text(io.BytesIO(data), name), name)
+
+
+def _is_text_name(name: str) -> bool:
+    n = name.lower()
+    if n.endswith(".gz"):
+        n = n[:-3]
+    return n.endswith(TEXT_SUFFIXES) or "." not in Path(n).name
+
+
+def iter_zip(fileobj, name: str = "archive.zip") -> Iterator[str]:
+    """Stream the text units of every text file inside a zip archive (sorted by member name)."""
+    try:
+        zf = zipfile.ZipFile(fileobj)
+    except zipfile.BadZipFile as e:
+        raise DataError(f"{name}: not a valid zip archive ({e})") from e
+    with zf:
+        members = sorted(
+            i.filename
+            for i in zf.infolist()
+            if not i.is_dir() and _is_text_name(i.filename) and "__MACOSX" not in i.filename
+        )
+        if not members:
+            raise DataError(f"{name}: the zip holds no text files (.txt, .jsonl, .gz …)")
+        for m in members:
+            with zf.open(m) as fh:
+                yield from _units_from_text_stream(_open_binary_as_text(fh, m), m)
+
+
+def iter_folder(path: str | Path, pattern: str = "**/*") -> Iterator[str]:
+    """Stream the text units of every text file below a local folder (sorted by path)."""
+    root = Path(path)
+    if not root.is_dir():
+        raise DataError(f"folder not found: {root}")
+    files = sorted(p for p in root.glob(pattern) if p.is_file() and _is_text_name(p.name))
+    if not files:
+        raise DataError(f"{root}: no text files (.txt, .jsonl, .gz …) in this folder")
+    for p in files:
+        yield from iter_file(p)
+
+
+def with_budget(units: Iterable[str], max_chars: int | None) -> Iterator[str]:
+    """Pass units through until `max_chars` characters were yielded (the last unit is cut to fit)."""
+    if not max_chars or max_chars <= 0:
+        yield from units
+        return
+    left = int(max_chars)
+    for u in units:
+        if len(u) >= left:
+            if left > 0:
+                yield u[:left]
+            return
+        left -= len(u)
+        yield u
+
+
+# --------------------------------------------------------------------------------------------------
+# Corpus: sources + budget, re-iterable, with a content fingerprint
+# --------------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Source:
+    """One text source: kind is `flores-train`, `flores-heldout`, `file`, `folder`, `bytes` or `lines`."""
+
+    kind: str
+    ref: str
+    data: bytes | tuple[str, ...] | None = field(default=None, repr=False, compare=False)
+
+    def units(self) -> Iterator[str]:
+        """A fresh generator over this source's text units."""
+        if self.kind == "flores-train":
+            lang, _, n = self.ref.partition(":")
+            yield from flores_split(lang, int(n or FLORES_TRAIN_LINES))[0]
+        elif self.kind == "flores-heldout":
+            lang, _, n = self.ref.partition(":")
+            yield from flores_split(lang, int(n or FLORES_TRAIN_LINES))[1]
+        elif self.kind == "flores":
+            yield from flores_lines(self.ref)
+        elif self.kind == "file":
+            yield from iter_file(self.ref)
+        elif self.kind == "folder":
+            yield from iter_folder(self.ref)
+        elif self.kind == "bytes":
+            yield from iter_bytes(self.ref, self.data or b"")
+        elif self.kind == "lines":
+            yield from (u for u in (self.data or ()) if u.strip())
+        else:
+            raise DataError(f"unknown text source kind {self.kind!r}")
+
+    def fingerprint(self) -> str:
+        """A short identity of this source's content (path + size + mtime for files, a hash for data)."""
+        h = hashlib.sha256(f"{self.kind}\0{self.ref}\0".encode())
+        if self.kind == "file":
+            st = Path(self.ref).stat()
+            h.update(f"{st.st_size}:{st.st_mtime_ns}".encode())
+        elif self.kind == "folder":
+            for p in sorted(Path(self.ref).rglob("*")):
+                if p.is_file():
+                    st = p.stat()
+                    h.update(f"{p}:{st.st_size}:{st.st_mtime_ns}".encode())
+        elif self.kind == "bytes":
+            h.update(self.data or b"")
+        elif self.kind == "lines":
+            for u in self.data or ():
+                h.update(u.encode("utf-8", "replace") + b"\n")
+        return h.hexdigest()[:16]
+
+    @property
+    def label(self) -> str:
+        """A short human-readable description."""
+        if self.kind == "flores-train":
+            lang, _, n = self.ref.partition(":")
+            return f"FLORES {lang} (training lines 1–{n or FLORES_TRAIN_LINES})"
+        if self.kind == "flores-heldout":
+            lang, _, n = self.ref.partition(":")
+            return f"FLORES {lang} (held-out lines {int(n or FLORES_TRAIN_LINES) + 1}–1012)"
+        if self.kind in ("file", "folder"):
+            return Path(self.ref).name
+        return self.ref
+
+
+@dataclass(frozen=True)
+class Corpus:
+    """A re-iterable text corpus: several sources read in order, cut at `max_chars` characters."""
+
+    sources: tuple[Source, ...]
+    max_chars: int | None = None
+
+    def __iter__(self) -> Iterator[str]:
+        def gen() -> Iterator[str]:
+            for s in self.sources:
+                yield from s.units()
+
+        return with_budget(gen(), self.max_chars)
+
+    @property
+    def fingerprint(self) -> str:
+        """Cache key of the corpus content (sources + budget)."""
+        h = hashlib.sha256(str(self.max_chars).encode())
+        for s in self.sources:
+            h.update(s.fingerprint().encode())
+        return h.hexdigest()[:16]
+
+    @property
+    def label(self) -> str:
+        """Human-readable description, e.g. `FLORES est_Latn (training lines 1–800) + est_Latn.txt.gz`."""
+        txt = " + ".join(s.label for s in self.sources) or "(empty)"
+        return txt + (f", at most {self.max_chars:,} characters" if self.max_chars else "")
+
+    def stats(self) -> dict[str, int]:
+        """Units and characters (one streaming pass)."""
+        n = c = 0
+        for u in self:
+            n += 1
+            c += len(u)
+        return {"units": n, "chars": c}
+
+
+def corpus(*sources: Source, max_chars: int | None = None) -> Corpus:
+    """Build a Corpus from sources."""
+    return Corpus(tuple(sources), max_chars)
+
+
+def from_paths(paths: Iterable[str | Path], max_chars: int | None = None) -> Corpus:
+    """A Corpus over local files, folders or zips (checked to exist now, read lazily later)."""
+    srcs = []
+    for p in paths:
+        p = Path(p)
+        if p.is_dir():
+            srcs.append(Source("folder", str(p.resolve())))
+        elif p.is_file():
+            srcs.append(Source("file", str(p.resolve())))
+        else:
+            raise DataError(f"text file or folder not found: {p}")
+    if not srcs:
+        raise DataError("no training text given")
+    return Corpus(tuple(srcs), max_chars)
+
+
+def from_lines(lines: Iterable[str], name: str = "lines") -> Source:
+    """A Source over an in-memory list of lines."""
+    return Source("lines", name, tuple(lines))
+
+
+def require_text(
+    units: Iterable[str] | Callable[[], Iterable[str]], what: str = "training text"
+) -> list[str]:
+    """Materialise a (small) text source, raising DataError if it holds no non-empty text."""
+    src = units() if callable(units) else units
+    out = [u for u in src if u and u.strip()]
+    if not out:
+        raise DataError(f"the {what} is empty: give at least one non-empty line")
+    return out

@@ -1,0 +1,746 @@
+"""Extend a tokenizer with new tokens: continued BPE training vs naive extension (paper 000 §3.1, methods.md §4).
+
+Methods (every one returns an :class:`Extension`: a new `LoadedTokenizer` built with
+`LoadedTokenizer.from_document`, plus the added tokens):
+
+* ``continued`` — the merges of :func:`analysis.training.continue_training`, appended in learned order;
+* ``regen`` — naive: the first N tokens of an auxiliary tokenizer (trained with the `tokenizers` trainer on
+  the same text, same normalizer/pre-tokenizer/alphabet) that the base lacks, with merges regenerated from
+  token priorities (`generate_merges` semantics: every split into two vocabulary tokens, ordered by the new
+  token's rank, then longer left part first);
+* ``merges`` — naive: the same tokens, with the auxiliary tokenizer's merge list appended (merges whose
+  parts and result are all in the combined vocabulary and that the base does not have);
+* ``add-tokens`` — naive: the same tokens as `added_tokens` entries (what `tokenizer.add_tokens` does);
+* ``wordpiece`` — BERT-style WordPiece: the auxiliary WordPiece vocabulary's non-overlapping tokens appended in
+  index order (paper 002, Alg. 7).
+
+New ids start after every existing id (model and added), so special tokens and post-processor ids keep their
+values. A :class:`Plan` holds the one training run (continued) or auxiliary vocabulary (naive) from which any
+prefix 1..N is applied; :class:`PrefixSimulator` measures a prefix on fixed texts without rebuilding the
+tokenizer (exact for appended merges; checked against the real tokenizer in the tests).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from collections import Counter
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+
+import tokenizers
+from tokenizers import pre_tokenizers, trainers
+
+from .errors import DataError, UnsupportedTokenizerError
+from .tokenizer import SPIECE_UNDERLINE, LoadedTokenizer
+from .training import TrainingResult, continue_training, training_mode
+
+METHODS = ("continued", "regen", "merges", "add-tokens", "wordpiece")
+METHOD_LABELS = {
+    "continued": "Continued BPE training",
+    "regen": "Naive: new tokenizer + regenerated merges",
+    "merges": "Naive: new tokenizer + appended merge list",
+    "add-tokens": "Naive: add_tokens",
+    "wordpiece": "WordPiece: append new vocabulary",
+}
+
+
+def methods_for(tok: LoadedTokenizer) -> list[str]:
+    """The extension methods that apply to a tokenizer."""
+    if tok.model_type == "BPE":
+        try:
+            training_mode(tok)
+            return ["continued", "regen", "merges", "add-tokens"]
+        except UnsupportedTokenizerError:
+            return ["add-tokens"]
+    if tok.model_type == "WordPiece":
+        return ["wordpiece", "add-tokens"]
+    return ["add-tokens"]
+
+
+# --------------------------------------------------------------------------------------------------
+# Result type and document helpers
+# --------------------------------------------------------------------------------------------------
+@dataclass
+class Extension:
+    """An extended tokenizer and what was added to it."""
+
+    method: str
+    base: LoadedTokenizer
+    tokenizer: LoadedTokenizer
+    added: list[str]
+    added_ids: list[int]
+    merges: list[tuple[str, str]] = field(default_factory=list)
+
+    @property
+    def n_added(self) -> int:
+        """Number of tokens added."""
+        return len(self.added)
+
+
+def next_id(tok: LoadedTokenizer) -> int:
+    """The first id after every model-vocabulary and added-token id."""
+    ids = list(tok.vocab.values()) + [a.id for a in tok.added_tokens]
+    return max(ids) + 1 if ids else 0
+
+
+def _doc(tok: LoadedTokenizer) -> dict:
+    """A fresh, editable copy of the tokenizer.json document."""
+    return json.loads(tok.to_json())
+
+
+def _ext_name(tok: LoadedTokenizer, method: str, n: int) -> str:
+    return f"{tok.name} +{n} ({method})"
+
+
+def _finish(
+    base: LoadedTokenizer,
+    doc: dict,
+    method: str,
+    added: list[str],
+    ids: list[int],
+    merges: list[tuple[str, str]],
+) -> Extension:
+    from .export import sync_post_processor
+
+    sync_post_processor(doc)
+    new = LoadedTokenizer.from_document(
+        doc, name=_ext_name(base, method, len(added)), source=base.source, config=base.config
+    )
+    return Extension(method, base, new, added, ids, merges)
+
+
+def filter_merges(
+    base: LoadedTokenizer, new_tokens: Sequence[str], candidates: Iterable[tuple[str, str]]
+) -> list[tuple[str, str]]:
+    """Keep (a, b) only if a, b and a+b are in the combined vocabulary and the base lacks the merge (§4)."""
+    vocab = base.vocab
+    new = set(new_tokens)
+    have = set(base.merges)
+    out: list[tuple[str, str]] = []
+    for a, b in candidates:
+        if (a, b) in have:
+            continue
+        if (a in vocab or a in new) and (b in vocab or b in new) and ((a + b) in vocab or (a + b) in new):
+            out.append((a, b))
+            have.add((a, b))
+    return out
+
+
+def append_to_model(
+    base: LoadedTokenizer, tokens: Sequence[str], merges: Sequence[tuple[str, str]], method: str
+) -> Extension:
+    """New model-vocabulary tokens (ids after every existing id) plus merges appended after the base merges."""
+    doc = _doc(base)
+    model = doc["model"]
+    vocab = model["vocab"]
+    added_contents = {a.content for a in base.added_tokens}
+    nid = next_id(base)
+    added: list[str] = []
+    ids: list[int] = []
+    for t in tokens:
+        if t in vocab or t in added_contents or t in added:
+            continue
+        vocab[t] = nid
+        added.append(t)
+        ids.append(nid)
+        nid += 1
+    if model.get("type") == "BPE":
+        kept = filter_merges(base, added, merges)
+        model["merges"] = [list(m) for m in base.merges] + [list(m) for m in kept]
+    else:
+        kept = []
+    return _finish(base, doc, method, added, ids, kept)
+
+
+# --------------------------------------------------------------------------------------------------
+# Auxiliary tokenizer (naive baselines)
+# --------------------------------------------------------------------------------------------------
+@dataclass
+class AuxVocab:
+    """An auxiliary tokenizer trained from scratch on the extension text with the `tokenizers` trainer."""
+
+    kind: str
+    tokens: list[str]
+    merges: list[tuple[str, str]]
+    seconds: float = 0.0
+    vocab_size: int = 0
+
+
+def _aux_pipeline(base: LoadedTokenizer) -> tuple[dict | None, dict | None, list[str]]:
+    """(normalizer, pre_tokenizer, initial alphabet) for the auxiliary tokenizer."""
+    mode = training_mode(base) if base.model_type == "BPE" else "wordpiece"
+    norm = base.normalizer
+    pre = base.pre_tokenizer
+    alphabet: list[str] = []
+    if mode == "byte-level":
+        alphabet = pre_tokenizers.ByteLevel.alphabet()
+    elif mode == "sentencepiece":
+        split = {
+            "type": "Split",
+            "pattern": {"String": SPIECE_UNDERLINE},
+            "behavior": "MergedWithNext",
+            "invert": False,
+        }
+        digits = {"type": "Digits", "individual_digits": True}
+        pres = [pre] if pre else []
+        pre = {"type": "Sequence", "pretokenizers": pres + [split, digits]}
+    return norm, pre, alphabet
+
+
+def train_auxiliary(
+    base: LoadedTokenizer, units: Iterable[str], vocab_size: int, *, max_token_length: int | None = None
+) -> AuxVocab:
+    """Train a BPE (or, for WordPiece bases, WordPiece) tokenizer from scratch on the text, base's pipeline."""
+    t0 = time.perf_counter()
+    norm, pre, alphabet = _aux_pipeline(base)
+    if base.model_type == "WordPiece":
+        prefix = base.continuing_subword_prefix or "##"
+        model = {
+            "type": "WordPiece",
+            "unk_token": base.unk_token or "[UNK]",
+            "continuing_subword_prefix": prefix,
+            "max_input_chars_per_word": 100,
+            "vocab": {},
+        }
+        trainer = trainers.WordPieceTrainer(
+            vocab_size=vocab_size, show_progress=False, special_tokens=[], continuing_subword_prefix=prefix
+        )
+        kind = "wordpiece"
+    else:
+        model = {
+            "type": "BPE",
+            "vocab": {},
+            "merges": [],
+            "dropout": None,
+            "unk_token": None,
+            "continuing_subword_prefix": None,
+            "end_of_word_suffix": None,
+            "fuse_unk": False,
+            "byte_fallback": False,
+            "ignore_merges": False,
+        }
+        sp = base.is_sentencepiece_style and not base.is_byte_level
+        mtl = max_token_length or (16 if sp else None)
+        trainer = trainers.BpeTrainer(
+            vocab_size=vocab_size,
+            show_progress=False,
+            special_tokens=[],
+            initial_alphabet=alphabet,
+            max_token_length=mtl,
+        )
+        kind = "bpe"
+    doc = {
+        "version": "1.0",
+        "truncation": None,
+        "padding": None,
+        "added_tokens": [],
+        "normalizer": norm,
+        "pre_tokenizer": pre,
+        "post_processor": None,
+        "decoder": None,
+        "model": model,
+    }
+    aux = tokenizers.Tokenizer.from_str(json.dumps(doc))
+    aux.train_from_iterator(units, trainer=trainer)
+    d = json.loads(aux.to_str())
+    vocab = d["model"]["vocab"]
+    tokens = [t for t, _ in sorted(vocab.items(), key=lambda kv: kv[1])]
+    from .tokenizer import parse_merges
+
+    merges = parse_merges(d["model"].get("merges") or []) if kind == "bpe" else []
+    return AuxVocab(kind, tokens, merges, time.perf_counter() - t0, vocab_size)
+
+
+def aux_new_tokens(base: LoadedTokenizer, aux: AuxVocab, n: int | None = None) -> list[str]:
+    """The auxiliary tokens the base lacks, in the auxiliary vocabulary's order (first n)."""
+    vocab = base.vocab
+    added = {a.content for a in base.added_tokens}
+    out = []
+    for t in aux.tokens:
+        if t not in vocab and t not in added:
+            out.append(t)
+            if n is not None and len(out) >= n:
+                break
+    return out
+
+
+def train_auxiliary_for(
+    base: LoadedTokenizer, units: Callable[[], Iterable[str]], n: int, *, max_token_length: int | None = None
+) -> AuxVocab:
+    """Train an auxiliary tokenizer large enough to give n new tokens (grows the size up to 3 times)."""
+    size = 256 + 2 * n if base.model_type != "WordPiece" else 1000 + 2 * n
+    aux = None
+    for _ in range(4):
+        aux = train_auxiliary(base, units(), size, max_token_length=max_token_length)
+        have = len(aux_new_tokens(base, aux, n))
+        if have >= n or len(aux.tokens) < size:  # enough, or the text has no more to give
+            break
+        size = int(size + (n - have) * 2.5) + 256
+    assert aux is not None
+    return aux
+
+
+# --------------------------------------------------------------------------------------------------
+# Naive extension: regenerated merges, appended merge list, add_tokens, WordPiece
+# --------------------------------------------------------------------------------------------------
+def regen_merges(new_tokens: Sequence[str], vocab: dict[str, int]) -> list[tuple[str, str]]:
+    """Merges for new tokens from priorities: every split into two vocab tokens; rank, then longer left first.
+
+    `vocab` is the combined vocabulary (token → id); new token i has score −(i+1), and candidates are
+    sorted by (score, len(left), len(right)) descending after a per-token sort by (id(left), id(right)).
+    """
+    cands: list[tuple[int, str, str]] = []
+    for rank, t in enumerate(new_tokens):
+        local = [(t[:k], t[k:]) for k in range(1, len(t)) if t[:k] in vocab and t[k:] in vocab]
+        local.sort(key=lambda p: (vocab[p[0]], vocab[p[1]]))
+        cands.extend((-(rank + 1), a, b) for a, b in local)
+    cands.sort(key=lambda c: (c[0], len(c[1]), len(c[2])), reverse=True)
+    return [(a, b) for _, a, b in cands]
+
+
+def extend_regen(base: LoadedTokenizer, tokens: Sequence[str]) -> Extension:
+    """Naive extension with regenerated merges (methods.md §4, `generate_merges` semantics)."""
+    nid = next_id(base)
+    combined = dict(base.vocab)
+    for i, t in enumerate(tokens):
+        combined.setdefault(t, nid + i)
+    return append_to_model(base, tokens, regen_merges(tokens, combined), "regen")
+
+
+def extend_add_tokens(base: LoadedTokenizer, tokens: Sequence[str]) -> Extension:
+    """Naive extension through `added_tokens` (what `add_tokens` does): plain-text contents, not normalized."""
+    doc = _doc(base)
+    existing = {a.content for a in base.added_tokens}
+    nid = next_id(base)
+    added: list[str] = []
+    ids: list[int] = []
+    for c in added_token_contents(base, tokens):
+        if c in existing or c in added:
+            continue
+        doc.setdefault("added_tokens", []).append(
+            {
+                "id": nid,
+                "content": c,
+                "single_word": False,
+                "lstrip": False,
+                "rstrip": False,
+                "normalized": False,
+                "special": False,
+            }
+        )
+        added.append(c)
+        ids.append(nid)
+        nid += 1
+    return _finish(base, doc, "add-tokens", added, ids, [])
+
+
+def added_token_contents(base: LoadedTokenizer, tokens: Sequence[str]) -> list[str]:
+    """The plain-text form of vocabulary strings (skipping partial UTF-8 and empty ones)."""
+    out = []
+    for t in tokens:
+        try:
+            c = base.token_bytes(t).decode("utf-8")
+        except UnicodeDecodeError:
+            continue
+        if c and c.strip():
+            out.append(c)
+    return out
+
+
+def extend_wordpiece(base: LoadedTokenizer, tokens: Sequence[str]) -> Extension:
+    """WordPiece extension (paper 002 Alg. 7): append non-overlapping tokens in order with the next ids."""
+    if base.model_type != "WordPiece":
+        raise UnsupportedTokenizerError(
+            f"the WordPiece method needs a WordPiece tokenizer; {base.name} is {base.model_type}"
+        )
+    return append_to_model(base, tokens, [], "wordpiece")
+
+
+# --------------------------------------------------------------------------------------------------
+# Plans: one training run / one auxiliary vocabulary → every prefix
+# --------------------------------------------------------------------------------------------------
+@dataclass
+class Plan:
+    """Everything needed to apply a method at any n ≤ n_max without retraining."""
+
+    method: str
+    base: LoadedTokenizer
+    n_max: int
+    training: TrainingResult | None = None
+    aux: AuxVocab | None = None
+    seconds: float = 0.0
+    _cache: dict = field(default_factory=dict, repr=False)
+
+    @property
+    def n_available(self) -> int:
+        """How many new tokens this plan can give (may be < n_max on a small text)."""
+        if self.training is not None:
+            return self.training.n_new
+        return len(self.all_tokens())
+
+    def all_tokens(self) -> list[str]:
+        """Every candidate new token in order (raw vocabulary strings)."""
+        if "all" not in self._cache:
+            if self.training is not None:
+                toks = self.training.new_tokens()
+            else:
+                assert self.aux is not None
+                toks = aux_new_tokens(self.base, self.aux, self.n_max)
+            self._cache["all"] = toks
+        return self._cache["all"]
+
+    def tokens(self, n: int) -> list[str]:
+        """The new tokens of the prefix n."""
+        return self.all_tokens()[:n]
+
+    def merges(self, n: int) -> list[tuple[str, str]]:
+        """The merges appended for the prefix n (empty for add-tokens / wordpiece)."""
+        toks = self.tokens(n)
+        if self.method == "continued":
+            assert self.training is not None
+            return filter_merges(self.base, toks, self.training.merges(n))
+        if self.method == "regen":
+            nid = next_id(self.base)
+            combined = dict(self.base.vocab)
+            for i, t in enumerate(toks):
+                combined.setdefault(t, nid + i)
+            return filter_merges(self.base, toks, regen_merges(toks, combined))
+        if self.method == "merges":
+            assert self.aux is not None
+            return filter_merges(self.base, toks, self.aux.merges)
+        return []
+
+    def apply(self, n: int) -> Extension:
+        """Build the extended tokenizer for the first n new tokens."""
+        n = min(n, self.n_available)
+        toks = self.tokens(n)
+        if self.method == "continued":
+            return append_to_model(self.base, toks, self.merges(n), "continued")
+        if self.method == "regen":
+            return extend_regen(self.base, toks)
+        if self.method == "merges":
+            return append_to_model(self.base, toks, self.merges(n), "merges")
+        if self.method == "add-tokens":
+            return extend_add_tokens(self.base, toks)
+        if self.method == "wordpiece":
+            return extend_wordpiece(self.base, toks)
+        raise DataError(f"unknown extension method {self.method!r} (choose from {', '.join(METHODS)})")
+
+
+def _reiter(units) -> Callable[[], Iterable[str]]:
+    if callable(units) and not hasattr(units, "__iter__"):
+        return units
+    if hasattr(units, "__next__"):
+        kept = list(units)
+        return lambda: iter(kept)
+    return lambda: iter(units)
+
+
+def plan(
+    base: LoadedTokenizer,
+    method: str,
+    units,
+    n_max: int,
+    *,
+    max_token_length: int | None = None,
+    aux: AuxVocab | None = None,
+    training: TrainingResult | None = None,
+) -> Plan:
+    """Run the training a method needs once (continued training or the auxiliary tokenizer) for up to n_max."""
+    if method not in METHODS:
+        raise DataError(f"unknown extension method {method!r} (choose from {', '.join(METHODS)})")
+    if method not in methods_for(base):
+        raise UnsupportedTokenizerError(
+            f"method {method!r} does not apply to {base.name} ({base.model_type}); "
+            f"available: {', '.join(methods_for(base))}"
+        )
+    if n_max <= 0:
+        raise DataError("the number of new tokens must be positive")
+    t0 = time.perf_counter()
+    get = _reiter(units)
+    if method == "continued":
+        training = training or continue_training(base, get, n_max, max_token_length=max_token_length)
+        return Plan(method, base, n_max, training=training, seconds=time.perf_counter() - t0)
+    aux = aux or train_auxiliary_for(base, get, n_max, max_token_length=max_token_length)
+    p = Plan(method, base, n_max, aux=aux, seconds=time.perf_counter() - t0)
+    if not p.all_tokens():
+        raise DataError("the training text gave no token the tokenizer does not already have")
+    return p
+
+
+def extend(
+    base: LoadedTokenizer, method: str, units, n: int, *, max_token_length: int | None = None
+) -> Extension:
+    """One-shot: train what the method needs on the text and return the tokenizer extended by n tokens."""
+    return plan(base, method, units, n, max_token_length=max_token_length).apply(n)
+
+
+# --------------------------------------------------------------------------------------------------
+# Fast, exact measurement of a prefix on fixed texts
+# --------------------------------------------------------------------------------------------------
+def _bytes_of_piece(t: str) -> list[str]:
+    return [f"<0x{b:02X}>" for b in t.encode("utf-8")]
+
+
+class PrefixSimulator:
+    """Tokenize fixed texts with base + appended merges of a prefix, without building the tokenizer.
+
+    The texts are encoded once with the base tokenizer (Rust); the pre-tokens (and, for SentencePiece
+    vocabularies, `▁`-chunks, which no merge crosses) are deduplicated. For a prefix, each distinct unit is
+    re-merged with the appended merges only — base merges never involve the new tokens and always outrank
+    them — by the same lowest-rank-leftmost rule as `tokenizers`; `ignore_merges` is honoured. For
+    `add-tokens`, lines are split on the added contents and the pieces are encoded with the base.
+    """
+
+    def __init__(
+        self, base: LoadedTokenizer, texts: dict[str, Sequence[str]], extra_chars: Sequence[str] = ()
+    ) -> None:
+        self.base = base
+        self.texts = {k: [s for s in v if s] for k, v in texts.items()}
+        self.extra_chars = list(extra_chars)
+        work = base
+        if self.extra_chars:
+            from .training import with_characters
+
+            work = with_characters(base, self.extra_chars)
+        self.work = work
+        self.ignore_merges = base.ignore_merges
+        sp = not base.is_byte_level and base.is_sentencepiece_style
+        self.units: list[tuple[str, ...]] = []
+        unit_index: dict[tuple[str, ...], int] = {}
+        self.lines: dict[str, list[list[int]]] = {}
+        self.line_bytes: dict[str, list[int]] = {}
+        tk = work.fresh_tokenizer()
+        if base.dropout:
+            tk.model.dropout = None
+        for name, lines in self.texts.items():
+            rows: list[list[int]] = []
+            for enc in tk.encode_batch(list(lines), add_special_tokens=False):
+                row: list[int] = []
+                cur: list[str] = []
+                prev_w = None
+                for t, w in zip(enc.tokens, enc.word_ids):
+                    boundary = w != prev_w or (
+                        sp and cur and t[0] == SPIECE_UNDERLINE and cur[-1][-1] != SPIECE_UNDERLINE
+                    )
+                    if boundary and cur:
+                        key = tuple(cur)
+                        i = unit_index.get(key)
+                        if i is None:
+                            i = unit_index[key] = len(self.units)
+                            self.units.append(key)
+                        row.append(i)
+                        cur = []
+                    cur.append(t)
+                    prev_w = w
+                if cur:
+                    key = tuple(cur)
+                    i = unit_index.get(key)
+                    if i is None:
+                        i = unit_index[key] = len(self.units)
+                        self.units.append(key)
+                    row.append(i)
+                rows.append(row)
+            self.lines[name] = rows
+            self.line_bytes[name] = [len(s.encode("utf-8")) for s in lines]
+        self.unit_counts: dict[str, Counter] = {
+            name: Counter(i for row in rows for i in row) for name, rows in self.lines.items()
+        }
+        self.base_ids = {**work.vocab, **{a.content: a.id for a in work.added_tokens}}
+        self._base_line_tokens = {name: self.line_tokens(name, {}) for name in self.lines}
+
+    # ------------------------------------------------------------------ core
+    def _merge_unit(
+        self, unit: tuple[str, ...], ranks: dict[tuple[str, str], int], newset: set[str], drop_chars: set[str]
+    ) -> tuple[str, ...]:
+        if drop_chars and any(t in drop_chars for t in unit):
+            unit = tuple(x for t in unit for x in (_bytes_of_piece(t) if t in drop_chars else (t,)))
+        if len(unit) < 2:
+            return unit
+        if self.ignore_merges and newset:
+            joined = "".join(unit)
+            if joined in newset:
+                return (joined,)
+        syms = list(unit)
+        while len(syms) > 1:
+            best = None
+            best_i = -1
+            for i in range(len(syms) - 1):
+                r = ranks.get((syms[i], syms[i + 1]))
+                if r is not None and (best is None or r < best):
+                    best = r
+                    best_i = i
+            if best is None:
+                break
+            syms[best_i : best_i + 2] = [syms[best_i] + syms[best_i + 1]]
+        return tuple(syms)
+
+    def segment(
+        self, merges: Sequence[tuple[str, str]], new_tokens: Sequence[str], names: Iterable[str] | None = None
+    ) -> dict[int, tuple[str, ...]]:
+        """unit index → its segmentation under base + appended merges (only units that change)."""
+        ranks = {m: i for i, m in enumerate(merges)}
+        newset = set(new_tokens)
+        drop = {c for c in self.extra_chars if c not in newset}
+        wanted = set()
+        for name in names or self.lines:
+            wanted.update(self.unit_counts[name])
+        out: dict[int, tuple[str, ...]] = {}
+        if not ranks and not drop:
+            return out
+        lefts = {a for a, _ in ranks}
+        for i in wanted:
+            u = self.units[i]
+            if not drop and (len(u) < 2 or not any(t in lefts for t in u[:-1])):
+                if not (self.ignore_merges and len(u) > 1 and "".join(u) in newset):
+                    continue
+            seg = self._merge_unit(u, ranks, newset, drop)
+            if seg != u:
+                out[i] = seg
+        return out
+
+    def line_tokens(self, name: str, changed: dict[int, tuple[str, ...]]) -> list[list[str]]:
+        """Token strings per line of one text under a segmentation from :meth:`segment`."""
+        units = self.units
+        return [[t for i in row for t in changed.get(i, units[i])] for row in self.lines[name]]
+
+    def measure(
+        self, merges: Sequence[tuple[str, str]], new_tokens: Sequence[str], names: Iterable[str] | None = None
+    ) -> dict[str, dict]:
+        """Per text: bytes, tokens, bytes_per_token and new-token usage counts for a prefix."""
+        names = list(names or self.lines)
+        changed = self.segment(merges, new_tokens, names)
+        newset = set(new_tokens)
+        out = {}
+        for name in names:
+            n_tok = 0
+            used: Counter = Counter()
+            units = self.units
+            for i, c in self.unit_counts[name].items():
+                seg = changed.get(i, units[i])
+                n_tok += c * len(seg)
+                for t in seg:
+                    if t in newset:
+                        used[t] += c
+            n_bytes = sum(self.line_bytes[name])
+            out[name] = {
+                "bytes": n_bytes,
+                "tokens": n_tok,
+                "bytes_per_token": n_bytes / n_tok if n_tok else 0.0,
+                "new_token_counts": used,
+            }
+        return out
+
+    # ------------------------------------------------------------------ add_tokens
+    def measure_added(self, contents: Sequence[str], names: Iterable[str] | None = None) -> dict[str, dict]:
+        """Like :meth:`measure` for tokens added as non-normalized `added_tokens` (leftmost-longest split)."""
+        names = list(names or self.lines)
+        out = {}
+        rows = self.added_line_tokens(contents, names)
+        newset = set(contents)
+        for name in names:
+            toks = rows[name]
+            n_tok = sum(map(len, toks))
+            used = Counter(t for row in toks for t in row if t in newset)
+            n_bytes = sum(self.line_bytes[name])
+            out[name] = {
+                "bytes": n_bytes,
+                "tokens": n_tok,
+                "bytes_per_token": n_bytes / n_tok if n_tok else 0.0,
+                "new_token_counts": used,
+            }
+        return out
+
+    def added_line_tokens(self, contents: Sequence[str], names: Iterable[str]) -> dict[str, list[list[str]]]:
+        """Token strings per line when `contents` are added tokens (raw-text split, base for the rest)."""
+        names = list(names)
+        if not contents:
+            return {n: self._base_line_tokens[n] for n in names}
+        rx = re.compile("|".join(re.escape(c) for c in sorted(set(contents), key=len, reverse=True)))
+        existing = sorted({a.content for a in self.base.added_tokens}, key=len, reverse=True)
+        rx_all = re.compile(
+            "|".join(re.escape(c) for c in sorted(set(contents) | set(existing), key=len, reverse=True))
+        )
+        tk = self.base.tokenizer
+        out = {}
+        for name in names:
+            pieces_per_line: list[list[tuple[str, bool]]] = []
+            todo: set[str] = set()
+            for line in self.texts[name]:
+                if rx.search(line) is None:
+                    pieces_per_line.append([(line, False)])
+                    continue
+                parts: list[tuple[str, bool]] = []
+                pos = 0
+                for m in rx_all.finditer(line):
+                    if m.start() > pos:
+                        parts.append((line[pos : m.start()], False))
+                        todo.add(line[pos : m.start()])
+                    parts.append((m.group(0), True))
+                    pos = m.end()
+                if pos < len(line):
+                    parts.append((line[pos:], False))
+                    todo.add(line[pos:])
+                pieces_per_line.append(parts)
+            todo_l = sorted(todo)
+            encoded = dict(zip(todo_l, (e.tokens for e in tk.encode_batch(todo_l, add_special_tokens=False))))
+            rows = []
+            for li, parts in enumerate(pieces_per_line):
+                if len(parts) == 1 and not parts[0][1]:
+                    rows.append(self._base_line_tokens[name][li])
+                    continue
+                row: list[str] = []
+                for p, is_added in parts:
+                    row.extend([p] if is_added else encoded[p])
+                rows.append(row)
+            out[name] = rows
+        return out
+
+    def ids(self, tokens: Sequence[str], new_ids: dict[str, int]) -> list[int]:
+        """Map token strings to ids (base vocab, added tokens, then new tokens)."""
+        b = self.base_ids
+        return [b[t] if t in b else new_ids[t] for t in tokens]
+
+    def base_line_tokens(self, name: str) -> list[list[str]]:
+        """Base tokenization (token strings) of each line of one text."""
+        return self._base_line_tokens[name]
+
+
+def levenshtein(a: Sequence, b: Sequence) -> int:
+    """Edit distance between two sequences (insertions, deletions, substitutions cost 1)."""
+    if a == b:
+        return 0
+    if len(a) < len(b):
+        a, b = b, a
+    prev = list(range(len(b) + 1))
+    for i, x in enumerate(a, 1):
+        cur = [i]
+        for j, y in enumerate(b, 1):
+            cur.append(min(prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (x != y)))
+        prev = cur
+    return prev[-1]
+
+
+def tokenization_change(base_rows: Sequence[Sequence], new_rows: Sequence[Sequence]) -> dict[str, float]:
+    """Exact-match share and mean normalised Levenshtein distance between two tokenizations (paper 000 Tab. 6).
+
+    The distance of a sentence is the edit distance between the token sequences divided by the base length.
+    """
+    if not base_rows:
+        return {"exact_match": float("nan"), "levenshtein": float("nan"), "levenshtein_max": float("nan")}
+    em = 0
+    dists = []
+    for a, b in zip(base_rows, new_rows):
+        a, b = list(a), list(b)
+        if a == b:
+            em += 1
+            dists.append(0.0)
+        else:
+            dists.append(levenshtein(a, b) / max(1, len(a)))
+    return {
+        "exact_match": em / len(base_rows),
+        "levenshtein": sum(dists) / len(dists),
+        "levenshtein_max": max(dists),
+    }
