@@ -40,7 +40,7 @@ from .errors import DataError
 from .tokenizer import LoadedTokenizer
 
 #: Bumped whenever a metric definition changes (part of every cache key).
-METRICS_VERSION = 3
+METRICS_VERSION = 4
 DEFAULT_POWER = 2.5
 #: Rényi vocabulary modes: the tokenizer's vocabulary size, or the number of observed token types.
 VOCAB_MODES = ("tokenizer", "observed")
@@ -54,6 +54,7 @@ HIGHER_IS_BETTER = {
     "fertility": False,
     "tokens_per_char": False,
     "parity": False,
+    "parity_corpus": False,
     "renyi_efficiency": True,
     "renyi_efficiency_observed": True,
     "distinct_tokens": True,
@@ -361,7 +362,7 @@ def bytes_per_token(tok: LoadedTokenizer, lines: Sequence[str]) -> float:
 #: Columns of a compression row, in display order.
 ROW_COLUMNS = [
     "tokenizer", "lang", "name", "script", "family", "bytes_per_token", "chars_per_token", "tokens_per_sentence",
-    "fertility", "tokens_per_char", "spaceless", "parity", "renyi_efficiency", "renyi_efficiency_observed",
+    "fertility", "tokens_per_char", "spaceless", "parity", "parity_corpus", "renyi_efficiency", "renyi_efficiency_observed",
     "distinct_tokens", "mean_token_length", "byte_fallback_rate", "partial_char_rate", "unk_rate",
     "continued_words", "tokens", "bytes", "chars", "words", "sentences", "power", "tokenizer_hash", "data_hash",
 ]  # fmt: skip
@@ -447,10 +448,26 @@ def language_stats(
             got = _MEM.get(key)
         if got is not None:
             return got, True
-    stats = {k: _finite(v) for k, v in corpus_stats(tok, data.lines(code), power=power).items()}
+    raw = corpus_stats(tok, data.lines(code), power=power, per_sentence=True)
+    raw.pop("sentence_bytes", None)
+    stats = {k: _finite(v) for k, v in raw.items()}
     with _MEM_LOCK:
         _MEM[key] = stats
     return stats, False
+
+
+def premium(tokens: Sequence[int], reference_tokens: Sequence[int]) -> float | None:
+    """Tokenization premium vs a reference on parallel sentences: the mean of per-sentence token ratios.
+
+    This is the parity definition of Petrov et al. (2023) as paper 001 uses it (it reproduces paper 001 Table 3:
+    Arabic vs English on FLORES-200 devtest, LLaMA-3.1 1.67, Qwen 1.65); `parity_corpus` is Σ tokens / Σ ref tokens.
+    """
+    a = np.asarray(tokens, dtype=np.float64)
+    b = np.asarray(reference_tokens, dtype=np.float64)
+    if a.size != b.size or a.size == 0:
+        return None
+    ok = b > 0
+    return float((a[ok] / b[ok]).mean()) if ok.any() else None
 
 
 def compression_table(
@@ -466,8 +483,9 @@ def compression_table(
     """One row per tokenizer × language with every metric plus `parity` (tokens / reference tokens).
 
     `data` is a :class:`analysis.flores.FloresData`; `langs` is None/"all", "a,b" or a list of codes.
-    Parity (the premium of Petrov et al. 2023) needs the reference language in the data and the same number
-    of sentences (parallel data); otherwise it is None. progress(fraction, message) is called per cell.
+    `parity` is the premium of Petrov et al. 2023 (mean per-sentence token ratio vs the reference language,
+    see :func:`premium`), `parity_corpus` the ratio of totals; both need the reference language in the data and
+    the same number of sentences (parallel data), otherwise they are None. progress(fraction, message) is called per cell.
     """
     from .flores import language
 
@@ -488,9 +506,10 @@ def compression_table(
             stats, was = language_stats(tok, data, code, power=power, use_cache=use_cache)
             computed |= not was
             meta = language(code)
-            parity = None
+            parity = parity_corpus = None
             if ref_stats and ref_stats["tokens"] and ref_stats["sentences"] == stats["sentences"]:
-                parity = stats["tokens"] / ref_stats["tokens"]
+                parity_corpus = stats["tokens"] / ref_stats["tokens"]
+                parity = premium(stats["sentence_tokens"], ref_stats["sentence_tokens"])
             row = {
                 "tokenizer": tok.name,
                 "lang": code,
@@ -500,6 +519,7 @@ def compression_table(
                 **stats,
                 "spaceless": bool(stats["spaceless"] or meta.spaceless),
                 "parity": parity,
+                "parity_corpus": parity_corpus,
                 "tokenizer_hash": tok.content_hash,
                 "data_hash": data.data_hash(code),
             }
