@@ -152,7 +152,9 @@ def load_file(path: str | os.PathLike, *, name: str | None = None) -> LoadedToke
     if size > MAX_UPLOAD_BYTES:
         raise TokenizerLoadError(_too_big(path.name, size))
     if path.suffix == ".json" and path.name != "tokenizer_config.json":
-        return load_tokenizer_json(path, name=name or (path.parent.name if path.name == "tokenizer.json" else path.stem))
+        return load_tokenizer_json(
+            path, name=name or (path.parent.name if path.name == "tokenizer.json" else path.stem)
+        )
     return load_upload(path.name, path.read_bytes(), name=name)
 
 
@@ -211,8 +213,8 @@ def load_hub(
     if not _HUB_ID.match(repo_id):
         raise TokenizerLoadError(f"{repo_id!r} is neither an existing path nor a valid hub id (owner/name)")
     try:
-        from huggingface_hub import snapshot_download
         from huggingface_hub import errors as hf_errors
+        from huggingface_hub import snapshot_download
     except ImportError as e:  # pragma: no cover - huggingface_hub is a dependency of transformers
         raise TokenizerLoadError("huggingface_hub is not installed") from e
     label = f"{repo_id}@{revision}" if revision else repo_id
@@ -272,9 +274,7 @@ def safe_extract_zip(data: bytes, dest: Path, max_total: int | None = None) -> P
                 raise TokenizerLoadError(f"zip entry {info.filename!r} is a symbolic link: refused")
             total += info.file_size
             if total > max_total:
-                raise TokenizerLoadError(
-                    f"zip expands to more than {max_total // (1024 * 1024)} MB: refused"
-                )
+                raise TokenizerLoadError(f"zip expands to more than {max_total // (1024 * 1024)} MB: refused")
             members.append(info)
         dest = dest.resolve()
         for info in members:
@@ -313,9 +313,11 @@ def _looks_like_tiktoken(data: bytes) -> bool:
 def sentencepiece_to_document(model_bytes: bytes) -> dict:
     """Convert a SentencePiece model (BPE or Unigram) to a tokenizer.json document.
 
+    Both: SentencePiece's normalizer (precompiled character map, extra-whitespace removal, dummy `▁`
+    prefix, spaces → `▁`) and no pre-tokenizer, so ids equal `SentencePieceProcessor.encode`.
     BPE: merges are every split of each piece into two pieces of the vocabulary, ordered by the merged
-    piece's score (SentencePiece applies the highest-scoring merge first), legacy `▁` normalizer.
-    Unigram: pieces with their scores, the precompiled normalizer and a Metaspace pre-tokenizer.
+    piece's score (SentencePiece applies the highest-scoring merge first); a BOS post-processor as in
+    Llama's tokenizer.json when the model defines a BOS piece. Unigram: pieces with their scores.
     """
     try:
         from sentencepiece import sentencepiece_model_pb2 as pb
@@ -328,18 +330,27 @@ def sentencepiece_to_document(model_bytes: bytes) -> dict:
         raise TokenizerLoadError(f"not a SentencePiece model ({e})") from e
     if not m.pieces:
         raise TokenizerLoadError("not a SentencePiece model (no pieces)")
-    NORMAL, UNKNOWN, CONTROL, USER, UNUSED, BYTE = 1, 2, 3, 4, 5, 6
+    NORMAL, UNKNOWN, CONTROL, USER, _UNUSED, BYTE = 1, 2, 3, 4, 5, 6
     model_type = m.trainer_spec.model_type  # 1 unigram, 2 bpe, 3 word, 4 char
     pieces = [(p.piece, p.score, p.type) for p in m.pieces]
     byte_fallback = any(t == BYTE for _, _, t in pieces) or bool(m.trainer_spec.byte_fallback)
     unk_id = next((i for i, (_, _, t) in enumerate(pieces) if t == UNKNOWN), None)
     unk = pieces[unk_id][0] if unk_id is not None else None
-    add_prefix = m.normalizer_spec.add_dummy_prefix if m.normalizer_spec.HasField("add_dummy_prefix") else True
+    add_prefix = (
+        m.normalizer_spec.add_dummy_prefix if m.normalizer_spec.HasField("add_dummy_prefix") else True
+    )
     charsmap = bytes(m.normalizer_spec.precompiled_charsmap)
 
+    # normalizer: SentencePiece's own order — character map, whitespace clean-up, dummy prefix, ' ' → '▁'
     norms: list[dict] = []
     if charsmap:
         norms.append({"type": "Precompiled", "precompiled_charsmap": base64.b64encode(charsmap).decode()})
+    if m.normalizer_spec.remove_extra_whitespaces:  # proto default True; only U+0020 counts as whitespace
+        norms.append({"type": "Replace", "pattern": {"Regex": r"\A +| +\z"}, "content": ""})
+        norms.append({"type": "Replace", "pattern": {"Regex": " {2,}"}, "content": " "})
+    if add_prefix:
+        norms.append({"type": "Prepend", "prepend": SPIECE_UNDERLINE})
+    norms.append({"type": "Replace", "pattern": {"String": " "}, "content": SPIECE_UNDERLINE})
     added = []
     for i, (piece, _, t) in enumerate(pieces):
         if t in (UNKNOWN, CONTROL, USER):
@@ -367,9 +378,6 @@ def sentencepiece_to_document(model_bytes: bytes) -> dict:
         vocab = {p: i for i, (p, _, _) in enumerate(pieces)}
         scored = [(p, s) for p, s, t in pieces if t in (NORMAL, USER)]
         merges = _sentencepiece_merges(vocab, scored)
-        if add_prefix:
-            norms = [{"type": "Prepend", "prepend": SPIECE_UNDERLINE}] + norms
-        norms.append({"type": "Replace", "pattern": {"String": " "}, "content": SPIECE_UNDERLINE})
         model = {
             "type": "BPE",
             "dropout": None,
@@ -390,16 +398,29 @@ def sentencepiece_to_document(model_bytes: bytes) -> dict:
             "vocab": [[p, float(s)] for p, s, _ in pieces],
             "byte_fallback": byte_fallback,
         }
-        pre = {
-            "type": "Metaspace",
-            "replacement": SPIECE_UNDERLINE,
-            "prepend_scheme": "always" if add_prefix else "never",
-            "split": True,
-        }
+        # no pre-tokenizer: SentencePiece runs Viterbi over the whole normalized sentence (pieces never
+        # hold an inner '▁', so this equals splitting at each '▁'); a Metaspace pre-tokenizer would not
+        # add the dummy prefix before a leading space as SentencePiece does
+        pre = None
     else:
         raise TokenizerLoadError(
             "this SentencePiece model is of the WORD or CHAR type, which fast tokenizers do not support"
         )
+    post = None
+    bos_id = m.trainer_spec.bos_id
+    if model_type == 2 and 0 <= bos_id < len(pieces) and pieces[bos_id][2] == CONTROL:
+        bos = pieces[bos_id][0]
+        post = {
+            "type": "TemplateProcessing",
+            "single": [{"SpecialToken": {"id": bos, "type_id": 0}}, {"Sequence": {"id": "A", "type_id": 0}}],
+            "pair": [
+                {"SpecialToken": {"id": bos, "type_id": 0}},
+                {"Sequence": {"id": "A", "type_id": 0}},
+                {"SpecialToken": {"id": bos, "type_id": 1}},
+                {"Sequence": {"id": "B", "type_id": 1}},
+            ],
+            "special_tokens": {bos: {"id": bos, "ids": [bos_id], "tokens": [bos]}},
+        }
     return {
         "version": "1.0",
         "truncation": None,
@@ -407,7 +428,7 @@ def sentencepiece_to_document(model_bytes: bytes) -> dict:
         "added_tokens": added,
         "normalizer": {"type": "Sequence", "normalizers": norms} if norms else None,
         "pre_tokenizer": pre,
-        "post_processor": None,
+        "post_processor": post,
         "decoder": {"type": "Sequence", "decoders": decoders},
         "model": model,
     }
@@ -427,17 +448,27 @@ def _sentencepiece_merges(vocab: dict[str, int], scored: list[tuple[str, float]]
 
 
 def tiktoken_to_document(
-    data: bytes, *, pattern: str | None = None, special_tokens: dict[str, int] | None = None
+    data: bytes,
+    *,
+    pattern: str | None = None,
+    special_tokens: dict[str, int] | None = None,
+    merges: str = "all",
 ) -> dict:
     """Convert a tiktoken ranks file (`base64 rank` lines) to a byte-level BPE tokenizer.json document.
 
-    The merge of each multi-byte token is found by running byte-pair merging on its bytes with the
-    ranks below its own, as tiktoken does; `ignore_merges` is on because tiktoken returns a whole
-    pre-token that is in the vocabulary without merging.
+    tiktoken merges, at each step, the adjacent pair whose concatenation has the lowest rank. With
+    `merges="all"` (the default) every split of a token into two vocabulary tokens becomes a merge,
+    ranked by the token's own rank: HF BPE then makes exactly tiktoken's choices. `merges="canonical"`
+    keeps one merge per token (the last one tiktoken's own merging of its bytes makes), the smaller
+    list some published ports use (Qwen's tokenizer.json). `ignore_merges` is on because tiktoken
+    returns a whole pre-token that is in the vocabulary without merging.
     """
+    if merges not in ("all", "canonical"):
+        raise ValueError(f"merges must be 'all' or 'canonical', not {merges!r}")
     ranks: dict[bytes, int] = {}
+    lineno = 0
     try:
-        for lineno, line in enumerate(data.decode("ascii").splitlines(), 1):
+        for lineno, line in enumerate(data.decode("ascii").splitlines(), 1):  # noqa: B007
             line = line.strip()
             if not line:
                 continue
@@ -448,24 +479,40 @@ def tiktoken_to_document(
     if len(ranks) < 256:
         raise TokenizerLoadError("not a tiktoken ranks file: fewer than 256 ranks")
     pat_name = pattern if pattern in TIKTOKEN_PATTERNS else None
-    regex = TIKTOKEN_PATTERNS[pat_name or guess_tiktoken_pattern(len(ranks))] if not pattern or pat_name else pattern
+    regex = (
+        TIKTOKEN_PATTERNS[pat_name or guess_tiktoken_pattern(len(ranks))]
+        if not pattern or pat_name
+        else pattern
+    )
 
-    def to_str(b: bytes) -> str:
-        return "".join(BYTE_TO_CHAR[x] for x in b)
-
-    vocab = {to_str(b): r for b, r in ranks.items()}
-    merges: list[tuple[int, str, str]] = []
+    strs = {b: b.decode("latin-1").translate(_LATIN1_TO_BYTE_LEVEL) for b in ranks}
+    vocab = {strs[b]: r for b, r in ranks.items()}
+    merge_list: list[tuple[int, int, int, str, str]] = []
     for tok, rank in ranks.items():
         if len(tok) < 2:
             continue
-        parts = _bpe_parts(ranks, tok, max_rank=rank)
-        if len(parts) != 2:
-            continue  # unreachable in tiktoken as well; no merge produces it
-        merges.append((rank, to_str(parts[0]), to_str(parts[1])))
-    merges.sort()
+        if merges == "all":
+            for k in range(1, len(tok)):
+                left, right = tok[:k], tok[k:]
+                rl, rr = ranks.get(left), ranks.get(right)
+                if rl is not None and rr is not None:
+                    merge_list.append((rank, rl, rr, strs[left], strs[right]))
+        else:
+            parts = _bpe_parts(ranks, tok, max_rank=rank)
+            if len(parts) != 2:
+                continue  # unreachable in tiktoken as well; no merge produces it
+            merge_list.append((rank, ranks[parts[0]], ranks[parts[1]], strs[parts[0]], strs[parts[1]]))
+    merge_list.sort()
     added = [
-        {"id": i, "content": c, "single_word": False, "lstrip": False, "rstrip": False,
-         "normalized": False, "special": True}
+        {
+            "id": i,
+            "content": c,
+            "single_word": False,
+            "lstrip": False,
+            "rstrip": False,
+            "normalized": False,
+            "special": True,
+        }
         for c, i in sorted((special_tokens or {}).items(), key=lambda kv: kv[1])
     ]
     return {
@@ -493,9 +540,13 @@ def tiktoken_to_document(
             "byte_fallback": False,
             "ignore_merges": True,
             "vocab": vocab,
-            "merges": [[a, b] for _, a, b in merges],
+            "merges": [[a, b] for *_, a, b in merge_list],
         },
     }
+
+
+#: latin-1 character of each byte value → GPT-2's printable byte-level character (for str.translate)
+_LATIN1_TO_BYTE_LEVEL = {b: c for b, c in BYTE_TO_CHAR.items()}
 
 
 def _bpe_parts(ranks: dict[bytes, int], token: bytes, max_rank: int) -> list[bytes]:
@@ -531,18 +582,42 @@ def gpt2_files_to_document(vocab_json: bytes, merges_txt: bytes) -> dict:
         "truncation": None,
         "padding": None,
         "added_tokens": [
-            {"id": vocab[t], "content": t, "single_word": False, "lstrip": False, "rstrip": False,
-             "normalized": True, "special": True}
+            {
+                "id": vocab[t],
+                "content": t,
+                "single_word": False,
+                "lstrip": False,
+                "rstrip": False,
+                "normalized": True,
+                "special": True,
+            }
             for t in specials
         ],
         "normalizer": None,
-        "pre_tokenizer": {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": True},
-        "post_processor": {"type": "ByteLevel", "add_prefix_space": True, "trim_offsets": False, "use_regex": True},
+        "pre_tokenizer": {
+            "type": "ByteLevel",
+            "add_prefix_space": False,
+            "trim_offsets": True,
+            "use_regex": True,
+        },
+        "post_processor": {
+            "type": "ByteLevel",
+            "add_prefix_space": True,
+            "trim_offsets": False,
+            "use_regex": True,
+        },
         "decoder": {"type": "ByteLevel", "add_prefix_space": True, "trim_offsets": True, "use_regex": True},
         "model": {
-            "type": "BPE", "dropout": None, "unk_token": None, "continuing_subword_prefix": "",
-            "end_of_word_suffix": "", "fuse_unk": False, "byte_fallback": False, "ignore_merges": False,
-            "vocab": vocab, "merges": merges,
+            "type": "BPE",
+            "dropout": None,
+            "unk_token": None,
+            "continuing_subword_prefix": "",
+            "end_of_word_suffix": "",
+            "fuse_unk": False,
+            "byte_fallback": False,
+            "ignore_merges": False,
+            "vocab": vocab,
+            "merges": merges,
         },
     }
 
@@ -563,17 +638,34 @@ def wordpiece_vocab_to_document(vocab_txt: bytes, *, lowercase: bool = True) -> 
         "truncation": None,
         "padding": None,
         "added_tokens": [
-            {"id": vocab[t], "content": t, "single_word": False, "lstrip": False, "rstrip": False,
-             "normalized": False, "special": True}
+            {
+                "id": vocab[t],
+                "content": t,
+                "single_word": False,
+                "lstrip": False,
+                "rstrip": False,
+                "normalized": False,
+                "special": True,
+            }
             for t in specials
         ],
-        "normalizer": {"type": "BertNormalizer", "clean_text": True, "handle_chinese_chars": True,
-                       "strip_accents": None, "lowercase": lowercase},
+        "normalizer": {
+            "type": "BertNormalizer",
+            "clean_text": True,
+            "handle_chinese_chars": True,
+            "strip_accents": None,
+            "lowercase": lowercase,
+        },
         "pre_tokenizer": {"type": "BertPreTokenizer"},
         "post_processor": pp,
         "decoder": {"type": "WordPiece", "prefix": "##", "cleanup": True},
-        "model": {"type": "WordPiece", "unk_token": "[UNK]", "continuing_subword_prefix": "##",
-                  "max_input_chars_per_word": 100, "vocab": vocab},
+        "model": {
+            "type": "WordPiece",
+            "unk_token": "[UNK]",
+            "continuing_subword_prefix": "##",
+            "max_input_chars_per_word": 100,
+            "vocab": vocab,
+        },
     }
 
 

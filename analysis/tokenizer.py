@@ -194,8 +194,9 @@ class LoadedTokenizer:
     loading costs little more than `tokenizers.Tokenizer.from_str`.
     """
 
-    def __init__(self, raw: bytes, name: str, source: str = "", config: dict | None = None,
-                 doc: dict | None = None) -> None:
+    def __init__(
+        self, raw: bytes, name: str, source: str = "", config: dict | None = None, doc: dict | None = None
+    ) -> None:
         self._raw = raw
         self.name = name
         self.source = source
@@ -232,7 +233,9 @@ class LoadedTokenizer:
     def with_source(self, name: str | None = None, source: str | None = None) -> LoadedTokenizer:
         """The same tokenizer under another name or source label (shares the JSON bytes)."""
         return LoadedTokenizer(
-            self._raw, name=name or self.name, source=self.source if source is None else source,
+            self._raw,
+            name=name or self.name,
+            source=self.source if source is None else source,
             config=self.config,
         )
 
@@ -268,7 +271,9 @@ class LoadedTokenizer:
             except json.JSONDecodeError as je:
                 raise TokenizerLoadError(f"{self.name}: tokenizer.json is not valid JSON ({je})") from je
             if not isinstance(doc, dict) or "model" not in doc:
-                raise TokenizerLoadError(f"{self.name}: not a tokenizer.json document (no 'model' section)") from e
+                raise TokenizerLoadError(
+                    f"{self.name}: not a tokenizer.json document (no 'model' section)"
+                ) from e
             raise TokenizerLoadError(f"{self.name}: the tokenizers library rejected this file: {e}") from e
         tok.no_padding()
         tok.no_truncation()

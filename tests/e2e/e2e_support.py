@@ -1,0 +1,20 @@
+"""Helpers for real-browser tests (import from here, not from conftest: two conftest modules exist)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from playwright.sync_api import Page, expect
+
+ROOT = Path(__file__).resolve().parents[2]
+ASSETS = Path(os.environ.get("TOKLAB_ASSETS", ROOT.parent / "shared" / "assets")).resolve()
+TOKENIZERS = ASSETS / "tokenizers"
+FLORES = ASSETS / "flores200"
+
+
+def wait_idle(page: Page, timeout: int = 60_000) -> None:
+    """Wait until the app is connected, the script has finished and the 'Running…' widget is gone."""
+    page.wait_for_selector('[data-testid="stApp"][data-test-connection-state="CONNECTED"]', timeout=timeout)
+    page.wait_for_selector('[data-testid="stApp"][data-test-script-state="notRunning"]', timeout=timeout)
+    expect(page.locator('[data-testid="stStatusWidget"]')).to_be_hidden(timeout=timeout)

@@ -1,0 +1,41 @@
+"""Real browser: start the app, load a tokenizer from a folder, compare two tokenizers, take a screenshot."""
+
+from __future__ import annotations
+
+import pytest
+from e2e_support import TOKENIZERS, wait_idle
+from playwright.sync_api import Page, expect
+
+
+@pytest.mark.e2e
+def test_load_folder_and_compare(page: Page, app_url, artifacts):
+    page.goto(app_url)
+    wait_idle(page)
+    expect(page.get_by_text("151,646", exact=True)).to_be_visible(timeout=60_000)  # the embedded default
+
+    page.get_by_role("tab", name="Local folder or file").click()
+    path_box = page.get_by_label("Folder or tokenizer.json path")
+    path_box.fill(str(TOKENIZERS / "llama-3.1"))
+    path_box.press("Enter")
+    wait_idle(page)
+    page.get_by_role("button", name="Load from path").click()
+    expect(page.get_by_text("128,256", exact=True)).to_be_visible(timeout=60_000)
+    wait_idle(page)
+    expect(page.locator('[data-testid="stPlotlyChart"] .main-svg').first).to_be_visible(timeout=60_000)
+
+    page.get_by_role("link", name="Playground").click()
+    wait_idle(page)
+    text = page.get_by_label("Text")
+    text.fill("Tere hommikust! Tokenizers differ on naïve words.")
+    text.press("Control+Enter")
+    wait_idle(page)
+    box = page.locator('[data-testid="stMultiSelect"]').first
+    box.locator("input").fill("llama-3.1")
+    box.locator("input").press("Enter")
+    page.get_by_role("heading", name="Playground").click()
+    wait_idle(page)
+    expect(page.locator(".tl-spans")).to_have_count(2, timeout=60_000)
+    expect(page.get_by_text("llama-3.1 ·")).to_be_visible()
+    assert page.locator(".tl-tok").count() > 10
+    assert "t=embedded" in page.url and "llama-3.1" in page.url
+    page.screenshot(path=str(artifacts / "foundation_playground.png"), full_page=True)

@@ -1,0 +1,88 @@
+"""AppTest for the frame, Load & inspect and Playground pages."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from conftest import ROOT, TOKENIZERS, load_shared
+from streamlit.testing.v1 import AppTest
+
+
+@pytest.fixture
+def at() -> AppTest:
+    app = AppTest.from_file(str(ROOT / "app.py"), default_timeout=120)
+    app.run()
+    assert not app.exception, [e.message for e in app.exception]
+    return app
+
+
+def test_default_opens_on_embedded_tokenizer(at):
+    metrics = {m.label: m.value for m in at.metric}
+    assert metrics["Model"] == "BPE"
+    assert metrics["Vocabulary (incl. added)"] == "151,646"
+    assert metrics["Merges"] == "151,387"
+    # vocabulary table and script chart are there
+    assert len(at.dataframe) >= 2
+    spec = json.loads(at.get("plotly_chart")[0].proto.spec)
+    assert spec["data"][0]["type"] == "bar"
+
+
+def test_load_from_folder_and_search(at):
+    at.text_input(key="inspect-path").input(str(TOKENIZERS / "llama-2")).run()
+    at.button(key="inspect-load-path").click().run()
+    assert not at.exception
+    assert at.selectbox(key="inspect-pick").value == "llama-2"
+    metrics = {m.label: m.value for m in at.metric}
+    assert metrics["Vocabulary (incl. added)"] == "32,000"
+    flags = at.dataframe[0].value
+    assert flags.set_index("flag").loc["byte_fallback", "value"] == "True"
+    at.text_input(key="inspect-q").input("^<0x4").run()
+    table = at.dataframe[1].value
+    assert len(table) == 16 and table["token"].str.startswith("<0x4").all()
+
+
+def test_bad_path_shows_clear_error(at, tmp_path):
+    (tmp_path / "tokenizer.json").write_text("{not json", encoding="utf-8")
+    at.text_input(key="inspect-path").input(str(tmp_path)).run()
+    at.button(key="inspect-load-path").click().run()
+    assert not at.exception
+    assert any("not valid JSON" in e.value for e in at.error)
+
+
+def test_upload_zip_with_parent_path_is_refused(at):
+    import io
+    import zipfile
+
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as z:
+        z.writestr("../evil/tokenizer.json", "{}")
+    at.file_uploader(key="inspect-upload").set_value(("evil.zip", buf.getvalue(), "application/zip")).run()
+    at.button(key="inspect-add-upload").click().run()
+    assert not at.exception
+    assert any("'..'" in e.value for e in at.error)
+
+
+def test_playground_side_by_side_from_url():
+    app = AppTest.from_file(str(ROOT / "app.py"), default_timeout=120)
+    app.query_params["t"] = ["example:gpt2", "embedded:", "example:llama-2", "example:bert-base-uncased"]
+    app.query_params["text"] = "Hello world, tere maailm"
+    app.switch_page("pages/playground.py").run()
+    assert not app.exception, [e.message for e in app.exception]
+    assert app.multiselect(key="pg-toks").value == ["gpt2", "Qwen (embedded)", "llama-2", "bert-base-uncased"]
+    table = app.dataframe[0].value.set_index("tokenizer")
+    gpt2 = load_shared("gpt2").tokenizer.encode("Hello world, tere maailm", add_special_tokens=False)
+    assert table.loc["gpt2", "tokens"] == len(gpt2.ids)
+    assert table.loc["bert-base-uncased", "tokens"] > 0
+    assert len(app.get("html")) == 4
+    # boundaries differ between tokenizers somewhere in this text
+    assert table["differing boundaries"].sum() > 0
+
+
+def test_playground_url_allow_list_ignores_unknown_sources():
+    app = AppTest.from_file(str(ROOT / "app.py"), default_timeout=120)
+    app.query_params["t"] = ["path:/etc", "python:os.system('x')", "embedded:"]
+    app.query_params["evil"] = "1"
+    app.switch_page("pages/playground.py").run()
+    assert not app.exception
+    assert app.multiselect(key="pg-toks").value == ["Qwen (embedded)"]

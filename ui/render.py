@@ -1,0 +1,67 @@
+"""HTML rendering of token spans (coloured, with id and bytes on hover) for the pages."""
+
+from __future__ import annotations
+
+import html
+
+from analysis.tokenizer import LoadedTokenizer
+
+PALETTE = ["#fde68a", "#bfdbfe", "#bbf7d0", "#fbcfe8", "#ddd6fe", "#fed7aa", "#a5f3fc", "#e5e7eb"]
+
+CSS = """
+<style>
+.tl-spans{font-family:ui-monospace,SFMono-Regular,Menlo,monospace;font-size:0.95rem;line-height:2.0;
+  white-space:pre-wrap;word-break:break-word}
+.tl-tok{border-radius:3px;padding:1px 0;margin:0 1px;border:1px solid rgba(0,0,0,0.08)}
+.tl-tok.tl-diff{outline:2px solid #dc2626;outline-offset:-1px}
+.tl-tok.tl-special{background:#1f2937 !important;color:#f9fafb}
+.tl-ws{color:#9ca3af}
+</style>
+"""
+
+
+def visible_whitespace(s: str) -> str:
+    """Make spaces, tabs and newlines visible (· → ⇥ ↵)."""
+    return s.replace(" ", "·").replace("\t", "⇥").replace("\n", "↵\n")
+
+
+def token_spans_html(
+    tok: LoadedTokenizer,
+    text: str,
+    ids: list[int],
+    offsets: list[tuple[int, int]],
+    *,
+    show_whitespace: bool = False,
+    show_bytes: bool = False,
+    boundaries_elsewhere: set[int] | None = None,
+) -> str:
+    """Coloured spans for one encoding; a token whose end is not a boundary elsewhere gets a red outline."""
+    id_to_token = tok.id_to_token
+    specials = tok.added_ids
+    parts = [CSS, '<div class="tl-spans">']
+    seen: dict[tuple[int, int], int] = {}
+    for off in offsets:
+        seen[tuple(off)] = seen.get(tuple(off), 0) + 1
+    for k, (tid, (start, end)) in enumerate(zip(ids, offsets)):
+        raw = id_to_token.get(tid, "")
+        b = tok.token_bytes(raw) if tid not in specials else raw.encode()
+        piece = text[start:end] if end > start else tok.readable(raw)
+        shared = seen.get((start, end), 0) > 1  # a character split over several byte tokens
+        shown = tok.readable(raw) if (show_bytes or end <= start or shared) else piece
+        if show_bytes:
+            shown = " ".join(f"{x:02X}" for x in b) or shown
+        if show_whitespace and not show_bytes:
+            shown = visible_whitespace(shown)
+        cls = "tl-tok"
+        if tid in specials:
+            cls += " tl-special"
+        if boundaries_elsewhere is not None and end not in boundaries_elsewhere:
+            cls += " tl-diff"
+        title = f"id {tid} · raw {raw!r} · {len(b)} bytes: {b.hex(' ')}"
+        colour = PALETTE[k % len(PALETTE)]
+        parts.append(
+            f'<span class="{cls}" style="background:{colour}" title="{html.escape(title)}">'
+            f"{html.escape(shown)}</span>"
+        )
+    parts.append("</div>")
+    return "".join(parts)
