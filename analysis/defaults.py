@@ -44,7 +44,10 @@ def default_tokenizer() -> LoadedTokenizer:
             return LoadedTokenizer.from_json_text(cached.read_bytes(), name=DEFAULT_NAME, source="embedded")
         except Exception:
             cached.unlink(missing_ok=True)
-    doc = tiktoken_to_document(data, pattern="Qwen (qwen.tiktoken)", special_tokens=QWEN_SPECIALS)
+    # canonical merges: one per token, exactly the merge list of Qwen's published tokenizer.json
+    doc = tiktoken_to_document(
+        data, pattern="Qwen (qwen.tiktoken)", special_tokens=QWEN_SPECIALS, merges="canonical"
+    )
     tok = LoadedTokenizer.from_document(doc, name=DEFAULT_NAME, source="embedded")
     tmp = cached.with_suffix(".tmp")
     tmp.write_text(tok.to_json(), encoding="utf-8")
