@@ -11,6 +11,7 @@ PAGES = [
         "pages/inspect.py", title="Load & inspect", icon=":material/search:", url_path="inspect", default=True
     ),
     st.Page("pages/playground.py", title="Playground", icon=":material/compare:", url_path="playground"),
+    st.Page("pages/compression.py", title="Compression", icon=":material/compress:", url_path="compression"),
 ]
 
 nav = st.navigation(PAGES)

@@ -479,6 +479,7 @@ def compression_table(
     reference: str = "eng_Latn",
     progress: Callable[[float, str], None] | None = None,
     use_cache: bool = True,
+    names: Sequence[str] | None = None,
 ) -> list[dict[str, Any]]:
     """One row per tokenizer × language with every metric plus `parity` (tokens / reference tokens).
 
@@ -491,12 +492,15 @@ def compression_table(
 
     if not tokenizers:
         raise DataError("choose at least one tokenizer")
+    labels = list(names) if names is not None else [t.name for t in tokenizers]
+    if len(labels) != len(tokenizers):
+        raise ValueError("names must have one entry per tokenizer")
     codes = data.resolve_many(langs)
     ref = data.resolve(reference) if reference and reference in data else None
     total = len(tokenizers) * len(codes)
     rows: list[dict[str, Any]] = []
     done = 0
-    for tok in tokenizers:
+    for tok, label in zip(tokenizers, labels):
         computed = False
         ref_stats = None
         if ref is not None:
@@ -511,7 +515,7 @@ def compression_table(
                 parity_corpus = stats["tokens"] / ref_stats["tokens"]
                 parity = premium(stats["sentence_tokens"], ref_stats["sentence_tokens"])
             row = {
-                "tokenizer": tok.name,
+                "tokenizer": label,
                 "lang": code,
                 "name": meta.name,
                 "script": meta.script,
@@ -526,7 +530,7 @@ def compression_table(
             rows.append({k: row.get(k) for k in ROW_COLUMNS})
             done += 1
             if progress:
-                progress(done / total, f"{tok.name} · {code}")
+                progress(done / total, f"{label} · {code}")
         if computed and use_cache:
             _save_disk(tok.content_hash, power)
     return rows
@@ -677,6 +681,7 @@ def worst_sentences(tok: LoadedTokenizer, lines: Sequence[str], k: int = 10) -> 
                 "bytes": len(sel[j].encode("utf-8")),
                 "bytes_per_token": bpt[j],
                 "ids": list(e.ids),
+                "offsets": [tuple(o) for o in e.offsets],
                 "pieces": [tok.readable(t) for t in e.tokens],
             }
         )
