@@ -40,235 +40,245 @@ METRIC_LABELS = {
 DEFAULT_LANGS = ["eng_Latn", "est_Latn", "deu_Latn", "fra_Latn", "rus_Cyrl", "arb_Arab", "hin_Deva", "zho_Hans",
                  "jpn_Jpan", "kor_Hang"]  # fmt: skip
 
-# ------------------------------------------------------------------------------------------ inputs
-lib = state.library()
-names = state.pick_tokenizers("Tokenizers (1–8)", key="cmp-toks", max_n=8, default=list(lib)[:1])
-st.caption("Add more tokenizers from the sidebar (examples) or the Load & inspect page.")
 
-with st.expander("FLORES data", expanded=False):
-    default_path = fl.default_flores_path()
-    path = st.text_input(
-        "FLORES folder, .tar.gz or parquet",
-        value=str(default_path) if default_path else "",
-        key="cmp-flores",
-        help=f"Official FLORES-200 layout (devtest/<code>.devtest), the official .tar.gz, or FLORES+ parquet. "
-        f"Default: ${fl.ENV_VAR}, else the shared assets.",
-    )
-    split = st.selectbox("Split", fl.SPLITS, key="cmp-split")
-    c1, c2 = st.columns(2)
-    if c1.button("Download official FLORES-200 archive", key="cmp-dl-official"):
-        bar = st.progress(0.0, text="Downloading FLORES-200…")
+def page() -> None:
+    """The whole page (a function, so bad input can `return` and the sidebar still renders)."""
+    # ------------------------------------------------------------------------------------------ inputs
+    lib = state.library()
+    names = state.pick_tokenizers("Tokenizers (1–8)", key="cmp-toks", max_n=8, default=list(lib)[:1])
+    st.caption("Add more tokenizers from the sidebar (examples) or the Load & inspect page.")
 
-        def _dl(done: int, total: int | None) -> None:
-            frac = min(done / total, 1.0) if total else 0.0
-            bar.progress(frac, text=f"Downloading FLORES-200… {done / 1e6:.1f} MB")
-
-        got = state.guarded(fl.download_official, progress=_dl)
-        if got is not None:
-            st.session_state["cmp-flores"] = str(got)
-            st.rerun()
-    if c2.button("Download FLORES+ from the hub", key="cmp-dl-plus"):
-        bar = st.progress(0.0, text="Downloading FLORES+…")
-
-        def _dlp(done: int, total: int | None) -> None:
-            bar.progress(
-                min(done / total, 1.0) if total else 0.0, text=f"Downloading FLORES+… {done / 1e6:.1f} MB"
-            )
-
-        got = state.guarded(fl.download_flores_plus, split=split, progress=_dlp)
-        if got is not None:
-            st.session_state["cmp-flores"] = str(got)
-            st.rerun()
-    if not fl.parquet_available():
-        st.caption("pyarrow is not installed: FLORES+ parquet sources cannot be read.")
-
-try:
-    data = fl.open_flores(path or None, split=split)
-except AnalysisError as e:
-    state.show_error(e)
-    st.stop()
-
-meta = {c: fl.language(c) for c in data.codes}
-mode = st.radio(
-    "Languages", ["Custom list", "All", "By script", "By family"], horizontal=True, key="cmp-mode"
-)
-if mode == "All":
-    langs = data.codes
-elif mode == "By script":
-    scripts = sorted({m.script for m in meta.values()})
-    chosen = st.multiselect(
-        "Scripts", scripts, default=["Cyrl"] if "Cyrl" in scripts else scripts[:1], key="cmp-scripts",
-        format_func=lambda s: f"{s} ({sum(m.script == s for m in meta.values())})",
-    )  # fmt: skip
-    langs = [c for c, m in meta.items() if m.script in chosen]
-elif mode == "By family":
-    families = sorted({m.family for m in meta.values()})
-    chosen = st.multiselect(
-        "Families", families, default=["Uralic"] if "Uralic" in families else families[:1], key="cmp-families",
-        format_func=lambda s: f"{s} ({sum(m.family == s for m in meta.values())})",
-    )  # fmt: skip
-    langs = [c for c, m in meta.items() if m.family in chosen]
-else:
-    langs = st.multiselect(
-        "Languages", data.codes, default=[c for c in DEFAULT_LANGS if c in meta], key="cmp-langs",
-        format_func=lambda c: f"{c} · {meta[c].name}",
-    )  # fmt: skip
-
-c1, c2, c3 = st.columns(3)
-power = c1.number_input(
-    "Rényi power α", min_value=0.1, max_value=10.0, value=mx.DEFAULT_POWER, step=0.5, key="cmp-power"
-)
-ref_options = data.codes
-reference = c2.selectbox(
-    "Parity reference", ref_options, index=ref_options.index("eng_Latn") if "eng_Latn" in ref_options else 0,
-    key="cmp-ref",
-)  # fmt: skip
-run = c3.button("Compute", type="primary", key="cmp-run")
-
-if not names:
-    st.info("Pick at least one tokenizer (up to 8).")
-    st.stop()
-if not langs:
-    st.warning("No languages selected: choose at least one language.")
-    st.stop()
-if run:
-    st.session_state["cmp-active"] = True
-if not st.session_state.get("cmp-active"):
-    st.info(f"{len(names)} tokenizer(s) × {len(langs)} language(s). Press **Compute**.")
-    st.stop()
-
-# ------------------------------------------------------------------------------------------ compute
-toks = [lib[n] for n in names]
-bar = st.progress(0.0, text="Computing…")
-try:
-    rows = mx.compression_table(
-        toks, data, langs, power=float(power), reference=reference, names=names,
-        progress=lambda f, msg: bar.progress(f, text=f"Computing {msg}"),
-    )  # fmt: skip
-except AnalysisError as e:
-    bar.empty()
-    state.show_error(e)
-    st.stop()
-bar.empty()
-df = pd.DataFrame(rows)
-st.success(f"{len(names)} tokenizer(s) × {len(langs)} language(s) on {data.root} ({data.split}).")
-
-metric = st.selectbox("Metric", list(METRIC_LABELS), format_func=lambda m: METRIC_LABELS[m], key="cmp-metric")
-label = METRIC_LABELS[metric]
-if metric == "fertility" and df["spaceless"].any():
-    spaceless = sorted(df.loc[df["spaceless"], "lang"].unique())
-    st.warning(
-        f"{len(spaceless)} language(s) are written without spaces ({', '.join(spaceless[:12])}"
-        f"{'…' if len(spaceless) > 12 else ''}): tokens per whitespace word is meaningless there. "
-        "Use tokens / char instead."
-    )
-
-tabs = st.tabs(["Heatmap", "Bars", "Scatter", "Per script", "Compare", "Table", "Drill down", "Download"])
-
-with tabs[0]:
-    pv = df.pivot_table(index="lang", columns="tokenizer", values=metric, aggfunc="first", sort=False)
-    pv = pv[[n for n in names if n in pv.columns]]
-    fig = px.imshow(
-        pv, aspect="auto", color_continuous_scale="Viridis" if mx.HIGHER_IS_BETTER.get(metric, True) else "Viridis_r",
-        labels={"color": label}, text_auto=".2f" if len(pv) <= 40 else False,
-    )  # fmt: skip
-    fig.update_layout(height=max(320, 22 * len(pv) + 120), margin=dict(l=10, r=10, t=30, b=10))
-    st.plotly_chart(fig, key="cmp-heatmap")
-
-with tabs[1]:
-    order = df.groupby("lang")[metric].mean().sort_values().index.tolist()
-    fig = px.bar(
-        df, x="lang", y=metric, color="tokenizer", barmode="group", category_orders={"lang": order},
-        hover_data=["name", "script", "family"], labels={metric: label},
-    )  # fmt: skip
-    fig.update_layout(height=460, margin=dict(l=10, r=10, t=30, b=10))
-    st.plotly_chart(fig, key="cmp-bars")
-
-with tabs[2]:
-    c1, c2 = st.columns(2)
-    xm = c1.selectbox("x", list(METRIC_LABELS), index=0, format_func=METRIC_LABELS.get, key="cmp-sx")
-    ym = c2.selectbox("y", list(METRIC_LABELS), index=7, format_func=METRIC_LABELS.get, key="cmp-sy")
-    fig = px.scatter(
-        df, x=xm, y=ym, color="tokenizer", hover_name="lang", hover_data=["name", "script"],
-        labels={xm: METRIC_LABELS[xm], ym: METRIC_LABELS[ym]},
-    )  # fmt: skip
-    fig.update_layout(height=460, margin=dict(l=10, r=10, t=30, b=10))
-    st.plotly_chart(fig, key="cmp-scatter")
-
-with tabs[3]:
-    table2 = st.toggle(
-        "Group as in paper 000 Table 2 (Latn, Cyrl, Arab, Jpan, Hani, Other)", value=True, key="cmp-t2"
-    )
-    ss = pd.DataFrame(mx.script_summary(rows, metric, table2=table2))
-    if not ss.empty:
-        wide = ss.pivot_table(index="script", columns="tokenizer", values="mean", sort=False)
-        counts = ss.groupby("script", sort=False)["n"].max()
-        wide.insert(0, "n", counts)
-        st.dataframe(wide, key="cmp-script-table")
-    st.markdown("**Across languages**")
-    st.dataframe(pd.DataFrame(mx.summarize(rows, metric)), hide_index=True, key="cmp-summary")
-
-with tabs[4]:
-    if len(names) < 2:
-        st.info("Pick two or more tokenizers to compare them.")
-    else:
+    with st.expander("FLORES data", expanded=False):
+        default_path = fl.default_flores_path()
+        path = st.text_input(
+            "FLORES folder, .tar.gz or parquet",
+            value=str(default_path) if default_path else "",
+            key="cmp-flores",
+            help=f"Official FLORES-200 layout (devtest/<code>.devtest), the official .tar.gz, or FLORES+ parquet. "
+            f"Default: ${fl.ENV_VAR}, else the shared assets.",
+        )
+        split = st.selectbox("Split", fl.SPLITS, key="cmp-split")
         c1, c2 = st.columns(2)
-        a = c1.selectbox("A (e.g. ours)", names, index=1 if len(names) > 1 else 0, key="cmp-a")
-        b = c2.selectbox("B (baseline)", names, index=0, key="cmp-b")
-        cmpr = mx.compare(rows, a, b, metric)
-        if cmpr["languages"]:
-            m1, m2, m3 = st.columns(3)
-            m1.metric("Δrel (mean A/B − 1)", f"{cmpr['delta_rel']:+.2%}")
-            m2.metric("Win rate of A", f"{cmpr['win_rate']:.1%}")
-            m3.metric("Languages", cmpr["languages"])
-            st.caption(
-                "As in paper 000 Table 1. A win is a higher value for higher-is-better metrics and a lower one "
-                "otherwise."
-            )
-            st.dataframe(pd.DataFrame(mx.script_compare(rows, a, b, metric)), hide_index=True, key="cmp-sc")
-            st.dataframe(pd.DataFrame(cmpr["per_language"]), hide_index=True, key="cmp-per-lang")
+        if c1.button("Download official FLORES-200 archive", key="cmp-dl-official"):
+            bar = st.progress(0.0, text="Downloading FLORES-200…")
 
-with tabs[5]:
-    shown = ["tokenizer", "lang", "name", "script", "family", "bytes_per_token", "chars_per_token",
-             "tokens_per_sentence", "fertility", "tokens_per_char", "parity", "renyi_efficiency",
-             "renyi_efficiency_observed", "distinct_tokens", "mean_token_length", "byte_fallback_rate",
-             "partial_char_rate", "unk_rate", "continued_words", "tokens", "spaceless"]  # fmt: skip
-    st.dataframe(df[shown], hide_index=True, key="cmp-table")
+            def _dl(done: int, total: int | None) -> None:
+                frac = min(done / total, 1.0) if total else 0.0
+                bar.progress(frac, text=f"Downloading FLORES-200… {done / 1e6:.1f} MB")
 
-with tabs[6]:
-    c1, c2, c3 = st.columns([2, 2, 1])
-    dl_lang = c1.selectbox(
-        "Language", langs, format_func=lambda c: f"{c} · {meta[c].name}", key="cmp-dl-lang"
-    )
-    dl_tok = c2.selectbox("Tokenizer", names, key="cmp-dl-tok")
-    k = c3.number_input("Sentences", 1, 50, 5, key="cmp-dl-k")
+            got = state.guarded(fl.download_official, progress=_dl)
+            if got is not None:
+                st.session_state["cmp-flores"] = str(got)
+                st.rerun()
+        if c2.button("Download FLORES+ from the hub", key="cmp-dl-plus"):
+            bar = st.progress(0.0, text="Downloading FLORES+…")
+
+            def _dlp(done: int, total: int | None) -> None:
+                bar.progress(
+                    min(done / total, 1.0) if total else 0.0, text=f"Downloading FLORES+… {done / 1e6:.1f} MB"
+                )
+
+            got = state.guarded(fl.download_flores_plus, split=split, progress=_dlp)
+            if got is not None:
+                st.session_state["cmp-flores"] = str(got)
+                st.rerun()
+        if not fl.parquet_available():
+            st.caption("pyarrow is not installed: FLORES+ parquet sources cannot be read.")
+
     try:
-        worst = mx.worst_sentences(lib[dl_tok], data.lines(dl_lang), int(k))
+        data = fl.open_flores(path or None, split=split)
     except AnalysisError as e:
         state.show_error(e)
-        worst = []
-    ref_lines = data.lines(reference) if reference in data else None
-    for w in worst:
-        st.markdown(
-            f"**#{w['index'] + 1}** · {w['tokens']} tokens · {w['bytes']} bytes · "
-            f"**{w['bytes_per_token']:.2f}** bytes/token"
-        )
-        st.html(token_spans_html(lib[dl_tok], w["text"], w["ids"], w["offsets"]))
-        if ref_lines and w["index"] < len(ref_lines) and dl_lang != reference:
-            st.caption(f"{reference}: {ref_lines[w['index']]}")
+        return
 
-with tabs[7]:
-    csv_bytes = df.to_csv(index=False).encode("utf-8")
-    st.download_button("Download CSV", csv_bytes, "compression.csv", "text/csv", key="cmp-csv")
-    st.download_button(
-        "Download JSON", json.dumps(rows, ensure_ascii=False, indent=1).encode("utf-8"), "compression.json",
-        "application/json", key="cmp-json",
-    )  # fmt: skip
-    wide_rows = [
-        {"lang": lang, **{n: v for n, v in r.items()}} for lang, r in pv.to_dict(orient="index").items()
-    ]
-    latex = mx.to_latex(wide_rows, ["lang", *pv.columns], caption=f"{label} on FLORES-200 {data.split}")
-    st.download_button(
-        "Download LaTeX table", latex.encode("utf-8"), "compression.tex", "text/x-tex", key="cmp-tex"
+    meta = {c: fl.language(c) for c in data.codes}
+    mode = st.radio(
+        "Languages", ["Custom list", "All", "By script", "By family"], horizontal=True, key="cmp-mode"
     )
-    st.code(latex, language="latex")
+    if mode == "All":
+        langs = data.codes
+    elif mode == "By script":
+        scripts = sorted({m.script for m in meta.values()})
+        chosen = st.multiselect(
+            "Scripts", scripts, default=["Cyrl"] if "Cyrl" in scripts else scripts[:1], key="cmp-scripts",
+            format_func=lambda s: f"{s} ({sum(m.script == s for m in meta.values())})",
+        )  # fmt: skip
+        langs = [c for c, m in meta.items() if m.script in chosen]
+    elif mode == "By family":
+        families = sorted({m.family for m in meta.values()})
+        chosen = st.multiselect(
+            "Families", families, default=["Uralic"] if "Uralic" in families else families[:1], key="cmp-families",
+            format_func=lambda s: f"{s} ({sum(m.family == s for m in meta.values())})",
+        )  # fmt: skip
+        langs = [c for c, m in meta.items() if m.family in chosen]
+    else:
+        langs = st.multiselect(
+            "Languages", data.codes, default=[c for c in DEFAULT_LANGS if c in meta], key="cmp-langs",
+            format_func=lambda c: f"{c} · {meta[c].name}",
+        )  # fmt: skip
+
+    c1, c2, c3 = st.columns(3)
+    power = c1.number_input(
+        "Rényi power α", min_value=0.1, max_value=10.0, value=mx.DEFAULT_POWER, step=0.5, key="cmp-power"
+    )
+    ref_options = data.codes
+    reference = c2.selectbox(
+        "Parity reference", ref_options, index=ref_options.index("eng_Latn") if "eng_Latn" in ref_options else 0,
+        key="cmp-ref",
+    )  # fmt: skip
+    run = c3.button("Compute", type="primary", key="cmp-run")
+
+    if not names:
+        st.info("Pick at least one tokenizer (up to 8).")
+        return
+    if not langs:
+        st.warning("No languages selected: choose at least one language.")
+        return
+    if run:
+        st.session_state["cmp-active"] = True
+    if not st.session_state.get("cmp-active"):
+        st.info(f"{len(names)} tokenizer(s) × {len(langs)} language(s). Press **Compute**.")
+        return
+
+    # ------------------------------------------------------------------------------------------ compute
+    toks = [lib[n] for n in names]
+    bar = st.progress(0.0, text="Computing…")
+    try:
+        rows = mx.compression_table(
+            toks, data, langs, power=float(power), reference=reference, names=names,
+            progress=lambda f, msg: bar.progress(f, text=f"Computing {msg}"),
+        )  # fmt: skip
+    except AnalysisError as e:
+        bar.empty()
+        state.show_error(e)
+        return
+    bar.empty()
+    df = pd.DataFrame(rows)
+    st.success(f"{len(names)} tokenizer(s) × {len(langs)} language(s) on {data.root} ({data.split}).")
+
+    metric = st.selectbox(
+        "Metric", list(METRIC_LABELS), format_func=lambda m: METRIC_LABELS[m], key="cmp-metric"
+    )
+    label = METRIC_LABELS[metric]
+    if metric == "fertility" and df["spaceless"].any():
+        spaceless = sorted(df.loc[df["spaceless"], "lang"].unique())
+        st.warning(
+            f"{len(spaceless)} language(s) are written without spaces ({', '.join(spaceless[:12])}"
+            f"{'…' if len(spaceless) > 12 else ''}): tokens per whitespace word is meaningless there. "
+            "Use tokens / char instead."
+        )
+
+    tabs = st.tabs(["Heatmap", "Bars", "Scatter", "Per script", "Compare", "Table", "Drill down", "Download"])
+
+    with tabs[0]:
+        pv = df.pivot_table(index="lang", columns="tokenizer", values=metric, aggfunc="first", sort=False)
+        pv = pv[[n for n in names if n in pv.columns]]
+        fig = px.imshow(
+            pv, aspect="auto", color_continuous_scale="Viridis" if mx.HIGHER_IS_BETTER.get(metric, True) else "Viridis_r",
+            labels={"color": label}, text_auto=".2f" if len(pv) <= 40 else False,
+        )  # fmt: skip
+        fig.update_layout(height=max(320, 22 * len(pv) + 120), margin=dict(l=10, r=10, t=30, b=10))
+        st.plotly_chart(fig, key="cmp-heatmap")
+
+    with tabs[1]:
+        order = df.groupby("lang")[metric].mean().sort_values().index.tolist()
+        fig = px.bar(
+            df, x="lang", y=metric, color="tokenizer", barmode="group", category_orders={"lang": order},
+            hover_data=["name", "script", "family"], labels={metric: label},
+        )  # fmt: skip
+        fig.update_layout(height=460, margin=dict(l=10, r=10, t=30, b=10))
+        st.plotly_chart(fig, key="cmp-bars")
+
+    with tabs[2]:
+        c1, c2 = st.columns(2)
+        xm = c1.selectbox("x", list(METRIC_LABELS), index=0, format_func=METRIC_LABELS.get, key="cmp-sx")
+        ym = c2.selectbox("y", list(METRIC_LABELS), index=7, format_func=METRIC_LABELS.get, key="cmp-sy")
+        fig = px.scatter(
+            df, x=xm, y=ym, color="tokenizer", hover_name="lang", hover_data=["name", "script"],
+            labels={xm: METRIC_LABELS[xm], ym: METRIC_LABELS[ym]},
+        )  # fmt: skip
+        fig.update_layout(height=460, margin=dict(l=10, r=10, t=30, b=10))
+        st.plotly_chart(fig, key="cmp-scatter")
+
+    with tabs[3]:
+        table2 = st.toggle(
+            "Group as in paper 000 Table 2 (Latn, Cyrl, Arab, Jpan, Hani, Other)", value=True, key="cmp-t2"
+        )
+        ss = pd.DataFrame(mx.script_summary(rows, metric, table2=table2))
+        if not ss.empty:
+            wide = ss.pivot_table(index="script", columns="tokenizer", values="mean", sort=False)
+            counts = ss.groupby("script", sort=False)["n"].max()
+            wide.insert(0, "n", counts)
+            st.dataframe(wide, key="cmp-script-table")
+        st.markdown("**Across languages**")
+        st.dataframe(pd.DataFrame(mx.summarize(rows, metric)), hide_index=True, key="cmp-summary")
+
+    with tabs[4]:
+        if len(names) < 2:
+            st.info("Pick two or more tokenizers to compare them.")
+        else:
+            c1, c2 = st.columns(2)
+            a = c1.selectbox("A (e.g. ours)", names, index=1 if len(names) > 1 else 0, key="cmp-a")
+            b = c2.selectbox("B (baseline)", names, index=0, key="cmp-b")
+            cmpr = mx.compare(rows, a, b, metric)
+            if cmpr["languages"]:
+                m1, m2, m3 = st.columns(3)
+                m1.metric("Δrel (mean A/B − 1)", f"{cmpr['delta_rel']:+.2%}")
+                m2.metric("Win rate of A", f"{cmpr['win_rate']:.1%}")
+                m3.metric("Languages", cmpr["languages"])
+                st.caption(
+                    "As in paper 000 Table 1. A win is a higher value for higher-is-better metrics and a lower one "
+                    "otherwise."
+                )
+                st.dataframe(
+                    pd.DataFrame(mx.script_compare(rows, a, b, metric)), hide_index=True, key="cmp-sc"
+                )
+                st.dataframe(pd.DataFrame(cmpr["per_language"]), hide_index=True, key="cmp-per-lang")
+
+    with tabs[5]:
+        shown = ["tokenizer", "lang", "name", "script", "family", "bytes_per_token", "chars_per_token",
+                 "tokens_per_sentence", "fertility", "tokens_per_char", "parity", "renyi_efficiency",
+                 "renyi_efficiency_observed", "distinct_tokens", "mean_token_length", "byte_fallback_rate",
+                 "partial_char_rate", "unk_rate", "continued_words", "tokens", "spaceless"]  # fmt: skip
+        st.dataframe(df[shown], hide_index=True, key="cmp-table")
+
+    with tabs[6]:
+        c1, c2, c3 = st.columns([2, 2, 1])
+        dl_lang = c1.selectbox(
+            "Language", langs, format_func=lambda c: f"{c} · {meta[c].name}", key="cmp-dl-lang"
+        )
+        dl_tok = c2.selectbox("Tokenizer", names, key="cmp-dl-tok")
+        k = c3.number_input("Sentences", 1, 50, 5, key="cmp-dl-k")
+        try:
+            worst = mx.worst_sentences(lib[dl_tok], data.lines(dl_lang), int(k))
+        except AnalysisError as e:
+            state.show_error(e)
+            worst = []
+        ref_lines = data.lines(reference) if reference in data else None
+        for w in worst:
+            st.markdown(
+                f"**#{w['index'] + 1}** · {w['tokens']} tokens · {w['bytes']} bytes · "
+                f"**{w['bytes_per_token']:.2f}** bytes/token"
+            )
+            st.html(token_spans_html(lib[dl_tok], w["text"], w["ids"], w["offsets"]))
+            if ref_lines and w["index"] < len(ref_lines) and dl_lang != reference:
+                st.caption(f"{reference}: {ref_lines[w['index']]}")
+
+    with tabs[7]:
+        csv_bytes = df.to_csv(index=False).encode("utf-8")
+        st.download_button("Download CSV", csv_bytes, "compression.csv", "text/csv", key="cmp-csv")
+        st.download_button(
+            "Download JSON", json.dumps(rows, ensure_ascii=False, indent=1).encode("utf-8"), "compression.json",
+            "application/json", key="cmp-json",
+        )  # fmt: skip
+        wide_rows = [
+            {"lang": lang, **{n: v for n, v in r.items()}} for lang, r in pv.to_dict(orient="index").items()
+        ]
+        latex = mx.to_latex(wide_rows, ["lang", *pv.columns], caption=f"{label} on FLORES-200 {data.split}")
+        st.download_button(
+            "Download LaTeX table", latex.encode("utf-8"), "compression.tex", "text/x-tex", key="cmp-tex"
+        )
+        st.code(latex, language="latex")
+
+
+page()
