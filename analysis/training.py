@@ -280,6 +280,8 @@ def count_pretokens(
     n_units = n_chars = 0
     chunk = _SP_CHUNK.findall
     for unit in units:
+        if not unit or unit.isspace():
+            continue
         n_units += 1
         n_chars += len(unit)
         if nfkc:
@@ -372,6 +374,8 @@ def collect_sentencepiece_words(
         batch.clear()
 
     for unit in units:
+        if not unit or unit.isspace():
+            continue
         n_units += 1
         n_chars += len(unit)
         batch.append(unicodedata.normalize("NFKC", unit) if nfkc else unit)
@@ -600,6 +604,8 @@ def continue_training(
         is_valid=is_valid,
     )
     timings["train"] = time.perf_counter() - t2
+    if not any(s.new for s in steps):
+        raise DataError("the training text is too short: no new token could be learned from it")
     timings["total"] = time.perf_counter() - t0
     return TrainingResult(
         base_name=tok.name,
