@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import heapq
 import json
+import pickle
 import re
 import threading
 from collections import OrderedDict
@@ -78,17 +79,7 @@ class BPEReplay:
         self.unk_id: int | None = self.vocab.get(self.unk_token) if self.unk_token is not None else None
         self._byte_ids: list[int | None] = [self.vocab.get(f"<0x{b:02X}>") for b in range(256)]
         # (left id, right id) -> (rank, result id); a repeated pair keeps its LAST rank, like the Rust map
-        plen = len(self.prefix)
-        vocab = self.vocab
-        mm: dict[tuple[int, int], tuple[int, int]] = {}
-        for rank, (a, b) in enumerate(tok.merges):
-            ai = vocab.get(a)
-            bi = vocab.get(b)
-            ni = vocab.get(a + b[plen:])
-            if ai is None or bi is None or ni is None:
-                continue  # the Rust library refuses such files; be lenient here
-            mm[(ai, bi)] = (rank, ni)
-        self.merge_map = mm
+        self.merge_map = merge_map(tok)
         # word -> (initial ids, final ids, events as (left id, right id, result id, rank, position))
         self._cache: dict[str, tuple[tuple[int, ...], tuple[int, ...], tuple[tuple[int, ...], ...]]] = {}
         self._lock = threading.Lock()
@@ -450,119 +441,168 @@ class VocabStructure:
         return self.built_on.get(tid, [])
 
 
-def merge_candidates(tok: LoadedTokenizer) -> dict[str, list[tuple[int, str, str]]]:
-    """result string -> [(effective rank, left, right)] of every distinct merge pair producing it."""
-    plen = len(tok.continuing_subword_prefix or "")
-    last_rank: dict[tuple[str, str], int] = {}
-    for rank, pair in enumerate(tok.merges):
-        last_rank[pair] = rank
-    out: dict[str, list[tuple[int, str, str]]] = {}
-    for (a, b), rank in last_rank.items():
-        r = a + b[plen:]
-        lst = out.get(r)
-        if lst is None:
-            out[r] = [(rank, a, b)]
-        else:
-            lst.append((rank, a, b))
-    return out
-
-
 _STRUCT_CACHE: OrderedDict[str, VocabStructure] = OrderedDict()
 
 
-def vocabulary_structure(tok: LoadedTokenizer) -> VocabStructure:
+def merge_map(tok: LoadedTokenizer) -> dict[tuple[int, int], tuple[int, int]]:
+    """(left id, right id) -> (rank, result id), like the Rust BPE map (a repeated pair keeps its last rank)."""
+    hit = _MAP_CACHE.get(tok.content_hash)
+    if hit is not None:
+        return hit
+    vocab = tok.vocab
+    get = vocab.get
+    plen = len(tok.continuing_subword_prefix or "")
+    mm: dict[tuple[int, int], tuple[int, int]] = {}
+    if plen:
+        for rank, (a, b) in enumerate(tok.merges):
+            ai, bi, ni = get(a), get(b), get(a + b[plen:])
+            if ai is not None and bi is not None and ni is not None:
+                mm[(ai, bi)] = (rank, ni)
+    else:
+        for rank, (a, b) in enumerate(tok.merges):
+            ai, bi, ni = get(a), get(b), get(a + b)
+            if ai is not None and bi is not None and ni is not None:
+                mm[(ai, bi)] = (rank, ni)
+    _MAP_CACHE[tok.content_hash] = mm
+    while len(_MAP_CACHE) > 4:
+        _MAP_CACHE.popitem(last=False)
+    return mm
+
+
+_MAP_CACHE: OrderedDict[str, dict[tuple[int, int], tuple[int, int]]] = OrderedDict()
+
+
+def vocabulary_structure(tok: LoadedTokenizer, *, disk_cache: bool = True) -> VocabStructure:
     """Merge split, depth, final rank, atomics, leaves, downstream counts and dead merges (methods.md §5).
 
-    Reachability comes from the Rust model (STT); a produced token's split is its unique producing merge,
-    and the step-wise replay of its own string decides only where several merges produce the same string.
+    Equivalent to replaying every vocabulary string step by step and recording the first merge that
+    produces each token, computed faster: reachability comes from the Rust model (STT); a produced
+    token's split is its only candidate merge whose parts are reachable, and where several remain, the
+    one across whose split point no merge can fire before it (checked on the parts' merge-tree spines;
+    exact when merge ranks grow along every tree, which is verified — otherwise the step-wise replay
+    decides).
     """
     require_bpe(tok, "vocabulary structure")
     hit = _STRUCT_CACHE.get(tok.content_hash)
+    if hit is None and disk_cache:
+        hit = _disk_load(f"vstruct-{tok.content_hash}.pkl", VocabStructure)
     if hit is not None:
+        _STRUCT_CACHE[tok.content_hash] = hit
         return hit
-    from .reachability import self_tokenize_status
+    res = _vocabulary_structure(tok)
+    _STRUCT_CACHE[tok.content_hash] = res
+    while len(_STRUCT_CACHE) > 4:
+        _STRUCT_CACHE.popitem(last=False)
+    if disk_cache:
+        _disk_save(f"vstruct-{tok.content_hash}.pkl", res)
+    return res
 
-    status = self_tokenize_status(tok)  # id -> True when tokenize(t) == [t]
-    unreachable = _strict_unreachable(tok, status)
+
+def _disk_load(name: str, kind: type) -> Any:
+    """A pickled result from the on-disk cache (None when absent or unreadable)."""
+    try:
+        from .defaults import cache_dir
+
+        path = cache_dir() / name
+        if not path.is_file():
+            return None
+        with open(path, "rb") as f:
+            obj = pickle.load(f)
+        return obj if isinstance(obj, kind) else None
+    except Exception:
+        return None
+
+
+def _disk_save(name: str, obj: Any) -> None:
+    """Pickle a result into the on-disk cache (best effort, atomic rename)."""
+    try:
+        from .defaults import cache_dir
+
+        path = cache_dir() / name
+        tmp = path.with_suffix(f".{threading.get_ident()}.tmp")
+        with open(tmp, "wb") as f:
+            pickle.dump(obj, f, protocol=pickle.HIGHEST_PROTOCOL)
+        tmp.replace(path)
+    except Exception:
+        pass
+
+
+def _vocabulary_structure(tok: LoadedTokenizer) -> VocabStructure:
+    from .reachability import reachable_mask, self_tokenize_status
+
+    ok = reachable_mask(tok)  # ok[id] == 1 when tokenize(t) == [t]
+    unreachable = _strict_unreachable(tok, self_tokenize_status(tok))
     vocab = tok.vocab
-    id_to_str = {i: s for s, i in vocab.items()}
-    merges = tok.merges
-    plen = len(tok.continuing_subword_prefix or "")
-    last_rank: dict[tuple[str, str], int] = {}
-    for rank, pair in enumerate(merges):
-        last_rank[pair] = rank
-    # result id -> candidate (rank, left id, right id); None marks several distinct candidates
-    cand: dict[int, tuple[int, int, int] | None] = {}
-    for (a, b), rank in last_rank.items():
-        ri = vocab.get(a + b[plen:])
-        ai = vocab.get(a)
-        bi = vocab.get(b)
-        if ri is None or ai is None or bi is None:
-            continue
-        if ri in cand:
-            cand[ri] = None
-        else:
-            cand[ri] = (rank, ai, bi)
-    replay: BPEReplay | None = None
+    id_to_str = tok.id_to_token
+    mm = merge_map(tok)
+    n_ids = len(ok)
+    # result id -> candidate merges (rank, left, right) whose parts are reachable
+    cands: dict[int, list[tuple[int, int, int]]] = {}
+    for (ai, bi), (rank, ri) in mm.items():
+        if ok[ri] and ok[ai] and ok[bi]:
+            lst = cands.get(ri)
+            if lst is None:
+                cands[ri] = [(rank, ai, bi)]
+            else:
+                lst.append((rank, ai, bi))
+    simple = not (tok.continuing_subword_prefix or tok.end_of_word_suffix)
+    produced = [t for t in vocab.values() if ok[t] and len(id_to_str[t]) > 1]
+    produced.sort(key=lambda t: len(id_to_str[t]))
     split: dict[int, tuple[int, int]] = {}
-    final_rank: dict[int, int] = {}
-    for tid, ok in status.items():
-        if not ok:
-            continue
-        s = id_to_str[tid]
-        if len(s) <= 1:
-            continue
-        c = cand.get(tid, False)
-        if c:
-            split[tid] = (c[1], c[2])
-            final_rank[tid] = c[0]
-            continue
-        if replay is None:
-            replay = get_replay(tok, ignore_merges=False)
-        _init, _final, events = replay._run(s)
-        if events:
-            a, b, r, rk, _pos = events[-1]
-            split[tid] = (a, b)
-            final_rank[tid] = rk
-    produced = set(split)
-    all_model = set(vocab.values())
-    atomic = all_model - unreachable - produced
+    fr = [-1] * n_ids  # rank of the merge that makes each token (-1: none)
+    mono = bytearray(b"\x01") * n_ids  # 1 when the token's own run pops merges in increasing rank order
+    rspine: dict[int, tuple[tuple[int, int], ...]] = {}
+    lspine: dict[int, tuple[tuple[int, int], ...]] = {}
+    replay: BPEReplay | None = None
+    mget = mm.get
+    for t in produced:
+        cl = cands.get(t)
+        chosen = None
+        if cl and simple:
+            if len(cl) == 1:
+                chosen = cl[0]
+            else:
+                for c in cl:
+                    if mono[c[1]] and mono[c[2]]:
+                        if _no_straddle(
+                            c, _spine(c[1], split, fr, rspine, 1), _spine(c[2], split, fr, lspine, 0), mget
+                        ):
+                            chosen = c
+                            break
+        if chosen is None:
+            if replay is None:
+                replay = get_replay(tok, ignore_merges=False)
+            _init, _final, events = replay._run(id_to_str[t])
+            if not events:
+                continue
+            a, b, _res, rk, _pos = events[-1]
+            chosen = (rk, a, b)
+        r, a, b = chosen
+        split[t] = (a, b)
+        fr[t] = r
+        if not (mono[a] and mono[b] and r > fr[a] and r > fr[b]):
+            mono[t] = 0
+    final_rank = {t: fr[t] for t in split}
+    produced_set = set(split)
+    atomic = set(vocab.values()) - unreachable - produced_set
     downstream: dict[int, int] = {}
     built_on: dict[int, list[int]] = {}
-    components: set[int] = set()
     for t, (a, b) in split.items():
         downstream[a] = downstream.get(a, 0) + 1
         downstream[b] = downstream.get(b, 0) + 1
-        components.add(a)
-        components.add(b)
         built_on.setdefault(a, []).append(t)
         if b != a:
             built_on.setdefault(b, []).append(t)
-    leaves = (unreachable | produced) - components
-    # depth: atomic 0, produced 1 + max(depth of parts); iterative memo (ranks need not be monotone)
-    depth: dict[int, int] = {t: 0 for t in atomic}
-    for t in split:
-        if t in depth:
-            continue
-        stack = [t]
-        while stack:
-            x = stack[-1]
-            if x in depth:
-                stack.pop()
-                continue
-            a, b = split.get(x, (None, None))
-            if a is None:
-                depth[x] = 0
-                stack.pop()
-                continue
-            pend = [y for y in (a, b) if y not in depth]
-            if pend:
-                stack.extend(pend)
-            else:
-                depth[x] = 1 + max(depth[a], depth[b])
-                stack.pop()
+    leaves = (unreachable | produced_set) - set(downstream)
+    depth: dict[int, int] = dict.fromkeys(atomic, 0)
+    for t, (a, b) in split.items():  # insertion order = shortest first, so parts are usually done
+        da = depth.get(a)
+        db = depth.get(b)
+        if da is None or db is None:  # parts longer than the token (only with odd prefixes): recurse
+            da, db = _depth_of(a, split, depth), _depth_of(b, split, depth)
+        depth[t] = 1 + (da if da > db else db)
     fired = set(final_rank.values())
-    dead = [r for r in range(len(merges)) if r not in fired]
+    dead = [r for r in range(len(tok.merges)) if r not in fired]
     res = VocabStructure(
         split=split,
         atomic=atomic,
@@ -574,10 +614,74 @@ def vocabulary_structure(tok: LoadedTokenizer) -> VocabStructure:
         dead_merges=dead,
         built_on=built_on,
     )
-    _STRUCT_CACHE[tok.content_hash] = res
-    while len(_STRUCT_CACHE) > 4:
-        _STRUCT_CACHE.popitem(last=False)
     return res
+
+
+def _depth_of(t: int, split: dict[int, tuple[int, int]], depth: dict[int, int]) -> int:
+    stack = [t]
+    while stack:
+        x = stack[-1]
+        if x in depth:
+            stack.pop()
+            continue
+        if x not in split:
+            depth[x] = 0
+            stack.pop()
+            continue
+        a, b = split[x]
+        pend = [y for y in (a, b) if y not in depth]
+        if pend:
+            stack.extend(pend)
+        else:
+            depth[x] = 1 + max(depth[a], depth[b])
+            stack.pop()
+    return depth[t]
+
+
+def _spine(t: int, split: dict, final_rank: list[int], cache: dict, side: int) -> tuple[tuple[int, int], ...]:
+    """(node, formation rank) down the right (side=1) or left (side=0) edge of a token's merge tree."""
+    hit = cache.get(t)
+    if hit is not None:
+        return hit
+    sp = split.get(t)
+    f = final_rank[t]
+    res = ((t, f),) if sp is None else ((t, f),) + _spine(sp[side], split, final_rank, cache, side)
+    cache[t] = res
+    return res
+
+
+_INF = 1 << 62
+
+
+def _no_straddle(
+    cand: tuple[int, int, int],
+    left: tuple[tuple[int, int], ...],
+    right: tuple[tuple[int, int], ...],
+    mget: Any,
+) -> bool:
+    """True when no merge joins symbols across the candidate's split point before both parts are built.
+
+    Both parts' own runs pop merges in increasing rank order (callers ensure it), so until something joins
+    across the split point each side evolves like its isolated run, in rank order. A pair (A, B) from the
+    left part's right spine and the right part's left spine is adjacent while both exist; its merge fires
+    if its rank comes before A or B is consumed (a rank below the current one fires at once). Ties: the
+    inner merge consuming A starts left of A and wins; the one consuming B starts at B and loses.
+    """
+    _rank, a, b = cand
+    pa = _INF
+    for A, fa in left:
+        pb = _INF
+        for B, fb in right:
+            if A != a or B != b:
+                m = mget((A, B))
+                if m is not None:
+                    r = m[0]
+                    lo = fa if fa > fb else fb
+                    if lo < pa and lo < pb and r < pa and r <= pb:
+                        return False
+            pb = fb
+        pa = fa
+    return True
 
 
 def _strict_unreachable(tok: LoadedTokenizer, status: dict[int, bool]) -> set[int]:

@@ -52,6 +52,7 @@ _SENTINELS = ("\U0010fffd", "\U000f0000", "\uffff", "\ufdd0", "\U000e01ef")
 _lock = threading.Lock()
 _STATUS_CACHE: OrderedDict[str, dict[int, list[int]]] = OrderedDict()
 _MODEL_CACHE: OrderedDict[str, Any] = OrderedDict()
+_MASK_CACHE: OrderedDict[str, bytearray] = OrderedDict()
 
 
 def _require_bpe(tok: LoadedTokenizer) -> None:
@@ -122,6 +123,25 @@ def self_tokenize(tok: LoadedTokenizer) -> dict[int, list[int]]:
 def self_tokenize_status(tok: LoadedTokenizer) -> dict[int, bool]:
     """id -> True when the bare model returns exactly [id] for the token's own string."""
     return {i: len(ids) == 1 and ids[0] == i for i, ids in self_tokenize(tok).items()}
+
+
+def reachable_mask(tok: LoadedTokenizer) -> bytearray:
+    """mask[id] == 1 when the bare model returns exactly [id] for the token's own string (0 otherwise,
+    including ids outside the model vocabulary)."""
+    with _lock:
+        hit = _MASK_CACHE.get(tok.content_hash)
+    if hit is not None:
+        return hit
+    res = self_tokenize(tok)
+    mask = bytearray(max(tok.id_to_token, default=-1) + 1)
+    for i, ids in res.items():
+        if len(ids) == 1 and ids[0] == i:
+            mask[i] = 1
+    with _lock:
+        _MASK_CACHE[tok.content_hash] = mask
+        while len(_MASK_CACHE) > 4:
+            _MASK_CACHE.popitem(last=False)
+    return mask
 
 
 def unreachable_ids(tok: LoadedTokenizer, *, ignore_added: bool = True) -> set[int]:
