@@ -274,7 +274,7 @@ def safe_extract_zip(data: bytes, dest: Path, max_total: int | None = None) -> P
                 raise TokenizerLoadError(f"zip entry {info.filename!r} is a symbolic link: refused")
             total += info.file_size
             if total > max_total:
-                raise TokenizerLoadError(f"zip expands to more than {max_total // (1024 * 1024)} MB: refused")
+                raise TokenizerLoadError(f"zip expands to more than {_human_size(max_total)}: refused")
             members.append(info)
         dest = dest.resolve()
         for info in members:
@@ -682,6 +682,14 @@ def _read_json_if(path: Path) -> dict[str, Any]:
 
 def _too_big(name: str, size: int) -> str:
     return (
-        f"{name} is {size / 1024 / 1024:.0f} MB, over the {MAX_UPLOAD_BYTES // (1024 * 1024)} MB limit "
+        f"{name} is {_human_size(size)}, over the {_human_size(MAX_UPLOAD_BYTES)} limit "
         "for tokenizer files (did you upload model weights?)"
     )
+
+
+def _human_size(n: int) -> str:
+    """1234 → '1.2 kB', 200 MiB → '200 MB' (binary units, short labels)."""
+    for unit, div in (("GB", 1 << 30), ("MB", 1 << 20), ("kB", 1 << 10)):
+        if n >= div:
+            return f"{n / div:.1f}".removesuffix(".0") + f" {unit}"
+    return f"{n} bytes"
