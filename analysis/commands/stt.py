@@ -1,0 +1,81 @@
+"""`python -m analysis stt TOKENIZER [--json] [--csv FILE]`: the Self-Tokenization Test.
+
+Runs every vocabulary string through the bare BPE model (ignore_merges off, no dropout) and puts every
+id in one category: reachable, unreachable_multi, unreachable_other_single, merge_skip_only,
+byte_fallback, special, unk. `unreachable` is the STT count (the three unreachable categories).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from ..cli import print_json
+from ..errors import DataError
+from ..reachability import CATEGORIES, explain_unreachable, never_produced, stt_report
+from ._common import add_tokenizer_argument, load_from_args
+
+NAME = "stt"
+HELP = "Self-Tokenization Test: which BPE vocabulary tokens the merges can never produce"
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    """Register the arguments of `stt`."""
+    add_tokenizer_argument(p)
+    p.add_argument("--json", action="store_true", help="print one JSON object (counts + unreachable tokens)")
+    p.add_argument(
+        "--csv", metavar="FILE", help="write the per-token table (id, token, readable, category, ...)"
+    )
+    p.add_argument(
+        "--explain", type=int, default=0, metavar="N", help="explain why, for the first N unreachable tokens"
+    )
+    p.add_argument(
+        "--corpus",
+        metavar="FILE",
+        action="append",
+        help="text file(s), one line per sentence: also report vocabulary tokens never produced on it",
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run STT and print counts (text or JSON); optionally write the CSV table."""
+    tok = load_from_args(args)
+    rep = stt_report(tok)
+    out = rep.summary()
+    if args.explain:
+        out["explanations"] = [
+            {k: v for k, v in explain_unreachable(tok, r.id).items() if k != "actual_tree"}
+            for r in rep.unreachable[: args.explain]
+        ]
+    if args.corpus:
+        lines: list[str] = []
+        for f in args.corpus:
+            path = Path(f)
+            if not path.is_file():
+                raise DataError(f"corpus file not found: {f}")
+            lines.extend(
+                x for x in path.read_text(encoding="utf-8", errors="replace").splitlines() if x.strip()
+            )
+        never = never_produced(tok, lines)
+        out["corpus_lines"] = len(lines)
+        out["never_produced"] = len(never)
+    if args.csv:
+        Path(args.csv).write_text(rep.to_csv(tok.id_to_token), encoding="utf-8")
+    if args.json:
+        print_json(out)
+        return 0
+    w = sys.stdout.write
+    w(f"{tok.name}: STT over {out['vocab_size']} ids (ignore_merges={out['ignore_merges']})\n")
+    for k in ("reachable", "unreachable", *CATEGORIES[1:]):
+        w(f"{k:>26}: {out[k]}\n")
+    if "never_produced" in out:
+        w(f"{'never_produced':>26}: {out['never_produced']} (on {out['corpus_lines']} lines)\n")
+    shown = out["unreachable_tokens"][:20]
+    if shown:
+        w("first unreachable tokens: " + ", ".join(f"{t['id']}:{t['readable']!r}" for t in shown) + "\n")
+    for e in out.get("explanations", []):
+        w(f"  {e['id']} {e['readable']!r}: {e['reason']}\n")
+    if args.csv:
+        w(f"wrote {args.csv}\n")
+    return 0
