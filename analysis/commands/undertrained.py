@@ -1,0 +1,100 @@
+"""`python -m analysis undertrained --model M [--tokenizer T] [--verify K] --json`: magikarp-style
+under-trained token detection from the model's own embedding matrices (methods.md §7)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from ..cli import print_json
+from ..sources import load
+from ..undertrained import (
+    INDICATOR_LABELS,
+    analyze,
+    health_table,
+    parse_reference_spec,
+    stt_status,
+    verify_result,
+)
+from ..weights import resolve_model, tokenizer_for_model
+
+NAME = "undertrained"
+HELP = "find under-trained tokens from a model's embeddings (magikarp indicators + verification prompts)"
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    """Register the arguments of `undertrained`."""
+    p.add_argument("--model", required=True, help="model folder, .safetensors/.gguf/.bin file, or hub id")
+    p.add_argument(
+        "--tokenizer", default=None, help="tokenizer (folder, file or hub id); default: the model's own"
+    )
+    p.add_argument("--revision", default=None, help="hub revision")
+    p.add_argument("--token", default=None, help="hub access token")
+    p.add_argument(
+        "--verify", type=int, default=0, metavar="K", help="verify the K lowest candidates with prompts"
+    )
+    p.add_argument(
+        "--refs", default=None, help="reference tokens: ids, ranges or token strings, e.g. '1-10,[unused0]'"
+    )
+    p.add_argument("--indicator", default=None, choices=sorted(INDICATOR_LABELS), help="main indicator")
+    p.add_argument("--percentile", type=float, default=2.0, help="candidate threshold percentile (default 2)")
+    p.add_argument(
+        "--pc1", action="store_true", help="also compute the cosine with the 1st principal component removed"
+    )
+    p.add_argument("--device", default=None, help="cpu, cuda, cuda:1 … (default: CUDA if available)")
+    p.add_argument("--batch-size", type=int, default=8, help="verification batch size")
+    p.add_argument("--max-candidates", type=int, default=None, help="list at most this many candidates")
+    p.add_argument(
+        "--csv", default=None, metavar="PATH", help="write the token-health table (all tokens) as CSV"
+    )
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+
+
+def run(args: argparse.Namespace) -> int:
+    """Analyse (and optionally verify) one model."""
+    src = resolve_model(args.model, revision=args.revision, token=args.token)
+    tok = (
+        load(args.tokenizer, revision=args.revision, token=args.token)
+        if args.tokenizer
+        else tokenizer_for_model(src)
+    )
+    refs = parse_reference_spec(args.refs, tok) if args.refs else None
+    res = analyze(
+        src, tok, reference_ids=refs, remove_pc1=args.pc1, percentile=args.percentile, main=args.indicator
+    )
+    if args.verify > 0:
+
+        def progress(done: int, total: int) -> None:
+            if not args.json:
+                print(f"verified {done}/{total}", file=sys.stderr)
+
+        verify_result(
+            res, src, tok, args.verify, device=args.device, batch_size=args.batch_size, progress=progress
+        )
+    if args.csv:
+        try:
+            stt = stt_status(tok)
+        except Exception:  # STT is optional context for the table
+            stt = None
+        health_table(res, stt).to_csv(args.csv, index=False)
+    doc = res.to_json(max_candidates=args.max_candidates)
+    if args.json:
+        print_json(doc)
+        return 0
+    print(
+        f"model {doc['model']}  tokenizer {doc['tokenizer']}  tied={doc['tied']}  lm_head={doc['has_lm_head']}"
+    )
+    print(f"references ({len(doc['reference_ids'])}, {doc['reference_source']}):")
+    for i in doc["reference_ids"][:20]:
+        print(f"  {i:>7}  {doc['reference_reasons'][str(i)]}")
+    st = doc["indicator_stats"]
+    print(
+        f"indicator: {doc['indicator_label']}  mean {st['mean']:.4f} ± {st['std']:.4f}; "
+        f"{doc['percentile']}th percentile threshold {doc['threshold']:.4f}; {doc['n_candidates']} candidates"
+    )
+    for n in doc["notes"]:
+        print(f"note: {n}")
+    for c in doc["candidates"][: args.max_candidates or 50]:
+        extra = f"  p={c['max_prob']:.2e} {c['verdict']}" if "verdict" in c else ""
+        print(f"  {c['id']:>7}  {c['indicator']:.5f}  {c['token']!r:<30} {c['class']}{extra}")
+    return 0
