@@ -5,6 +5,7 @@ Supported sources (:func:`open_flores`):
 * the official FLORES-200 layout — a folder holding ``<split>/<code>.<split>`` files (the folder itself, its
   ``<split>/`` child or a ``flores200_dataset/`` child), or the official ``flores200_dataset.tar.gz``
   (extracted once into the on-disk cache);
+* FLORES+ jsonl — ``<split>/<code>.jsonl`` records with a ``text`` field (newer hub revisions);
 * FLORES+ parquet — a folder of ``<split>/<code>.parquet`` files (the ``openlanguagedata/flores_plus`` hub
   layout) or parquet files with ``iso_639_3``/``iso_15924``/``text`` columns. Needs pyarrow (or another pandas
   parquet engine); without one, parquet sources raise a clear :class:`DataError`;
@@ -19,6 +20,7 @@ names (``ekk_Latn``, ``cmn_Hans``/``cmn_Hani``, ``fas_Arab``) are accepted as al
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import re
 import shutil
@@ -222,6 +224,8 @@ class FloresData:
             if self.kind == "text":
                 text = path.read_text(encoding="utf-8")
                 return [s.rstrip("\r") for s in text.split("\n") if s.strip()]
+            if self.kind == "jsonl":
+                return _read_jsonl_lines(path)
             return _read_parquet_lines(path, filt)
         except OSError as e:
             raise DataError(f"cannot read FLORES file {path}: {e}") from e
@@ -239,6 +243,24 @@ class FloresData:
                 m.update(b"\n")
             h = self._hash[c] = m.hexdigest()[:16]
         return h
+
+
+def _read_jsonl_lines(path: Path) -> list[str]:
+    """The `text` (or `sentence`) field of every record of a FLORES+ jsonl file."""
+    out = []
+    for i, line in enumerate(path.read_text(encoding="utf-8").splitlines()):
+        if not line.strip():
+            continue
+        try:
+            rec = json.loads(line)
+        except ValueError as e:
+            raise DataError(f"{path}:{i + 1}: not a JSON line ({e})") from e
+        text = rec.get("text", rec.get("sentence")) if isinstance(rec, dict) else None
+        if not isinstance(text, str):
+            raise DataError(f"{path}:{i + 1}: record has no 'text' field")
+        if text.strip():
+            out.append(text.replace("\n", " "))
+    return out
 
 
 def _read_parquet_lines(path: Path, filt: str | None) -> list[str]:
@@ -295,6 +317,8 @@ def _find_split_dir(root: Path, split: str) -> tuple[Path, str] | None:
             return d, "text"
         if any(d.glob("*.parquet")) and _parquet_files_names_match(d, split):
             return d, "parquet"
+        if any(_CODE_RE.match(p.stem) for p in d.glob("*.jsonl")):
+            return d, "jsonl"
     return None
 
 
@@ -356,10 +380,17 @@ def _open(p: Path, split: str) -> FloresData:
     if found is None:
         raise DataError(
             f"no FLORES '{split}' files in {p} (expected {split}/<code>.{split}, "
-            f"{split}/<code>.parquet or flores200_dataset.tar.gz)"
+            f"{split}/<code>.parquet, {split}/<code>.jsonl or flores200_dataset.tar.gz)"
         )
     d, kind = found
-    files = _text_files(d, split) if kind == "text" else _parquet_files(d, split)
+    if kind == "text":
+        files = _text_files(d, split)
+    elif kind == "jsonl":
+        files = {
+            canonical_code(p.stem): (p, None) for p in sorted(d.glob("*.jsonl")) if _CODE_RE.match(p.stem)
+        }
+    else:
+        files = _parquet_files(d, split)
     if not files:
         raise DataError(f"the folder {d} has no FLORES '{split}' language files")
     data = FloresData(d, split, kind, files)

@@ -23,7 +23,7 @@ def test_shared_devtest_has_204_languages_of_1012_lines():
     assert data.kind == "text" and data.split == "devtest"
     for code in ("eng_Latn", "est_Latn", "zho_Hans", "tha_Thai"):
         assert len(data.lines(code)) == 1012
-    assert data.lines("eng_Latn")[0].startswith("\"We now have 4-month-old mice")
+    assert data.lines("eng_Latn")[0].startswith('"We now have 4-month-old mice')
 
 
 def test_aliases_both_ways():
@@ -163,3 +163,22 @@ def test_flores_plus_parquet_layouts(tmp_path):
     data2 = fl.open_flores(tmp_path / "multi")
     assert data2.codes == ["eng_Latn", "est_Latn"]
     assert data2.lines("eng_Latn") == ["e1", "e2"] and data2.lines("est_Latn") == ["x1"]
+
+
+def test_flores_plus_jsonl_layout(tmp_path):
+    import json
+
+    d = tmp_path / "plus" / "devtest"
+    d.mkdir(parents=True)
+    for code in ("eng_Latn", "ekk_Latn"):
+        recs = [
+            {"id": i, "iso_639_3": code[:3], "iso_15924": "Latn", "text": f"{code} {i}"} for i in range(3)
+        ]
+        (d / f"{code}.jsonl").write_text("\n".join(json.dumps(r) for r in recs) + "\n", encoding="utf-8")
+    data = fl.open_flores(tmp_path / "plus")
+    assert data.kind == "jsonl" and data.codes == ["eng_Latn", "est_Latn"]
+    assert data.lines("ekk_Latn") == ["ekk_Latn 0", "ekk_Latn 1", "ekk_Latn 2"]
+    (d / "eng_Latn.jsonl").write_text("{broken\n", encoding="utf-8")
+    fresh = fl.open_flores(tmp_path / "plus" / "devtest")
+    with pytest.raises(DataError, match="not a JSON line"):
+        fresh.lines("eng_Latn")
