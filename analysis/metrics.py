@@ -501,14 +501,20 @@ def compression_table(
     rows: list[dict[str, Any]] = []
     done = 0
     for tok, label in zip(tokenizers, labels):
-        computed = False
+        computed = 0  # cells computed since the last save of this tokenizer's disk cache
         ref_stats = None
         if ref is not None:
             ref_stats, was = language_stats(tok, data, ref, power=power, use_cache=use_cache)
-            computed |= not was
+            computed += not was
         for code in codes:
-            stats, was = language_stats(tok, data, code, power=power, use_cache=use_cache)
-            computed |= not was
+            if code == ref and ref_stats is not None:
+                stats, was = ref_stats, True
+            else:
+                stats, was = language_stats(tok, data, code, power=power, use_cache=use_cache)
+            computed += not was
+            if computed >= 32 and use_cache:  # save as we go: an interrupted run keeps its work
+                _save_disk(tok.content_hash, power)
+                computed = 0
             meta = language(code)
             parity = parity_corpus = None
             if ref_stats and ref_stats["tokens"] and ref_stats["sentences"] == stats["sentences"]:
