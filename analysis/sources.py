@@ -218,6 +218,9 @@ def load_hub(
     except ImportError as e:  # pragma: no cover - huggingface_hub is a dependency of transformers
         raise TokenizerLoadError("huggingface_hub is not installed") from e
     label = f"{repo_id}@{revision}" if revision else repo_id
+    # huggingface_hub reads HF_HUB_OFFLINE / HF_HUB_CACHE once, at import: read them at call time instead
+    offline = hub_offline()
+    cache_dir = str(cache_dir) if cache_dir else hub_cache_dir()
     try:
         folder = snapshot_download(
             repo_id,
@@ -225,8 +228,13 @@ def load_hub(
             token=token or None,
             cache_dir=cache_dir,
             allow_patterns=HUB_TOKENIZER_PATTERNS,
+            local_files_only=offline,
         )
     except hf_errors.GatedRepoError as e:
+        if token:
+            raise TokenizerLoadError(
+                f"{label} is gated and this access token has no access: accept its license on the hub"
+            ) from e
         raise TokenizerLoadError(
             f"{label} is gated: accept its license on the hub and give an access token"
         ) from e
@@ -237,6 +245,11 @@ def load_hub(
             f"{label}: no such repository on the hub (or it is private: give an access token)"
         ) from e
     except hf_errors.LocalEntryNotFoundError as e:
+        if offline:
+            raise TokenizerLoadError(
+                f"{label}: not in the local Hugging Face cache ({cache_dir}) and offline mode is on "
+                "(HF_HUB_OFFLINE=1); load a local folder or upload the files instead"
+            ) from e
         raise TokenizerLoadError(
             f"{label}: not in the local Hugging Face cache and the hub cannot be reached "
             "(offline or no network); load a local folder or upload the files instead"
@@ -247,6 +260,39 @@ def load_hub(
         raise TokenizerLoadError(f"{label}: could not download ({e.__class__.__name__}: {e})") from e
     tok = load_folder(folder, name=name or label)
     return tok.with_source(source=f"hub:{label}")
+
+
+def _env_flag(name: str) -> bool | None:
+    v = os.environ.get(name)
+    if v is None:
+        return None
+    return v.strip().upper() in ("1", "ON", "YES", "TRUE")
+
+
+def hub_offline() -> bool:
+    """Whether hub access is switched off (HF_HUB_OFFLINE / TRANSFORMERS_OFFLINE, read now)."""
+    for var in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"):
+        flag = _env_flag(var)
+        if flag:
+            return True
+    if _env_flag("HF_HUB_OFFLINE") is False:
+        return False
+    try:
+        from huggingface_hub import constants
+    except ImportError:  # pragma: no cover
+        return False
+    return bool(constants.HF_HUB_OFFLINE)
+
+
+def hub_cache_dir() -> str:
+    """The Hugging Face hub cache folder (HF_HUB_CACHE, else HF_HOME/hub, else the library default), read now."""
+    if os.environ.get("HF_HUB_CACHE"):
+        return os.path.expanduser(os.environ["HF_HUB_CACHE"])
+    if os.environ.get("HF_HOME"):
+        return os.path.join(os.path.expanduser(os.environ["HF_HOME"]), "hub")
+    from huggingface_hub import constants
+
+    return constants.HF_HUB_CACHE
 
 
 # --------------------------------------------------------------------------------------------------
