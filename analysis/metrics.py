@@ -40,7 +40,7 @@ from .errors import DataError
 from .tokenizer import LoadedTokenizer
 
 #: Bumped whenever a metric definition changes (part of every cache key).
-METRICS_VERSION = 4
+METRICS_VERSION = 5
 DEFAULT_POWER = 2.5
 #: Rényi vocabulary modes: the tokenizer's vocabulary size, or the number of observed token types.
 VOCAB_MODES = ("tokenizer", "observed")
@@ -191,7 +191,8 @@ class TokenFacts:
             text = bs.decode("utf-8", errors="ignore")
             partial = True
         self.partial[i] = partial
-        self.length[i] = len(tok.readable(raw)) if partial else len(text)
+        # characters; a stray byte run counts as one (the count only, nothing is displayed)
+        self.length[i] = len(bs.decode("utf-8", errors="replace")) if partial else len(text)
         if self._wordpiece:
             self.word_start[i] = not raw.startswith(self._prefix)
         else:

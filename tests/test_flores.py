@@ -182,3 +182,16 @@ def test_flores_plus_jsonl_layout(tmp_path):
     fresh = fl.open_flores(tmp_path / "plus" / "devtest")
     with pytest.raises(DataError, match="not a JSON line"):
         fresh.lines("eng_Latn")
+
+
+def test_hub_download_offline_is_a_clear_error(monkeypatch, tmp_path):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")  # no network either way: offline mode or an unreachable hub
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
+    pytest.importorskip("huggingface_hub")
+    if not fl.parquet_available():
+        with pytest.raises(DataError, match="pyarrow"):
+            fl.download_flores_plus()
+        return
+    seen = []
+    with pytest.raises(DataError, match="could not fetch openlanguagedata/flores_plus"):
+        fl.download_flores_plus(progress=lambda done, total: seen.append(done))
