@@ -49,10 +49,13 @@ def page() -> None:
     st.caption("Add more tokenizers from the sidebar (examples) or the Load & inspect page.")
 
     with st.expander("FLORES data", expanded=False):
-        default_path = fl.default_flores_path()
+        if "cmp-flores-next" in st.session_state:  # a finished download (set before the widget exists)
+            st.session_state["cmp-flores"] = st.session_state.pop("cmp-flores-next")
+        if "cmp-flores" not in st.session_state:
+            default_path = fl.default_flores_path()
+            st.session_state["cmp-flores"] = str(default_path) if default_path else ""
         path = st.text_input(
             "FLORES folder, .tar.gz or parquet",
-            value=str(default_path) if default_path else "",
             key="cmp-flores",
             help=f"Official FLORES-200 layout (devtest/<code>.devtest), the official .tar.gz, or FLORES+ parquet. "
             f"Default: ${fl.ENV_VAR}, else the shared assets.",
@@ -68,7 +71,7 @@ def page() -> None:
 
             got = state.guarded(fl.download_official, progress=_dl)
             if got is not None:
-                st.session_state["cmp-flores"] = str(got)
+                st.session_state["cmp-flores-next"] = str(got)
                 st.rerun()
         if c2.button("Download FLORES+ from the hub", key="cmp-dl-plus"):
             bar = st.progress(0.0, text="Downloading FLORES+…")
@@ -80,7 +83,7 @@ def page() -> None:
 
             got = state.guarded(fl.download_flores_plus, split=split, progress=_dlp)
             if got is not None:
-                st.session_state["cmp-flores"] = str(got)
+                st.session_state["cmp-flores-next"] = str(got)
                 st.rerun()
         if not fl.parquet_available():
             st.caption("pyarrow is not installed: FLORES+ parquet sources cannot be read.")
