@@ -76,8 +76,11 @@ def sync_post_processor(doc: dict) -> dict:
 
 
 def export_document(tok: LoadedTokenizer) -> dict:
-    """The tokenizer.json document to write: merges in list form, post-processor ids in sync."""
+    """The tokenizer.json document to write: merges in list form, post-processor ids in sync, no padding/truncation."""
     doc = json.loads(tok.to_json())
+    # the app works with padding and truncation off; the exported file must tokenize the same way
+    doc["truncation"] = None
+    doc["padding"] = None
     model = doc.get("model", {})
     if model.get("type") == "BPE" and "merges" in model:
         model["merges"] = [list(m) for m in parse_merges(model["merges"])]

@@ -108,7 +108,30 @@ def _finish(
     new = LoadedTokenizer.from_document(
         doc, name=_ext_name(base, method, len(added)), source=base.source, config=base.config
     )
+    rust = new.tokenizer
+    for a in base.added_tokens:  # special/added token ids must survive the rebuild
+        if rust.token_to_id(a.content) != a.id:
+            raise UnsupportedTokenizerError(
+                f"{base.name}: extending would move added token {a.content!r} from id {a.id} to "
+                f"{rust.token_to_id(a.content)}; this vocabulary layout is not supported"
+            )
+    for t, i in zip(added, ids):
+        if rust.token_to_id(t) != i:
+            raise UnsupportedTokenizerError(f"{base.name}: new token {t!r} did not get id {i}")
     return Extension(method, base, new, added, ids, merges)
+
+
+_MERGE_SETS: dict[str, frozenset] = {}
+
+
+def _merge_set(base: LoadedTokenizer) -> frozenset:
+    """The base merges as a frozenset (cached per tokenizer content; a few recent ones kept)."""
+    hit = _MERGE_SETS.get(base.content_hash)
+    if hit is None:
+        if len(_MERGE_SETS) > 4:
+            _MERGE_SETS.pop(next(iter(_MERGE_SETS)))
+        hit = _MERGE_SETS[base.content_hash] = frozenset(base.merges)
+    return hit
 
 
 def filter_merges(
@@ -117,14 +140,15 @@ def filter_merges(
     """Keep (a, b) only if a, b and a+b are in the combined vocabulary and the base lacks the merge (§4)."""
     vocab = base.vocab
     new = set(new_tokens)
-    have = set(base.merges)
+    have = _merge_set(base)
+    seen: set[tuple[str, str]] = set()
     out: list[tuple[str, str]] = []
     for a, b in candidates:
-        if (a, b) in have:
+        if (a, b) in have or (a, b) in seen:
             continue
         if (a in vocab or a in new) and (b in vocab or b in new) and ((a + b) in vocab or (a + b) in new):
             out.append((a, b))
-            have.add((a, b))
+            seen.add((a, b))
     return out
 
 
@@ -135,6 +159,14 @@ def append_to_model(
     doc = _doc(base)
     model = doc["model"]
     vocab = model["vocab"]
+    # `tokenizers` numbers added tokens that are outside the model vocabulary from the model vocabulary's
+    # *size*, so appending to the model would shift them; keep their ids by moving them into the model
+    # vocabulary at the ids they already have (Llama-3's 256 specials, Qwen's <|endoftext|> …).
+    used = set(vocab.values())
+    for a in base.added_tokens:
+        if a.content not in vocab and a.id not in used:
+            vocab[a.content] = a.id
+            used.add(a.id)
     added_contents = {a.content for a in base.added_tokens}
     nid = next_id(base)
     added: list[str] = []
@@ -344,7 +376,8 @@ def added_token_contents(base: LoadedTokenizer, tokens: Sequence[str]) -> list[s
             c = base.token_bytes(t).decode("utf-8")
         except UnicodeDecodeError:
             continue
-        if c and c.strip():
+        # a content equal to a model-vocabulary string would get that string's id (byte-level 'õ' = byte F5)
+        if c and c.strip() and c not in base.vocab:
             out.append(c)
     return out
 
@@ -396,7 +429,16 @@ class Plan:
         return self.all_tokens()[:n]
 
     def merges(self, n: int) -> list[tuple[str, str]]:
-        """The merges appended for the prefix n (empty for add-tokens / wordpiece)."""
+        """The merges appended for the prefix n (empty for add-tokens / wordpiece); cached per n."""
+        key = ("merges", n)
+        if key not in self._cache:
+            if len(self._cache) > 16:
+                for k in [k for k in self._cache if k != "all"][:8]:
+                    del self._cache[k]
+            self._cache[key] = self._merges(n)
+        return self._cache[key]
+
+    def _merges(self, n: int) -> list[tuple[str, str]]:
         toks = self.tokens(n)
         if self.method == "continued":
             assert self.training is not None
@@ -480,6 +522,10 @@ def extend(
 # --------------------------------------------------------------------------------------------------
 # Fast, exact measurement of a prefix on fixed texts
 # --------------------------------------------------------------------------------------------------
+#: Prefix marking a new added-token match in simulated rows (so it never equals a vocabulary string).
+ADDED_MARK = "\x00"
+
+
 def _bytes_of_piece(t: str) -> list[str]:
     return [f"<0x{b:02X}>" for b in t.encode("utf-8")]
 
@@ -512,9 +558,11 @@ class PrefixSimulator:
         unit_index: dict[tuple[str, ...], int] = {}
         self.lines: dict[str, list[list[int]]] = {}
         self.line_bytes: dict[str, list[int]] = {}
-        tk = work.fresh_tokenizer()
         if base.dropout:
+            tk = work.fresh_tokenizer()
             tk.model.dropout = None
+        else:
+            tk = work.tokenizer  # read-only use of the shared tokenizer
         for name, lines in self.texts.items():
             rows: list[list[int]] = []
             for enc in tk.encode_batch(list(lines), add_special_tokens=False):
@@ -639,7 +687,7 @@ class PrefixSimulator:
         names = list(names or self.lines)
         out = {}
         rows = self.added_line_tokens(contents, names)
-        newset = set(contents)
+        newset = {ADDED_MARK + c for c in contents}
         for name in names:
             toks = rows[name]
             n_tok = sum(map(len, toks))
@@ -654,7 +702,10 @@ class PrefixSimulator:
         return out
 
     def added_line_tokens(self, contents: Sequence[str], names: Iterable[str]) -> dict[str, list[list[str]]]:
-        """Token strings per line when `contents` are added tokens (raw-text split, base for the rest)."""
+        """Token strings per line when `contents` are added tokens (raw-text split, base for the rest).
+
+        A match of a new added token is returned as `ADDED_MARK + content`.
+        """
         names = list(names)
         if not contents:
             return {n: self._base_line_tokens[n] for n in names}
@@ -664,6 +715,7 @@ class PrefixSimulator:
             "|".join(re.escape(c) for c in sorted(set(contents) | set(existing), key=len, reverse=True))
         )
         tk = self.base.tokenizer
+        newset = set(contents)
         out = {}
         for name in names:
             pieces_per_line: list[list[tuple[str, bool]]] = []
@@ -693,7 +745,7 @@ class PrefixSimulator:
                     continue
                 row: list[str] = []
                 for p, is_added in parts:
-                    row.extend([p] if is_added else encoded[p])
+                    row.extend([ADDED_MARK + p if p in newset else p] if is_added else encoded[p])
                 rows.append(row)
             out[name] = rows
         return out
@@ -808,3 +860,286 @@ def extension_report(
         rep["bytes_per_token_after"] = first["bytes_per_token_after"]
         rep["heldout"] = per
     return rep
+
+
+def stt_model_tokenize(base: LoadedTokenizer, extra_chars: Sequence[str] = ()) -> Callable[[str], list]:
+    """`model.tokenize` with ignore_merges off and no dropout (of base plus extra characters, if any)."""
+    if not extra_chars:
+        from .reachability import stt_tokenize_fn
+
+        return stt_tokenize_fn(base)
+    from .training import with_characters
+
+    tk = with_characters(base, list(extra_chars)).fresh_tokenizer()
+    tk.model.ignore_merges = False
+    if base.dropout:
+        tk.model.dropout = None
+    return tk.model.tokenize
+
+
+def simulated_unreachable(
+    base: LoadedTokenizer,
+    merges: Sequence[tuple[str, str]],
+    new_tokens: Sequence[str],
+    extra_chars: Sequence[str] = (),
+    tokenize: Callable[[str], list] | None = None,
+) -> list[str]:
+    """STT of the new tokens of a prefix without building the tokenizer (model only, ignore_merges off).
+
+    Each new token's string is segmented by the base model (Rust, ignore_merges off, no dropout), then
+    re-merged with the appended merges; it is unreachable unless that gives exactly the token itself.
+    """
+    if tokenize is None:
+        tokenize = stt_model_tokenize(base, extra_chars)
+    ranks = {m: i for i, m in enumerate(merges)}
+    newset = set(new_tokens)
+    chars = set(extra_chars)
+    drop = {c for c in chars if c not in newset}
+    out = []
+    for t in new_tokens:
+        if t in chars:
+            continue
+        unit = tuple(x.value for x in tokenize(t))
+        if drop and any(x in drop for x in unit):
+            unit = tuple(y for x in unit for y in (_bytes_of_piece(x) if x in drop else (x,)))
+        syms = list(unit)
+        while len(syms) > 1:
+            best, best_i = None, -1
+            for i in range(len(syms) - 1):
+                r = ranks.get((syms[i], syms[i + 1]))
+                if r is not None and (best is None or r < best):
+                    best, best_i = r, i
+            if best is None:
+                break
+            syms[best_i : best_i + 2] = [syms[best_i] + syms[best_i + 1]]
+        if syms != [t]:
+            out.append(t)
+    return out
+
+
+# --------------------------------------------------------------------------------------------------
+# Live preview: every method at any n, from cached plans, without rebuilding tokenizers
+# --------------------------------------------------------------------------------------------------
+def _single_chars(base: LoadedTokenizer, tokens: Sequence[str]) -> list[str]:
+    """New single-character tokens (SentencePiece-style vocabularies: they replace byte-fallback pieces)."""
+    if base.is_byte_level:
+        return []
+    vocab = base.vocab
+    return [t for t in tokens if len(t) == 1 and t not in vocab]
+
+
+class Preview:
+    """Before/after metrics of several extension plans on fixed texts, at any n ≤ each plan's size.
+
+    `texts` maps a label to lines; `target` names the held-out target text, `english` the English one
+    (exact match / Levenshtein to the base tokenization, paper 000 Table 6), `sentence` is shown before/after.
+    """
+
+    def __init__(
+        self,
+        base: LoadedTokenizer,
+        plans: dict[str, Plan],
+        texts: dict[str, Sequence[str]],
+        target: str,
+        english: str | None = None,
+        sentence: str | None = None,
+    ) -> None:
+        self.base = base
+        self.plans = plans
+        self.texts = {k: [s for s in v if s] for k, v in texts.items()}
+        self.target = target
+        self.english = english
+        self.sentence = sentence or (self.texts[target][0] if self.texts.get(target) else "")
+        self._sims: dict[tuple[str, ...], PrefixSimulator] = {}
+        self._stt: dict[tuple[str, ...], Callable[[str], list]] = {}
+        self._real: dict[tuple[str, int], Extension] = {}
+
+    def sim_for(self, method: str) -> PrefixSimulator:
+        """The simulator matching a plan (SentencePiece plans that add characters need them pre-split)."""
+        p = self.plans[method]
+        extra = (
+            tuple(_single_chars(self.base, p.all_tokens()))
+            if method in ("continued", "regen", "merges")
+            else ()
+        )
+        sim = self._sims.get(extra)
+        if sim is None:
+            texts = dict(self.texts)
+            texts["__sentence__"] = [self.sentence] if self.sentence else []
+            sim = self._sims[extra] = PrefixSimulator(self.base, texts, extra_chars=extra)
+        return sim
+
+    def stt_tokenize(self, extra: tuple[str, ...] = ()) -> Callable[[str], list]:
+        """Cached model-only tokenize (ignore_merges off) for the STT of new tokens."""
+        fn = self._stt.get(extra)
+        if fn is None:
+            fn = self._stt[extra] = stt_model_tokenize(self.base, extra)
+        return fn
+
+    def base_metrics(self) -> dict[str, float]:
+        """Bytes/token of the base tokenizer on every text."""
+        sim = self.sim_for(next(iter(self.plans))) if self.plans else PrefixSimulator(self.base, self.texts)
+        m = sim.measure([], [], list(self.texts))
+        return {k: v["bytes_per_token"] for k, v in m.items()}
+
+    def rows_at(
+        self, method: str, n: int, names: Sequence[str]
+    ) -> tuple[dict[str, list[list[int]]], dict, list]:
+        """(ids per line for each text, new token → id, added list) for method at n."""
+        p = self.plans[method]
+        n = min(n, p.n_available)
+        toks = p.tokens(n)
+        nid = next_id(self.base)
+        if method in ("continued", "regen", "merges"):
+            sim = self.sim_for(method)
+            added = [t for t in dict.fromkeys(toks) if t not in self.base.vocab]
+            new_ids = {t: nid + i for i, t in enumerate(added)}
+            changed = sim.segment(p.merges(n), toks, names)
+            return (
+                {k: [sim.ids(r, new_ids) for r in sim.line_tokens(k, changed)] for k in names},
+                new_ids,
+                added,
+            )
+        if method == "add-tokens":
+            sim = self.sim_for(method)
+            added = list(dict.fromkeys(added_token_contents(self.base, toks)))
+            added = [c for c in added if c not in {a.content for a in self.base.added_tokens}]
+            new_ids = {ADDED_MARK + c: nid + i for i, c in enumerate(added)}
+            rows = sim.added_line_tokens(added, names)
+            return {k: [sim.ids(r, new_ids) for r in rows[k]] for k in names}, new_ids, added
+        ext = self.extension(method, n)  # WordPiece: small vocabularies, build the real tokenizer
+        rows = {}
+        for k in names:
+            lines = self.texts[k] if k != "__sentence__" else [self.sentence]
+            rows[k] = [e.ids for e in ext.tokenizer.tokenizer.encode_batch(lines, add_special_tokens=False)]
+        return rows, dict(zip(ext.added, ext.added_ids)), ext.added
+
+    def extension(self, method: str, n: int) -> Extension:
+        """The real extended tokenizer (built once per method and n; used for export)."""
+        key = (method, n)
+        if key not in self._real:
+            self._real[key] = self.plans[method].apply(n)
+        return self._real[key]
+
+    def at(self, method: str, n: int) -> dict:
+        """All preview numbers for one method at n."""
+        t0 = time.perf_counter()
+        p = self.plans[method]
+        names = list(self.texts) + (["__sentence__"] if self.sentence else [])
+        rows, new_ids, added = self.rows_at(method, n, names)
+        base_rows = self._base_rows(names)
+        id_new = set(new_ids.values())
+        per_text = {}
+        used_counts: Counter = Counter()
+        for k in self.texts:
+            nbytes = sum(len(s.encode("utf-8")) for s in self.texts[k])
+            t_before = sum(map(len, base_rows[k]))
+            t_after = sum(map(len, rows[k]))
+            b0 = nbytes / t_before if t_before else float("nan")
+            b1 = nbytes / t_after if t_after else float("nan")
+            per_text[k] = {"before": b0, "after": b1, "delta_rel": (b1 - b0) / b0 if b0 else float("nan")}
+            if k == self.target:
+                used_counts = Counter(i for r in rows[k] for i in r if i in id_new)
+        if method in ("continued", "regen", "merges"):
+            extra = tuple(_single_chars(self.base, p.all_tokens()))
+            unreachable = simulated_unreachable(
+                self.base, p.merges(min(n, p.n_available)), p.tokens(n), extra, self.stt_tokenize(extra)
+            )
+        else:
+            unreachable = []
+        out = {
+            "method": method,
+            "label": METHOD_LABELS.get(method, method),
+            "n": min(n, p.n_available),
+            "added": len(added),
+            "texts": per_text,
+            "unreachable": unreachable,
+            "unreachable_added": len(unreachable),
+            "used_share": len(used_counts) / len(added) if added else float("nan"),
+            "used_counts": {i: c for i, c in used_counts.items()},
+            "new_ids": new_ids,
+            "added_tokens": added,
+        }
+        if self.english and self.english in self.texts:
+            out["english"] = tokenization_change(base_rows[self.english], rows[self.english])
+        if self.sentence:
+            out["sentence_before"] = base_rows["__sentence__"][0] if base_rows["__sentence__"] else []
+            out["sentence_after"] = rows["__sentence__"][0] if rows["__sentence__"] else []
+        out["seconds"] = time.perf_counter() - t0
+        return out
+
+    def _base_rows(self, names: Sequence[str]) -> dict[str, list[list[int]]]:
+        if "__base__" not in self._real:
+            tk = self.base.tokenizer
+            rows = {}
+            for k in list(self.texts) + ["__sentence__"]:
+                lines = self.texts[k] if k != "__sentence__" else ([self.sentence] if self.sentence else [])
+                rows[k] = [e.ids for e in tk.encode_batch(lines, add_special_tokens=False)] if lines else []
+            self._real["__base__"] = rows  # type: ignore[assignment]
+        return self._real["__base__"]  # type: ignore[return-value]
+
+    def curve(self, method: str, points: Sequence[int]) -> list[tuple[int, float]]:
+        """Bytes/token on the target text at each n of `points` (one plan, no retraining)."""
+        p = self.plans[method]
+        out = []
+        if method in ("continued", "regen", "merges"):
+            sim = self.sim_for(method)
+            for n in points:
+                n = min(n, p.n_available)
+                m = sim.measure(p.merges(n), p.tokens(n), [self.target])
+                out.append((n, m[self.target]["bytes_per_token"]))
+        elif method == "add-tokens":
+            sim = self.sim_for(method)
+            for n in points:
+                contents = added_token_contents(self.base, p.tokens(min(n, p.n_available)))
+                out.append((n, sim.measure_added(contents, [self.target])[self.target]["bytes_per_token"]))
+        else:
+            for n in points:
+                rows, _, _ = self.rows_at(method, n, [self.target])
+                nbytes = sum(len(s.encode("utf-8")) for s in self.texts[self.target])
+                out.append((n, nbytes / max(1, sum(map(len, rows[self.target])))))
+        return out
+
+    def merge_tree(self, method: str, n: int, token: str) -> dict:
+        """How a new token is built: appended merges over the base model's segmentation (ignore_merges off).
+
+        Nodes: {"token", "text", "new", "children"}; leaves are base tokens. `reachable` says whether the
+        root is the token itself.
+        """
+        p = self.plans[method]
+        merges = p.merges(min(n, p.n_available))
+        ranks = {m: i for i, m in enumerate(merges)}
+        extra = tuple(_single_chars(self.base, p.all_tokens()))
+        nodes = [
+            {"token": x.value, "text": self.base.readable(x.value), "new": False, "children": []}
+            for x in self.stt_tokenize(extra)(token)
+        ]
+        while len(nodes) > 1:
+            best, bi = None, -1
+            for i in range(len(nodes) - 1):
+                r = ranks.get((nodes[i]["token"], nodes[i + 1]["token"]))
+                if r is not None and (best is None or r < best):
+                    best, bi = r, i
+            if best is None:
+                break
+            s = nodes[bi]["token"] + nodes[bi + 1]["token"]
+            nodes[bi : bi + 2] = [
+                {
+                    "token": s,
+                    "text": self.base.readable(s),
+                    "new": s not in self.base.vocab,
+                    "rank": best + 1,
+                    "children": nodes[bi : bi + 2],
+                }
+            ]
+        if len(nodes) == 1 and nodes[0]["token"] == token:
+            root = nodes[0]
+            root["reachable"] = True
+            return root
+        return {
+            "token": token,
+            "text": self.base.readable(token),
+            "new": True,
+            "reachable": False,
+            "children": nodes,
+        }

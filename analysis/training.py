@@ -541,6 +541,11 @@ def with_characters(tok: LoadedTokenizer, chars: list[str]) -> LoadedTokenizer:
         return tok
     doc = tok.document()
     vocab = doc["model"]["vocab"]
+    used = set(vocab.values())
+    for a in tok.added_tokens:  # keep added-token ids (tokenizers numbers outside ones from the vocab size)
+        if a.content not in vocab and a.id not in used:
+            vocab[a.content] = a.id
+            used.add(a.id)
     next_id = max(list(vocab.values()) + [a.id for a in tok.added_tokens]) + 1
     for ch in chars:
         if ch not in vocab:
