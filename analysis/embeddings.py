@@ -1,0 +1,324 @@
+"""Carry a model's embeddings along when its tokenizer changes (pruning, extension).
+
+Given an old → new id map, the new input embedding and LM head rows are copied from the old ones; rows of
+new tokens are initialised by FVT (Fast Vocabulary Transfer, paper 000 App. E: the mean of the old rows of
+the token's pieces under the OLD tokenizer), by the mean of all old rows, or randomly (the model's init
+std). `config.vocab_size` and the special-token ids in the config are updated; tied weights stay tied.
+
+Models load with `AutoModelForCausalLM.from_pretrained` (safetensors preferred; `.bin` through
+transformers' `torch.load(weights_only=True)`; GGUF dequantized by transformers), never with
+`trust_remote_code`.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .errors import DataError, ModelLoadError
+from .tokenizer import LoadedTokenizer
+
+INITS = ("fvt", "mean", "random")
+
+
+# --------------------------------------------------------------------------------------------------
+# Loading / saving
+# --------------------------------------------------------------------------------------------------
+def load_model(source: str | os.PathLike, *, revision: str | None = None, token: str | None = None):
+    """A causal LM from a folder, a weight file's folder, a GGUF file or a hub id (no remote code)."""
+    try:
+        from transformers import AutoModelForCausalLM
+    except ImportError as e:  # pragma: no cover
+        raise ModelLoadError("transformers is not installed") from e
+    from .weights import resolve_model
+
+    src = resolve_model(source, revision=revision, token=token)
+    kwargs: dict[str, Any] = {"trust_remote_code": False}
+    if src.kind == "gguf":
+        kwargs["gguf_file"] = src.gguf_file
+    else:
+        kwargs["use_safetensors"] = src.kind == "safetensors"
+        if not (src.folder / "config.json").is_file():
+            raise ModelLoadError(f"{src.label}: no config.json next to the weights; cannot build the model")
+    try:
+        model = AutoModelForCausalLM.from_pretrained(str(src.folder), **kwargs)
+    except Exception as e:  # transformers raises many kinds (OSError, ValueError, pickling errors, …)
+        raise ModelLoadError(f"{src.label}: cannot load the model ({type(e).__name__}: {e})") from e
+    model.eval()
+    return model
+
+
+def save_model(
+    model, out_dir: str | os.PathLike, tokenizer: LoadedTokenizer | None = None, report: dict | None = None
+) -> Path:
+    """Write the model as safetensors (+ the tokenizer folder, when given) to out_dir."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    model.save_pretrained(str(out), safe_serialization=True)
+    if tokenizer is not None:
+        from .export import write_folder
+
+        write_folder(tokenizer, out, report, base_config=tokenizer.config, report_name="prune_report.json")
+    return out
+
+
+# --------------------------------------------------------------------------------------------------
+# Id maps and FVT pieces
+# --------------------------------------------------------------------------------------------------
+def id_map_by_string(old_tok: LoadedTokenizer, new_tok: LoadedTokenizer) -> dict[int, int]:
+    """old id → new id for every token string (model vocab and added tokens) present in both tokenizers."""
+    new_ids = {s: i for i, s in new_tok.id_to_token.items()}
+    return {o: new_ids[s] for o, s in old_tok.id_to_token.items() if s in new_ids}
+
+
+def fvt_pieces(old_tok: LoadedTokenizer, new_tok: LoadedTokenizer, new_id: int, _model=None) -> list[int]:
+    """The OLD tokenizer's ids for a token of the NEW tokenizer (FVT constituents).
+
+    A model-vocabulary token (raw, byte-mapped / ▁ form) goes through the old model alone
+    (`model.tokenize`, ignore_merges off, no dropout); an added token's text through the old full pipeline.
+    """
+    s = new_tok.id_to_token.get(new_id)
+    if s is None:
+        raise DataError(f"id {new_id} is not in the new tokenizer")
+    if s in new_tok.vocab:
+        model = _model if _model is not None else _old_model(old_tok)
+        return [t.id for t in model.tokenize(s)]
+    return list(old_tok.tokenizer.encode(s, add_special_tokens=False).ids)
+
+
+_MODEL_CACHE: dict[str, Any] = {}
+
+
+def _old_model(old_tok: LoadedTokenizer):
+    """The old tokenizer's bare BPE model (ignore_merges off, no dropout), cached per tokenizer."""
+    hit = _MODEL_CACHE.get(old_tok.content_hash)
+    if hit is not None:
+        return hit
+    t = old_tok.fresh_tokenizer()
+    if old_tok.model_type == "BPE":
+        if old_tok.ignore_merges:
+            t.model.ignore_merges = False
+        if old_tok.dropout:
+            t.model.dropout = None
+    if len(_MODEL_CACHE) >= 4:
+        _MODEL_CACHE.pop(next(iter(_MODEL_CACHE)))
+    _MODEL_CACHE[old_tok.content_hash] = t.model
+    return t.model
+
+
+# --------------------------------------------------------------------------------------------------
+# Remapping
+# --------------------------------------------------------------------------------------------------
+@dataclass
+class RemapReport:
+    """What `remap_embeddings` did."""
+
+    old_rows: int
+    new_rows: int
+    copied: int
+    initialised: int
+    init: str
+    tied: bool
+    has_lm_head: bool
+    #: new id → old ids averaged (FVT) for every initialised row
+    pieces: dict[int, list[int]] = field(default_factory=dict)
+    #: config token ids that pointed at removed tokens (set to None)
+    dropped_config_ids: dict[str, Any] = field(default_factory=dict)
+
+    def to_json(self) -> dict:
+        """JSON-friendly summary (pieces truncated to 50 entries)."""
+        d = {k: v for k, v in self.__dict__.items() if k != "pieces"}
+        d["pieces_sample"] = {int(k): v for k, v in list(self.pieces.items())[:50]}
+        return d
+
+
+def remap_embeddings(
+    model,
+    old_tok: LoadedTokenizer,
+    new_tok: LoadedTokenizer,
+    id_map: Mapping[int, int] | None = None,
+    init: str = "fvt",
+    *,
+    seed: int = 0,
+) -> RemapReport:
+    """Make `model` (changed in place) follow the new tokenizer: rows moved by `id_map` (old → new).
+
+    New ids not reached by the map are initialised with `init`: "fvt" (mean of the old rows of the
+    token's pieces under the old tokenizer; falls back to the mean row when it has no pieces), "mean"
+    (mean of all old token rows) or "random" (normal, std = config.initializer_range). Without an id map,
+    tokens are matched by string. The LM head follows the same map (and its bias, if any); tied weights
+    stay tied; config.vocab_size and the bos/eos/pad ids in the config are updated.
+    """
+    import torch
+
+    if init not in INITS:
+        raise DataError(f"unknown embedding init {init!r}; choose one of {', '.join(INITS)}")
+    if id_map is None:
+        id_map = id_map_by_string(old_tok, new_tok)
+    emb = model.get_input_embeddings()
+    if emb is None or not hasattr(emb, "weight"):
+        raise ModelLoadError("the model has no input embedding matrix")
+    head = model.get_output_embeddings()
+    has_head = head is not None and hasattr(head, "weight")
+    tied = bool(has_head and head.weight is emb.weight) or (
+        has_head and head.weight.data_ptr() == emb.weight.data_ptr()
+    )
+    e_old = emb.weight.detach().clone()
+    w_old = head.weight.detach().clone() if has_head and not tied else None
+    b_old = head.bias.detach().clone() if has_head and getattr(head, "bias", None) is not None else None
+    n_old = e_old.shape[0]
+    n_new = max(new_tok.id_to_token) + 1
+    if max(old_tok.id_to_token) + 1 > n_old:
+        raise DataError(
+            f"the old tokenizer has ids up to {max(old_tok.id_to_token)} but the model only {n_old} embedding rows; "
+            "is this the model's own tokenizer?"
+        )
+    src = np.full(n_new, -1, dtype=np.int64)
+    for o, n in id_map.items():
+        if 0 <= n < n_new and 0 <= o < n_old:
+            src[n] = o
+    missing = np.flatnonzero(src < 0).tolist()
+    n_old_tok = max(old_tok.id_to_token) + 1
+    old_token_rows = e_old[:n_old_tok]
+
+    def fill(mat_old: torch.Tensor | None) -> torch.Tensor | None:
+        if mat_old is None:
+            return None
+        idx = torch.as_tensor(np.where(src >= 0, src, 0))
+        new = mat_old[idx].clone()
+        return new
+
+    e_new = fill(e_old)
+    w_new = fill(w_old)
+    b_new = fill(b_old)
+    pieces: dict[int, list[int]] = {}
+    if missing:
+        gen = torch.Generator().manual_seed(seed)
+        std = float(getattr(model.config, "initializer_range", None) or 0.02)
+        old_model = _old_model(old_tok) if init == "fvt" else None
+        mean_e = old_token_rows.float().mean(0)
+        mean_w = w_old[:n_old_tok].float().mean(0) if w_old is not None else None
+        mean_b = b_old[:n_old_tok].float().mean() if b_old is not None else None
+        for j in missing:
+            if init == "fvt":
+                ids = [i for i in fvt_pieces(old_tok, new_tok, j, old_model) if 0 <= i < n_old]
+                pieces[j] = ids
+                if ids:
+                    sel = torch.as_tensor(ids)
+                    e_new[j] = e_old[sel].float().mean(0).to(e_new.dtype)
+                    if w_new is not None:
+                        w_new[j] = w_old[sel].float().mean(0).to(w_new.dtype)
+                    if b_new is not None:
+                        b_new[j] = b_old[sel].float().mean().to(b_new.dtype)
+                    continue
+            if init == "random":
+                e_new[j] = (torch.randn(e_new.shape[1], generator=gen) * std).to(e_new.dtype)
+                if w_new is not None:
+                    w_new[j] = (torch.randn(w_new.shape[1], generator=gen) * std).to(w_new.dtype)
+                if b_new is not None:
+                    b_new[j] = 0
+            else:  # mean, or FVT without pieces
+                e_new[j] = mean_e.to(e_new.dtype)
+                if w_new is not None:
+                    w_new[j] = mean_w.to(w_new.dtype)
+                if b_new is not None:
+                    b_new[j] = mean_b.to(b_new.dtype)
+    _install(model, e_new, w_new, b_new, tied, has_head)
+    dropped = _remap_config_ids(model, id_map)
+    return RemapReport(
+        old_rows=n_old,
+        new_rows=n_new,
+        copied=int((src >= 0).sum()),
+        initialised=len(missing),
+        init=init,
+        tied=tied,
+        has_lm_head=bool(has_head),
+        pieces=pieces,
+        dropped_config_ids=dropped,
+    )
+
+
+def _install(model, e_new, w_new, b_new, tied: bool, has_head: bool) -> None:
+    """Resize the model's matrices to the new row count and write the new rows (keeping ties)."""
+    import torch
+
+    n_new = e_new.shape[0]
+    try:
+        model.resize_token_embeddings(n_new, mean_resizing=False)
+    except TypeError:  # older transformers without mean_resizing
+        model.resize_token_embeddings(n_new)
+    emb = model.get_input_embeddings()
+    with torch.no_grad():
+        emb.weight.data = e_new.to(emb.weight.dtype).contiguous()
+        if hasattr(emb, "num_embeddings"):
+            emb.num_embeddings = n_new
+        head = model.get_output_embeddings()
+        if has_head and head is not None:
+            if tied:
+                head.weight = emb.weight
+            else:
+                head.weight.data = w_new.to(head.weight.dtype).contiguous()
+            if b_new is not None and getattr(head, "bias", None) is not None:
+                head.bias.data = b_new.to(head.bias.dtype).contiguous()
+            if hasattr(head, "out_features"):
+                head.out_features = n_new
+    if tied and hasattr(model, "tie_weights"):
+        model.tie_weights()
+    cfg = model.config
+    cfg.vocab_size = n_new
+    text_cfg = getattr(cfg, "text_config", None)
+    if text_cfg is not None and hasattr(text_cfg, "vocab_size"):
+        text_cfg.vocab_size = n_new
+
+
+_CONFIG_ID_KEYS = ("bos_token_id", "eos_token_id", "pad_token_id", "decoder_start_token_id")
+
+
+def _remap_config_ids(model, id_map: Mapping[int, int]) -> dict[str, Any]:
+    """Move bos/eos/pad ids in the config and generation config to their new ids."""
+    dropped: dict[str, Any] = {}
+    targets = [model.config]
+    gen = getattr(model, "generation_config", None)
+    if gen is not None:
+        targets.append(gen)
+    for obj in targets:
+        for key in _CONFIG_ID_KEYS:
+            v = getattr(obj, key, None)
+            if v is None:
+                continue
+            if isinstance(v, list):
+                new = [id_map[i] for i in v if i in id_map]
+                if len(new) != len(v):
+                    dropped[key] = [i for i in v if i not in id_map]
+                setattr(obj, key, new or None)
+            elif isinstance(v, int):
+                if v in id_map:
+                    setattr(obj, key, id_map[v])
+                else:
+                    dropped[key] = v
+                    setattr(obj, key, None)
+    return dropped
+
+
+def remap_model(
+    source: str | os.PathLike,
+    old_tok: LoadedTokenizer,
+    new_tok: LoadedTokenizer,
+    id_map: Mapping[int, int] | None,
+    out_dir: str | os.PathLike,
+    *,
+    init: str = "fvt",
+    report: dict | None = None,
+) -> RemapReport:
+    """Load a model, remap its embeddings to the new tokenizer and save it (with the tokenizer) to out_dir."""
+    model = load_model(source)
+    rep = remap_embeddings(model, old_tok, new_tok, id_map, init=init)
+    full = dict(report or {})
+    full["embeddings"] = rep.to_json()
+    save_model(model, out_dir, new_tok, full)
+    return rep
