@@ -136,7 +136,28 @@ def readable_from_bytes(bs: bytes) -> str:
     return "".join(out)
 
 
+#: first words of Unicode character names that name a script in one word (label = word.title())
 _SCRIPT_HEADS = ("LATIN", "CYRILLIC", "GREEK", "ARABIC", "HEBREW", "DEVANAGARI", "BENGALI", "THAI")
+#: first words that need another label (multi-word scripts, marks belonging to a script)
+_HEAD_LABELS = {
+    "CJK": "Han",
+    "IDEOGRAPHIC": "Han",
+    "KATAKANA-HIRAGANA": "Katakana",
+    "HALFWIDTH": "Katakana",  # the halfwidth voicing marks (the letters normalise to their script)
+    "OL": "Ol Chiki",
+    "MEETEI": "Meetei Mayek",
+    "CANADIAN": "Canadian Syllabics",
+    "NEW": "New Tai Lue",
+    "TAI": "Tai",
+    "LINEAR": "Linear B",
+    "SYLOTI": "Syloti Nagri",
+    "EGYPTIAN": "Egyptian Hieroglyphs",
+    "ANATOLIAN": "Anatolian Hieroglyphs",
+    "OLD": "Old Italic",
+    "TURNED": "Latin",
+}
+#: first words of letter-like characters that belong to no script (modifiers, selectors, signs)
+_NO_SCRIPT_HEADS = frozenset({"MODIFIER", "COMBINING", "VARIATION", "CARON", "MUSICAL", "VEDIC", "MASU"})
 
 
 @lru_cache(maxsize=65536)
@@ -147,15 +168,19 @@ def _char_script(ch: str) -> str | None:
     cat = unicodedata.category(ch)
     if cat[0] not in "LM":
         return None
+    # compatibility forms (fullwidth/halfwidth, mathematical, µ, K, Å, ª) count as the letter they stand for
+    nfkc = unicodedata.normalize("NFKC", ch)
+    if nfkc != ch and nfkc and unicodedata.category(nfkc[0])[0] == "L":
+        ch = nfkc[0]
     name = unicodedata.name(ch, "")
     if not name:
         return "Other"
     head = name.split(" ")[0]
-    if head in ("CJK", "HIRAGANA", "KATAKANA", "HANGUL", "BOPOMOFO"):
-        return {"CJK": "Han"}.get(head, head.title())
+    if head in _HEAD_LABELS:
+        return _HEAD_LABELS[head]
     if head in _SCRIPT_HEADS:
         return head.title()
-    if head in ("MODIFIER", "COMBINING"):
+    if head in _NO_SCRIPT_HEADS:
         return None
     return head.title()
 

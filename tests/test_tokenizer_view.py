@@ -285,3 +285,22 @@ def test_vocab_table_is_cached_and_copies_are_private():
     doc["added_tokens"] = doc["added_tokens"][:10]
     smaller = LoadedTokenizer.from_document(doc, name=tok.name)
     assert len(vocab_table(smaller)) == 128010
+
+
+@pytest.mark.parametrize("name", ["gpt2", "llama-2", "bert-base-uncased", "pegasus-unigram", "qwen3"])
+def test_vocab_table_vectorised_equals_reference_loop(name):
+    """The fast whole-column build gives exactly the table of the one-token-at-a-time reference."""
+    from analysis.vocab_table import _build_loop, _build_vectorised
+
+    tok = load_shared(name)
+    fast, ref = _build_vectorised(tok), _build_loop(tok)
+    assert fast.equals(ref)
+
+
+def test_script_labels_of_compatibility_and_marks():
+    assert script_of("ｱｲｳ") == "Katakana" and script_of("ＡＢＣ") == "Latin"  # half/fullwidth forms
+    assert script_of("𝐀𝐁") == "Latin" and script_of("µ") == "Greek" and script_of("º") == "Latin"
+    assert script_of("々") == "Han" and script_of("ー") == "Katakana"
+    assert script_of("\u0301a") == "Latin"  # a combining mark does not decide
+    assert script_of("ᱚᱞ") == "Ol Chiki" and script_of("ᐊ") == "Canadian Syllabics"
+    assert script_of("—…") == "Punctuation/Symbols" and script_of("") == "Empty"

@@ -1,0 +1,89 @@
+"""Benchmark: loading Llama-3.1 from a folder with `analysis.load` vs `tokenizers.Tokenizer.from_file` alone.
+
+Both run in the same process, interleaved (A, B, A, B, ...), and the medians are compared.
+Target: analysis.load takes at most 1.5x the time of the bare Rust load.
+Also printed (not part of the target): the first `.summary()` (parses the JSON document for the
+summary card) and the Python memory the loaded view holds (tracemalloc).
+
+Usage: python bench/bench_load.py [TOKENIZER_DIR] [--repeat N]
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import os
+import statistics
+import sys
+import time
+import tracemalloc
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+import tokenizers  # noqa: E402
+
+from analysis import load  # noqa: E402
+
+ASSETS = Path(os.environ.get("TOKLAB_ASSETS", ROOT.parent / "shared" / "assets"))
+TARGET = 1.5
+
+
+def _time(fn) -> float:
+    gc.collect()
+    t0 = time.perf_counter()
+    obj = fn()
+    dt = time.perf_counter() - t0
+    del obj
+    return dt
+
+
+def main() -> int:
+    """Run the benchmark and print medians, the ratio and the target."""
+    ap = argparse.ArgumentParser()
+    ap.add_argument("tokenizer", nargs="?", default=str(ASSETS / "tokenizers" / "llama-3.1"))
+    ap.add_argument("--repeat", type=int, default=7)
+    args = ap.parse_args()
+    folder = Path(args.tokenizer)
+    path = str(folder / "tokenizer.json")
+
+    # warm the page cache and imports once (not counted)
+    tokenizers.Tokenizer.from_file(path)
+    load(folder)
+
+    ours, base = [], []
+    for _ in range(args.repeat):
+        base.append(_time(lambda: tokenizers.Tokenizer.from_file(path)))
+        ours.append(_time(lambda: load(folder)))
+    mo, mb = statistics.median(ours), statistics.median(base)
+    ratio = mo / mb
+
+    tok = load(folder)
+    t0 = time.perf_counter()
+    s = tok.summary()
+    t_summary = time.perf_counter() - t0
+
+    tracemalloc.start()
+    kept = load(folder)
+    cur, _peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    del kept
+
+    print(
+        f"{folder.name}: vocab_size={s['vocab_size']} merges={s['merges']} ({os.path.getsize(path) / 1e6:.1f} MB JSON)"
+    )
+    print(
+        f"tokenizers.Tokenizer.from_file : median {mb:.3f} s  (runs: {', '.join(f'{x:.3f}' for x in base)})"
+    )
+    print(
+        f"analysis.load(folder)          : median {mo:.3f} s  (runs: {', '.join(f'{x:.3f}' for x in ours)})"
+    )
+    print(f"ratio {ratio:.2f}x (target <= {TARGET}x) -> {'OK' if ratio <= TARGET else 'OVER TARGET'}")
+    print(f"first .summary() (parses the JSON document): {t_summary:.3f} s (not in the ratio)")
+    print(f"Python memory held by the loaded view: {cur / 1e6:.1f} MB (tracemalloc; Rust side not counted)")
+    return 0 if ratio <= TARGET else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
