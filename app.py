@@ -12,6 +12,7 @@ PAGES = [
     ),
     st.Page("pages/playground.py", title="Playground", icon=":material/compare:", url_path="playground"),
     st.Page("pages/compression.py", title="Compression", icon=":material/compress:", url_path="compression"),
+    st.Page("pages/extend.py", title="Extend", icon=":material/add_circle:", url_path="extend"),
 ]
 
 nav = st.navigation(PAGES)
