@@ -13,6 +13,8 @@ PAGES = [
     st.Page("pages/playground.py", title="Playground", icon=":material/compare:", url_path="playground"),
     st.Page("pages/compression.py", title="Compression", icon=":material/compress:", url_path="compression"),
     st.Page("pages/extend.py", title="Extend", icon=":material/add_circle:", url_path="extend"),
+    st.Page("pages/merge_trees.py", title="Merge trees", icon=":material/account_tree:", url_path="merge-trees"),
+    st.Page("pages/token_health.py", title="Token health", icon=":material/health_and_safety:", url_path="token-health"),
 ]
 
 nav = st.navigation(PAGES)

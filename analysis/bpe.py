@@ -754,3 +754,42 @@ def iter_tree(node: dict, depth: int = 0) -> Iterable[tuple[dict, int]]:
     yield node, depth
     for k in node.get("children") or []:
         yield from iter_tree(k, depth + 1)
+
+
+def collapse_tree(node: dict, max_depth: int, _d: int = 0) -> dict:
+    """A copy of a tree cut at `max_depth` levels: deeper subtrees collapse into their root (`collapsed`)."""
+    kids = node.get("children") or []
+    out = {k: v for k, v in node.items() if k != "children"}
+    if kids and _d >= max_depth:
+        out["children"] = []
+        out["collapsed"] = True
+        return out
+    out["children"] = [collapse_tree(k, max_depth, _d + 1) for k in kids]
+    return out
+
+
+def layout_forest(trees: list[dict]) -> list[dict]:
+    """Tidy layout of several trees side by side: one record per node with x, y (root at y=0, leaves
+    below), parent index and the node's fields. Leaves get consecutive x; a parent sits between its children."""
+    out: list[dict] = []
+    next_x = [0.0]
+
+    def walk(node: dict, depth: int, parent: int | None, tree_no: int) -> int:
+        idx = len(out)
+        rec = {k: v for k, v in node.items() if k != "children"}
+        rec.update({"depth": depth, "parent": parent, "tree": tree_no})
+        out.append(rec)
+        kids = node.get("children") or []
+        if not kids:
+            rec["x"] = next_x[0]
+            next_x[0] += 1.0
+        else:
+            xs = [out[walk(k, depth + 1, idx, tree_no)]["x"] for k in kids]
+            rec["x"] = (xs[0] + xs[-1]) / 2
+        rec["y"] = -depth
+        return idx
+
+    for i, t in enumerate(trees):
+        walk(t, 0, None, i)
+        next_x[0] += 0.6  # a gap between trees
+    return out

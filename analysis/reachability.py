@@ -80,22 +80,29 @@ def _private_model(tok: LoadedTokenizer) -> Any:
     return model
 
 
-def stt_tokenize_fn(tok: LoadedTokenizer) -> Callable[[str], list]:
-    """A function str -> Rust tokens, equal to `model.tokenize` with ignore_merges off and no dropout."""
+def _stt_callable(tok: LoadedTokenizer) -> tuple[Callable[[str], list], str, Any]:
+    """(tokenize, sentinel, shared model or None): tokenize(s + sentinel) == STT tokenization of s."""
     _require_bpe(tok)
     model = tok.tokenizer.model
     if not tok.dropout:
         if not tok.ignore_merges:
-            return model.tokenize
+            return model.tokenize, "", model
         plain = not tok.end_of_word_suffix and tok.unk_token is None and not tok.byte_fallback
         if plain:
             prefix = tok.continuing_subword_prefix or ""
             vocab = tok.vocab
             for ch in _SENTINELS:
                 if ch not in vocab and prefix + ch not in vocab:
-                    tokenize = model.tokenize
-                    return lambda s, _c=ch, _t=tokenize: _t(s + _c) if s else []
-    return _private_model(tok).tokenize
+                    return model.tokenize, ch, model
+    return _private_model(tok).tokenize, "", None
+
+
+def stt_tokenize_fn(tok: LoadedTokenizer) -> Callable[[str], list]:
+    """A function str -> Rust tokens, equal to `model.tokenize` with ignore_merges off and no dropout."""
+    tokenize, sentinel, _shared = _stt_callable(tok)
+    if not sentinel:
+        return tokenize
+    return lambda s: tokenize(s + sentinel) if s else []
 
 
 def self_tokenize(tok: LoadedTokenizer) -> dict[int, list[int]]:
@@ -105,14 +112,19 @@ def self_tokenize(tok: LoadedTokenizer) -> dict[int, list[int]]:
         hit = _STATUS_CACHE.get(tok.content_hash)
     if hit is not None:
         return hit
-    fn = stt_tokenize_fn(tok)
+    tokenize, sentinel, shared = _stt_callable(tok)
     out: dict[int, list[int]] = {}
-    for s, i in tok.vocab.items():
-        r = fn(s)
-        if len(r) == 1 and r[0].id == i:
-            out[i] = [i]
-        else:
-            out[i] = [t.id for t in r]
+    if sentinel:
+        for s, i in tok.vocab.items():
+            r = tokenize(s + sentinel)
+            out[i] = [i] if len(r) == 1 and r[0].id == i else [t.id for t in r]
+    else:
+        for s, i in tok.vocab.items():
+            r = tokenize(s)
+            out[i] = [i] if len(r) == 1 and r[0].id == i else [t.id for t in r]
+    if shared is not None and hasattr(shared, "_clear_cache"):
+        # the Rust word cache stops inserting when full: do not leave it full of vocabulary strings
+        shared._clear_cache()
     with _lock:
         _STATUS_CACHE[tok.content_hash] = out
         while len(_STATUS_CACHE) > 4:
