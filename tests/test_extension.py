@@ -195,3 +195,34 @@ def test_append_to_model_skips_existing_tokens():
     tok = load_shared("gpt2")
     ext = append_to_model(tok, ["the", "Ġtere", "Ġtere"], [("Ġte", "re")], "continued")
     assert ext.added == ["Ġtere"]
+
+
+def test_extend_page_trains_previews_and_exports():
+    from conftest import ROOT
+    from streamlit.testing.v1 import AppTest
+
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=300)
+    at.run()
+    at.switch_page("pages/extend.py")
+    at.run()
+    at.session_state["toklab_library"] = {**at.session_state["toklab_library"], "gpt2": load_shared("gpt2")}
+    at.run()
+    at.selectbox(key="ext-tok").set_value("gpt2").run()
+    at.multiselect(key="ext-corpora").set_value([]).run()  # FLORES training lines only: fast
+    at.number_input(key="ext-nmax").set_value(200).run()
+    at.button(key="ext-train").click().run()
+    assert not at.exception and not at.error
+    table = at.dataframe[0].value.set_index("method")
+    cont = table.loc["Continued BPE training"]
+    regen = table.loc["Naive: new tokenizer + regenerated merges"]
+    assert cont["added"] == 200 and cont["STT-unreachable added"] == 0
+    assert (
+        cont["est_Latn held-out: after"]
+        > regen["est_Latn held-out: after"]
+        > cont["est_Latn held-out: before"]
+    )
+    at.slider(key="ext-n").set_value(50).run()
+    assert at.dataframe[0].value.set_index("method").loc["Continued BPE training"]["added"] == 50
+    at.button(key="ext-build").click().run()
+    assert not at.exception
+    assert at.get("download_button")

@@ -1,0 +1,62 @@
+"""Real browser: extend Llama-3.1 with 1,000 Estonian tokens, see before/after, download the zip."""
+
+from __future__ import annotations
+
+import io
+import json
+import zipfile
+
+import pytest
+import tokenizers
+from e2e_support import wait_idle
+from playwright.sync_api import Page, expect
+
+
+def _add_example(page: Page, name: str) -> None:
+    box = page.locator('[data-testid="stSidebar"] [data-testid="stSelectbox"]').filter(
+        has_text="Add an example"
+    )
+    box.click()
+    page.get_by_role("option", name=name, exact=True).click()
+    wait_idle(page)
+    page.locator('[data-testid="stSidebar"]').get_by_role("button", name="Add", exact=True).click()
+    wait_idle(page)
+    expect(page.locator('[data-testid="stSidebar"]').get_by_text(name, exact=True)).to_be_visible(
+        timeout=60_000
+    )
+
+
+@pytest.mark.e2e
+def test_extend_llama3_with_estonian_and_download(page: Page, app_url, artifacts):
+    page.goto(app_url + "/extend")
+    wait_idle(page)
+    _add_example(page, "llama-3.1")
+    expect(page.get_by_text("Extend a tokenizer", exact=True)).to_be_visible(timeout=60_000)
+    box = page.locator('[data-testid="stMain"] [data-testid="stSelectbox"]').first  # "Tokenizer"
+    box.click()
+    page.get_by_role("option", name="llama-3.1", exact=True).click()
+    wait_idle(page)
+    expect(page.get_by_text("lines 801–1012 are held out", exact=False)).to_be_visible(timeout=60_000)
+
+    page.get_by_role("button", name="Train").click()
+    wait_idle(page, timeout=600_000)
+    expect(page.get_by_text("Bytes per token at N = 1,000")).to_be_visible(timeout=600_000)
+    expect(page.get_by_text("One sentence, before and after")).to_be_visible()
+    expect(page.get_by_text("Continued BPE training (", exact=False).first).to_be_visible()
+    page.screenshot(path=str(artifacts / "extend_llama3_est.png"), full_page=True)
+
+    page.get_by_role("button", name="Build the extended tokenizer").click()
+    wait_idle(page, timeout=300_000)
+    with page.expect_download(timeout=300_000) as dl:
+        page.get_by_role("button", name="Download zip (Hugging Face folder)").click()
+    path = artifacts / "extend_llama3_est.zip"
+    dl.value.save_as(path)
+    with zipfile.ZipFile(io.BytesIO(path.read_bytes())) as zf:
+        names = zf.namelist()
+        tj = next(n for n in names if n.endswith("/tokenizer.json"))
+        report = json.loads(zf.read(next(n for n in names if n.endswith("extension_report.json"))))
+        tok = tokenizers.Tokenizer.from_str(zf.read(tj).decode("utf-8"))
+    assert report["method"] == "continued" and report["added"] == 1000 and report["unreachable_added"] == 0
+    assert tok.get_vocab_size() == 128256 + 1000
+    assert tok.token_to_id("<|begin_of_text|>") == 128000
+    assert report["metrics"]["est_Latn held-out"]["after"] > report["metrics"]["est_Latn held-out"]["before"]
