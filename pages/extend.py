@@ -9,7 +9,7 @@ import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 
-from analysis import AnalysisError
+from analysis import AnalysisError, bpe
 from analysis.corpora import (
     FLORES_TRAIN_LINES,
     Corpus,
@@ -92,13 +92,28 @@ def spans(pieces: list[str]) -> str:
     return "".join(out)
 
 
-def tree_lines(node: dict, depth: int = 0) -> list[str]:
-    """An indented text rendering of a merge tree."""
+def tree_lines(tok, node: dict, depth: int = 0, expand: bool = False) -> list[str]:
+    """An indented text rendering of a merge tree (★ = new token; base leaves expanded with analysis.bpe)."""
     mark = "★ " if node.get("new") else ""
-    rank = f"  (appended merge #{node['rank']})" if node.get("rank") else ""
-    out = ["  " * depth + f"{mark}{node['text']!r}{rank}"]
-    for k in node.get("children") or []:
-        out.extend(tree_lines(k, depth + 1))
+    if node.get("new"):
+        rank = f"  (appended merge #{node['rank']})" if node.get("rank") else ""
+    else:
+        rank = (
+            f"  (base merge #{node['rank']})"
+            if node.get("rank") is not None and depth and "text" not in node
+            else ""
+        )
+    text = node.get("text") or tok.readable(node["token"])
+    out = ["  " * depth + f"{mark}{text!r}{rank}"]
+    kids = node.get("children") or []
+    if not kids and expand and not node.get("new") and len(node["token"]) > 1:
+        try:
+            base_tree = bpe.merge_tree(tok, node["token"])
+            kids = base_tree.get("children") or []
+        except AnalysisError:
+            kids = []
+    for k in kids:
+        out.extend(tree_lines(tok, k, depth + 1, expand))
     return out
 
 
@@ -338,8 +353,9 @@ def page() -> None:
             if m in ("continued", "regen", "merges") and r["added_tokens"]:
                 opts = r["added_tokens"][: min(2000, len(r["added_tokens"]))]
                 pick = st.selectbox("Merge tree of", opts, format_func=tok.readable, key=f"ext-tree-{m}")
+                expand = st.checkbox("Expand base tokens into their base merges", key=f"ext-tree-x-{m}")
                 tree = pv.merge_tree(m, n, pick)
-                st.code("\n".join(tree_lines(tree)), language=None)
+                st.code("\n".join(tree_lines(tok, tree, expand=expand)), language=None)
                 if not tree.get("reachable"):
                     st.warning("Unreachable: the merges build the pieces above, never the token itself.")
 
