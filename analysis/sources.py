@@ -177,13 +177,23 @@ def load_upload(
             # the temporary folder disappears: record the upload as the source
             return tok.with_source(name=name, source=f"upload:{base}")
     if lower.endswith(".json"):
-        if lower.endswith("tokenizer_config.json"):
+        if lower in _PARTIAL_JSON and not _has_model_section(data):
             raise TokenizerLoadError(
-                "tokenizer_config.json alone does not define a tokenizer: upload tokenizer.json or a zip"
+                f"{base} alone does not define a tokenizer: upload tokenizer.json, or a zip of the whole "
+                "tokenizer folder"
             )
         return LoadedTokenizer.from_json_text(data, name=name, source=f"upload:{base}")
     if lower.endswith(".model") or data[:2] == b"\n\x0e" or _looks_like_sentencepiece(data):
         doc = sentencepiece_to_document(data)
+        return LoadedTokenizer.from_document(doc, name=name, source=f"upload:{base}")
+    if lower.endswith("vocab.txt") and not _looks_like_tiktoken(data):  # a BERT-style WordPiece vocabulary
+        try:
+            lines = data.decode("utf-8").splitlines()
+        except UnicodeDecodeError as e:
+            raise TokenizerLoadError(f"{base} is not UTF-8 text ({e})") from e
+        words = [t for t in lines if t and not t.startswith("[")]
+        cased = sum(any(c.isupper() for c in t) for t in words) > 0.01 * max(1, len(words))
+        doc = wordpiece_vocab_to_document(data, lowercase=not cased)
         return LoadedTokenizer.from_document(doc, name=name, source=f"upload:{base}")
     if lower.endswith((".tiktoken", ".bpe", ".txt")) or _looks_like_tiktoken(data):
         doc = tiktoken_to_document(data, pattern=tiktoken_pattern)
@@ -192,6 +202,24 @@ def load_upload(
         f"unsupported file {base!r}: upload tokenizer.json, a .zip of a tokenizer folder, "
         "a SentencePiece .model or a tiktoken ranks file"
     )
+
+
+def _has_model_section(data: bytes) -> bool:
+    try:
+        doc = json.loads(data)
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        return False
+    return isinstance(doc, dict) and isinstance(doc.get("model"), dict)
+
+
+#: JSON files of a tokenizer folder that do not define a tokenizer on their own
+_PARTIAL_JSON = (
+    "tokenizer_config.json",
+    "special_tokens_map.json",
+    "added_tokens.json",
+    "vocab.json",
+    "config.json",
+)
 
 
 # --------------------------------------------------------------------------------------------------
