@@ -753,7 +753,7 @@ class PrefixSimulator:
     def ids(self, tokens: Sequence[str], new_ids: dict[str, int]) -> list[int]:
         """Map token strings to ids (base vocab, added tokens, then new tokens)."""
         b = self.base_ids
-        return [b[t] if t in b else new_ids[t] for t in tokens]
+        return [new_ids[t] if t in new_ids else b[t] for t in tokens]
 
     def base_line_tokens(self, name: str) -> list[list[str]]:
         """Base tokenization (token strings) of each line of one text."""
