@@ -27,6 +27,9 @@ MAX_UPLOAD_BYTES = int(os.environ.get("TOKLAB_MAX_UPLOAD_BYTES", 200 * 1024 * 10
 #: Largest total uncompressed size of a zipped tokenizer folder.
 MAX_UNZIPPED_BYTES = int(os.environ.get("TOKLAB_MAX_UNZIPPED_BYTES", 400 * 1024 * 1024))
 
+#: Most entries accepted in a zipped tokenizer folder.
+MAX_ZIP_ENTRIES = 1000
+
 #: The only files fetched from the hub: tokenizer files, never weights.
 HUB_TOKENIZER_PATTERNS = [
     "tokenizer.json",
@@ -151,7 +154,7 @@ def load_file(path: str | os.PathLike, *, name: str | None = None) -> LoadedToke
     size = path.stat().st_size
     if size > MAX_UPLOAD_BYTES:
         raise TokenizerLoadError(_too_big(path.name, size))
-    if path.suffix == ".json" and path.name != "tokenizer_config.json":
+    if path.suffix == ".json" and path.name.lower() not in _PARTIAL_JSON:
         return load_tokenizer_json(
             path, name=name or (path.parent.name if path.name == "tokenizer.json" else path.stem)
         )
@@ -179,8 +182,8 @@ def load_upload(
     if lower.endswith(".json"):
         if lower in _PARTIAL_JSON and not _has_model_section(data):
             raise TokenizerLoadError(
-                f"{base} alone does not define a tokenizer: upload tokenizer.json, or a zip of the whole "
-                "tokenizer folder"
+                f"{base} alone does not define a tokenizer: give tokenizer.json or the whole tokenizer "
+                "folder (as a zip when uploading)"
             )
         return LoadedTokenizer.from_json_text(data, name=name, source=f"upload:{base}")
     if lower.endswith(".model") or data[:2] == b"\n\x0e" or _looks_like_sentencepiece(data):
@@ -339,6 +342,10 @@ def safe_extract_zip(data: bytes, dest: Path, max_total: int | None = None) -> P
     with zf:
         total = 0
         members = []
+        if len(zf.infolist()) > MAX_ZIP_ENTRIES:
+            raise TokenizerLoadError(
+                f"zip holds {len(zf.infolist())} entries, more than the {MAX_ZIP_ENTRIES} a tokenizer folder needs: refused"
+            )
         for info in zf.infolist():
             n = info.filename.replace("\\", "/")
             parts = PurePosixPath(n).parts

@@ -404,7 +404,7 @@ def test_zip_not_a_zip_or_without_tokenizer():
 @pytest.mark.parametrize("filename", ["vocab.json", "special_tokens_map.json", "tokenizer_config.json"])
 def test_partial_json_files_explain_what_to_upload(filename):
     folder = "gpt2"
-    with pytest.raises(TokenizerLoadError, match=f"{filename} alone does not define a tokenizer.*zip"):
+    with pytest.raises(TokenizerLoadError, match=f"{filename} alone does not define a tokenizer.*folder"):
         load_upload(filename, (TOKENIZERS / folder / filename).read_bytes())
 
 
@@ -415,3 +415,15 @@ def test_vocab_txt_upload_is_wordpiece():
     assert up.normalizer["lowercase"] is True  # an uncased vocabulary: lower-casing guessed from its entries
     lines = _flores(10, LANGS[:6])
     assert not _mismatches(up.tokenizer, ref.tokenizer, lines, specials=True)
+
+
+def test_partial_json_given_as_a_path():
+    with pytest.raises(TokenizerLoadError, match="vocab.json alone does not define a tokenizer"):
+        load(TOKENIZERS / "gpt2" / "vocab.json")
+
+
+def test_zip_with_too_many_entries(monkeypatch):
+    monkeypatch.setattr(src, "MAX_ZIP_ENTRIES", 10)
+    data = _zip([("tok/tokenizer.json", GPT2_JSON)] + [(f"tok/f{i}.txt", b"x") for i in range(20)])
+    with pytest.raises(TokenizerLoadError, match="21 entries, more than the 10"):
+        load_upload("many.zip", data)
