@@ -15,6 +15,7 @@ PAGES = [
     st.Page("pages/extend.py", title="Extend", icon=":material/add_circle:", url_path="extend"),
     st.Page("pages/merge_trees.py", title="Merge trees", icon=":material/account_tree:", url_path="merge-trees"),
     st.Page("pages/token_health.py", title="Token health", icon=":material/health_and_safety:", url_path="token-health"),
+    st.Page("pages/undertrained.py", title="Under-trained tokens", icon=":material/set_meal:", url_path="undertrained"),
     st.Page("pages/prune.py", title="Prune", icon=":material/content_cut:", url_path="prune"),
 ]
 

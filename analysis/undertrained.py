@@ -739,8 +739,10 @@ class Verifier:
         batch_size: int = 8,
         progress: Callable[[int, int], None] | None = None,
         should_stop: Callable[[], bool] | None = None,
+        on_result: Callable[[Verification], None] | None = None,
     ) -> list[Verification]:
-        """Verify candidates in batches; stops early (keeping finished results) when `should_stop()` is true."""
+        """Verify candidates in batches; stops early (keeping finished results) when `should_stop()` is true.
+        `on_result` receives each finished verification at once (so an interrupted run keeps them)."""
         results: list[Verification] = []
         total = len(ids)
         if progress:
@@ -981,9 +983,13 @@ def verify_result(
     t1 = time.perf_counter()
     ver = Verifier(net, tok, device=dev, round_trip=result.round_trip)
     todo = [i for i in result.candidates[:k] if i not in result.verifications]
-    out = ver.verify(todo, batch_size=batch_size, progress=progress, should_stop=should_stop)
-    for v in out:
-        result.verifications[v.id] = v
+    out = ver.verify(
+        todo,
+        batch_size=batch_size,
+        progress=progress,
+        should_stop=should_stop,
+        on_result=lambda v: result.verifications.__setitem__(v.id, v),
+    )
     result.timings["load_lm"] = t1 - t0
     result.timings["verify"] = time.perf_counter() - t1
     result.timings["verify_device_" + dev] = 1.0
