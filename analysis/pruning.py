@@ -288,24 +288,12 @@ def leaf_order(
         prio = [float(priority.get(i, 0.0)) for i in range(size)]
     else:
         prio = [float(priority(i)) for i in range(size)]
-    left = [-1] * size
-    right = [-1] * size
-    for t, (lt, rt) in vs.split.items():
-        left[t] = lt
-        right[t] = rt
-    downstream = [0] * size
-    for t, d in vs.downstream.items():
-        downstream[t] = d
-    atomic = [False] * size
-    for t in vs.atomic:
-        atomic[t] = True
+    left, right, downstream0, atomic, in_vocab = _dense_structure(tok, vs, size)
+    downstream = list(downstream0)
     is_prot = [False] * size
     for t in prot:
         if 0 <= t < size:
             is_prot[t] = True
-    in_vocab = [False] * size
-    for i in tok.vocab.values():
-        in_vocab[i] = True
     heap = [(prio[x], -x) for x in vs.leaves if in_vocab[x] and not atomic[x]]
     heapq.heapify(heap)
     pop, push = heapq.heappop, heapq.heappush
@@ -342,11 +330,47 @@ def leaf_order(
     return PruneOrder(method, tuple(out), tok.content_hash, keys)
 
 
+_DENSE_CACHE: dict[tuple[str, int, int], tuple] = {}
+
+
+def _dense_structure(tok: LoadedTokenizer, vs, size: int) -> tuple[list, list, list, list, list]:
+    """Per-id lists (left part, right part, downstream count, atomic, in model vocab), cached per structure."""
+    key = (tok.content_hash, id(vs), size)
+    hit = _DENSE_CACHE.get(key)
+    if hit is not None and hit[0] is vs:
+        return hit[1]
+    n = len(vs.split)
+    ts = np.fromiter(vs.split.keys(), dtype=np.int64, count=n)
+    lr = np.fromiter((x for pair in vs.split.values() for x in pair), dtype=np.int64, count=2 * n).reshape(
+        -1, 2
+    )
+    left = np.full(size, -1, dtype=np.int64)
+    right = np.full(size, -1, dtype=np.int64)
+    left[ts] = lr[:, 0]
+    right[ts] = lr[:, 1]
+    down = np.zeros(size, dtype=np.int64)
+    if vs.downstream:
+        dk = np.fromiter(vs.downstream.keys(), dtype=np.int64, count=len(vs.downstream))
+        dv = np.fromiter(vs.downstream.values(), dtype=np.int64, count=len(vs.downstream))
+        down[dk] = dv
+    atomic = np.zeros(size, dtype=bool)
+    if vs.atomic:
+        atomic[np.fromiter(vs.atomic, dtype=np.int64, count=len(vs.atomic))] = True
+    in_vocab = np.zeros(size, dtype=bool)
+    in_vocab[np.fromiter(tok.vocab.values(), dtype=np.int64, count=len(tok.vocab))] = True
+    arrays = (left.tolist(), right.tolist(), down.tolist(), atomic.tolist(), in_vocab.tolist())
+    if len(_DENSE_CACHE) >= 4:
+        _DENSE_CACHE.pop(next(iter(_DENSE_CACHE)))
+    _DENSE_CACHE[key] = (vs, arrays)
+    return arrays
+
+
 def leaf_last_n_order(
     tok: LoadedTokenizer, *, structure=None, protected: set[int] | None = None
 ) -> PruneOrder:
     """Leaf last-N: highest id first among the current leaves."""
-    return leaf_order(tok, lambda i: 0.0, method="leaf-last-n", structure=structure, protected=protected)
+    zeros = np.zeros(max(tok.id_to_token) + 1, dtype=np.float64)
+    return leaf_order(tok, zeros, method="leaf-last-n", structure=structure, protected=protected)
 
 
 def leaf_frequency_order(
@@ -815,21 +839,112 @@ def prune_curve(
     stt: bool = True,
     progress: Callable[[int, int], None] | None = None,
 ) -> list[CurvePoint]:
-    """Bytes/token per language (and STT-unreachable count) for each N, parsing the tokenizer once."""
-    pruner = _Pruner(tok)
+    """Bytes/token per language (and STT-unreachable count) for each N of one order.
+
+    Fast path: ids are not renumbered (bytes/token and reachability do not depend on them), so each point
+    only builds a new Rust BPE model from the surviving vocabulary and merges and swaps it into one private
+    copy of the tokenizer; the JSON document is never re-serialised or re-parsed.
+    """
+    if order.tokenizer_hash != tok.content_hash:
+        raise DataError("this pruning order was computed for another tokenizer")
+    fast = _FastPruner(tok)
+    texts = {k: [ln for ln in v if ln] for k, v in eval_texts.items()}
+    n_bytes = {k: sum(len(ln.encode("utf-8")) for ln in v) for k, v in texts.items()}
+    for k, v in texts.items():
+        if not v:
+            raise DataError(f"no text to measure bytes/token on for {k}")
     out = []
     ns = sorted(set(int(n) for n in ns))
-    for k, n in enumerate(ns):
-        if n == 0:
-            t = tok
-        else:
-            t = pruner.prune(order.prefix(n), validate=False).tokenizer
-        bpt = {lang: bytes_per_token(t, lines) for lang, lines in eval_texts.items()}
-        unreach = len(unreachable_ids(t)) if stt else None
-        out.append(CurvePoint(n, t.vocab_size, bpt, unreach))
+    for j, n in enumerate(ns):
+        rust, kept = fast.tokenizer(order.prefix(n))
+        bpt = {}
+        for k, lines in texts.items():
+            enc = rust.encode_batch_fast(lines, add_special_tokens=False)
+            n_tok = sum(len(e.ids) for e in enc)
+            bpt[k] = n_bytes[k] / n_tok if n_tok else float("nan")
+        unreach = fast.unreachable_count(rust, kept) if stt else None
+        out.append(CurvePoint(n, tok.vocab_size - n, bpt, unreach))
         if progress:
-            progress(k + 1, len(ns))
+            progress(j + 1, len(ns))
     return out
+
+
+class _FastPruner:
+    """Swap pruned BPE models into one private tokenizer copy (original ids kept) for fast measurements."""
+
+    def __init__(self, tok: LoadedTokenizer) -> None:
+        import tokenizers
+
+        check_prunable(tok)
+        self.tok = tok
+        self.rust = tok.fresh_tokenizer()
+        m = tok.model
+        self.kwargs = dict(
+            unk_token=m.get("unk_token"),
+            continuing_subword_prefix=m.get("continuing_subword_prefix"),
+            end_of_word_suffix=m.get("end_of_word_suffix"),
+            fuse_unk=bool(m.get("fuse_unk", False)),
+            byte_fallback=bool(m.get("byte_fallback", False)),
+        )
+        self.kwargs = {k: v for k, v in self.kwargs.items() if v is not None}
+        self.ignore_merges = bool(m.get("ignore_merges", False))
+        self.BPE = tokenizers.models.BPE
+        vocab = tok.vocab
+        self.vocab_items = list(vocab.items())
+        self.vocab_ids = np.fromiter((i for _, i in self.vocab_items), dtype=np.int64, count=len(vocab))
+        self.size = max(tok.id_to_token) + 1
+        self.merges = tok.merges
+        get = vocab.get
+        self.merge_ids = np.array(
+            [(get(a, -1), get(b, -1), get(a + b, -1)) for a, b in self.merges], dtype=np.int64
+        ).reshape(-1, 3)
+        excl = set(tok.added_ids)
+        added_contents = {a.content for a in tok.added_tokens}
+        for s, i in vocab.items():
+            if s in added_contents or s == tok.unk_token or tok.is_byte_piece(s):
+                excl.add(i)
+        self.excluded = excl
+
+    def model(self, remove: Iterable[int], ignore_merges: bool | None = None):
+        """A BPE model without the removed ids (and every merge touching them); ids unchanged."""
+        rem = np.zeros(self.size, dtype=bool)
+        r = list(remove)
+        if r:
+            rem[np.asarray(r, dtype=np.int64)] = True
+        keep_v = ~rem[self.vocab_ids]
+        vocab = {t: i for k, (t, i) in enumerate(self.vocab_items) if keep_v[k]}
+        mi = self.merge_ids
+        ok = (mi >= 0).all(axis=1)
+        safe = np.where(mi >= 0, mi, 0)
+        ok &= ~(rem[safe[:, 0]] | rem[safe[:, 1]] | rem[safe[:, 2]])
+        ml = self.merges
+        merges = [ml[k] for k in np.flatnonzero(ok).tolist()]
+        im = self.ignore_merges if ignore_merges is None else ignore_merges
+        return self.BPE(vocab, merges, ignore_merges=im, **self.kwargs), vocab
+
+    def tokenizer(self, remove: Iterable[int]):
+        """The private tokenizer copy with the pruned model swapped in, plus the surviving vocabulary."""
+        model, vocab = self.model(remove)
+        self.rust.model = model
+        return self.rust, vocab
+
+    def unreachable_count(self, rust, vocab: dict[str, int]) -> int:
+        """STT on the swapped-in model (ignore_merges off, no dropout): the analysis.reachability rules."""
+        model = rust.model
+        was = model.ignore_merges
+        model.ignore_merges = False
+        try:
+            excl = self.excluded
+            bad = 0
+            for s, i in vocab.items():
+                if i in excl:
+                    continue
+                toks = model.tokenize(s)
+                if len(toks) != 1 or toks[0].id != i:
+                    bad += 1
+            return bad
+        finally:
+            model.ignore_merges = was
 
 
 def unreachable_ids(tok: LoadedTokenizer) -> set[int]:

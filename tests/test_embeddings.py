@@ -227,3 +227,30 @@ def test_real_smollm2_pruned_logits(tmp_path: Path) -> None:
     survivors = np.array(sorted(res.id_map, key=res.id_map.get))
     np.testing.assert_allclose(after, before[:, survivors], rtol=1e-4, atol=1e-4)
     assert again.num_parameters() < model.num_parameters() + 1  # 20000 x 576 fewer than the original
+
+
+def test_cli_prune_with_model(tmp_path: Path) -> None:
+    """`python -m analysis prune … --model M`: the written folder holds a loadable, smaller model."""
+    import io
+    import json
+    from contextlib import redirect_stdout
+
+    from analysis.cli import main
+    from tests.conftest import TOKENIZERS
+
+    tok = load_shared("llama-2")
+    src = tmp_path / "model"
+    _tiny_model(tok.vocab_size, False, 1, 2).save_pretrained(str(src), safe_serialization=True)
+    scores = tmp_path / "scores.json"
+    scores.write_text(json.dumps({str(i): float(-i) for i in range(tok.vocab_size)}))  # highest id lowest
+    out = tmp_path / "out"
+    buf = io.StringIO()
+    with redirect_stdout(buf):
+        rc = main(["prune", "--tokenizer", str(TOKENIZERS / "llama-2"), "--order", "score", "--scores", str(scores),
+                   "--n", "500", "--out", str(out), "--model", str(src), "--no-stt", "--json"])  # fmt: skip
+    assert rc == 0, buf.getvalue()
+    data = json.loads(buf.getvalue())
+    assert data["removed"] == 500 and data["vocab_size"] == 31500
+    assert data["model"]["new_rows"] == 31500 and data["model"]["copied"] == 31500
+    m = transformers.AutoModelForCausalLM.from_pretrained(str(out))
+    assert m.config.vocab_size == 31500 and m.get_output_embeddings().weight.shape[0] == 31500

@@ -273,6 +273,15 @@ def test_prune_curve_from_one_order() -> None:
     assert pts[0].bytes_per_token["eng"] == pytest.approx(P.bytes_per_token(tok, texts["eng"]))
     assert pts[0].bytes_per_token["eng"] >= pts[1].bytes_per_token["eng"] >= pts[2].bytes_per_token["eng"]
     assert all(p.unreachable == 0 for p in pts)
+    # the fast path (ids kept, model swapped) measures exactly what a full prune measures
+    full = P.prune_by_order(tok, order, 10000).tokenizer
+    assert pts[1].bytes_per_token["est"] == pytest.approx(P.bytes_per_token(full, texts["est"]), rel=1e-12)
+    naive = P.prune_curve(tok, orders("llama-2")["frequency"], [10000], texts, stt=True)[0]
+    res = P.prune_by_order(tok, orders("llama-2")["frequency"], 10000)
+    assert naive.unreachable == len(unreachable_ids(res.tokenizer)) > 0
+    assert naive.bytes_per_token["eng"] == pytest.approx(
+        P.bytes_per_token(res.tokenizer, texts["eng"]), rel=1e-12
+    )
 
 
 # ---------------------------------------------------------------------------- prune + extend

@@ -14,7 +14,7 @@ HELP = (
     "prune N tokens in a chosen order (merges, ids, added tokens kept consistent); optionally the model too"
 )
 
-_CLI_ORDERS = ("last-n", "frequency", "leaf-last-n", "leaf-frequency", "merge-based", "script")
+_CLI_ORDERS = ("last-n", "frequency", "leaf-last-n", "leaf-frequency", "merge-based", "script", "score")
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -45,6 +45,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="script order: comma-separated scripts to keep (Common/Inherited always kept)",
     )
     p.add_argument(
+        "--scores",
+        default=None,
+        metavar="FILE",
+        help="score order: JSON {id: score} or [score, ...]; lowest pruned first (leaves only)",
+    )
+    p.add_argument(
         "--extend-text",
         action="append",
         default=[],
@@ -67,6 +73,21 @@ def _read_lines(files: list[str]) -> list[list[str]]:
     return out
 
 
+def _read_scores(path: str) -> dict[int, float]:
+    import json
+
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError) as e:
+        raise DataError(f"cannot read scores file {path}: {e}") from e
+    try:
+        if isinstance(data, list):
+            return {i: float(v) for i, v in enumerate(data)}
+        return {int(k): float(v) for k, v in data.items()}
+    except (TypeError, ValueError, AttributeError) as e:
+        raise DataError(f"{path}: expected {{id: score}} or a list of scores ({e})") from e
+
+
 def run(args: argparse.Namespace) -> int:
     """Compute the order, prune, write the folder (and model), print a summary."""
     from .. import pruning
@@ -82,6 +103,7 @@ def run(args: argparse.Namespace) -> int:
         tok,
         args.order,
         texts,
+        scores=_read_scores(args.scores) if args.scores else None,
         allowed_scripts=[s.strip() for s in args.allowed_scripts.split(",") if s.strip()],
     )
     res = pruning.prune_by_order(tok, order, args.n)
