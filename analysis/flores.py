@@ -237,12 +237,66 @@ class FloresData:
         c = self.resolve(code)
         h = self._hash.get(c)
         if h is None:
-            m = hashlib.sha256()
-            for s in self.lines(c):
-                m.update(s.encode("utf-8"))
-                m.update(b"\n")
-            h = self._hash[c] = m.hexdigest()[:16]
+            h = _known_hash(self.files[c])
+        if h is None:
+            text = "\n".join(self.lines(c)) + "\n"
+            h = hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
+            _remember_hash(self.files[c], h)
+        self._hash[c] = h
         return h
+
+
+# data hashes remembered on disk by (file, filter, size, mtime): a fresh process answers a cached request
+# without reading the texts
+_HASH_MEMO: dict[str, str] | None = None
+_HASH_LOCK = threading.Lock()
+
+
+def _file_key(entry: tuple[Path, str | None]) -> str | None:
+    path, filt = entry
+    try:
+        st = path.stat()
+    except OSError:
+        return None
+    return f"{path.resolve()}|{filt or ''}|{st.st_size}|{st.st_mtime_ns}"
+
+
+def _hash_memo_path() -> Path:
+    return flores_cache_dir() / "data-hashes.json"
+
+
+def _known_hash(entry: tuple[Path, str | None]) -> str | None:
+    global _HASH_MEMO
+    key = _file_key(entry)
+    if key is None:
+        return None
+    with _HASH_LOCK:
+        if _HASH_MEMO is None:
+            try:
+                _HASH_MEMO = json.loads(_hash_memo_path().read_text(encoding="utf-8"))
+                if not isinstance(_HASH_MEMO, dict):
+                    _HASH_MEMO = {}
+            except (OSError, ValueError):
+                _HASH_MEMO = {}
+        return _HASH_MEMO.get(key)
+
+
+def _remember_hash(entry: tuple[Path, str | None], h: str) -> None:
+    global _HASH_MEMO
+    key = _file_key(entry)
+    if key is None:
+        return
+    with _HASH_LOCK:
+        if _HASH_MEMO is None:
+            _HASH_MEMO = {}
+        _HASH_MEMO[key] = h
+        path = _hash_memo_path()
+        tmp = path.with_name(f"{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+        try:
+            tmp.write_text(json.dumps(_HASH_MEMO), encoding="utf-8")
+            tmp.replace(path)
+        except OSError:
+            tmp.unlink(missing_ok=True)
 
 
 def _read_jsonl_lines(path: Path) -> list[str]:

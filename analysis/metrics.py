@@ -24,6 +24,7 @@ language grid with a JSON cache keyed by tokenizer content hash + data hash + me
 
 from __future__ import annotations
 
+import base64
 import itertools
 import json
 import math
@@ -40,7 +41,7 @@ from .errors import DataError
 from .tokenizer import LoadedTokenizer
 
 #: Bumped whenever a metric definition changes (part of every cache key).
-METRICS_VERSION = 5
+METRICS_VERSION = 6
 DEFAULT_POWER = 2.5
 #: Rényi vocabulary modes: the tokenizer's vocabulary size, or the number of observed token types.
 VOCAB_MODES = ("tokenizer", "observed")
@@ -451,7 +452,11 @@ def language_stats(
             return got, True
     raw = corpus_stats(tok, data.lines(code), power=power, per_sentence=True)
     raw.pop("sentence_bytes", None)
+    # per-sentence token counts as base64 uint32: small JSON that parses fast (decoded only for parity)
+    counts = np.asarray(raw.pop("sentence_tokens"), dtype="<u4")
     stats = {k: _finite(v) for k, v in raw.items()}
+    stats["sentence_tokens_b64"] = base64.b64encode(counts.tobytes()).decode("ascii")
+    stats["key"] = key
     with _MEM_LOCK:
         _MEM[key] = stats
     return stats, False
@@ -469,6 +474,21 @@ def premium(tokens: Sequence[int], reference_tokens: Sequence[int]) -> float | N
         return None
     ok = b > 0
     return float((a[ok] / b[ok]).mean()) if ok.any() else None
+
+
+_PREMIUM: dict[tuple[str, str], float | None] = {}
+
+
+def _sentence_tokens(stats: dict[str, Any]) -> np.ndarray:
+    return np.frombuffer(base64.b64decode(stats["sentence_tokens_b64"]), dtype="<u4")
+
+
+def _cached_premium(stats: dict[str, Any], ref_stats: dict[str, Any]) -> float | None:
+    """premium() of two cached stats entries, memoised by their cache keys."""
+    k = (stats.get("key", ""), ref_stats.get("key", ""))
+    if k not in _PREMIUM:
+        _PREMIUM[k] = premium(_sentence_tokens(stats), _sentence_tokens(ref_stats))
+    return _PREMIUM[k]
 
 
 def compression_table(
@@ -520,7 +540,7 @@ def compression_table(
             parity = parity_corpus = None
             if ref_stats and ref_stats["tokens"] and ref_stats["sentences"] == stats["sentences"]:
                 parity_corpus = stats["tokens"] / ref_stats["tokens"]
-                parity = premium(stats["sentence_tokens"], ref_stats["sentence_tokens"])
+                parity = _cached_premium(stats, ref_stats)
             row = {
                 "tokenizer": label,
                 "lang": code,
