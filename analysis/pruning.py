@@ -114,25 +114,35 @@ def _post_processor_tokens(pp: dict | None) -> set[str]:
     return out
 
 
-def mix_texts(parts: Sequence[Sequence[str]], weights: Sequence[float] | None = None) -> list[str]:
-    """A text mix with the given byte shares (default equal): each part is cut so the shares hold.
+def mix_texts(
+    parts: Sequence[Sequence[str]], weights: Sequence[float] | None = None, *, by: str = "bytes"
+) -> list[str]:
+    """A text mix with the given shares (default equal): each part is cut so the shares hold.
 
-    `mix_texts([est_lines, eng_lines])` is a 50/50 mix by UTF-8 bytes (lines kept whole, in order).
+    `by="bytes"`: shares of UTF-8 bytes (lines kept whole, in order) — for texts of any kind.
+    `by="lines"`: shares of lines — for parallel data such as FLORES, where `mix_texts([et[:800], en[:800]],
+    by="lines")` is exactly the first 800 lines of each.
     """
+    if by not in ("bytes", "lines"):
+        raise DataError("mix shares are counted in 'bytes' or 'lines'")
     parts = [[ln for ln in p if ln.strip()] for p in parts]
     if not parts or any(not p for p in parts):
         raise DataError("every text in the mix must contain at least one non-empty line")
     w = list(weights) if weights is not None else [1.0] * len(parts)
     if len(w) != len(parts) or any(x <= 0 for x in w):
         raise DataError("give one positive weight per text")
-    sizes = [sum(len(ln.encode("utf-8")) + 1 for ln in p) for p in parts]
-    unit = min(s / x for s, x in zip(sizes, w))  # bytes per unit weight that every part can supply
+
+    def size(ln: str) -> int:
+        return 1 if by == "lines" else len(ln.encode("utf-8")) + 1
+
+    sizes = [sum(size(ln) for ln in p) for p in parts]
+    unit = min(s / x for s, x in zip(sizes, w))  # bytes (lines) per unit weight that every part can supply
     out: list[str] = []
     for p, x in zip(parts, w):
         budget = unit * x
         used = 0
         for ln in p:
-            b = len(ln.encode("utf-8")) + 1
+            b = size(ln)
             if used and used + b > budget * 1.0001:
                 break
             out.append(ln)

@@ -87,7 +87,7 @@ def main() -> int:
 
     tok = load(args.tokenizer)
     print(f"tokenizer {tok.name}: {tok.vocab_size:,} tokens, {len(tok.merges):,} merges")
-    mix = P.mix_texts([et[:800], en[:800]])
+    mix = P.mix_texts([et[:800], en[:800]], by="lines")
     print(f"machine load average: {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs (timings scale with it)")
     t0 = time.perf_counter()
     counts = P.token_counts(tok, mix)

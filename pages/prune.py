@@ -112,7 +112,7 @@ def page() -> None:
             return
     needs_text = method in P.CORPUS_ORDERS
     try:
-        texts = tuple(P.mix_texts(parts)) if parts else None
+        texts = tuple(P.mix_texts(parts, by="bytes" if uploads else "lines")) if parts else None
     except AnalysisError as e:
         state.show_error(e)
         return

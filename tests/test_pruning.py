@@ -22,7 +22,7 @@ SAFE = ("leaf-last-n", "leaf-frequency", "merge-based")
 @cache
 def mix() -> tuple[str, ...]:
     """The 50/50 Estonian/English FLORES mix (first 800 lines of each)."""
-    return tuple(P.mix_texts([flores_lines("est_Latn", 800), flores_lines("eng_Latn", 800)]))
+    return tuple(P.mix_texts([flores_lines("est_Latn", 800), flores_lines("eng_Latn", 800)], by="lines"))
 
 
 @cache
@@ -258,6 +258,8 @@ def test_mix_texts_balances_bytes() -> None:
     assert abs(b_et - b_en) / b_en < 0.05
     with pytest.raises(DataError):
         P.mix_texts([et, []])
+    assert len(P.mix_texts([et, en], by="lines")) == 1600
+    assert P.mix_texts([et, en[:100]], [3, 1], by="lines") == et[:300] + en[:100]
 
 
 # ------------------------------------------------------------------------------------- curves
