@@ -462,11 +462,16 @@ def train_merges(
     steps: list[Step] = []
     produced: set[str] = set()
     n_done = 0
+    push = heapq.heappush
+    pop = heapq.heappop
     while heap and n_done < n_new:
-        negc, ls, rs, pair = heapq.heappop(heap)
+        negc, ls, rs, pair = pop(heap)
         c = counts.get(pair, 0)
-        if c != -negc or c <= 0:
-            continue  # stale entry
+        if c <= 0:
+            continue
+        if c != -negc:  # stale: re-queue with the current count (counts that fell are re-queued lazily)
+            push(heap, (-c, ls, rs, pair))
+            continue
         merged = ls + rs
         if (max_token_length and len(merged) > max_token_length) or (
             is_valid is not None and not is_valid(merged)
@@ -476,45 +481,61 @@ def train_merges(
             continue
         a, b = pair
         m = sid(merged)
-        touched: set[tuple[int, int]] = set()
+        grown: set[tuple[int, int]] = set()
         for wi in where.pop(pair, ()):
             seq = seqs[wi]
             n = len(seq)
+            if n < 2:
+                continue
+            f = freqs[wi]
             out: list[int] = []
             i = 0
             hit = False
+            prev_merged = False
             while i < n:
                 if i + 1 < n and seq[i] == a and seq[i + 1] == b:
+                    hit = True
+                    if out:  # the pair on the left changes
+                        if prev_merged:
+                            old, new = (b, a), (m, m)
+                        else:
+                            x = seq[i - 1]
+                            old, new = (x, a), (x, m)
+                        counts[old] = counts.get(old, 0) - f
+                        counts[new] = counts.get(new, 0) + f
+                        ws = where.get(new)
+                        if ws is None:
+                            where[new] = {wi}
+                        else:
+                            ws.add(wi)
+                        grown.add(new)
+                    # the pair on the right changes, unless another occurrence follows (handled there)
+                    if i + 2 < n and not (i + 3 < n and seq[i + 2] == a and seq[i + 3] == b):
+                        y = seq[i + 2]
+                        old, new = (b, y), (m, y)
+                        counts[old] = counts.get(old, 0) - f
+                        counts[new] = counts.get(new, 0) + f
+                        ws = where.get(new)
+                        if ws is None:
+                            where[new] = {wi}
+                        else:
+                            ws.add(wi)
+                        grown.add(new)
                     out.append(m)
                     i += 2
-                    hit = True
+                    prev_merged = True
                 else:
                     out.append(seq[i])
                     i += 1
-            if not hit:
-                continue
-            f = freqs[wi]
-            for p in zip(seq, seq[1:]):
-                counts[p] -= f
-                touched.add(p)
-            for p in zip(out, out[1:]):
-                counts[p] = counts.get(p, 0) + f
-                s = where.get(p)
-                if s is None:
-                    where[p] = {wi}
-                else:
-                    s.add(wi)
-                touched.add(p)
-            seqs[wi] = out
+                    prev_merged = False
+            if hit:
+                seqs[wi] = out
         counts.pop(pair, None)
-        touched.discard(pair)
-        for p in touched:
+        grown.discard(pair)
+        for p in grown:
             cp = counts.get(p, 0)
             if cp > 0:
-                heapq.heappush(heap, (-cp, syms[p[0]], syms[p[1]], p))
-            else:
-                counts.pop(p, None)
-                where.pop(p, None)
+                push(heap, (-cp, syms[p[0]], syms[p[1]], p))
         is_new = merged not in produced and not known(merged)
         produced.add(merged)
         steps.append(Step(merged, (ls, rs), c, is_new))

@@ -218,3 +218,43 @@ def test_assets_root_exists():
     assert (ASSETS / "corpora" / "text" / "est_Latn.txt.gz").is_file()
     c = corpus(Source("flores-train", "est_Latn:10"))
     assert len(list(c)) == 10 and "training lines 1–10" in c.label
+
+
+def _naive_bpe(words: Counter, n: int) -> list[tuple[tuple[str, str], int]]:
+    """Reference: recount every pair after every merge (slow, obviously right)."""
+    words = Counter({w: f for w, f in words.items() if len(w) > 1})
+    steps = []
+    for _ in range(n):
+        pc: Counter = Counter()
+        for w, f in words.items():
+            for p in zip(w, w[1:]):
+                pc[p] += f
+        if not pc:
+            break
+        (a, b), c = min(pc.items(), key=lambda kv: (-kv[1], kv[0]))
+        nw: Counter = Counter()
+        for w, f in words.items():
+            out, i = [], 0
+            while i < len(w):
+                if i + 1 < len(w) and w[i] == a and w[i + 1] == b:
+                    out.append(a + b)
+                    i += 2
+                else:
+                    out.append(w[i])
+                    i += 1
+            nw[tuple(out)] += f
+        words = nw
+        steps.append(((a, b), c))
+    return steps
+
+
+def test_incremental_trainer_matches_naive_recount():
+    import random
+
+    rng = random.Random(7)
+    for _ in range(25):
+        words: Counter = Counter()
+        for _ in range(50):
+            words[tuple(rng.choice("aabbc") for _ in range(rng.randint(1, 9)))] += rng.randint(1, 5)
+        got = train_merges(words, 20, known=lambda s: False)
+        assert [(s.pair, s.freq) for s in got] == _naive_bpe(words, len(got))
