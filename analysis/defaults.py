@@ -20,6 +20,9 @@ DEFAULT_NAME = "Qwen (embedded)"
 #: Qwen's special tokens follow the 151,643 ranks.
 QWEN_SPECIALS = {"<|endoftext|>": 151643, "<|im_start|>": 151644, "<|im_end|>": 151645}
 
+#: Bump when the tiktoken converter's output changes: the on-disk cache key includes it.
+CONVERTER_VERSION = "tiktoken-canonical-2"
+
 SAMPLE_TEXT = (
     "Tokenizers turn text into numbers. 🤗 Hugging Face, naïve café, 東京, Привет мир!\n"
     "def fibonacci(n):\n    return n if n < 2 else fibonacci(n - 1) + fibonacci(n - 2)\n"
@@ -37,7 +40,7 @@ def cache_dir() -> Path:
 def default_tokenizer() -> LoadedTokenizer:
     """The embedded default tokenizer (converted from the bundled tiktoken file on first use)."""
     data = DEFAULT_TIKTOKEN.read_bytes()
-    key = hashlib.sha256(data).hexdigest()[:16]
+    key = hashlib.sha256(data + CONVERTER_VERSION.encode()).hexdigest()[:16]
     cached = cache_dir() / f"default-{key}.json"
     if cached.is_file():
         try:
