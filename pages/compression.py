@@ -127,7 +127,7 @@ def page() -> None:
     ref_options = data.codes
     reference = c2.selectbox(
         "Parity reference", ref_options, index=ref_options.index("eng_Latn") if "eng_Latn" in ref_options else 0,
-        key="cmp-ref",
+        key="cmp-ref", format_func=lambda c: f"{c} · {meta[c].name}",
     )  # fmt: skip
     run = c3.button("Compute", type="primary", key="cmp-run")
 
@@ -140,17 +140,26 @@ def page() -> None:
     if run:
         st.session_state["cmp-active"] = True
     if not st.session_state.get("cmp-active"):
-        st.info(f"{len(names)} tokenizer(s) × {len(langs)} language(s). Press **Compute**.")
+        st.info(
+            f"{len(names)} tokenizer(s) × {len(langs)} language(s). Press **Compute**; afterwards changes "
+            "recompute automatically (cached cells are instant)."
+        )
         return
 
     # ------------------------------------------------------------------------------------------ compute
     toks = [lib[n] for n in names]
     bar = st.progress(0.0, text="Computing…")
+    last = [0.0]
+
+    def _progress(f: float, msg: str) -> None:
+        if f - last[0] >= 0.01 or f >= 1.0:  # at most ~100 updates, whatever the grid size
+            last[0] = f
+            bar.progress(min(f, 1.0), text=f"Computing {msg}")
+
     try:
         rows = mx.compression_table(
-            toks, data, langs, power=float(power), reference=reference, names=names,
-            progress=lambda f, msg: bar.progress(f, text=f"Computing {msg}"),
-        )  # fmt: skip
+            toks, data, langs, power=float(power), reference=reference, names=names, progress=_progress
+        )
     except AnalysisError as e:
         bar.empty()
         state.show_error(e)
