@@ -768,6 +768,8 @@ class Verifier:
                 results.append(
                     Verification(cid, mp, verdict_for(mp, any(p.encodeable for p in per[r])), per[r])
                 )
+                if on_result:
+                    on_result(results[-1])
             if progress:
                 progress(len(results), total)
         return results
@@ -823,6 +825,7 @@ class UndertrainedResult:
     def candidate_rows(self, limit: int | None = None) -> list[dict[str, Any]]:
         """The candidates as `{"id", "token", "indicator", …}` (+ max_prob, verdict when verified)."""
         out = []
+        refs = set(self.references.ids)
         for i in self.candidates[:limit]:
             row: dict[str, Any] = {
                 "id": i,
@@ -831,6 +834,7 @@ class UndertrainedResult:
                 "category": self.category(i),
                 "class": self.token_class(i),
                 "script": script_of(self.tokens[i]),
+                "reference": i in refs,
             }
             v = self.verifications.get(i)
             if v is not None:

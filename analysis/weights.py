@@ -117,7 +117,10 @@ class Matrix:
 
     def block(self, start: int, stop: int) -> np.ndarray:
         """Rows [start, stop) as a new float32 array."""
-        return np.array(self._to_f32(self.raw[start:stop]), dtype=np.float32, copy=True)
+        out = self._to_f32(self.raw[start:stop])
+        if np.may_share_memory(out, self.raw):  # float32 storage: a view, so copy (callers edit blocks)
+            out = np.array(out, dtype=np.float32, copy=True)
+        return out
 
     def take(self, ids: Any) -> np.ndarray:
         """The given rows as float32 (any order)."""

@@ -7,7 +7,6 @@ import json
 import os
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
 import plotly.express as px
 import streamlit as st
@@ -171,11 +170,8 @@ def page() -> None:
             fig = px.histogram(
                 table, x=name, nbins=120, log_y=True, title=ut.INDICATOR_LABELS.get(name, name)
             )
-            fig.add_vline(
-                x=res.threshold if name == res.main else float(np.nan_to_num(table[name].min())),
-                line_dash="dot",
-                line_color="red" if name == res.main else "rgba(0,0,0,0)",
-            )
+            if name == res.main:  # the candidate threshold
+                fig.add_vline(x=res.threshold, line_dash="dot", line_color="red")
             fig.update_layout(height=320, margin=dict(l=10, r=10, t=40, b=10))
             cols[k % len(cols)].plotly_chart(fig, key=f"ut-hist-{name}")
     with t_scatter:
