@@ -751,7 +751,7 @@ class PrefixSimulator:
         return out
 
     def ids(self, tokens: Sequence[str], new_ids: dict[str, int]) -> list[int]:
-        """Map token strings to ids (base vocab, added tokens, then new tokens)."""
+        """Map token strings to ids (new tokens first, then the base vocabulary and added tokens)."""
         b = self.base_ids
         return [new_ids[t] if t in new_ids else b[t] for t in tokens]
 

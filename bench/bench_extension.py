@@ -81,6 +81,7 @@ def job(kind: str, tok_dir: str, n: int, mb: float) -> dict:
 
 
 def run_child(kind: str, args: argparse.Namespace) -> dict:
+    """Run one job in a fresh Python process (clean peak-RSS measurement) and return its JSON."""
     out = subprocess.run(
         [
             sys.executable,
@@ -132,6 +133,7 @@ def preview_bench(tok_dir: str, n_max: int) -> list[tuple[str, int, float]]:
 
 
 def main() -> int:
+    """Run every measurement and print the numbers with their targets."""
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--tokenizer", default=str(assets_dir() / "tokenizers" / "llama-3.1"))
     ap.add_argument("--n", type=int, default=8000)
