@@ -20,6 +20,8 @@ from analysis.bpe import (
 from analysis.reachability import explain_unreachable
 from ui import state
 
+URL_SOURCES = ("example:", "hub:", "embedded:")
+
 MAX_MATCHES = 200
 MAX_TEXT_TOKENS = 80
 
@@ -165,9 +167,11 @@ def page() -> None:
             st.session_state["mt-mode"] = "One token"
         qp_t = st.query_params.get("t")
         if qp_t:
-            name = (
-                state.ensure_from_source(qp_t) if ":" in qp_t else (qp_t if qp_t in state.library() else None)
-            )
+            # only shareable sources (never arbitrary local paths from a link)
+            if qp_t.startswith(URL_SOURCES):
+                name = state.ensure_from_source(qp_t)
+            else:
+                name = qp_t if qp_t in state.library() else None
             if name:
                 st.session_state["mt-tok"] = name
         st.session_state["mt-init"] = True
@@ -228,11 +232,9 @@ def token_view(tok) -> None:
     c = st.columns(5)
     c[0].metric("id", tid)
     status = (
-        "added/special"
-        if tree.get("added") or tid in tok.added_ids
-        else ("reachable" if tree.get("reachable") else "UNREACHABLE")
+        "added" if tree.get("added") or tid in tok.added_ids else ("yes" if tree.get("reachable") else "NO")
     )
-    c[1].metric("Status", status)
+    c[1].metric("Reachable", status, help="Does BPE rebuild the token from its own string (merges only)?")
     c[2].metric("Depth", depth)
     c[3].metric("Final merge rank", "—" if tree.get("rank") is None else f"#{tree['rank']}")
     c[4].metric("Tokens built on it", vs.downstream.get(tid, 0))

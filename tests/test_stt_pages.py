@@ -65,7 +65,7 @@ def test_merge_tree_of_a_searched_token():
     assert not at.exception
     assert at.selectbox(key="mt-pick").value == load_shared("llama-2").vocab["▁believed"]
     metrics = {m.label: m.value for m in at.metric}
-    assert metrics["Status"] == "reachable" and int(metrics["Depth"]) >= 2
+    assert metrics["Reachable"] == "yes" and int(metrics["Depth"]) >= 2
     spec = _spec(at, "mt-tree")
     labels = spec["data"][1]["text"]
     assert any("#" in lab for lab in labels)  # merge ranks on the nodes
@@ -79,7 +79,7 @@ def test_merge_tree_from_query_param_and_unreachable_explanation():
     at = _app("pages/merge_trees.py", token="cab")
     at.selectbox(key="mt-tok").set_value("toy").run()
     assert not at.exception
-    assert {m.label: m.value for m in at.metric}["Status"] == "UNREACHABLE"
+    assert {m.label: m.value for m in at.metric}["Reachable"] == "NO"
     assert any("would make it" in e.value for e in at.error)
     assert len(at.dataframe) >= 1
 

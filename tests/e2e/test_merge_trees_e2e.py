@@ -1,0 +1,62 @@
+"""Real browser: search a Llama-3.1 token, see its merge tree, then filter Llama-3.1's unreachable tokens."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from e2e_support import wait_idle
+from playwright.sync_api import Page, expect
+
+SLOW = 240_000  # first STT / vocabulary structure of Llama-3.1 on a busy 2-core machine
+
+
+@pytest.mark.e2e
+def test_merge_tree_and_unreachable_filter(page: Page, app_url, artifacts):
+    page.goto(app_url)  # a fresh server knows its st.navigation pages only after a first run
+    wait_idle(page, SLOW)
+    page.goto(app_url + "/merge-trees?t=example:llama-3.1")
+    wait_idle(page, SLOW)
+    expect(page.get_by_role("heading", name="Merge trees")).to_be_visible(timeout=SLOW)
+
+    # search a token: ' việc' is one of the 588 tokens the merges cannot build
+    box = page.get_by_label("Search a token")
+    box.fill(" việc")
+    box.press("Enter")
+    wait_idle(page, SLOW)
+    expect(page.locator('[data-testid="stMetricValue"]').filter(has_text=re.compile(r"^NO$"))).to_be_visible(
+        timeout=SLOW
+    )
+    chart = page.locator('[data-testid="stPlotlyChart"]').first
+    expect(chart.locator(".main-svg").first).to_be_visible(timeout=SLOW)
+    expect(chart.locator("g.textpoint").first).to_be_attached(timeout=SLOW)
+    drawn = chart.text_content() or ""
+    assert "#7752" in drawn, drawn[:300]  # the rank of ' v'+'i' labels a node of the tree BPE builds
+    expect(page.get_by_text("would make it").first).to_be_visible()
+    assert "token=" in page.url
+    page.screenshot(path=str(artifacts / "merge_trees_llama31.png"), full_page=True)
+
+    # a reachable token: its tree is drawn and the tokens built on it are listed
+    box.fill(" Token")
+    box.press("Enter")
+    wait_idle(page, SLOW)
+    expect(page.locator('[data-testid="stMetricValue"]').filter(has_text=re.compile(r"^yes$"))).to_be_visible(
+        timeout=SLOW
+    )
+    expect(page.get_by_text("Tokens built on it (")).to_be_visible()
+
+    # Token health: Llama-3.1's 588 unreachable tokens, filtered by a search
+    page.goto(app_url + "/token-health?t=example:llama-3.1")
+    wait_idle(page, SLOW)
+    expect(page.get_by_text("588", exact=True).first).to_be_visible(timeout=SLOW)
+    expect(page.get_by_text("588 of 128,256 ids")).to_be_visible(timeout=SLOW)
+    search = page.get_by_label("Search (readable or raw form)")
+    search.fill("việ")
+    search.press("Enter")
+    wait_idle(page, SLOW)
+    caption = page.get_by_text("of 128,256 ids")
+    expect(caption).to_be_visible(timeout=SLOW)
+    shown = int(caption.inner_text().split(" of ")[0].replace(",", ""))
+    assert 0 < shown < 588
+    expect(page.get_by_text("Why is a token unreachable?")).to_be_visible()
+    page.screenshot(path=str(artifacts / "token_health_llama31.png"), full_page=True)
