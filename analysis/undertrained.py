@@ -1004,18 +1004,20 @@ def verify_result(
 # Token-health table (joined with STT)
 # --------------------------------------------------------------------------------------------------
 def stt_status(tok: LoadedTokenizer) -> dict[int, str]:
-    """STT status per id: reachable / unreachable / added / n/a (non-BPE)."""
-    try:
-        from .reachability import unreachable_ids
+    """STT category per id from analysis.reachability (reachable, unreachable_multi, special, …); {} for non-BPE."""
+    from . import reachability as rb
 
-        un = unreachable_ids(tok)
+    try:
+        if hasattr(rb, "stt_report"):
+            return {r.id: r.category for r in rb.stt_report(tok).rows}
+        un = rb.unreachable_ids(tok)
     except UnsupportedTokenizerError:
         return {}
     out = {i: "reachable" for i in tok.vocab.values()}
     for i in un:
         out[i] = "unreachable"
     for i in tok.added_ids:
-        out[i] = "added"
+        out[i] = "special"
     return out
 
 

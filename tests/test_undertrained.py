@@ -67,6 +67,15 @@ def test_round_trip_sentencepiece_prefix_mode():
     assert rt.decoded[i] == " the" and rt.categories[i] == OK
 
 
+def test_stt_status_joins_reachability():
+    from analysis.undertrained import stt_status
+
+    st = stt_status(load_shared("smollm2-135m-instruct"))
+    c = collections.Counter(st.values())
+    assert c["special"] == 17 and c["reachable"] == 49152 - 17
+    assert stt_status(load_shared("bert-base-uncased")) == {}  # STT applies to BPE only
+
+
 # ------------------------------------------------------------------------------------------ references
 def test_auto_references_per_vocabulary():
     gpt2 = auto_references(load_shared("gpt2"))
