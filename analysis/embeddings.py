@@ -49,8 +49,28 @@ def load_model(source: str | os.PathLike, *, revision: str | None = None, token:
         model = AutoModelForCausalLM.from_pretrained(str(src.folder), **kwargs)
     except Exception as e:  # transformers raises many kinds (OSError, ValueError, pickling errors, …)
         raise ModelLoadError(f"{src.label}: cannot load the model ({type(e).__name__}: {e})") from e
+    if src.kind == "gguf":
+        _drop_gguf_quantizer(model)
     model.eval()
     return model
+
+
+def _drop_gguf_quantizer(model) -> None:
+    """A GGUF checkpoint is de-quantized to float on load; forget the quantizer so the model can be saved."""
+    if getattr(model, "hf_quantizer", None) is not None:
+        model.hf_quantizer = None
+    for attr in ("is_quantized", "_is_quantized"):
+        if getattr(model, attr, False) is True:
+            try:
+                setattr(model, attr, False)
+            except AttributeError:
+                pass
+    cfg = model.config
+    if getattr(cfg, "quantization_config", None) is not None:
+        try:
+            del cfg.quantization_config
+        except AttributeError:
+            cfg.quantization_config = None
 
 
 def save_model(

@@ -1032,12 +1032,12 @@ def extend_then_prune(
 
     With `protect_new` the freshly added tokens are never pruned (only original tokens make room).
     """
+    if prune_method in CORPUS_ORDERS and prune_texts is None:
+        raise DataError(f"the {prune_method} order needs a text sample")
     ext = _extension_plan(tok, extension_texts, n, method, max_token_length).apply(n)
     et = ext.tokenizer
     prot = protected_ids(et) | (set(ext.added_ids) if protect_new else set())
     counts = token_counts(et, prune_texts) if prune_method in ("frequency", "leaf-frequency") else None
-    if prune_method in CORPUS_ORDERS and prune_texts is None:
-        raise DataError(f"the {prune_method} order needs a text sample")
     if prune_method == "last-n":
         order = last_n_order(et, protected=prot)
     elif prune_method == "frequency":

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import hashlib
+import io
+import zipfile
+from pathlib import Path
 
 import pandas as pd
 import plotly.express as px
@@ -14,6 +17,7 @@ from analysis.bpe import iter_tree, merge_tree
 from analysis.corpora import flores_languages, flores_lines, iter_bytes
 from ui import state
 
+MAX_ZIP_BYTES = 1_000_000_000
 UI_ORDERS = [o for o in P.ORDERS if o != "score"]
 SCRIPTS = ["Latin", "Cyrillic", "Greek", "Arabic", "Hebrew", "Han", "Hiragana", "Katakana", "Hangul", "Thai",
            "Devanagari", "Georgian", "Armenian"]  # fmt: skip
@@ -254,10 +258,24 @@ def page() -> None:
                 st.success(
                     f"Wrote tokenizer and model ({rep.old_rows:,} → {rep.new_rows:,} rows) to {out_dir}."
                 )
+                st.session_state["prune-written"] = out_dir
             else:
                 st.success(f"Wrote the tokenizer folder to {out_dir}.")
         except (AnalysisError, OSError) as e:
             state.show_error(e)
+    written = st.session_state.get("prune-written")
+    if written and Path(written).is_dir():
+        files = [f for f in Path(written).rglob("*") if f.is_file()]
+        total = sum(f.stat().st_size for f in files)
+        if total <= MAX_ZIP_BYTES and st.button(
+            f"Zip {written} for download ({total / 1e6:.0f} MB)", key="prune-zip"
+        ):
+            buf = io.BytesIO()
+            with zipfile.ZipFile(buf, "w", compression=zipfile.ZIP_DEFLATED) as zf:
+                for f in files:
+                    zf.write(f, f"{Path(written).name}/{f.relative_to(written)}")
+            st.download_button("Download model + tokenizer (.zip)", buf.getvalue(), file_name=f"{Path(written).name}.zip",
+                               mime="application/zip", key="prune-dl-model")  # fmt: skip
 
 
 page()

@@ -204,7 +204,10 @@ def test_real_smollm2_pruned_logits(tmp_path: Path) -> None:
 
     tok = load_shared("smollm2-135m-instruct")
     # convert once (dequantizing the GGUF is slow) and reuse the safetensors copy
-    conv = gguf.parent / "converted-hf"
+    from analysis.defaults import cache_dir
+
+    st = gguf.stat()
+    conv = cache_dir() / f"converted-{gguf.stem}-{st.st_size}"
     if not (conv / "model.safetensors").is_file():
         m = load_model(gguf)
         m.save_pretrained(str(conv), safe_serialization=True)
