@@ -189,3 +189,13 @@ def test_cli_json_and_csv(tmp_path):
 def test_cli_bad_input(capsys):
     assert main(["stt", str(TOKENIZERS / "bert-base-uncased")]) == 2
     assert "BPE" in capsys.readouterr().err
+
+
+def test_cli_tree():
+    rc, text = _cli("stt", str(TOKENIZERS / "gpt2"), "--tree", " unbelievable")
+    assert rc == 0
+    lines = text.splitlines()
+    assert lines[0].startswith("' unbelievable' [24479]") and "#" in lines[0]
+    assert any(line.startswith("    ") for line in lines)
+    rc, text = _cli("stt", str(TOKENIZERS / "gpt2"), "--tree", "Ġunbelievable", "--json")
+    assert json.loads(text)["reachable"] is True

@@ -11,6 +11,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from ..bpe import iter_tree, merge_tree
 from ..cli import print_json
 from ..errors import DataError
 from ..reachability import CATEGORIES, explain_unreachable, never_produced, stt_report
@@ -31,6 +32,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--explain", type=int, default=0, metavar="N", help="explain why, for the first N unreachable tokens"
     )
     p.add_argument(
+        "--tree", metavar="TOKEN", help="print the merge tree of one token (raw or readable form) and exit"
+    )
+    p.add_argument(
         "--corpus",
         metavar="FILE",
         action="append",
@@ -41,6 +45,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     """Run STT and print counts (text or JSON); optionally write the CSV table."""
     tok = load_from_args(args)
+    if args.tree is not None:
+        return _print_tree(tok, args.tree, as_json=args.json)
     rep = stt_report(tok)
     out = rep.summary()
     if args.explain:
@@ -78,4 +84,23 @@ def run(args: argparse.Namespace) -> int:
         w(f"  {e['id']} {e['readable']!r}: {e['reason']}\n")
     if args.csv:
         w(f"wrote {args.csv}\n")
+    return 0
+
+
+def _print_tree(tok, token: str, as_json: bool) -> int:
+    """Print how BPE builds one token (indented, or JSON)."""
+    raw = token
+    if raw not in tok.vocab:
+        found = [s for s in tok.vocab if tok.readable(s) == token]
+        if not found:
+            raise DataError(f"{token!r} is not a vocabulary token of {tok.name}")
+        raw = found[0]
+    tree = merge_tree(tok, raw)
+    if as_json:
+        print_json(tree)
+        return 0
+    for node, depth in iter_tree(tree):
+        rank = "" if node.get("rank") is None else f"  #{node['rank']}"
+        flag = "  (UNREACHABLE: BPE builds the pieces below)" if node.get("reachable") is False else ""
+        sys.stdout.write(f"{'  ' * depth}{tok.readable(node['token'])!r} [{node.get('id')}]{rank}{flag}\n")
     return 0
