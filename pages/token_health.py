@@ -27,6 +27,15 @@ LABELS = {
     "special": "Special / added",
     "unk": "Unk",
 }
+SHORT = {
+    "reachable": "Reachable",
+    "unreachable_multi": "Splits",
+    "unreachable_other_single": "Other token",
+    "merge_skip_only": "Skip-only",
+    "byte_fallback": "Byte pieces",
+    "special": "Special",
+    "unk": "Unk",
+}
 
 
 @st.cache_resource(show_spinner="Running the Self-Tokenization Test (once per tokenizer)…", max_entries=4)
@@ -121,7 +130,7 @@ def page() -> None:
     )
     cols = st.columns(len(CATEGORIES))
     for c, cat in zip(cols, CATEGORIES):
-        c.metric(LABELS[cat], f"{summary[cat]:,}", help=CATEGORY_HELP[cat])
+        c.metric(SHORT[cat], f"{summary[cat]:,}", help=f"{LABELS[cat]}: {CATEGORY_HELP[cat]}")
     if summary["unreachable"] == 0:
         st.success(f"All {summary['reachable']:,} merge-built tokens of {name} are reachable.")
     if tok.ignore_merges and summary["merge_skip_only"]:

@@ -124,8 +124,8 @@ def test_token_health_counts_and_downloads():
     assert not at.exception
     metrics = {m.label: m.value for m in at.metric}
     assert metrics["Unreachable tokens (STT)"] == "0"
-    assert metrics["Byte-fallback pieces"] == "256"
-    assert metrics["Special / added"] == "3"
+    assert metrics["Byte pieces"] == "256"
+    assert metrics["Special"] == "3"
     # default filter: byte-fallback pieces (nothing unreachable); search narrows the table
     at.text_input(key="th-q").input("<0x4").run()
     table = at.dataframe[0].value
