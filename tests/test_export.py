@@ -32,7 +32,7 @@ def _reload_matches(ext, folder, lines):
     "name,method",
     [
         ("llama-2", "continued"),
-        ("qwen3", "continued"),
+        pytest.param("qwen3", "continued", marks=pytest.mark.slow),
         ("gpt2", "regen"),
         ("mistral-7b-v0.3", "add-tokens"),
         ("bert-base-uncased", "wordpiece"),

@@ -197,6 +197,7 @@ def test_append_to_model_skips_existing_tokens():
     assert ext.added == ["Ġtere"]
 
 
+@pytest.mark.slow
 def test_extend_page_trains_previews_and_exports():
     from conftest import ROOT
     from streamlit.testing.v1 import AppTest
