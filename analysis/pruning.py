@@ -290,21 +290,76 @@ def leaf_order(
     size = max(tok.id_to_token) + 1
     # dense per-id arrays (lists): much faster than dicts in the pop loop
     if isinstance(priority, np.ndarray):
-        prio = np.zeros(size, dtype=np.float64)
+        arr = np.zeros(size, dtype=np.float64)
         m = min(size, len(priority))
-        prio[:m] = priority[:m]
-        prio = prio.tolist()
+        arr[:m] = priority[:m]
     elif isinstance(priority, Mapping):
-        prio = [float(priority.get(i, 0.0)) for i in range(size)]
+        arr = np.array([float(priority.get(i, 0.0)) for i in range(size)], dtype=np.float64)
     else:
-        prio = [float(priority(i)) for i in range(size)]
+        arr = np.array([float(priority(i)) for i in range(size)], dtype=np.float64)
     left, right, downstream0, atomic, in_vocab = _dense_structure(tok, vs, size)
     downstream = list(downstream0)
     is_prot = [False] * size
     for t in prot:
         if 0 <= t < size:
             is_prot[t] = True
-    heap = [(prio[x], -x) for x in vs.leaves if in_vocab[x] and not atomic[x]]
+    start = [x for x in vs.leaves if in_vocab[x] and not atomic[x]]
+    integral = bool(
+        np.isfinite(arr).all() and (arr == np.round(arr)).all() and np.abs(arr).max(initial=0) < 2**53
+    )
+    if integral:
+        out, keys = _leaf_loop_int(arr, start, size, left, right, downstream, atomic, is_prot, propagate)
+    else:
+        out, keys = _leaf_loop(arr.tolist(), start, size, left, right, downstream, atomic, is_prot, propagate)
+    return PruneOrder(method, tuple(out), tok.content_hash, keys)
+
+
+def _leaf_loop_int(arr, start, size, left, right, downstream, atomic, is_prot, propagate):
+    """Alg. 1 pop loop with integer priorities packed with the id into one int key (fast heap compares).
+
+    key = priority * size + (size - 1 - id): ascending priority, then descending id.
+    """
+    prio = [int(v) for v in arr.tolist()]
+    m1 = size - 1
+    heap = [prio[x] * size + m1 - x for x in start]
+    heapq.heapify(heap)
+    pop, push = heapq.heappop, heapq.heappush
+    done = [False] * size
+    out: list[int] = []
+    keys: dict[int, float] = {}
+    while heap:
+        k, r = divmod(pop(heap), size)
+        x = m1 - r
+        if done[x] or downstream[x] > 0 or atomic[x]:
+            continue
+        if propagate and k != prio[x]:  # stale entry (its count grew after being pushed): re-push
+            push(heap, prio[x] * size + r)
+            continue
+        done[x] = True
+        if is_prot[x]:  # a protected token stays, and so do the parts it needs
+            continue
+        out.append(x)
+        keys[x] = k
+        lt = left[x]
+        if lt < 0:
+            continue
+        rt = right[x]
+        if propagate:
+            prio[lt] += k
+            prio[rt] += k
+            prio[x] = 0
+        downstream[lt] -= 1
+        downstream[rt] -= 1
+        if downstream[lt] <= 0 and not atomic[lt] and not done[lt]:
+            push(heap, prio[lt] * size + m1 - lt)
+        if rt != lt and downstream[rt] <= 0 and not atomic[rt] and not done[rt]:
+            push(heap, prio[rt] * size + m1 - rt)
+    return out, keys
+
+
+def _leaf_loop(prio, start, size, left, right, downstream, atomic, is_prot, propagate):
+    """Alg. 1 pop loop with (priority, -id) tuple keys (any real priorities)."""
+    heap = [(prio[x], -x) for x in start]
     heapq.heapify(heap)
     pop, push = heapq.heappop, heapq.heappush
     done = [False] * size
@@ -315,11 +370,11 @@ def leaf_order(
         x = -nx
         if done[x] or downstream[x] > 0 or atomic[x]:
             continue
-        if propagate and k != prio[x]:  # stale entry (its count grew after being pushed): re-push
+        if propagate and k != prio[x]:
             push(heap, (prio[x], nx))
             continue
         done[x] = True
-        if is_prot[x]:  # a protected token stays, and so do the parts it needs
+        if is_prot[x]:
             continue
         out.append(x)
         keys[x] = k
@@ -337,7 +392,7 @@ def leaf_order(
             push(heap, (prio[lt], -lt))
         if rt != lt and downstream[rt] <= 0 and not atomic[rt] and not done[rt]:
             push(heap, (prio[rt], -rt))
-    return PruneOrder(method, tuple(out), tok.content_hash, keys)
+    return out, keys
 
 
 _DENSE_CACHE: dict[tuple[str, int, int], tuple] = {}
