@@ -47,6 +47,15 @@ def test_compare_three_tokenizers_on_ten_languages(page: Page, app_url, artifact
     expect(heatmap.locator(".heatmaplayer, .hm").first).to_be_attached(timeout=60_000)
     page.screenshot(path=str(artifacts / "compression_heatmap.png"), full_page=True)
 
+    page.get_by_role("tab", name="Compare").click()
+    expect(page.get_by_text("Win rate of A")).to_be_visible(timeout=60_000)
+    page.get_by_role("tab", name="Per script").click()
+    expect(page.get_by_text("Across languages")).to_be_visible(timeout=60_000)
+    page.get_by_role("tab", name="Drill down").click()
+    expect(page.locator(".tl-spans").first).to_be_visible(timeout=60_000)
+    assert page.locator(".tl-spans").count() == 5  # the 5 worst-compressed sentences, tokenized
+    page.screenshot(path=str(artifacts / "compression_drilldown.png"), full_page=True)
+
     page.get_by_role("tab", name="Download").click()
     with page.expect_download(timeout=60_000) as dl:
         page.get_by_role("button", name="Download CSV").click()
