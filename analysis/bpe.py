@@ -22,9 +22,10 @@ import json
 import pickle
 import re
 import threading
-from collections import OrderedDict
+from collections import Counter, OrderedDict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from itertools import chain
 from operator import add, itemgetter
 from typing import Any
 
@@ -438,7 +439,14 @@ class VocabStructure:
     built_on: dict[int, list[int]] = field(default_factory=dict)
 
     def children_of(self, tid: int) -> list[int]:
-        """Produced tokens whose final merge uses `tid` as a component."""
+        """Produced tokens whose final merge uses `tid` as a component (index built on first use)."""
+        if not self.built_on and self.split:
+            idx: dict[int, list[int]] = {}
+            for t, (a, b) in self.split.items():
+                idx.setdefault(a, []).append(t)
+                if b != a:
+                    idx.setdefault(b, []).append(t)
+            self.built_on = idx
         return self.built_on.get(tid, [])
 
 
@@ -561,18 +569,21 @@ def _vocabulary_structure(tok: LoadedTokenizer) -> VocabStructure:
     lspine: dict[int, tuple[tuple[int, int], ...]] = {}
     replay: BPEReplay | None = None
     mget = mm.get
+    rget, lget = rspine.get, lspine.get
     for t in produced:
         cl = cands.get(t)
         chosen = None
-        if cl and simple:
+        if cl is not None and simple:
             if len(cl) == 1:
                 chosen = cl[0]
             else:
                 for c in cl:
-                    if mono[c[1]] and mono[c[2]]:
-                        if _no_straddle(
-                            c, _spine(c[1], split, fr, rspine, 1), _spine(c[2], split, fr, lspine, 0), mget
-                        ):
+                    a = c[1]
+                    b = c[2]
+                    if mono[a] and mono[b]:
+                        left = rget(a) or _spine(a, split, fr, rspine, 1)
+                        right = lget(b) or _spine(b, split, fr, lspine, 0)
+                        if _no_straddle(c, left, right, mget):
                             chosen = c
                             break
         if chosen is None:
@@ -591,14 +602,7 @@ def _vocabulary_structure(tok: LoadedTokenizer) -> VocabStructure:
     final_rank = {t: fr[t] for t in split}
     produced_set = set(split)
     atomic = set(vocab.values()) - unreachable - produced_set
-    downstream: dict[int, int] = {}
-    built_on: dict[int, list[int]] = {}
-    for t, (a, b) in split.items():
-        downstream[a] = downstream.get(a, 0) + 1
-        downstream[b] = downstream.get(b, 0) + 1
-        built_on.setdefault(a, []).append(t)
-        if b != a:
-            built_on.setdefault(b, []).append(t)
+    downstream: dict[int, int] = dict(Counter(chain.from_iterable(split.values())))  # l == r counts twice
     leaves = (unreachable | produced_set) - set(downstream)
     depth: dict[int, int] = dict.fromkeys(atomic, 0)
     for t, (a, b) in split.items():  # insertion order = shortest first, so parts are usually done
@@ -618,7 +622,6 @@ def _vocabulary_structure(tok: LoadedTokenizer) -> VocabStructure:
         depth=depth,
         final_rank=final_rank,
         dead_merges=dead,
-        built_on=built_on,
     )
     return res
 
