@@ -14,6 +14,7 @@ import json
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from itertools import compress
 
 import numpy as np
 
@@ -976,14 +977,13 @@ class _FastPruner:
         r = list(remove)
         if r:
             rem[np.asarray(r, dtype=np.int64)] = True
-        keep_v = ~rem[self.vocab_ids]
-        vocab = {t: i for k, (t, i) in enumerate(self.vocab_items) if keep_v[k]}
+        keep_v = (~rem[self.vocab_ids]).tolist()
+        vocab = dict(compress(self.vocab_items, keep_v))
         mi = self.merge_ids
         ok = (mi >= 0).all(axis=1)
         safe = np.where(mi >= 0, mi, 0)
         ok &= ~(rem[safe[:, 0]] | rem[safe[:, 1]] | rem[safe[:, 2]])
-        ml = self.merges
-        merges = [ml[k] for k in np.flatnonzero(ok).tolist()]
+        merges = list(compress(self.merges, ok.tolist()))
         im = self.ignore_merges if ignore_merges is None else ignore_merges
         return self.BPE(vocab, merges, ignore_merges=im, **self.kwargs), vocab
 
