@@ -30,6 +30,7 @@ import json
 import math
 import os
 import threading
+import unicodedata
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
@@ -41,7 +42,7 @@ from .errors import DataError
 from .tokenizer import LoadedTokenizer
 
 #: Bumped whenever a metric definition changes (part of every cache key).
-METRICS_VERSION = 6
+METRICS_VERSION = 7
 DEFAULT_POWER = 2.5
 #: Rényi vocabulary modes: the tokenizer's vocabulary size, or the number of observed token types.
 VOCAB_MODES = ("tokenizer", "observed")
@@ -150,6 +151,7 @@ class TokenFacts:
             "known": bool,
             "word_start": bool,
             "space_only": bool,
+            "punct": bool,
             "byte_piece": bool,
             "partial": bool,
             "length": np.int32,
@@ -199,6 +201,8 @@ class TokenFacts:
         else:
             self.word_start[i] = bool(bs) and bs[:1].isspace()
         self.space_only[i] = bool(bs) and bs.isspace()
+        core = text.strip()
+        self.punct[i] = bool(core) and not partial and all(unicodedata.category(ch)[0] in "PS" for ch in core)
         if self._byte_level:
             self.byte_piece[i] = len(raw) == 1 and len(bs) == 1 and bs[0] >= 0x80
         else:
@@ -260,7 +264,11 @@ SPACELESS_CHARS_PER_WORD = 12.0
 
 
 def continued_words(facts: TokenFacts, flat: np.ndarray, lens: np.ndarray) -> tuple[int, int]:
-    """(words, words split into ≥ 2 tokens), words delimited by the tokenizer's word-start marks."""
+    """(words, words split into ≥ 2 tokens).
+
+    Words are delimited by the tokenizer's word-start marks (leading space/▁, non-`##` WordPiece pieces), and
+    punctuation/symbol-only tokens count as words of their own, as in the UD treebanks of Rust et al. (2021).
+    """
     if flat.size == 0:
         return 0, 0
     line_start = np.zeros(flat.size, dtype=bool)
@@ -269,7 +277,11 @@ def continued_words(facts: TokenFacts, flat: np.ndarray, lens: np.ndarray) -> tu
     space_only = facts.space_only[flat]
     after_space = np.zeros(flat.size, dtype=bool)
     after_space[1:] = space_only[:-1] & ~line_start[1:]
-    start = (facts.word_start[flat] | line_start | after_space) & ~space_only
+    # punctuation/symbol-only tokens are words of their own (as in UD treebanks, Rust et al. 2021)
+    punct = facts.punct[flat]
+    after_punct = np.zeros(flat.size, dtype=bool)
+    after_punct[1:] = punct[:-1]
+    start = (facts.word_start[flat] | line_start | after_space | punct | after_punct) & ~space_only
     keep = ~space_only
     s = start[keep]
     if s.size == 0:

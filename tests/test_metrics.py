@@ -91,7 +91,9 @@ def test_renyi_tokenization_scorer_vectors():
     # the README's "2.5" example values are really power 3.0
     assert mx.renyi_efficiency(A, power=3.0) == pytest.approx(0.8031, abs=1e-4)  # README prints 4 digits
     assert mx.renyi_efficiency(B, power=3.0) == pytest.approx(0.9105, abs=1e-4)
-    assert mx.renyi_efficiency(A, power=3.0) == pytest.approx(math.log2(343 / 37) / 4)  # by hand: p = 3,2,1,1 / 7
+    assert mx.renyi_efficiency(A, power=3.0) == pytest.approx(
+        math.log2(343 / 37) / 4
+    )  # by hand: p = 3,2,1,1 / 7
     assert mx.renyi_efficiency(A) == mx.renyi_efficiency(A, power=2.5)  # our default is 2.5
 
 
@@ -145,6 +147,19 @@ def test_continued_words_on_a_known_sentence():
     assert s["continued_words"] == pytest.approx(1 / 5)
     sp = mx.corpus_stats(load_shared("llama-2"), [text])
     assert sp["continued_words"] == pytest.approx(1 / 3)
+    # punctuation-only tokens are words of their own (UD-style): "(Hello)" is 3 one-token words
+    p = mx.corpus_stats(tok, ["Hello (world)."])
+    assert [t for t in tok.tokenizer.encode("Hello (world).", add_special_tokens=False).tokens] == [
+        "Hello", "Ġ(", "world", ")."
+    ]  # fmt: skip
+    assert p["continued_words"] == 0.0
+
+
+def test_continued_words_arabic_close_to_paper001_table3():
+    """Paper 001 Table 3 reports PCW_Ar 0.55 (LLaMA-3.1) / 0.50 (Qwen) on UD PADT; FLORES Arabic is close."""
+    llama = mx.corpus_stats(load_shared("llama-3.1"), flores_lines("arb_Arab"))["continued_words"]
+    qwen = mx.corpus_stats(load_shared("qwen3"), flores_lines("arb_Arab"))["continued_words"]
+    assert abs(llama - 0.55) < 0.05 and abs(qwen - 0.50) < 0.05 and qwen < llama
 
 
 def test_dropout_is_switched_off():
