@@ -16,6 +16,7 @@ import argparse
 import json
 import os
 import resource
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -136,4 +137,13 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    try:
+        raise SystemExit(main())
+    finally:
+        if (
+            "--memory-child" not in sys.argv
+            and "--cache-child" not in sys.argv
+            and "TOKLAB_CACHE" in os.environ
+        ):
+            if Path(os.environ["TOKLAB_CACHE"]).name.startswith("toklab-bench-"):
+                shutil.rmtree(os.environ["TOKLAB_CACHE"], ignore_errors=True)
