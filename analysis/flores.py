@@ -598,6 +598,7 @@ def _progress_tqdm(progress: Progress):
 
     class _CallbackTqdm(tqdm):  # type: ignore[misc]
         def update(self, n: float | None = 1) -> bool | None:
+            """Advance the bar and report (bytes done, total) to the callback."""
             out = super().update(n)
             try:
                 progress(int(self.n), int(self.total) if self.total else None)

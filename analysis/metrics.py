@@ -731,6 +731,7 @@ def to_latex(rows: Sequence[dict], columns: Sequence[str], caption: str = "", di
     """A booktabs LaTeX table of the given columns (special characters escaped)."""
 
     def esc(v: Any) -> str:
+        """One cell as LaTeX text."""
         if v is None:
             return "--"
         if isinstance(v, bool):
