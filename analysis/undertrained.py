@@ -381,6 +381,7 @@ def _distances(
         refs -= np.outer(refs @ pc, pc)
     u = refs.astype(np.float64).mean(axis=0).astype(np.float32)
     un = float(np.linalg.norm(u))
+    uu = np.float32(un * un)
     n = m.shape[0]
     cos = np.empty(n, dtype=np.float32)
     l2 = np.empty(n, dtype=np.float32)
@@ -389,11 +390,16 @@ def _distances(
             b -= mu
             b -= np.outer(b @ pc, pc)
         e = s + len(b)
-        norms = np.sqrt(np.einsum("ij,ij->i", b, b))
+        n2 = np.einsum("ij,ij->i", b, b)
         dots = b @ u
-        cos[s:e] = 1.0 - dots / np.maximum(norms * un, 1e-6)
-        b -= u
-        l2[s:e] = np.sqrt(np.einsum("ij,ij->i", b, b))
+        cos[s:e] = 1.0 - dots / np.maximum(np.sqrt(n2) * un, 1e-6)
+        # ‖x−u‖² = ‖x‖² − 2x·u + ‖u‖² (one pass less); rows close to u are recomputed exactly (cancellation)
+        d2 = n2 - 2.0 * dots + uu
+        close = d2 < 1e-2 * (n2 + uu)
+        if close.any():
+            diff = b[close] - u
+            d2[close] = np.einsum("ij,ij->i", diff, diff)
+        l2[s:e] = np.sqrt(np.maximum(d2, 0.0))
     return cos, l2
 
 
