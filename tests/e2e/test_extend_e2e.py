@@ -38,7 +38,7 @@ def test_extend_llama3_with_estonian_and_download(page: Page, app_url, artifacts
     wait_idle(page)
     expect(page.get_by_text("lines 801–1012 are held out", exact=False)).to_be_visible(timeout=60_000)
 
-    page.get_by_role("button", name="Train").click()
+    page.get_by_role("button", name="Train", exact=True).click()
     wait_idle(page, timeout=600_000)
     expect(page.get_by_text("Bytes per token at N = 1,000")).to_be_visible(timeout=600_000)
     expect(page.get_by_text("One sentence, before and after")).to_be_visible()
