@@ -340,16 +340,26 @@ def duplicate_row_groups(m: Matrix, *, min_size: int = 2, seed: int = 0) -> list
 
 
 def first_principal_component(
-    m: Matrix, *, max_iters: int = 30, k: int = 8, tol: float = 1e-7, seed: int = 0
+    m: Matrix,
+    *,
+    max_iters: int = 30,
+    k: int = 8,
+    tol: float = 1e-7,
+    seed: int = 0,
+    sample_rows: int | None = 16384,
 ) -> tuple[np.ndarray, np.ndarray]:
     """(mean row, first principal direction) by block subspace iteration with Rayleigh–Ritz over row blocks
-    (one pass over the matrix per iteration, no SVD of the matrix; stops when the direction is stable)."""
+    (no SVD of the matrix; stops when the direction is stable). The mean uses every row; the direction is
+    estimated on a random sample of `sample_rows` rows when the matrix is larger (None = all rows)."""
     n, d = m.shape
     mu = np.zeros(d, dtype=np.float64)
     for _, b in m.blocks():
         mu += b.sum(axis=0, dtype=np.float64)
     mu /= n
     mu32 = mu.astype(np.float32)
+    if sample_rows and n > sample_rows:
+        idx = np.sort(np.random.default_rng(seed).choice(n, sample_rows, replace=False))
+        m = Matrix(m.take(idx), "F32", m.name)
     k = max(1, min(k, d))
     rng = np.random.default_rng(seed)
     v = np.linalg.qr(rng.standard_normal((d, k)))[0].astype(np.float32)
@@ -422,7 +432,7 @@ def compute_indicators(
         cos, l2 = _distances(m, list(reference_ids))
         out["cosine"] = cos
         if remove_pc1:
-            mu, pc = first_principal_component(m)
+            mu, pc = first_principal_component(m)  # direction from a 16k-row sample on big matrices
             out["cosine_nopc1"], _ = _distances(m, list(reference_ids), mu=mu, pc=pc)
         out["l2_distance"] = l2
     elif not untied:
