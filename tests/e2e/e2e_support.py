@@ -1,4 +1,4 @@
-"""Helpers for real-browser tests (import from here, not from conftest: two conftest modules exist)."""
+"""Helpers for real-browser tests (kept out of tests/conftest.py, which holds the fixtures)."""
 
 from __future__ import annotations
 
