@@ -84,8 +84,8 @@ def main() -> int:
         overall = sum(r[1] for r in rows) / len(rows)
         print(f"overall agreement {overall:.4%} over {len(rows)} BPE tokenizers (target 100%)")
         print(
-            "replay throughput vs encode_batch (same run): "
-            + ", ".join(f"{n} {tr / te:.1f}x slower" for n, _a, te, tr in rows)
+            "replay time / encode_batch time (same run, same lines): "
+            + ", ".join(f"{n} {tr / te:.1f}x" for n, _a, te, tr in rows)
         )
     print(f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
     return 1 if total_bad else 0
