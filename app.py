@@ -15,10 +15,10 @@ PAGES = {
     "Look inside": [
         _page("pages/inspect.py", "Load & inspect", "search", "inspect", default=True),
         _page("pages/playground.py", "Playground", "compare", "playground"),
-        _page("pages/merge_trees.py", "Merge trees", "account_tree", "merge-trees"),
+        _page("pages/merge_trees.py", "Merge trees", "account_tree", "merge_trees"),
     ],
     "Diagnose": [
-        _page("pages/token_health.py", "Token health", "health_and_safety", "token-health"),
+        _page("pages/token_health.py", "Token health", "health_and_safety", "token_health"),
         _page("pages/undertrained.py", "Under-trained tokens", "set_meal", "undertrained"),
     ],
     "Measure": [

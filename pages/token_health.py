@@ -62,7 +62,7 @@ def _table(key: str, _tok) -> pd.DataFrame:
             ],
         }
     )
-    df["merge tree"] = "./merge-trees?token=" + df["token"].map(lambda s: quote(s, safe=""))
+    df["merge tree"] = "./merge_trees?token=" + df["token"].map(lambda s: quote(s, safe=""))
     return df
 
 
@@ -221,7 +221,7 @@ def page() -> None:
         e = explain_unreachable(tok, pick)
         st.write(f"BPE builds **{' | '.join(tok.readable(p) for p in e['actual_tokens'])}** instead.")
         st.error(e["reason"])
-        st.markdown(f"[Open its merge tree](./merge-trees?token={quote(e['token'], safe='')})")
+        st.markdown(f"[Open its merge tree](./merge_trees?token={quote(e['token'], safe='')})")
 
     # ------------------------------------------------------------------------------------------ in practice
     with st.expander("Never produced in practice (tokenize a corpus)"):

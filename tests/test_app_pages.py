@@ -86,3 +86,16 @@ def test_playground_url_allow_list_ignores_unknown_sources():
     app.switch_page("pages/playground.py").run()
     assert not app.exception
     assert app.multiselect(key="pg-toks").value == ["Qwen (embedded)"]
+
+
+def test_every_page_url_is_its_file_name():
+    """A fresh server answers a deep link in legacy pages/ mode first; ui/__init__ then switches to st.navigation.
+
+    That hand-over only works when the URL path equals the page file's stem.
+    """
+    import re
+
+    src = (ROOT / "app.py").read_text(encoding="utf-8")
+    pages = re.findall(r'_page\("pages/(\w+)\.py", "[^"]+", "\w+", "([\w-]+)"', src)
+    assert len(pages) == len(list((ROOT / "pages").glob("*.py"))) == 8
+    assert all(stem == url for stem, url in pages), pages

@@ -15,7 +15,7 @@ SLOW = 240_000  # first STT / vocabulary structure of Llama-3.1 on a busy 2-core
 def test_merge_tree_and_unreachable_filter(page: Page, app_url, artifacts):
     page.goto(app_url)  # a fresh server knows its st.navigation pages only after a first run
     wait_idle(page, SLOW)
-    page.goto(app_url + "/merge-trees?t=example:llama-3.1")
+    page.goto(app_url + "/merge_trees?t=example:llama-3.1")
     wait_idle(page, SLOW)
     expect(page.get_by_role("heading", name="Merge trees")).to_be_visible(timeout=SLOW)
 
@@ -46,7 +46,7 @@ def test_merge_tree_and_unreachable_filter(page: Page, app_url, artifacts):
     expect(page.get_by_text("Tokens built on it (")).to_be_visible()
 
     # Token health: Llama-3.1's 588 unreachable tokens, filtered by a search
-    page.goto(app_url + "/token-health?t=example:llama-3.1")
+    page.goto(app_url + "/token_health?t=example:llama-3.1")
     wait_idle(page, SLOW)
     expect(page.get_by_text("588", exact=True).first).to_be_visible(timeout=SLOW)
     expect(page.get_by_text("588 of 128,256 ids")).to_be_visible(timeout=SLOW)
