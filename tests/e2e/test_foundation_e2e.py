@@ -9,11 +9,14 @@ from playwright.sync_api import Page, expect
 
 @pytest.mark.e2e
 def test_load_folder_and_compare(page: Page, app_url, artifacts):
+    page.set_default_timeout(90_000)  # a busy 2-core CI machine
     page.goto(app_url)
     wait_idle(page)
     expect(page.get_by_text("151,646", exact=True)).to_be_visible(timeout=60_000)  # the embedded default
 
-    page.get_by_role("tab", name="Local folder or file").click()
+    tab = page.get_by_role("tab", name="Local folder or file")
+    expect(tab).to_be_visible()
+    tab.click()
     path_box = page.get_by_label("Folder or tokenizer.json path")
     path_box.fill(str(TOKENIZERS / "llama-3.1"))
     path_box.press("Enter")
@@ -32,7 +35,7 @@ def test_load_folder_and_compare(page: Page, app_url, artifacts):
     box = page.locator('[data-testid="stMultiSelect"]').first
     box.locator("input").fill("llama-3.1")
     box.locator("input").press("Enter")
-    page.get_by_role("heading", name="Playground").click()
+    page.keyboard.press("Escape")
     wait_idle(page)
     expect(page.locator(".tl-spans")).to_have_count(2, timeout=60_000)
     expect(page.get_by_text("llama-3.1 ·")).to_be_visible()
