@@ -119,12 +119,7 @@ def _old_model(old_tok: LoadedTokenizer):
     hit = _MODEL_CACHE.get(old_tok.content_hash)
     if hit is not None:
         return hit
-    t = old_tok.fresh_tokenizer()
-    if old_tok.model_type == "BPE":
-        if old_tok.ignore_merges:
-            t.model.ignore_merges = False
-        if old_tok.dropout:
-            t.model.dropout = None
+    t = old_tok.fresh_tokenizer(merges_only=True)
     if len(_MODEL_CACHE) >= 4:
         _MODEL_CACHE.pop(next(iter(_MODEL_CACHE)))
     _MODEL_CACHE[old_tok.content_hash] = t.model

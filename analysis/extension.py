@@ -33,7 +33,7 @@ import tokenizers
 from tokenizers import pre_tokenizers, trainers
 
 from .errors import DataError, UnsupportedTokenizerError
-from .tokenizer import SPIECE_UNDERLINE, LoadedTokenizer
+from .tokenizer import SPIECE_UNDERLINE, LoadedTokenizer, added_token_entry
 from .training import TrainingResult, continue_training, training_mode
 
 METHODS = ("continued", "regen", "merges", "add-tokens", "wordpiece")
@@ -351,17 +351,7 @@ def extend_add_tokens(base: LoadedTokenizer, tokens: Sequence[str]) -> Extension
     for c in added_token_contents(base, tokens):
         if c in existing or c in added:
             continue
-        doc.setdefault("added_tokens", []).append(
-            {
-                "id": nid,
-                "content": c,
-                "single_word": False,
-                "lstrip": False,
-                "rstrip": False,
-                "normalized": False,
-                "special": False,
-            }
-        )
+        doc.setdefault("added_tokens", []).append(added_token_entry(nid, c, special=False))
         added.append(c)
         ids.append(nid)
         nid += 1
@@ -870,11 +860,7 @@ def stt_model_tokenize(base: LoadedTokenizer, extra_chars: Sequence[str] = ()) -
         return stt_tokenize_fn(base)
     from .training import with_characters
 
-    tk = with_characters(base, list(extra_chars)).fresh_tokenizer()
-    tk.model.ignore_merges = False
-    if base.dropout:
-        tk.model.dropout = None
-    return tk.model.tokenize
+    return with_characters(base, list(extra_chars)).fresh_tokenizer(merges_only=True).model.tokenize
 
 
 def simulated_unreachable(

@@ -153,13 +153,7 @@ def mix_texts(
 
 def _counting_tokenizer(tok: LoadedTokenizer):
     """A private Rust tokenizer with ignore_merges off and no dropout (for counting and metrics)."""
-    t = tok.fresh_tokenizer()
-    if tok.model_type == "BPE":
-        if tok.ignore_merges:
-            t.model.ignore_merges = False
-        if tok.dropout:
-            t.model.dropout = None
-    return t
+    return tok.fresh_tokenizer(merges_only=True)
 
 
 def token_counts(

@@ -20,7 +20,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from .errors import TokenizerLoadError
-from .tokenizer import BYTE_TO_CHAR, SPIECE_UNDERLINE, LoadedTokenizer
+from .tokenizer import BYTE_TO_CHAR, SPIECE_UNDERLINE, LoadedTokenizer, added_token_entry
 
 #: Largest upload accepted (bytes); tokenizer files are at most tens of MB.
 MAX_UPLOAD_BYTES = int(os.environ.get("TOKLAB_MAX_UPLOAD_BYTES", 200 * 1024 * 1024))
@@ -435,17 +435,7 @@ def sentencepiece_to_document(model_bytes: bytes) -> dict:
     added = []
     for i, (piece, _, t) in enumerate(pieces):
         if t in (UNKNOWN, CONTROL, USER):
-            added.append(
-                {
-                    "id": i,
-                    "content": piece,
-                    "single_word": False,
-                    "lstrip": False,
-                    "rstrip": False,
-                    "normalized": t == USER,
-                    "special": t != USER,
-                }
-            )
+            added.append(added_token_entry(i, piece, special=t != USER, normalized=t == USER))
     decoders: list[dict] = [
         {"type": "Replace", "pattern": {"String": SPIECE_UNDERLINE}, "content": " "},
     ]
@@ -584,18 +574,7 @@ def tiktoken_to_document(
                 continue  # unreachable in tiktoken as well; no merge produces it
             merge_list.append((rank, ranks[parts[0]], ranks[parts[1]], strs[parts[0]], strs[parts[1]]))
     merge_list.sort()
-    added = [
-        {
-            "id": i,
-            "content": c,
-            "single_word": False,
-            "lstrip": False,
-            "rstrip": False,
-            "normalized": False,
-            "special": True,
-        }
-        for c, i in sorted((special_tokens or {}).items(), key=lambda kv: kv[1])
-    ]
+    added = [added_token_entry(i, c) for c, i in sorted((special_tokens or {}).items(), key=lambda kv: kv[1])]
     return {
         "version": "1.0",
         "truncation": None,
@@ -662,18 +641,7 @@ def gpt2_files_to_document(vocab_json: bytes, merges_txt: bytes) -> dict:
         "version": "1.0",
         "truncation": None,
         "padding": None,
-        "added_tokens": [
-            {
-                "id": vocab[t],
-                "content": t,
-                "single_word": False,
-                "lstrip": False,
-                "rstrip": False,
-                "normalized": True,
-                "special": True,
-            }
-            for t in specials
-        ],
+        "added_tokens": [added_token_entry(vocab[t], t, normalized=True) for t in specials],
         "normalizer": None,
         "pre_tokenizer": {
             "type": "ByteLevel",
@@ -718,18 +686,7 @@ def wordpiece_vocab_to_document(vocab_txt: bytes, *, lowercase: bool = True) -> 
         "version": "1.0",
         "truncation": None,
         "padding": None,
-        "added_tokens": [
-            {
-                "id": vocab[t],
-                "content": t,
-                "single_word": False,
-                "lstrip": False,
-                "rstrip": False,
-                "normalized": False,
-                "special": True,
-            }
-            for t in specials
-        ],
+        "added_tokens": [added_token_entry(vocab[t], t) for t in specials],
         "normalizer": {
             "type": "BertNormalizer",
             "clean_text": True,

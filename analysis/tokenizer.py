@@ -198,6 +198,21 @@ def script_of(text: str) -> str:
     return "Punctuation/Symbols"
 
 
+def added_token_entry(
+    token_id: int, content: str, *, special: bool = True, normalized: bool = False
+) -> dict[str, Any]:
+    """One `added_tokens` entry of tokenizer.json (no lstrip/rstrip/single_word)."""
+    return {
+        "id": token_id,
+        "content": content,
+        "single_word": False,
+        "lstrip": False,
+        "rstrip": False,
+        "normalized": normalized,
+        "special": special,
+    }
+
+
 @dataclass(frozen=True)
 class AddedToken:
     """An entry of `added_tokens` in tokenizer.json."""
@@ -282,8 +297,12 @@ class LoadedTokenizer:
         """The fast tokenizer, with padding and truncation switched off (never mutate it)."""
         return self.fresh_tokenizer()
 
-    def fresh_tokenizer(self) -> tokenizers.Tokenizer:
-        """A new, private fast tokenizer (for callers that must change runtime flags)."""
+    def fresh_tokenizer(self, *, merges_only: bool = False) -> tokenizers.Tokenizer:
+        """A new, private fast tokenizer (for callers that must change runtime flags).
+
+        With `merges_only`, a BPE model gets `ignore_merges` off and no dropout: the setting of the
+        Self-Tokenization Test, merge trees and frequency counting.
+        """
         try:
             text = self._raw.decode("utf-8")
         except UnicodeDecodeError as e:
@@ -302,6 +321,11 @@ class LoadedTokenizer:
             raise TokenizerLoadError(f"{self.name}: the tokenizers library rejected this file: {e}") from e
         tok.no_padding()
         tok.no_truncation()
+        if merges_only and self.model_type == "BPE":
+            if self.ignore_merges:
+                tok.model.ignore_merges = False
+            if self.dropout:
+                tok.model.dropout = None
         return tok
 
     @cached_property
