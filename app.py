@@ -32,6 +32,8 @@ PAGES = {
 
 nav = st.navigation(PAGES)
 library_box = st.sidebar.container()  # filled after the page ran, so it shows what the page loaded
-nav.run()
-with library_box:
-    state.sidebar_library()
+try:
+    nav.run()
+finally:  # also after a page's st.stop()
+    with library_box:
+        state.sidebar_library()
