@@ -162,7 +162,22 @@ if scripts:
 if only_special:
     view = view[view["added"] | view["special"]]
 st.caption(f"{len(view):,} of {len(df):,} tokens")
-st.dataframe(view, hide_index=True, width="stretch", height=420)
+picked = st.dataframe(
+    view,
+    hide_index=True,
+    width="stretch",
+    height=420,
+    on_select="rerun",
+    selection_mode="single-row",
+    key="inspect-vocab",
+)
+rows = picked.selection.rows if picked is not None else []
+if rows and tok.model_type == "BPE":
+    row = view.iloc[rows[0]]
+    if st.button(f"Open the merge tree of {row['readable']!r} (id {row['id']})", key="inspect-open-tree"):
+        state.open_merge_tree(name, int(row["id"]))
+elif tok.model_type == "BPE":
+    st.caption("Select a row to open its merge tree.")
 
 by_script = df.groupby("script").size().sort_values(ascending=False).reset_index(name="tokens")
 fig = px.bar(by_script, x="script", y="tokens", title="Vocabulary by script", log_y=True)

@@ -102,3 +102,19 @@ for n, tok, r in zip(names, toks, results):
             boundaries_elsewhere=r.common_boundaries if len(toks) > 1 else None,
         )
     )
+
+bpe = [(n, t, r) for n, t, r in zip(names, toks, results) if t.model_type == "BPE"]
+if bpe:
+    c1, c2, c3 = st.columns([2, 3, 1])
+    which = c1.selectbox("Merge tree of a token from", [n for n, _, _ in bpe], key="pg-tree-tok")
+    _, t_sel, r_sel = next(x for x in bpe if x[0] == which)
+    options = list(dict.fromkeys(r_sel.ids))
+    tid = c2.selectbox(
+        "Token",
+        options,
+        format_func=lambda i: f"{t_sel.readable(t_sel.id_to_token.get(i, ''))!r} · id {i}",
+        key="pg-tree-id",
+    )
+    c3.write("")
+    if c3.button("Open merge tree", key="pg-open-tree") and tid is not None:
+        state.open_merge_tree(which, int(tid))

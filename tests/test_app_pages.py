@@ -99,3 +99,23 @@ def test_every_page_url_is_its_file_name():
     pages = re.findall(r'_page\("pages/(\w+)\.py", "[^"]+", "\w+", "([\w-]+)"', src)
     assert len(pages) == len(list((ROOT / "pages").glob("*.py"))) == 8
     assert all(stem == url for stem, url in pages), pages
+
+
+def test_playground_opens_a_merge_tree():
+    app = AppTest.from_file(str(ROOT / "app.py"), default_timeout=120)
+    app.query_params["t"] = ["example:gpt2"]
+    app.query_params["text"] = "Hello tokenizers"
+    app.switch_page("pages/playground.py").run()
+    assert not app.exception
+    ids = load_shared("gpt2").tokenizer.encode("Hello tokenizers").ids
+    app.selectbox(key="pg-tree-id").select(ids[-1]).run()
+    app.button(key="pg-open-tree").click().run()
+    assert not app.exception, [e.message for e in app.exception]
+    assert app.session_state["mt-q"] == f"#{ids[-1]}"
+    assert app.selectbox(key="mt-tok").value == "gpt2"
+    assert app.get("plotly_chart"), "the merge tree is drawn"
+
+
+def test_inspect_row_selection_offers_merge_tree(at):
+    # the vocabulary table is selectable; without a selection the page says how to open a tree
+    assert any("Select a row to open its merge tree" in c.value for c in at.caption)

@@ -220,3 +220,12 @@ def sidebar_library() -> None:
                 if tok is not None:
                     add_to_library(tok.with_source(name=choice))
                     st.rerun()
+
+
+def open_merge_tree(name: str, token_id: int) -> None:
+    """Switch to the Merge trees page showing one token of a library tokenizer (same browser session)."""
+    st.session_state["mt-init"] = True  # the page must not overwrite this with URL parameters
+    st.session_state["mt-tok"] = name
+    st.session_state["mt-mode"] = "One token"
+    st.session_state["mt-q"] = f"#{token_id}"
+    st.switch_page("pages/merge_trees.py")
