@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import heapq
 import json
-import pickle
 import re
 import threading
 from collections import Counter, OrderedDict
@@ -499,7 +498,7 @@ def vocabulary_structure(tok: LoadedTokenizer, *, disk_cache: bool = True) -> Vo
     require_bpe(tok, "vocabulary structure")
     hit = _STRUCT_CACHE.get(tok.content_hash)
     if hit is None and disk_cache:
-        hit = _disk_load(f"vstruct-{tok.content_hash}.pkl", VocabStructure)
+        hit = _disk_load(f"vstruct-{tok.content_hash}.json")
     if hit is not None:
         _STRUCT_CACHE[tok.content_hash] = hit
         return hit
@@ -508,34 +507,55 @@ def vocabulary_structure(tok: LoadedTokenizer, *, disk_cache: bool = True) -> Vo
     while len(_STRUCT_CACHE) > 4:
         _STRUCT_CACHE.popitem(last=False)
     if disk_cache:
-        _disk_save(f"vstruct-{tok.content_hash}.pkl", res)
+        _disk_save(f"vstruct-{tok.content_hash}.json", res)
     return res
 
 
-def _disk_load(name: str, kind: type) -> Any:
-    """A pickled result from the on-disk cache (None when absent or unreadable)."""
+def _disk_load(name: str) -> VocabStructure | None:
+    """A vocabulary structure from the on-disk JSON cache (None when absent or unreadable); never unpickles."""
     try:
         from .defaults import cache_dir
 
         path = cache_dir() / name
         if not path.is_file():
             return None
-        with open(path, "rb") as f:
-            obj = pickle.load(f)
-        return obj if isinstance(obj, kind) else None
+        d = json.loads(path.read_text(encoding="utf-8"))
+
+        def ints(key: str) -> dict[int, int]:
+            return {int(k): int(v) for k, v in d[key].items()}
+
+        return VocabStructure(
+            split={int(k): (int(v[0]), int(v[1])) for k, v in d["split"].items()},
+            atomic=set(d["atomic"]),
+            leaves=set(d["leaves"]),
+            downstream=ints("downstream"),
+            unreachable=set(d["unreachable"]),
+            depth=ints("depth"),
+            final_rank=ints("final_rank"),
+            dead_merges=list(d["dead_merges"]),
+        )
     except Exception:
         return None
 
 
-def _disk_save(name: str, obj: Any) -> None:
-    """Pickle a result into the on-disk cache (best effort, atomic rename)."""
+def _disk_save(name: str, obj: VocabStructure) -> None:
+    """Write a vocabulary structure into the on-disk JSON cache (best effort, atomic rename)."""
     try:
         from .defaults import cache_dir
 
         path = cache_dir() / name
         tmp = path.with_suffix(f".{threading.get_ident()}.tmp")
-        with open(tmp, "wb") as f:
-            pickle.dump(obj, f, protocol=pickle.HIGHEST_PROTOCOL)
+        data = {
+            "split": {str(k): list(v) for k, v in obj.split.items()},
+            "atomic": sorted(obj.atomic),
+            "leaves": sorted(obj.leaves),
+            "downstream": {str(k): v for k, v in obj.downstream.items()},
+            "unreachable": sorted(obj.unreachable),
+            "depth": {str(k): v for k, v in obj.depth.items()},
+            "final_rank": {str(k): v for k, v in obj.final_rank.items()},
+            "dead_merges": list(obj.dead_merges),
+        }
+        tmp.write_text(json.dumps(data, separators=(",", ":")), encoding="utf-8")
         tmp.replace(path)
     except Exception:
         pass
