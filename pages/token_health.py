@@ -161,8 +161,12 @@ def page() -> None:
     if scripts:
         view = view[view["script"].isin(scripts)]
     st.caption(f"{len(view):,} of {len(df):,} ids")
+    shown = view.head(5000)
+    src = state.source_of(name)
+    if src:  # a link opens a new browser session: carry a shareable source so it finds the tokenizer
+        shown = shown.assign(**{"merge tree": shown["merge tree"] + "&t=" + quote(src, safe="")})
     st.dataframe(
-        view.head(5000),
+        shown,
         hide_index=True,
         width="stretch",
         column_config={
@@ -221,7 +225,8 @@ def page() -> None:
         e = explain_unreachable(tok, pick)
         st.write(f"BPE builds **{' | '.join(tok.readable(p) for p in e['actual_tokens'])}** instead.")
         st.error(e["reason"])
-        st.markdown(f"[Open its merge tree](./merge_trees?token={quote(e['token'], safe='')})")
+        if st.button("Open its merge tree", key="th-open-tree"):
+            state.open_merge_tree(name, int(pick))
 
     # ------------------------------------------------------------------------------------------ in practice
     with st.expander("Never produced in practice (tokenize a corpus)"):
