@@ -20,8 +20,6 @@ from analysis.bpe import (
 from analysis.reachability import explain_unreachable
 from ui import state
 
-URL_SOURCES = ("example:", "hub:", "embedded:")
-
 MAX_MATCHES = 200
 MAX_TEXT_TOKENS = 80
 
@@ -165,16 +163,7 @@ def page() -> None:
         if qp_token:
             st.session_state["mt-q"] = qp_token[:200]
             st.session_state["mt-mode"] = "One token"
-        qp_t = st.query_params.get("t")
-        if qp_t:
-            # only shareable sources (never arbitrary local paths from a link)
-            if qp_t.startswith(URL_SOURCES):
-                name = state.ensure_from_source(qp_t)
-            else:
-                name = qp_t if qp_t in state.library() else None
-            if name:
-                st.session_state["mt-tok"] = name
-        st.session_state["mt-init"] = True
+    state.preselect_from_link("mt-init", "mt-tok")
 
     lib = state.library()
     names = list(lib)

@@ -12,15 +12,11 @@ st.title("Playground")
 # ------------------------------------------------------------------------------------------ URL state
 # Only these query parameters are read, as plain strings (never unpickled or evaluated).
 ALLOWED = {"t", "text", "ws", "bytes", "special"}
-URL_SOURCES = ("example:", "hub:", "embedded:")
 if "pg-init" not in st.session_state:
     qp = {k: st.query_params.get_all(k) for k in ALLOWED if k in st.query_params}
     chosen: list[str] = []
     for src in qp.get("t", [])[:8]:
-        if src.startswith(URL_SOURCES):
-            name = state.ensure_from_source(src)
-        else:
-            name = src if src in state.library() else None
+        name = state.name_from_link(src)
         if name and name not in chosen:
             chosen.append(name)
     if chosen:

@@ -15,8 +15,6 @@ from analysis.bpe import merge_candidates_for
 from analysis.reachability import CATEGORIES, CATEGORY_HELP, explain_unreachable, never_produced, stt_report
 from ui import state
 
-URL_SOURCES = ("example:", "hub:", "embedded:")
-
 UNREACHABLE = ["unreachable_multi", "unreachable_other_single", "merge_skip_only"]
 LABELS = {
     "reachable": "Reachable",
@@ -89,17 +87,7 @@ def page() -> None:
         "(no normalizer or pre-tokenizer, ignore_merges off, no dropout). A token is reachable when the model "
         "gives back exactly that token; otherwise no input can ever produce it through merges."
     )
-    if "th-init" not in st.session_state:  # ?t=example:NAME (or hub:/embedded:) preselects a tokenizer
-        qp_t = st.query_params.get("t")
-        if qp_t:
-            # only shareable sources (never arbitrary local paths from a link)
-            if qp_t.startswith(URL_SOURCES):
-                got = state.ensure_from_source(qp_t)
-            else:
-                got = qp_t if qp_t in state.library() else None
-            if got:
-                st.session_state["th-tok"] = got
-        st.session_state["th-init"] = True
+    state.preselect_from_link("th-init", "th-tok")  # ?t=example:NAME (or hub:/embedded:)
     lib = state.library()
     names = list(lib)
     if st.session_state.get("th-tok") not in names:

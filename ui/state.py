@@ -153,6 +153,28 @@ def ensure_from_source(source: str) -> str | None:
     return add_to_library(tok)
 
 
+#: Tokenizer sources a link may name (never arbitrary local paths).
+URL_SOURCES = ("example:", "hub:", "embedded:")
+
+
+def name_from_link(value: str) -> str | None:
+    """The library name for a `?t=` link value: a shareable source (loaded if needed) or a loaded name."""
+    if value.startswith(URL_SOURCES):
+        return ensure_from_source(value)
+    return value if value in library() else None
+
+
+def preselect_from_link(init_key: str, select_key: str) -> None:
+    """Once per session, preselect the tokenizer a page link names with `?t=` (through the allow-list)."""
+    if init_key in st.session_state:
+        return
+    value = st.query_params.get("t")
+    name = name_from_link(value) if value else None
+    if name:
+        st.session_state[select_key] = name
+    st.session_state[init_key] = True
+
+
 def pick_tokenizers(label: str, key: str, max_n: int = 8, default: list[str] | None = None) -> list[str]:
     """A multiselect over the session library; returns the chosen names."""
     names = list(library())
