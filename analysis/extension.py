@@ -662,14 +662,18 @@ class PrefixSimulator:
                 for t in seg:
                     if t in newset:
                         used[t] += c
-            n_bytes = sum(self.line_bytes[name])
-            out[name] = {
-                "bytes": n_bytes,
-                "tokens": n_tok,
-                "bytes_per_token": n_bytes / n_tok if n_tok else 0.0,
-                "new_token_counts": used,
-            }
+            out[name] = self._measurement(name, n_tok, used)
         return out
+
+    def _measurement(self, name: str, n_tok: int, used: dict[str, int]) -> dict:
+        """bytes, tokens, bytes/token and new-token counts of one text."""
+        n_bytes = sum(self.line_bytes[name])
+        return {
+            "bytes": n_bytes,
+            "tokens": n_tok,
+            "bytes_per_token": n_bytes / n_tok if n_tok else 0.0,
+            "new_token_counts": used,
+        }
 
     # ------------------------------------------------------------------ add_tokens
     def measure_added(self, contents: Sequence[str], names: Iterable[str] | None = None) -> dict[str, dict]:
@@ -682,13 +686,7 @@ class PrefixSimulator:
             toks = rows[name]
             n_tok = sum(map(len, toks))
             used = Counter(t for row in toks for t in row if t in newset)
-            n_bytes = sum(self.line_bytes[name])
-            out[name] = {
-                "bytes": n_bytes,
-                "tokens": n_tok,
-                "bytes_per_token": n_bytes / n_tok if n_tok else 0.0,
-                "new_token_counts": used,
-            }
+            out[name] = self._measurement(name, n_tok, used)
         return out
 
     def added_line_tokens(self, contents: Sequence[str], names: Iterable[str]) -> dict[str, list[list[str]]]:

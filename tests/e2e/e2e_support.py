@@ -18,3 +18,18 @@ def wait_idle(page: Page, timeout: int = 60_000) -> None:
     page.wait_for_selector('[data-testid="stApp"][data-test-connection-state="CONNECTED"]', timeout=timeout)
     page.wait_for_selector('[data-testid="stApp"][data-test-script-state="notRunning"]', timeout=timeout)
     expect(page.locator('[data-testid="stStatusWidget"]')).to_be_hidden(timeout=timeout)
+
+
+def add_example(page: Page, name: str) -> None:
+    """Add an example tokenizer to the session library through the sidebar."""
+    box = page.locator('[data-testid="stSidebar"] [data-testid="stSelectbox"]').filter(
+        has_text="Add an example"
+    )
+    box.click()
+    page.get_by_role("option", name=name, exact=True).click()
+    wait_idle(page)
+    page.locator('[data-testid="stSidebar"]').get_by_role("button", name="Add", exact=True).click()
+    wait_idle(page)
+    expect(page.locator('[data-testid="stSidebar"]').get_by_text(name, exact=True)).to_be_visible(
+        timeout=60_000
+    )

@@ -5,30 +5,16 @@ from __future__ import annotations
 import csv
 
 import pytest
-from e2e_support import wait_idle
+from e2e_support import add_example, wait_idle
 from playwright.sync_api import Page, expect
-
-
-def _add_example(page: Page, name: str) -> None:
-    box = page.locator('[data-testid="stSidebar"] [data-testid="stSelectbox"]').filter(
-        has_text="Add an example"
-    )
-    box.click()
-    page.get_by_role("option", name=name, exact=True).click()
-    wait_idle(page)
-    page.locator('[data-testid="stSidebar"]').get_by_role("button", name="Add", exact=True).click()
-    wait_idle(page)
-    expect(page.locator('[data-testid="stSidebar"]').get_by_text(name, exact=True)).to_be_visible(
-        timeout=60_000
-    )
 
 
 @pytest.mark.e2e
 def test_compare_three_tokenizers_on_ten_languages(page: Page, app_url, artifacts):
     page.goto(app_url + "/compression")
     wait_idle(page)
-    _add_example(page, "llama-3.1")
-    _add_example(page, "gpt2")
+    add_example(page, "llama-3.1")
+    add_example(page, "gpt2")
     expect(page.get_by_text("Compression across FLORES-200 languages")).to_be_visible(timeout=60_000)
 
     toks = page.locator('[data-testid="stMultiSelect"]').filter(has_text="Tokenizers (1–8)")

@@ -8,29 +8,15 @@ import zipfile
 
 import pytest
 import tokenizers
-from e2e_support import wait_idle
+from e2e_support import add_example, wait_idle
 from playwright.sync_api import Page, expect
-
-
-def _add_example(page: Page, name: str) -> None:
-    box = page.locator('[data-testid="stSidebar"] [data-testid="stSelectbox"]').filter(
-        has_text="Add an example"
-    )
-    box.click()
-    page.get_by_role("option", name=name, exact=True).click()
-    wait_idle(page)
-    page.locator('[data-testid="stSidebar"]').get_by_role("button", name="Add", exact=True).click()
-    wait_idle(page)
-    expect(page.locator('[data-testid="stSidebar"]').get_by_text(name, exact=True)).to_be_visible(
-        timeout=60_000
-    )
 
 
 @pytest.mark.e2e
 def test_extend_llama3_with_estonian_and_download(page: Page, app_url, artifacts):
     page.goto(app_url + "/extend")
     wait_idle(page)
-    _add_example(page, "llama-3.1")
+    add_example(page, "llama-3.1")
     expect(page.get_by_text("Extend a tokenizer", exact=True)).to_be_visible(timeout=60_000)
     box = page.locator('[data-testid="stMain"] [data-testid="stSelectbox"]').first  # "Tokenizer"
     box.click()
