@@ -21,13 +21,13 @@ import heapq
 import json
 import re
 import threading
-from collections import Counter, OrderedDict
+from collections import OrderedDict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from itertools import chain
 from operator import add, itemgetter
 from typing import Any
 
+import numpy as np
 import tokenizers
 
 from .errors import UnsupportedTokenizerError
@@ -65,7 +65,10 @@ def _is_word_char(ch: str) -> bool:
 class BPEReplay:
     """A pure-Python, step-wise re-implementation of one tokenizer's BPE model (dropout always off)."""
 
-    def __init__(self, tok: LoadedTokenizer, *, ignore_merges: bool | None = None) -> None:
+    def __init__(
+        self, tok: LoadedTokenizer, *, ignore_merges: bool | None = None, pairs: tuple[Any, int] | None = None
+    ) -> None:
+        """`pairs`: (pair lookup with `.get(left * stride + right) -> rank`, stride); default `pair_ranks`."""
         require_bpe(tok, "BPE replay")
         self.tok = tok
         self.ignore_merges = tok.ignore_merges if ignore_merges is None else bool(ignore_merges)
@@ -79,8 +82,9 @@ class BPEReplay:
         self.unk_token: str | None = model.get("unk_token")
         self.unk_id: int | None = self.vocab.get(self.unk_token) if self.unk_token is not None else None
         self._byte_ids: list[int | None] = [self.vocab.get(f"<0x{b:02X}>") for b in range(256)]
-        # (left id, right id) -> (rank, result id); a repeated pair keeps its LAST rank, like the Rust map
-        self.merge_map = merge_map(tok)
+        # left * stride + right -> rank (a repeated pair keeps its LAST rank, like the Rust map); result by rank
+        self._pair_rank, self._stride = pairs if pairs is not None else pair_ranks(tok)
+        self._result_of: list[int | None] = merge_id_lists(tok)[2]
         # word -> (initial ids, final ids, events as (left id, right id, result id, rank, position))
         self._cache: dict[str, tuple[tuple[int, ...], tuple[int, ...], tuple[tuple[int, ...], ...]]] = {}
         self._lock = threading.Lock()
@@ -141,17 +145,18 @@ class BPEReplay:
         n = len(ids)
         events: list[tuple[int, ...]] = []
         if n > 1:
-            mm = self.merge_map
-            get = mm.get
+            get = self._pair_rank.get
+            stride = self._stride
+            result_of = self._result_of
             nxt = list(range(1, n + 1))
             nxt[-1] = -1
             prv = list(range(-1, n - 1))
             dead = [False] * n
             heap = []
             for p in range(n - 1):
-                m = get((ids[p], ids[p + 1]))
+                m = get(ids[p] * stride + ids[p + 1])
                 if m is not None:
-                    heap.append((m[0], p, m[1]))
+                    heap.append((m, p, result_of[m]))
             heapq.heapify(heap)
             pop, push = heapq.heappop, heapq.heappush
             while heap:
@@ -162,8 +167,8 @@ class BPEReplay:
                 if q == -1:
                     continue
                 left, right = ids[p], ids[q]
-                m = get((left, right))
-                if m is None or m[1] != nid:
+                m = get(left * stride + right)
+                if m is None or result_of[m] != nid:
                     continue  # stale entry
                 ids[p] = nid
                 dead[q] = True
@@ -171,16 +176,16 @@ class BPEReplay:
                 nxt[p] = r
                 if r != -1:
                     prv[r] = p
-                events.append((left, right, nid, m[0], p))
+                events.append((left, right, nid, m, p))
                 pp = prv[p]
                 if pp != -1:
-                    m2 = get((ids[pp], nid))
+                    m2 = get(ids[pp] * stride + nid)
                     if m2 is not None:
-                        push(heap, (m2[0], pp, m2[1]))
+                        push(heap, (m2, pp, result_of[m2]))
                 if r != -1:
-                    m2 = get((nid, ids[r]))
+                    m2 = get(nid * stride + ids[r])
                     if m2 is not None:
-                        push(heap, (m2[0], p, m2[1]))
+                        push(heap, (m2, p, result_of[m2]))
             final = tuple(ids[i] for i in range(n) if not dead[i])
         else:
             final = tuple(ids)
@@ -452,25 +457,37 @@ class VocabStructure:
 _STRUCT_CACHE: OrderedDict[str, VocabStructure] = OrderedDict()
 
 
-def merge_map(tok: LoadedTokenizer) -> dict[tuple[int, int], tuple[int, int]]:
-    """(left id, right id) -> (rank, result id), like the Rust BPE map (a repeated pair keeps its last rank)."""
-    hit = _MAP_CACHE.get(tok.content_hash)
+def merge_id_lists(tok: LoadedTokenizer) -> tuple[list[int | None], list[int | None], list[int | None]]:
+    """Per merge rank: (left ids, right ids, result ids); None where a string is missing from the vocabulary."""
+    hit = _IDS_CACHE.get(tok.content_hash)
     if hit is not None:
         return hit
-    vocab = tok.vocab
-    get = vocab.get
+    get = tok.vocab.get
     plen = len(tok.continuing_subword_prefix or "")
     merges = tok.merges
     # C-level passes (map/zip) instead of a Python loop: ~4x faster on 280k merges
     lefts = list(map(itemgetter(0), merges))
     rights = list(map(itemgetter(1), merges))
     joined = map(add, lefts, rights) if not plen else (a + b[plen:] for a, b in merges)
-    li = list(map(get, lefts))
-    ri = list(map(get, rights))
-    ni = list(map(get, joined))
+    res = (list(map(get, lefts)), list(map(get, rights)), list(map(get, joined)))
+    _IDS_CACHE[tok.content_hash] = res
+    while len(_IDS_CACHE) > 4:
+        _IDS_CACHE.popitem(last=False)
+    return res
+
+
+_IDS_CACHE: OrderedDict[str, tuple[list[int | None], list[int | None], list[int | None]]] = OrderedDict()
+
+
+def merge_map(tok: LoadedTokenizer) -> dict[tuple[int, int], tuple[int, int]]:
+    """(left id, right id) -> (rank, result id), like the Rust BPE map (a repeated pair keeps its last rank)."""
+    hit = _MAP_CACHE.get(tok.content_hash)
+    if hit is not None:
+        return hit
+    li, ri, ni = merge_id_lists(tok)
     mm: dict[tuple[int, int], tuple[int, int]]
     if None not in li and None not in ri and None not in ni:
-        mm = dict(zip(zip(li, ri), zip(range(len(merges)), ni)))
+        mm = dict(zip(zip(li, ri), zip(range(len(li)), ni)))
     else:  # the Rust library refuses such files; be lenient and skip the broken merges
         mm = {}
         for rank, (a, b, n) in enumerate(zip(li, ri, ni)):
@@ -483,6 +500,44 @@ def merge_map(tok: LoadedTokenizer) -> dict[tuple[int, int], tuple[int, int]]:
 
 
 _MAP_CACHE: OrderedDict[str, dict[tuple[int, int], tuple[int, int]]] = OrderedDict()
+
+
+def pair_ranks(tok: LoadedTokenizer) -> tuple[dict[int, int], int]:
+    """(left id * stride + right id -> merge rank, stride): the merge map with one int key per pair, cheaper
+    to build and to probe than tuple keys; the result of rank r is `merge_id_lists(tok)[2][r]`."""
+    hit = _PAIR_CACHE.get(tok.content_hash)
+    if hit is not None:
+        return hit
+    stride = _stride(tok)
+    left, right, _result, keep = _merge_arrays(tok, stride)
+    kept = keep.nonzero()[0]
+    res = (dict(zip((left[kept] * stride + right[kept]).tolist(), kept.tolist())), stride)
+    _PAIR_CACHE[tok.content_hash] = res
+    while len(_PAIR_CACHE) > 4:
+        _PAIR_CACHE.popitem(last=False)
+    return res
+
+
+_PAIR_CACHE: OrderedDict[str, tuple[dict[int, int], int]] = OrderedDict()
+
+
+def _stride(tok: LoadedTokenizer) -> int:
+    """Pair keys are left * stride + right: one more than the largest model-vocabulary id."""
+    return max(tok.vocab.values(), default=-1) + 1
+
+
+class _SortedPairs:
+    """A read-only pair -> rank lookup over sorted key arrays (no dict to build; ~1 us per probe)."""
+
+    def __init__(self, keys: Any, ranks: Any) -> None:
+        self.keys, self.ranks = keys, ranks
+
+    def get(self, key: int) -> int | None:
+        """The rank of the merge with this pair key, or None."""
+        at = int(np.searchsorted(self.keys, key))
+        if at < len(self.keys) and self.keys[at] == key:
+            return int(self.ranks[at])
+        return None
 
 
 def vocabulary_structure(tok: LoadedTokenizer, *, disk_cache: bool = True) -> VocabStructure:
@@ -498,7 +553,7 @@ def vocabulary_structure(tok: LoadedTokenizer, *, disk_cache: bool = True) -> Vo
     require_bpe(tok, "vocabulary structure")
     hit = _STRUCT_CACHE.get(tok.content_hash)
     if hit is None and disk_cache:
-        hit = _disk_load(f"vstruct-{tok.content_hash}.json")
+        hit = _disk_load(f"vstruct2-{tok.content_hash}.json")
     if hit is not None:
         _STRUCT_CACHE[tok.content_hash] = hit
         return hit
@@ -507,7 +562,7 @@ def vocabulary_structure(tok: LoadedTokenizer, *, disk_cache: bool = True) -> Vo
     while len(_STRUCT_CACHE) > 4:
         _STRUCT_CACHE.popitem(last=False)
     if disk_cache:
-        _disk_save(f"vstruct-{tok.content_hash}.json", res)
+        _disk_save(f"vstruct2-{tok.content_hash}.json", res)
     return res
 
 
@@ -520,18 +575,20 @@ def _disk_load(name: str) -> VocabStructure | None:
         if not path.is_file():
             return None
         d = json.loads(path.read_text(encoding="utf-8"))
-
-        def ints(key: str) -> dict[int, int]:
-            return {int(k): int(v) for k, v in d[key].items()}
-
+        tl, al, bl, rl, dl = d["tokens"], d["lefts"], d["rights"], d["ranks"], d["depths"]
+        if not len(tl) == len(al) == len(bl) == len(rl) == len(dl):
+            return None
+        atomic = d["atomic"]
+        depth = dict.fromkeys(atomic, 0)
+        depth.update(zip(tl, dl))
         return VocabStructure(
-            split={int(k): (int(v[0]), int(v[1])) for k, v in d["split"].items()},
-            atomic=set(d["atomic"]),
+            split=dict(zip(tl, zip(al, bl))),
+            atomic=set(atomic),
             leaves=set(d["leaves"]),
-            downstream=ints("downstream"),
+            downstream=dict(zip(d["used"], d["used_counts"])),
             unreachable=set(d["unreachable"]),
-            depth=ints("depth"),
-            final_rank=ints("final_rank"),
+            depth=depth,
+            final_rank=dict(zip(tl, rl)),
             dead_merges=list(d["dead_merges"]),
         )
     except Exception:
@@ -539,20 +596,24 @@ def _disk_load(name: str) -> VocabStructure | None:
 
 
 def _disk_save(name: str, obj: VocabStructure) -> None:
-    """Write a vocabulary structure into the on-disk JSON cache (best effort, atomic rename)."""
+    """Write a vocabulary structure into the on-disk JSON cache as flat id lists (best effort, atomic rename)."""
     try:
         from .defaults import cache_dir
 
         path = cache_dir() / name
         tmp = path.with_suffix(f".{threading.get_ident()}.tmp")
+        tl = list(obj.split)
         data = {
-            "split": {str(k): list(v) for k, v in obj.split.items()},
+            "tokens": tl,
+            "lefts": [obj.split[t][0] for t in tl],
+            "rights": [obj.split[t][1] for t in tl],
+            "ranks": [obj.final_rank[t] for t in tl],
+            "depths": [obj.depth[t] for t in tl],
             "atomic": sorted(obj.atomic),
             "leaves": sorted(obj.leaves),
-            "downstream": {str(k): v for k, v in obj.downstream.items()},
+            "used": list(obj.downstream),
+            "used_counts": list(obj.downstream.values()),
             "unreachable": sorted(obj.unreachable),
-            "depth": {str(k): v for k, v in obj.depth.items()},
-            "final_rank": {str(k): v for k, v in obj.final_rank.items()},
             "dead_merges": list(obj.dead_merges),
         }
         tmp.write_text(json.dumps(data, separators=(",", ":")), encoding="utf-8")
@@ -561,79 +622,78 @@ def _disk_save(name: str, obj: VocabStructure) -> None:
         pass
 
 
-def _vocabulary_structure(tok: LoadedTokenizer) -> VocabStructure:
-    from .reachability import reachable_mask, self_tokenize_status
+def _merge_arrays(tok: LoadedTokenizer, stride: int) -> tuple[Any, Any, Any, Any]:
+    """Merge ranks as numpy arrays (left, right, result, keep): keep marks merges the Rust map uses (all
+    ids present; for a repeated pair only its last rank)."""
+    hit = _ARRAYS_CACHE.get((tok.content_hash, stride))
+    if hit is not None:
+        return hit
+    li, ri, ni = merge_id_lists(tok)
+    if None in li or None in ri or None in ni:
+        li, ri, ni = ([-1 if x is None else x for x in col] for col in (li, ri, ni))
+    left = np.array(li, dtype=np.int64)
+    right = np.array(ri, dtype=np.int64)
+    res = np.array(ni, dtype=np.int64)
+    keep = (left >= 0) & (right >= 0) & (res >= 0)
+    idx = np.flatnonzero(keep)
+    key = left[idx] * stride + right[idx]
+    _u, first_from_end = np.unique(key[::-1], return_index=True)
+    if len(_u) < len(idx):  # a repeated pair: the Rust map keeps its last rank
+        last = idx[len(idx) - 1 - first_from_end]
+        keep[:] = False
+        keep[last] = True
+    for arr in (left, right, res, keep):
+        arr.flags.writeable = False  # shared through the cache
+    _ARRAYS_CACHE[(tok.content_hash, stride)] = (left, right, res, keep)
+    while len(_ARRAYS_CACHE) > 4:
+        _ARRAYS_CACHE.popitem(last=False)
+    return left, right, res, keep
 
-    ok = reachable_mask(tok)  # ok[id] == 1 when tokenize(t) == [t]
-    unreachable = _strict_unreachable(tok, self_tokenize_status(tok))
+
+_ARRAYS_CACHE: OrderedDict[tuple[str, int], tuple[Any, Any, Any, Any]] = OrderedDict()
+
+
+def _vocabulary_structure(tok: LoadedTokenizer) -> VocabStructure:
+    from .reachability import stt_result
+
+    stt = stt_result(tok)
+    ok = stt.mask  # ok[id] == 1 when tokenize(t) == [t]
+    unreachable = _strict_unreachable(tok, stt.pieces)
     vocab = tok.vocab
-    id_to_str = tok.id_to_token
-    mm = merge_map(tok)
     n_ids = len(ok)
-    # result id -> candidate merges (rank, left, right) whose parts are reachable
-    cands: dict[int, list[tuple[int, int, int]]] = {}
-    for (ai, bi), (rank, ri) in mm.items():
-        if ok[ri] and ok[ai] and ok[bi]:
-            lst = cands.get(ri)
-            if lst is None:
-                cands[ri] = [(rank, ai, bi)]
-            else:
-                lst.append((rank, ai, bi))
-    simple = not (tok.continuing_subword_prefix or tok.end_of_word_suffix)
-    produced = [t for t in vocab.values() if ok[t] and len(id_to_str[t]) > 1]
-    produced.sort(key=lambda t: len(id_to_str[t]))
-    split: dict[int, tuple[int, int]] = {}
-    fr = [-1] * n_ids  # rank of the merge that makes each token (-1: none)
-    mono = bytearray(b"\x01") * n_ids  # 1 when the token's own run pops merges in increasing rank order
-    rspine: dict[int, tuple[tuple[int, int], ...]] = {}
-    lspine: dict[int, tuple[tuple[int, int], ...]] = {}
-    replay: BPEReplay | None = None
-    mget = mm.get
-    rget, lget = rspine.get, lspine.get
-    for t in produced:
-        cl = cands.get(t)
-        chosen = None
-        if cl is not None and simple:
-            if len(cl) == 1:
-                chosen = cl[0]
-            else:
-                for c in cl:
-                    a = c[1]
-                    b = c[2]
-                    if mono[a] and mono[b]:
-                        left = rget(a) or _spine(a, split, fr, rspine, 1)
-                        right = lget(b) or _spine(b, split, fr, lspine, 0)
-                        if _no_straddle(c, left, right, mget):
-                            chosen = c
-                            break
-        if chosen is None:
-            if replay is None:
-                replay = get_replay(tok, ignore_merges=False)
-            _init, _final, events = replay._run(id_to_str[t])
-            if not events:
-                continue
-            a, b, _res, rk, _pos = events[-1]
-            chosen = (rk, a, b)
-        r, a, b = chosen
-        split[t] = (a, b)
-        fr[t] = r
-        if not (mono[a] and mono[b] and r > fr[a] and r > fr[b]):
-            mono[t] = 0
-    final_rank = {t: fr[t] for t in split}
-    produced_set = set(split)
+    okn = np.frombuffer(bytes(ok), dtype=np.uint8).astype(bool)
+    ids = np.fromiter(vocab.values(), dtype=np.int64, count=len(vocab))
+    lens = np.fromiter(map(len, vocab), dtype=np.int64, count=len(vocab))
+    sel = okn[ids] & (lens > 1)
+    # produced tokens (reachable, longer than one character), shortest first so parts come before them
+    order = np.argsort(lens[sel], kind="stable")
+    produced, produced_len = ids[sel][order], lens[sel][order]
+    if tok.continuing_subword_prefix or tok.end_of_word_suffix:
+        rows = _final_merges_by_replay(tok, produced.tolist())
+        t_arr, a_arr, b_arr, r_arr = (np.array(x, dtype=np.int64) for x in rows)
+    else:
+        t_arr, a_arr, b_arr, r_arr = _splits_by_levels(tok, okn, ids, lens, produced, produced_len)
+    tl = t_arr.tolist()
+    split = dict(zip(tl, zip(a_arr.tolist(), b_arr.tolist())))
+    final_rank = dict(zip(tl, r_arr.tolist()))
+    produced_set = set(tl)
     atomic = set(vocab.values()) - unreachable - produced_set
-    downstream: dict[int, int] = dict(Counter(chain.from_iterable(split.values())))  # l == r counts twice
+    parts = np.bincount(np.concatenate([a_arr, b_arr]), minlength=n_ids)  # l == r counts twice
+    used = np.flatnonzero(parts)
+    downstream: dict[int, int] = dict(zip(used.tolist(), parts[used].tolist()))
     leaves = (unreachable | produced_set) - set(downstream)
+    # depth = longest path to the alphabet: relax all splits at once until nothing changes (<= depth rounds)
+    depth_np = np.zeros(n_ids, dtype=np.int64)
+    for _ in range(len(tl) + 1):
+        new = 1 + np.maximum(depth_np[a_arr], depth_np[b_arr])
+        if np.array_equal(new, depth_np[t_arr]):
+            break
+        depth_np[t_arr] = new
     depth: dict[int, int] = dict.fromkeys(atomic, 0)
-    for t, (a, b) in split.items():  # insertion order = shortest first, so parts are usually done
-        da = depth.get(a)
-        db = depth.get(b)
-        if da is None or db is None:  # parts longer than the token (only with odd prefixes): recurse
-            da, db = _depth_of(a, split, depth), _depth_of(b, split, depth)
-        depth[t] = 1 + (da if da > db else db)
-    fired = set(final_rank.values())
-    dead = [r for r in range(len(tok.merges)) if r not in fired]
-    res = VocabStructure(
+    depth.update(zip(tl, depth_np[t_arr].tolist()))
+    fired = np.zeros(len(tok.merges), dtype=bool)
+    fired[r_arr] = True
+    return VocabStructure(
         split=split,
         atomic=atomic,
         leaves=leaves,
@@ -641,86 +701,170 @@ def _vocabulary_structure(tok: LoadedTokenizer) -> VocabStructure:
         unreachable=unreachable,
         depth=depth,
         final_rank=final_rank,
-        dead_merges=dead,
+        dead_merges=np.flatnonzero(~fired).tolist(),
     )
-    return res
 
 
-def _depth_of(t: int, split: dict[int, tuple[int, int]], depth: dict[int, int]) -> int:
-    stack = [t]
-    while stack:
-        x = stack[-1]
-        if x in depth:
-            stack.pop()
-            continue
-        if x not in split:
-            depth[x] = 0
-            stack.pop()
-            continue
-        a, b = split[x]
-        pend = [y for y in (a, b) if y not in depth]
-        if pend:
-            stack.extend(pend)
-        else:
-            depth[x] = 1 + max(depth[a], depth[b])
-            stack.pop()
-    return depth[t]
+def _final_merges_by_replay(
+    tok: LoadedTokenizer, tids: list[int], replay: BPEReplay | None = None
+) -> tuple[list[int], ...]:
+    """(tokens, lefts, rights, ranks): the last merge of the step-wise replay of each token's own string
+    (tokens whose replay merges nothing are left out)."""
+    replay = replay or get_replay(tok, ignore_merges=False)
+    id_to_str = tok.id_to_token
+    out: tuple[list[int], ...] = ([], [], [], [])
+    for t in tids:
+        events = replay._run(id_to_str[t])[2]
+        if events:
+            a, b, _res, r, _pos = events[-1]
+            for col, v in zip(out, (t, a, b, r)):
+                col.append(v)
+    return out
 
 
-def _spine(t: int, split: dict, final_rank: list[int], cache: dict, side: int) -> tuple[tuple[int, int], ...]:
-    """(node, formation rank) down the right (side=1) or left (side=0) edge of a token's merge tree."""
-    hit = cache.get(t)
-    if hit is not None:
-        return hit
-    sp = split.get(t)
-    f = final_rank[t]
-    res = ((t, f),) if sp is None else ((t, f),) + _spine(sp[side], split, final_rank, cache, side)
-    cache[t] = res
-    return res
+def _splits_by_levels(
+    tok: LoadedTokenizer, okn: Any, ids: Any, lens: Any, produced: Any, produced_len: Any
+) -> tuple[Any, Any, Any, Any]:
+    """(tokens, lefts, rights, ranks) as arrays, without replaying: a produced token's split is its only
+    candidate merge whose parts are reachable; where several remain, the one across whose split point no
+    merge can fire before it (the straddle test on the parts' merge-tree spines, `_straddles`; exact when
+    the parts' merge ranks grow along their trees, otherwise the step-wise replay decides). Tokens are
+    handled one string length at a time, so each level's parts are final and everything runs as array code."""
+    n_ids = len(okn)
+    stride = _stride(tok)
+    left, right, result, keep = _merge_arrays(tok, stride)
+    kept = np.flatnonzero(keep)
+    pair_keys = left[kept] * stride + right[kept]
+    by_key = np.argsort(pair_keys)
+    lookup = (pair_keys[by_key], kept[by_key])  # sorted pair keys and their ranks
+    fallback: BPEReplay | None = None  # for the few tokens the arrays cannot decide
+    len_of = np.zeros(n_ids, dtype=np.int64)
+    len_of[ids] = lens
+    # candidate merges: result produced, parts reachable; sorted by (result length, result, rank)
+    safe = [np.where(keep, x, 0) for x in (left, right, result)]
+    cand = np.flatnonzero(keep & okn[safe[0]] & okn[safe[1]] & okn[safe[2]])
+    cand = cand[np.lexsort((cand, result[cand], len_of[result[cand]]))]
+    c_res, c_left, c_right = result[cand], left[cand], right[cand]
+    top = int(lens.max(initial=0)) + 2
+    c_bounds = np.searchsorted(len_of[c_res], np.arange(top))
+    p_bounds = np.searchsorted(produced_len, np.arange(top))
+    has_cand = np.zeros(n_ids, dtype=bool)
+    has_cand[c_res] = True
+
+    tree = _Trees(n_ids)
+    out: list[tuple[Any, Any, Any, Any]] = []
+    for length in range(2, top - 1):
+        lo, hi = int(c_bounds[length]), int(c_bounds[length + 1])
+        undecided = np.zeros(0, dtype=np.int64)  # this level's tokens whose split the replay decides
+        pos = np.zeros(0, dtype=np.int64)  # chosen candidates (positions in `cand`)
+        if hi > lo:
+            res_l, a_l, b_l = c_res[lo:hi], c_left[lo:hi], c_right[lo:hi]
+            starts = np.flatnonzero(np.r_[True, res_l[1:] != res_l[:-1]])
+            counts = np.diff(np.r_[starts, hi - lo])
+            group = np.repeat(np.arange(len(starts)), counts)
+            single = counts[group] == 1
+            # several candidates: test the usable ones (both parts built in rank order) all at once
+            test = np.flatnonzero(~single & tree.mono[a_l] & tree.mono[b_l])
+            ok_rows = test[~tree.straddles(a_l[test], b_l[test], lookup, stride)]
+            # where several pass (not expected), prefer the split whose parts are finished earliest
+            key = np.maximum(tree.fr[a_l[ok_rows]], tree.fr[b_l[ok_rows]])
+            ok_rows = ok_rows[np.lexsort((ok_rows, key, group[ok_rows]))]
+            _g, first = np.unique(group[ok_rows], return_index=True)
+            picked = ok_rows[first]
+            decided = np.zeros(len(starts), dtype=bool)
+            decided[group[picked]] = True
+            pos = np.sort(np.concatenate([np.flatnonzero(single), picked])) + lo
+            undecided = res_l[starts[~decided & (counts > 1)]]
+        # tokens with no candidate, or whose usable candidates all straddle: step-wise replay
+        lvl = produced[p_bounds[length] : p_bounds[length + 1]]
+        rest = np.concatenate([undecided, lvl[~has_cand[lvl]]]).tolist()
+        t_arr, a_arr, b_arr, r_arr = c_res[pos], c_left[pos], c_right[pos], cand[pos]
+        if rest:
+            if fallback is None:
+                fallback = BPEReplay(tok, ignore_merges=False, pairs=(_SortedPairs(*lookup), stride))
+            more = [np.array(x, dtype=np.int64) for x in _final_merges_by_replay(tok, rest, fallback)]
+            t_arr, a_arr, b_arr, r_arr = (
+                np.concatenate([x, y]) for x, y in zip((t_arr, a_arr, b_arr, r_arr), more)
+            )
+        if len(t_arr):
+            tree.add(t_arr, a_arr, b_arr, r_arr)
+            out.append((t_arr, a_arr, b_arr, r_arr))
+    if not out:
+        return tuple(np.zeros(0, dtype=np.int64) for _ in range(4))  # type: ignore[return-value]
+    return tuple(np.concatenate(col) for col in zip(*out))  # type: ignore[return-value]
 
 
-_INF = 1 << 62
+class _Trees:
+    """Merge trees under construction as arrays: split parts, formation rank and monotonicity per id."""
+
+    def __init__(self, n_ids: int) -> None:
+        self.left = np.full(n_ids, -1, dtype=np.int64)
+        self.right = np.full(n_ids, -1, dtype=np.int64)
+        self.fr = np.full(n_ids, -1, dtype=np.int64)  # rank of the merge that makes the token (-1: none)
+        self.mono = np.ones(n_ids, dtype=bool)  # its own run pops merges in increasing rank order
+
+    def add(self, t: Any, a: Any, b: Any, r: Any) -> None:
+        """Record splits t = a + b by merge rank r (parts already recorded)."""
+        fr = self.fr
+        self.mono[t] = self.mono[a] & self.mono[b] & (r > fr[a]) & (r > fr[b])
+        fr[t] = r
+        self.left[t] = a
+        self.right[t] = b
+
+    def spine(self, t: Any, side: Any) -> list[Any]:
+        """Nodes down the right (side = self.right) or left edge of each token's tree, -1 past the end."""
+        nodes = [t]
+        cur = t
+        while True:
+            cur = np.where(cur >= 0, side[np.maximum(cur, 0)], -1)
+            if not (cur >= 0).any():
+                return nodes
+            nodes.append(cur)
+
+    def straddles(self, a: Any, b: Any, lookup: tuple[Any, Any], stride: int) -> Any:
+        """For candidate splits (a | b): does some merge join symbols across the split before both parts
+        are built? Both parts' own runs pop merges in increasing rank order (callers ensure it), so until
+        something joins across the split point each side evolves like its isolated run, in rank order. A
+        pair (A, B) from the left part's right spine and the right part's left spine is adjacent while both
+        exist; its merge fires if its rank comes before A or B is consumed (a rank below the current one
+        fires at once). Ties: the inner merge consuming A starts left of A and wins; the one consuming B
+        starts at B and loses."""
+        out = np.zeros(len(a), dtype=bool)
+        if not len(a):
+            return out
+        keys, ranks = lookup
+        fr = self.fr
+        lefts = self.spine(a, self.right)
+        rights = self.spine(b, self.left)
+        inf = np.iinfo(np.int64).max
+        for i, A in enumerate(lefts):
+            pa = fr[np.maximum(lefts[i - 1], 0)] if i else np.full(len(a), inf)  # when A is consumed
+            for j, B in enumerate(rights):
+                if i == 0 and j == 0:
+                    continue  # the candidate merge itself
+                rows = np.flatnonzero((A >= 0) & (B >= 0) & ~out)
+                if not len(rows):
+                    continue
+                k = A[rows] * stride + B[rows]
+                at = np.minimum(np.searchsorted(keys, k), len(keys) - 1)
+                hit = keys[at] == k
+                rows, r = rows[hit], ranks[at[hit]]
+                pb = fr[np.maximum(rights[j - 1][rows], 0)] if j else np.full(len(rows), inf)
+                pa_r = pa[rows]
+                low = np.maximum(fr[A[rows]], fr[B[rows]])
+                out[rows[(low < pa_r) & (low < pb) & (r < pa_r) & (r <= pb)]] = True
+        return out
 
 
-def _no_straddle(
-    cand: tuple[int, int, int],
-    left: tuple[tuple[int, int], ...],
-    right: tuple[tuple[int, int], ...],
-    mget: Any,
-) -> bool:
-    """True when no merge joins symbols across the candidate's split point before both parts are built.
-
-    Both parts' own runs pop merges in increasing rank order (callers ensure it), so until something joins
-    across the split point each side evolves like its isolated run, in rank order. A pair (A, B) from the
-    left part's right spine and the right part's left spine is adjacent while both exist; its merge fires
-    if its rank comes before A or B is consumed (a rank below the current one fires at once). Ties: the
-    inner merge consuming A starts left of A and wins; the one consuming B starts at B and loses.
-    """
-    _rank, a, b = cand
-    pa = _INF
-    for A, fa in left:
-        pb = _INF
-        for B, fb in right:
-            if A != a or B != b:
-                m = mget((A, B))
-                if m is not None:
-                    r = m[0]
-                    lo = fa if fa > fb else fb
-                    if lo < pa and lo < pb and r < pa and r <= pb:
-                        return False
-            pb = fb
-        pa = fa
-    return True
-
-
-def _strict_unreachable(tok: LoadedTokenizer, status: dict[int, bool]) -> set[int]:
-    """STT-unreachable model ids, minus added tokens, byte-fallback pieces and the unk token."""
+def _strict_unreachable(tok: LoadedTokenizer, failed: Iterable[int]) -> set[int]:
+    """STT-unreachable model ids (from the ids STT does not return whole), minus added tokens,
+    byte-fallback pieces and the unk token."""
     added = set(tok.added_ids)
     added_contents = {a.content for a in tok.added_tokens}
     id_to_str = tok.id_to_token
     out = set()
-    for tid, ok in status.items():
-        if ok or tid in added:
+    for tid in failed:
+        if tid in added:
             continue
         s = id_to_str[tid]
         if s in added_contents or s == tok.unk_token or tok.is_byte_piece(s):
@@ -766,7 +910,7 @@ def merge_candidates_for(tok: LoadedTokenizer, token: str) -> list[tuple[int, st
         ai, bi = rep.vocab.get(a), rep.vocab.get(b)
         if ai is None or bi is None:
             continue
-        m = rep.merge_map.get((ai, bi))
+        m = merge_map(rep.tok).get((ai, bi))
         if m is not None and m[1] == tid:
             out.append((m[0], a, b))
     return sorted(out)

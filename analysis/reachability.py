@@ -50,9 +50,8 @@ CATEGORY_HELP = {
 _SENTINELS = ("\U0010fffd", "\U000f0000", "\uffff", "\ufdd0", "\U000e01ef")
 
 _lock = threading.Lock()
-_STATUS_CACHE: OrderedDict[str, dict[int, list[int]]] = OrderedDict()
+_STATUS_CACHE: OrderedDict[str, STTResult] = OrderedDict()
 _MODEL_CACHE: OrderedDict[str, Any] = OrderedDict()
-_MASK_CACHE: OrderedDict[str, bytearray] = OrderedDict()
 
 
 def _require_bpe(tok: LoadedTokenizer) -> None:
@@ -105,61 +104,73 @@ def stt_tokenize_fn(tok: LoadedTokenizer) -> Callable[[str], list]:
     return lambda s: tokenize(s + sentinel) if s else []
 
 
-def self_tokenize(tok: LoadedTokenizer) -> dict[int, list[int]]:
-    """For every model-vocabulary id, the ids the bare model (ignore_merges off, no dropout) returns."""
+@dataclass(frozen=True)
+class STTResult:
+    """Compact STT outcome: `mask[id] == 1` when the bare model returns exactly [id] for the token's own
+    string; `pieces[id]` holds what it returns instead, for every other model-vocabulary id."""
+
+    mask: bytearray
+    pieces: dict[int, list[int]]
+
+    def tokenization(self, tid: int) -> list[int] | None:
+        """What the bare model returns for token `tid`'s own string (None for ids outside the model)."""
+        if tid < len(self.mask) and self.mask[tid]:
+            return [tid]
+        return self.pieces.get(tid)
+
+
+def stt_result(tok: LoadedTokenizer) -> STTResult:
+    """Run the STT over the model vocabulary once (cached per tokenizer): the reachability mask and the
+    tokenizations of the tokens that are not reachable."""
     _require_bpe(tok)
     with _lock:
         hit = _STATUS_CACHE.get(tok.content_hash)
     if hit is not None:
         return hit
     tokenize, sentinel, shared = _stt_callable(tok)
-    out: dict[int, list[int]] = {}
-    if sentinel:
-        for s, i in tok.vocab.items():
-            r = tokenize(s + sentinel)
-            out[i] = [i] if len(r) == 1 and r[0].id == i else [t.id for t in r]
-    else:
-        for s, i in tok.vocab.items():
-            r = tokenize(s)
-            out[i] = [i] if len(r) == 1 and r[0].id == i else [t.id for t in r]
+    vocab = tok.vocab
+    mask = bytearray(max(tok.id_to_token, default=-1) + 1)
+    other: dict[int, list[int]] = {}
+    # hot loop: one Rust call per token; reachable tokens only set a byte (no list, no dict entry)
+    for s, i in vocab.items():
+        r = tokenize(s + sentinel)
+        if len(r) == 1 and r[0].id == i:
+            mask[i] = 1
+        else:
+            other[i] = [t.id for t in r]
     if shared is not None and hasattr(shared, "_clear_cache"):
         # the Rust word cache stops inserting when full: do not leave it full of vocabulary strings
         shared._clear_cache()
+    res = STTResult(mask, other)
     with _lock:
-        _STATUS_CACHE[tok.content_hash] = out
+        _STATUS_CACHE[tok.content_hash] = res
         while len(_STATUS_CACHE) > 4:
             _STATUS_CACHE.popitem(last=False)
-    return out
+    return res
+
+
+def self_tokenize(tok: LoadedTokenizer) -> dict[int, list[int]]:
+    """For every model-vocabulary id, the ids the bare model (ignore_merges off, no dropout) returns."""
+    res = stt_result(tok)
+    mask, other = res.mask, res.pieces
+    return {i: [i] if mask[i] else other[i] for i in tok.vocab.values()}
 
 
 def self_tokenize_status(tok: LoadedTokenizer) -> dict[int, bool]:
     """id -> True when the bare model returns exactly [id] for the token's own string."""
-    return {i: len(ids) == 1 and ids[0] == i for i, ids in self_tokenize(tok).items()}
+    mask = stt_result(tok).mask
+    return {i: bool(mask[i]) for i in tok.vocab.values()}
 
 
 def reachable_mask(tok: LoadedTokenizer) -> bytearray:
     """mask[id] == 1 when the bare model returns exactly [id] for the token's own string (0 otherwise,
     including ids outside the model vocabulary)."""
-    with _lock:
-        hit = _MASK_CACHE.get(tok.content_hash)
-    if hit is not None:
-        return hit
-    res = self_tokenize(tok)
-    mask = bytearray(max(tok.id_to_token, default=-1) + 1)
-    for i, ids in res.items():
-        if len(ids) == 1 and ids[0] == i:
-            mask[i] = 1
-    with _lock:
-        _MASK_CACHE[tok.content_hash] = mask
-        while len(_MASK_CACHE) > 4:
-            _MASK_CACHE.popitem(last=False)
-    return mask
+    return stt_result(tok).mask
 
 
 def unreachable_ids(tok: LoadedTokenizer, *, ignore_added: bool = True) -> set[int]:
     """Ids of model-vocabulary tokens that STT cannot reach (added tokens excluded by default)."""
-    res = self_tokenize(tok)
-    bad = {i for i, ids in res.items() if ids != [i]}
+    bad = set(stt_result(tok).pieces)
     if ignore_added:
         bad -= set(tok.added_ids)
         added_contents = {a.content for a in tok.added_tokens}
@@ -260,7 +271,7 @@ def stt_report(tok: LoadedTokenizer) -> STTReport:
         hit = _REPORT_CACHE.get(tok.content_hash)
     if hit is not None:
         return hit
-    res = self_tokenize(tok)
+    res = stt_result(tok)
     added_ids = set(tok.added_ids)
     added_contents = {a.content for a in tok.added_tokens}
     id_to_token = tok.id_to_token
@@ -270,7 +281,7 @@ def stt_report(tok: LoadedTokenizer) -> STTReport:
     counts: Counter[str] = Counter()
     for tid in sorted(id_to_token):
         s = id_to_token[tid]
-        pieces = res.get(tid, [])
+        pieces = res.tokenization(tid) or []
         if tid in added_ids or s in added_contents:
             cat = "special"
         elif unk is not None and s == unk:
@@ -308,13 +319,13 @@ def stt_report(tok: LoadedTokenizer) -> STTReport:
 
 def stt_counts(tok: LoadedTokenizer) -> dict[str, int]:
     """Category counts only (no per-token readable forms): the fast path for the CLI/bench."""
-    res = self_tokenize(tok)
+    res = stt_result(tok)
     added_ids = set(tok.added_ids)
     added_contents = {a.content for a in tok.added_tokens}
     unk = tok.unk_token
     counts: Counter[str] = Counter()
     for tid, s in tok.id_to_token.items():
-        pieces = res.get(tid)
+        pieces = res.tokenization(tid)
         if tid in added_ids or s in added_contents:
             counts["special"] += 1
         elif unk is not None and s == unk:
