@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import random
 
+import numpy as np
 import pytest
 from conftest import BPE_TOKENIZERS, flores_lines, load_shared
 
@@ -12,9 +13,11 @@ from analysis import LoadedTokenizer
 from analysis.bpe import (
     BPEReplay,
     MergeEvent,
+    _SortedPairs,
     get_replay,
     iter_tree,
     merge_tree,
+    pair_ranks,
     tree_depth,
     vocabulary_structure,
 )
@@ -250,13 +253,65 @@ def test_vocabulary_structure_llama3_sample_vs_replay(tmp_path, monkeypatch):
     assert vs.unreachable <= vs.leaves and not vs.unreachable & vs.atomic
     rep = BPEReplay(tok, ignore_merges=False)
     rnd = random.Random(1)
-    for t in rnd.sample(sorted(vs.split), 4000):
+    # tokens whose parts are not built in rank order: the array code hands them to the replay
+    odd = [tok.vocab[s] for s in (".:.:.:.:", "Ġnghiá»ĩp", "Ġnghiá»ĩm", "ĠaraÅŁtÄ±r", "ÐµÑĢÐ°ÑĤÑĥÑĢÐ°")]
+    for t in rnd.sample(sorted(vs.split), 4000) + odd:
         a, b, _r, rank, _p = rep._run(tok.id_to_token[t])[2][-1]
         assert vs.split[t] == (a, b) and vs.final_rank[t] == rank
     # disk cache round trip
     vocabulary_structure.__globals__["_STRUCT_CACHE"].clear()
     again = vocabulary_structure(tok)
     assert again.split == vs.split and again.dead_merges == vs.dead_merges
+
+
+def _toy_bpe(vocab: dict[str, int], merges: list[list[str]]) -> LoadedTokenizer:
+    doc = {
+        "version": "1.0",
+        "added_tokens": [],
+        "normalizer": None,
+        "pre_tokenizer": None,
+        "model": {"type": "BPE", "vocab": vocab, "merges": merges},
+    }
+    return LoadedTokenizer.from_document(doc, name="toy")
+
+
+def test_structure_on_toy_merges_with_straddles_and_a_repeated_pair(tmp_path, monkeypatch):
+    """Several candidate splits per token, a merge that straddles the likelier split, a pair listed twice
+    (the Rust map keeps its last rank): the array code must agree with the step-wise replay."""
+    monkeypatch.setenv("TOKLAB_CACHE", str(tmp_path))
+    vocab = {c: i for i, c in enumerate("abcde")}
+    for s in ("bc", "ab", "abc", "cd", "abcd", "de", "bcd", "bcde", "abcde", "cde"):
+        vocab[s] = len(vocab)
+    merges = [
+        ["b", "c"], ["a", "b"], ["ab", "c"], ["c", "d"], ["a", "bc"], ["abc", "d"], ["d", "e"],
+        ["bc", "d"], ["bcd", "e"], ["a", "bcde"], ["ab", "cde"], ["c", "de"], ["a", "b"],
+    ]  # fmt: skip
+    tok = _toy_bpe(vocab, merges)
+    vs = vocabulary_structure(tok, disk_cache=False)
+    assert vs.split == _replayed_structure(tok)
+    assert vs.split[vocab["abc"]] == (vocab["a"], vocab["bc"])  # b+c (rank 0) wins over a+b
+    assert vs.final_rank[vocab["ab"]] == 12  # the repeated pair keeps its last rank
+    rep = BPEReplay(tok, ignore_merges=False)
+    for s in vocab:
+        a, b, _r, rank, _p = rep._run(s)[2][-1] if len(s) > 1 else (0, 0, 0, -1, 0)
+        if len(s) > 1 and vocab[s] in vs.split:
+            assert vs.split[vocab[s]] == (a, b) and vs.final_rank[vocab[s]] == rank
+
+
+def test_sorted_pair_lookup_equals_the_pair_dict():
+    """The replay over sorted key arrays (used for the few tokens the array code cannot decide) equals the
+    dict-backed replay."""
+    tok = load_shared("gpt2")
+    pairs, stride = pair_ranks(tok)
+    keys = np.array(sorted(pairs), dtype=np.int64)
+    sp = _SortedPairs(keys, np.array([pairs[k] for k in keys.tolist()], dtype=np.int64))
+    rnd = random.Random(3)
+    for k in rnd.sample(sorted(pairs), 500) + [0, stride * stride, 12345678]:
+        assert sp.get(k) == pairs.get(k)
+    slow = BPEReplay(tok, ignore_merges=False, pairs=(sp, stride))
+    fast = BPEReplay(tok, ignore_merges=False)
+    for s in rnd.sample(sorted(tok.vocab), 300):
+        assert slow._run(s) == fast._run(s)
 
 
 def test_byte_pieces_are_atomic_not_unreachable(tmp_path, monkeypatch):

@@ -21,6 +21,7 @@ from analysis.reachability import (
     self_tokenize,
     stt_counts,
     stt_report,
+    stt_result,
     stt_tokenize_fn,
     unreachable_ids,
 )
@@ -82,6 +83,20 @@ def test_sentinel_trick_equals_private_model_llama31():
     for w in words:
         assert [t.id for t in fast(w)] == [t.id for t in slow(w)], w
     assert tok.tokenizer.model.ignore_merges is True  # the shared model was never changed
+
+
+@pytest.mark.parametrize("name", ["gpt2", "llama-2"])
+def test_compact_stt_result_equals_the_full_table(name):
+    """stt_result keeps only a mask plus the pieces of unreachable ids; it must say what self_tokenize says."""
+    tok = load_shared(name)
+    res = stt_result(tok)
+    full = self_tokenize(tok)
+    assert set(full) == set(tok.vocab.values())
+    for i, ids in full.items():
+        assert res.tokenization(i) == ids
+        assert bool(res.mask[i]) == (ids == [i])
+    assert set(res.pieces) == {i for i, ids in full.items() if ids != [i]}
+    assert res.tokenization(10**9) is None  # outside the model
 
 
 def test_stt_never_mutates_the_tokenizer():
