@@ -1,0 +1,517 @@
+"""Batch-level dynamic tokenization (Feher, Vulić, Minixhofer, arXiv 2411.18553; methods.md §9).
+
+Every example of a batch is tokenized with the base tokenizer (Rust `encode_batch`, no special tokens, tokens
+as strings). Then, for up to `max_merges` iterations, the adjacent pairs of the whole batch are counted (valid
+pairs only), the most frequent pair is chosen (ties: the pair that occurs first in the batch, i.e. first
+inserted into a fresh counter) and its non-overlapping occurrences are replaced left to right in every
+sequence. There is no vocabulary check: merged strings need not be in any vocabulary.
+
+Pair validity (memoised per pair):
+
+* space-like rule, on the bytes the two tokens stand for: a space-like byte (space, `\\n`, `\\t`; `Ġ Ċ ĉ` in a
+  byte-level vocabulary, `▁` and `<0x0A>`/`<0x09>` in a SentencePiece-style one) may only be the first byte
+  of the concatenation, unless every byte is space-like; a concatenation containing `\\n\\n` is always
+  rejected. For SentencePiece vocabularies this makes `▁` (a word start) a hard left boundary: a merged token
+  never holds a `▁` after its first character, so merges never cross words;
+* added (special) tokens never merge with anything, in every mode;
+* bytes that do not decode as UTF-8 (a partial character) → accepted;
+* `pretokens`: the base pre-tokenizer yields exactly one piece for the decoded concatenation (a tokenizer
+  without a pre-tokenizer, like Llama-2, counts as one piece: the space-like rule is then the boundary);
+* `word`: a whitespace split of the decoded text gives at most one piece;
+* `word_hyphen`: as `word`, and a non-punctuation token joins a punctuation token only if that one is `-`;
+* `sentence`: only the special-token and space-like rules.
+
+The merge loop is incremental: positions are nodes of per-sequence linked lists over one flat array, pair
+counts and a pair → left-positions index are kept up to date, and a merge only touches the neighbours of the
+replaced occurrences. `merge_naive` is the recount-every-iteration baseline (benchmarks and tests).
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from .embeddings import _old_model  # the bare base model (ignore_merges off, no dropout), cached
+from .errors import DataError, UnsupportedTokenizerError
+from .tokenizer import LoadedTokenizer
+
+BOUNDARIES = ("pretokens", "word", "word_hyphen", "sentence")
+SPACE_BYTES = frozenset(b" \n\t")
+_BYTE_PIECE = re.compile(r"<0x([0-9A-Fa-f]{2})>")
+
+
+# --------------------------------------------------------------------------------------------------
+# Validity
+# --------------------------------------------------------------------------------------------------
+def _is_punct(text: str) -> bool:
+    """True when the text (leading whitespace ignored) is made only of punctuation characters."""
+    s = text.lstrip()
+    return bool(s) and all(unicodedata.category(c).startswith("P") for c in s)
+
+
+class PairRules:
+    """Decides (and memoises) whether two adjacent token strings may merge under a boundary mode."""
+
+    def __init__(self, tok: LoadedTokenizer, boundary: str = "pretokens") -> None:
+        """Set up the rules for one tokenizer and boundary mode."""
+        if boundary not in BOUNDARIES:
+            raise DataError(f"unknown boundary {boundary!r}; choose one of {', '.join(BOUNDARIES)}")
+        if tok.model_type == "WordPiece" or tok.continuing_subword_prefix:
+            raise UnsupportedTokenizerError(
+                f"{tok.name}: dynamic tokenization needs a BPE/Unigram tokenizer whose token strings concatenate"
+                " to the text (WordPiece '##' continuation pieces do not)"
+            )
+        self.tok = tok
+        self.boundary = boundary
+        self.specials = frozenset(a.content for a in tok.added_tokens)
+        self.pre_tokenizer = tok.tokenizer.pre_tokenizer if boundary == "pretokens" else None
+        self._bytes: dict[str, bytes] = {}
+        self._memo: dict[tuple[str, str], bool] = {}
+
+    def token_bytes(self, s: str) -> bytes:
+        """The bytes a (possibly merged) token string stands for."""
+        b = self._bytes.get(s)
+        if b is None:
+            if s in self.specials:
+                b = s.encode("utf-8")
+            elif self.tok.is_byte_level or not _BYTE_PIECE.search(s):
+                b = self.tok.token_bytes(s)
+            else:  # SentencePiece string with <0xNN> byte pieces inside (a merged token)
+                out = bytearray()
+                pos = 0
+                for m in _BYTE_PIECE.finditer(s):
+                    if m.start() > pos:
+                        out += self.tok.token_bytes(s[pos : m.start()])
+                    out.append(int(m.group(1), 16))
+                    pos = m.end()
+                if pos < len(s):
+                    out += self.tok.token_bytes(s[pos:])
+                b = bytes(out)
+            self._bytes[s] = b
+        return b
+
+    def remember_merge(self, left: str, right: str) -> str:
+        """The merged string; its bytes are the concatenation of both sides' bytes."""
+        merged = left + right
+        if merged not in self._bytes:
+            self._bytes[merged] = self.token_bytes(left) + self.token_bytes(right)
+        return merged
+
+    def valid(self, left: str, right: str) -> bool:
+        """Whether `left` and `right` may merge (memoised)."""
+        key = (left, right)
+        hit = self._memo.get(key)
+        if hit is None:
+            hit = self._decide(left, right)
+            self._memo[key] = hit
+        return hit
+
+    def _decide(self, left: str, right: str) -> bool:
+        if left in self.specials or right in self.specials:
+            return False
+        lb, rb = self.token_bytes(left), self.token_bytes(right)
+        b = lb + rb
+        if b"\n\n" in b:
+            return False
+        if not all(x in SPACE_BYTES for x in b) and any(x in SPACE_BYTES for x in b[1:]):
+            return False
+        try:
+            text = b.decode("utf-8")
+        except UnicodeDecodeError:
+            return True  # a partial character: accept
+        if self.boundary == "sentence":
+            return True
+        if self.boundary == "pretokens":
+            if self.pre_tokenizer is None:
+                return True
+            return len(self.pre_tokenizer.pre_tokenize_str(text)) == 1
+        if len(text.split()) > 1:
+            return False
+        if self.boundary == "word_hyphen":
+            try:
+                lt, rt = lb.decode("utf-8"), rb.decode("utf-8")
+            except UnicodeDecodeError:
+                return True
+            lp, rp = _is_punct(lt), _is_punct(rt)
+            if lp != rp:
+                punct = lt if lp else rt
+                return punct.strip() == "-"
+        return True
+
+
+# --------------------------------------------------------------------------------------------------
+# Result
+# --------------------------------------------------------------------------------------------------
+@dataclass
+class MergeStep:
+    """One merge of the batch: the pair, its frequency when chosen and how many occurrences were replaced."""
+
+    left: str
+    right: str
+    merged: str
+    count: int
+    replaced: int
+
+
+@dataclass
+class DynamicResult:
+    """Dynamic tokenization of one batch."""
+
+    tokenizer: str
+    boundary: str
+    texts: list[str]
+    base_tokens: list[list[str]]
+    base_ids: list[list[int]]
+    base_offsets: list[list[tuple[int, int]]]
+    tokens: list[list[str]]
+    #: per sequence, the half-open range of base-token indices each merged token covers
+    spans: list[list[tuple[int, int]]]
+    merges: list[MergeStep]
+    #: average sequence length after k merges, k = 0..len(merges)
+    merges2seqlen: list[float]
+    #: True when the loop stopped because no valid pair was left (word/pre-token level reached)
+    exhausted: bool
+    seconds: float = 0.0
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def lengths_before(self) -> list[int]:
+        """Sequence lengths under the base tokenizer."""
+        return [len(s) for s in self.base_tokens]
+
+    @property
+    def lengths_after(self) -> list[int]:
+        """Sequence lengths after the merges."""
+        return [len(s) for s in self.tokens]
+
+    @property
+    def unique_tokens(self) -> list[str]:
+        """The batch vocabulary after merging, in order of first appearance."""
+        return list(dict.fromkeys(t for seq in self.tokens for t in seq))
+
+    @property
+    def reduction_pct(self) -> float:
+        """Relative reduction of the total sequence length, in percent."""
+        before = sum(self.lengths_before)
+        return 100.0 * (1 - sum(self.lengths_after) / before) if before else 0.0
+
+    def reduction_curve(self, relative_to_max: bool = False) -> list[float]:
+        """Reduction % after k merges (of the initial length, or of the maximum reduction when exhausted)."""
+        curve = self.merges2seqlen
+        if not curve or curve[0] == 0:
+            return [0.0 for _ in curve]
+        base = curve[0]
+        denom = (base - curve[-1]) if relative_to_max else base
+        if relative_to_max and not self.exhausted:
+            raise DataError(
+                "the maximum reduction is only known when merging ran until no valid pair was left"
+            )
+        if denom <= 0:
+            return [0.0 for _ in curve]
+        return [100.0 * (base - v) / denom for v in curve]
+
+    def merges_for_reduction(self, target_pct: float, relative_to_max: bool = False) -> int | None:
+        """The fewest merges whose reduction reaches target_pct (None when this run never reaches it)."""
+        for k, r in enumerate(self.reduction_curve(relative_to_max)):
+            if r >= target_pct - 1e-9:
+                return k
+        return None
+
+    def to_json(self) -> dict:
+        """JSON-friendly result."""
+        return {
+            "tokenizer": self.tokenizer,
+            "boundary": self.boundary,
+            "n_sequences": len(self.tokens),
+            "merges_performed": len(self.merges),
+            "exhausted": self.exhausted,
+            "total_before": sum(self.lengths_before),
+            "total_after": sum(self.lengths_after),
+            "reduction_pct": round(self.reduction_pct, 4),
+            "lengths_before": self.lengths_before,
+            "lengths_after": self.lengths_after,
+            "merges": [m.__dict__ for m in self.merges],
+            "merges2seqLen": self.merges2seqlen,
+            "unique_tokens": self.unique_tokens,
+            "tokens": self.tokens,
+            "seconds": round(self.seconds, 6),
+        }
+
+
+# --------------------------------------------------------------------------------------------------
+# Base tokenization
+# --------------------------------------------------------------------------------------------------
+def base_tokenize(
+    tok: LoadedTokenizer, texts: list[str]
+) -> tuple[list[list[str]], list[list[int]], list[list[tuple[int, int]]]]:
+    """Tokens (strings), ids and offsets of every text under the base tokenizer (no special tokens)."""
+    encs = tok.tokenizer.encode_batch(list(texts), add_special_tokens=False)
+    return [e.tokens for e in encs], [e.ids for e in encs], [e.offsets for e in encs]
+
+
+# --------------------------------------------------------------------------------------------------
+# Incremental merging
+# --------------------------------------------------------------------------------------------------
+def merge_incremental(
+    sequences: list[list[str]], rules: PairRules, max_merges: int
+) -> tuple[list[list[str]], list[list[tuple[int, int]]], list[MergeStep], list[float], bool]:
+    """BPE-style merging of a batch with maintained pair counts and a pair → positions index."""
+    n_seq = len(sequences)
+    flat: list[str] = []
+    nxt: list[int] = []
+    prv: list[int] = []
+    end: list[int] = []  # exclusive base index (within the sequence) covered by the node
+    starts: list[int] = []
+    for seq in sequences:
+        base = len(flat)
+        starts.append(base)
+        n = len(seq)
+        for j, t in enumerate(seq):
+            flat.append(t)
+            prv.append(base + j - 1 if j > 0 else -1)
+            nxt.append(base + j + 1 if j < n - 1 else -1)
+            end.append(j + 1)
+    alive = [True] * len(flat)
+    counts: dict[tuple[str, str], int] = {}
+    where: dict[tuple[str, str], set[int]] = {}
+    buckets: dict[int, set[tuple[str, str]]] = {}
+    valid = rules.valid
+    maxc = 0
+
+    def add(pair: tuple[str, str], pos: int) -> None:
+        nonlocal maxc
+        if not valid(*pair):
+            return
+        c = counts.get(pair, 0)
+        if c:
+            buckets[c].discard(pair)
+            where[pair].add(pos)
+        else:
+            where[pair] = {pos}
+        counts[pair] = c + 1
+        buckets.setdefault(c + 1, set()).add(pair)
+        if c + 1 > maxc:
+            maxc = c + 1
+
+    def remove(pair: tuple[str, str], pos: int) -> None:
+        c = counts.get(pair)
+        if not c:
+            return
+        s = where[pair]
+        if pos not in s:
+            return
+        s.discard(pos)
+        buckets[c].discard(pair)
+        if c == 1:
+            del counts[pair]
+            del where[pair]
+        else:
+            counts[pair] = c - 1
+            buckets[c - 1].add(pair)
+
+    for i, t in enumerate(flat):
+        j = nxt[i]
+        if j >= 0:
+            add((t, flat[j]), i)
+    total = sum(len(s) for s in sequences)
+    curve = [total / n_seq if n_seq else 0.0]
+    steps: list[MergeStep] = []
+    exhausted = False
+    for _ in range(max_merges):
+        while maxc > 0 and not buckets.get(maxc):
+            maxc -= 1
+        if maxc == 0:
+            exhausted = True
+            break
+        tied = buckets[maxc]
+        best = next(iter(tied)) if len(tied) == 1 else min(tied, key=lambda p: min(where[p]))
+        chosen_count = maxc
+        left, right = best
+        merged = rules.remember_merge(left, right)
+        replaced = 0
+        for i in sorted(where[best]):
+            if not alive[i] or flat[i] != left:
+                continue
+            j = nxt[i]
+            if j < 0 or flat[j] != right:
+                continue
+            p, n = prv[i], nxt[j]
+            if p >= 0:
+                remove((flat[p], left), p)
+            remove((left, right), i)
+            if n >= 0:
+                remove((right, flat[n]), j)
+            flat[i] = merged
+            alive[j] = False
+            nxt[i] = n
+            if n >= 0:
+                prv[n] = i
+            end[i] = end[j]
+            if p >= 0:
+                add((flat[p], merged), p)
+            if n >= 0:
+                add((merged, flat[n]), i)
+            replaced += 1
+        total -= replaced
+        steps.append(MergeStep(left, right, merged, chosen_count, replaced))
+        curve.append(total / n_seq)
+    else:
+        exhausted = not counts
+    out_tokens: list[list[str]] = []
+    out_spans: list[list[tuple[int, int]]] = []
+    for s, seq in zip(starts, sequences):
+        toks: list[str] = []
+        spans: list[tuple[int, int]] = []
+        i = s if seq else -1
+        while i >= 0:
+            toks.append(flat[i])
+            spans.append((i - s, end[i]))
+            i = nxt[i]
+        out_tokens.append(toks)
+        out_spans.append(spans)
+    return out_tokens, out_spans, steps, curve, exhausted
+
+
+def merge_naive(
+    sequences: list[list[str]], rules: PairRules, max_merges: int
+) -> tuple[list[list[str]], list[MergeStep], list[float], bool]:
+    """The baseline: recount every valid pair of the batch at every iteration (Algorithm 1 as written)."""
+    seqs = [list(s) for s in sequences]
+    n_seq = len(seqs)
+    total = sum(len(s) for s in seqs)
+    curve = [total / n_seq if n_seq else 0.0]
+    steps: list[MergeStep] = []
+    for _ in range(max_merges):
+        freqs: Counter[tuple[str, str]] = Counter()
+        for s in seqs:
+            for pair in zip(s, s[1:]):
+                if rules.valid(*pair):
+                    freqs[pair] += 1
+        if not freqs:
+            return seqs, steps, curve, True
+        best, count = max(freqs.items(), key=lambda kv: kv[1])  # ties: the first inserted
+        merged = rules.remember_merge(*best)
+        replaced = 0
+        for k, s in enumerate(seqs):
+            out: list[str] = []
+            i = 0
+            while i < len(s):
+                if i + 1 < len(s) and s[i] == best[0] and s[i + 1] == best[1]:
+                    out.append(merged)
+                    i += 2
+                    replaced += 1
+                else:
+                    out.append(s[i])
+                    i += 1
+            seqs[k] = out
+        total -= replaced
+        steps.append(MergeStep(best[0], best[1], merged, count, replaced))
+        curve.append(total / n_seq)
+    exhausted = not any(rules.valid(a, b) for s in seqs for a, b in zip(s, s[1:]))
+    return seqs, steps, curve, exhausted
+
+
+# --------------------------------------------------------------------------------------------------
+# Entry point
+# --------------------------------------------------------------------------------------------------
+def dynamic_tokenize(
+    tok: LoadedTokenizer, texts: list[str], max_merges: int = 100, boundary: str = "pretokens"
+) -> DynamicResult:
+    """Tokenize a batch with the base tokenizer, then merge its most frequent valid pairs up to max_merges times."""
+    import time
+
+    texts = [t for t in texts if isinstance(t, str)]
+    if not texts:
+        raise DataError("dynamic tokenization needs at least one text in the batch")
+    if max_merges < 0:
+        raise DataError("the number of merges cannot be negative")
+    rules = PairRules(tok, boundary)
+    base_tokens, base_ids, base_offsets = base_tokenize(tok, texts)
+    t0 = time.perf_counter()
+    tokens, spans, steps, curve, exhausted = merge_incremental(base_tokens, rules, max_merges)
+    seconds = time.perf_counter() - t0
+    return DynamicResult(
+        tokenizer=tok.name,
+        boundary=boundary,
+        texts=list(texts),
+        base_tokens=base_tokens,
+        base_ids=base_ids,
+        base_offsets=[[tuple(o) for o in offs] for offs in base_offsets],
+        tokens=tokens,
+        spans=spans,
+        merges=steps,
+        merges2seqlen=curve,
+        exhausted=exhausted,
+        seconds=seconds,
+    )
+
+
+def merged_offsets(result: DynamicResult, k: int) -> list[tuple[int, int]]:
+    """Character offsets of sequence k's merged tokens (first base token's start, last one's end)."""
+    offs = result.base_offsets[k]
+    return [(offs[a][0], offs[b - 1][1]) for a, b in result.spans[k]]
+
+
+# --------------------------------------------------------------------------------------------------
+# FVT embeddings
+# --------------------------------------------------------------------------------------------------
+def fvt_pieces(tok: LoadedTokenizer, token: str, _model: Any = None) -> list[int]:
+    """The base ids whose embedding rows FVT averages for a (merged) token string: `model.tokenize` of it.
+
+    A SentencePiece string's `<0xNN>` byte pieces map to their own ids; the text between goes through the
+    bare model (ignore_merges off, no dropout). Added tokens map to their own id.
+    """
+    added = {a.content: a.id for a in tok.added_tokens}
+    if token in added:
+        return [added[token]]
+    model = _model if _model is not None else _old_model(tok)
+    if tok.is_byte_level or not _BYTE_PIECE.search(token):
+        return [t.id for t in model.tokenize(token)]
+    ids: list[int] = []
+    pos = 0
+    vocab = tok.vocab
+    for m in _BYTE_PIECE.finditer(token):
+        if m.start() > pos:
+            ids += [t.id for t in model.tokenize(token[pos : m.start()])]
+        piece = f"<0x{m.group(1).upper()}>"
+        if piece in vocab:
+            ids.append(vocab[piece])
+        else:
+            ids += [t.id for t in model.tokenize(m.group(0))]
+        pos = m.end()
+    if pos < len(token):
+        ids += [t.id for t in model.tokenize(token[pos:])]
+    return ids
+
+
+def fvt_embeddings(tok: LoadedTokenizer, tokens: list[str], matrix: Any) -> Any:
+    """FVT rows for token strings: the mean of the matrix rows of each one's base pieces (torch or numpy in/out).
+
+    A token with no pieces or a piece id outside the matrix gets the unk row (the mean of all rows when the
+    tokenizer has no unk token or it lies outside the matrix).
+    """
+    is_torch = type(matrix).__module__.startswith("torch")
+    arr = matrix.detach().cpu().float().numpy() if is_torch else np.asarray(matrix)
+    if arr.ndim != 2:
+        raise DataError(f"the embedding matrix must be 2-D, got shape {arr.shape}")
+    n_rows = arr.shape[0]
+    unk_id = tok.vocab.get(tok.unk_token) if tok.unk_token else None
+    fallback = arr[unk_id] if unk_id is not None and unk_id < n_rows else arr.mean(axis=0)
+    model = _old_model(tok)
+    out = np.empty((len(tokens), arr.shape[1]), dtype=np.result_type(arr.dtype, np.float32))
+    for r, t in enumerate(tokens):
+        ids = fvt_pieces(tok, t, model)
+        if not ids or max(ids) >= n_rows or min(ids) < 0:
+            out[r] = fallback
+        else:
+            out[r] = arr[ids].mean(axis=0)
+    if is_torch:
+        import torch
+
+        return torch.from_numpy(out).to(dtype=matrix.dtype, device=matrix.device)
+    return out.astype(arr.dtype, copy=False) if np.issubdtype(arr.dtype, np.floating) else out
