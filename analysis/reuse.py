@@ -1,0 +1,833 @@
+"""R-BPE token reuse (Hamdan et al., EMNLP 2025; methods.md §8), implemented from the paper and the spec.
+
+Pipeline: classify the vocabulary by Unicode *blocks* → choose reusable classes (not preserved, smallest first
+until the threshold h) → drop training samples that contain reusable characters → train a byte-level BPE on
+the target-language segments → map every new token to an old id (same string → same id, otherwise a reusable
+id, both in sorted order) → encode target-script segments with the new tokenizer and everything else with the
+old one → decode by grouping ids by "mapped", with the 1–4-token window pass for partial UTF-8.
+
+The model's embedding matrix keeps its size: every id the reuse tokenizer emits is an old id.
+Differences from the reference (deliberate): the id assignment is sorted (deterministic), the excluded
+"special + byte" ids are derived from the tokenizer (no hard-coded ≤263), Greek blocks are merged like
+Arabic/CJK/Latin, the new tokenizer is trained only on the target-script segments it will see at encode time,
+and the paper's hand-made Arabic normalisation map is not applied (its rules are not published).
+"""
+
+from __future__ import annotations
+
+import bisect
+import gzip
+import json
+import re
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import tokenizers
+from tokenizers import pre_tokenizers
+from tokenizers.trainers import BpeTrainer
+
+from .errors import DataError, UnsupportedTokenizerError
+from .tokenizer import LoadedTokenizer
+
+BLOCKS_TSV = Path(__file__).resolve().parents[1] / "assets" / "unicode_blocks.tsv"
+MAPPING_FILE = "rbpe_mapping.json"
+FORMAT = "tokenizer-lab/r-bpe"
+REPLACEMENT = "\ufffd"
+#: Block-name families merged into one `X_merged` label.
+MERGED_FAMILIES = ("Arabic", "CJK", "Greek", "Latin")
+#: Script keywords whose classes can never be reused (besides the preserved ones).
+NON_SCRIPTS = {"COMMON", "INHERITED", "BRAILLE", "UNKNOWN"}
+#: Preserving any of these preserves all East-Asian blocks (Han, kana, Hangul, Bopomofo).
+CJK_ALIASES = {
+    "cjk",
+    "han",
+    "chinese",
+    "japanese",
+    "korean",
+    "hangul",
+    "hiragana",
+    "katakana",
+    "bopomofo",
+    "kana",
+}
+CJK_KEYWORDS = (
+    "CJK",
+    "BOPOMOFO",
+    "HANGUL",
+    "HIRAGANA",
+    "KATAKANA",
+    "KANA",
+    "KANBUN",
+    "KANGXI",
+    "IDEOGRAPHIC",
+)
+#: FLORES languages tried (in order) for the "reused script now decodes as the target" demonstration.
+DEMO_LANGS = (
+    "rus_Cyrl",
+    "kor_Hang",
+    "hin_Deva",
+    "tha_Thai",
+    "heb_Hebr",
+    "hye_Armn",
+    "kat_Geor",
+    "amh_Ethi",
+    "zho_Hans",
+    "jpn_Jpan",
+    "ell_Grek",
+)
+Progress = Callable[[str, float], None]
+
+
+# ---------------------------------------------------------------------------------------------- blocks
+@dataclass(frozen=True)
+class Block:
+    """One Unicode block: inclusive code-point range and name."""
+
+    start: int
+    end: int
+    name: str
+
+
+@cache
+def unicode_blocks() -> tuple[Block, ...]:
+    """The Unicode 17 block table (assets/unicode_blocks.tsv), sorted by start."""
+    out = []
+    for line in BLOCKS_TSV.read_text(encoding="utf-8").splitlines():
+        if not line.strip() or line.startswith("#"):
+            continue
+        a, b, name = line.split("\t")
+        out.append(Block(int(a, 16), int(b, 16), name))
+    return tuple(sorted(out, key=lambda b: b.start))
+
+
+@cache
+def _starts() -> list[int]:
+    return [b.start for b in unicode_blocks()]
+
+
+@cache
+def block_of(ch: str) -> str | None:
+    """The Unicode block name of one character (None for unassigned code points)."""
+    cp = ord(ch)
+    i = bisect.bisect_right(_starts(), cp) - 1
+    if i >= 0:
+        b = unicode_blocks()[i]
+        if b.start <= cp <= b.end:
+            return b.name
+    return None
+
+
+def _words(name: str) -> list[str]:
+    return re.sub(r"[-_]", " ", name).split()
+
+
+def block_label(block: str) -> str:
+    """The class label of a block: Arabic/CJK/Greek/Latin blocks merge into `X_merged`, others keep their name."""
+    words = _words(block)
+    for fam in MERGED_FAMILIES:
+        if fam in words:
+            return f"{fam}_merged"
+    return block
+
+
+def label_blocks(label: str) -> frozenset[str]:
+    """Block names covered by one class label."""
+    names = [b.name for b in unicode_blocks()]
+    if label.endswith("_merged"):
+        return frozenset(n for n in names if block_label(n) == label)
+    if label == "Katakana_Hiragana":
+        return frozenset(n for n in names if n.startswith(("Hiragana", "Katakana")))
+    return frozenset({label}) if label in names else frozenset()
+
+
+@cache
+def _char_label(ch: str) -> str | None:
+    if ch == "\u2581":
+        return None
+    b = block_of(ch)
+    if b is None or b == "General Punctuation":
+        return None
+    return block_label(b)
+
+
+def text_labels(text: str) -> tuple[str, ...]:
+    """Sorted class labels of a string (General Punctuation and ▁ skipped; kana absorbs CJK)."""
+    if text.isascii():
+        return ("Latin_merged",) if text else ()
+    labels = {lab for lab in map(_char_label, text) if lab is not None}
+    if len(labels) > 1 and labels & {"Hiragana", "Katakana", "Katakana Phonetic Extensions"}:
+        labels.discard("CJK_merged")
+        if labels <= {"Hiragana", "Katakana", "Katakana Phonetic Extensions"}:
+            return ("Katakana_Hiragana",)
+    return tuple(sorted(labels))
+
+
+def class_name(labels: Sequence[str]) -> str | None:
+    """The class of a token with these labels: one label, labels joined with `_` (mixed), or None."""
+    return "_".join(labels) if labels else None
+
+
+# ------------------------------------------------------------------------------------- classification
+@dataclass
+class VocabClasses:
+    """The vocabulary partitioned by Unicode-block class (step 1)."""
+
+    classes: dict[str, list[int]]
+    labels: dict[str, tuple[str, ...]]
+    unclassified: list[int]
+    special_ids: list[int]
+    byte_ids: list[int]
+    replacement_ids: list[int]
+
+    def counts(self) -> dict[str, int]:
+        """Class → number of token ids, largest first (ties by name)."""
+        return dict(sorted(((k, len(v)) for k, v in self.classes.items()), key=lambda kv: (-kv[1], kv[0])))
+
+
+def standalone_text(tok: LoadedTokenizer, token: str) -> str:
+    """What one vocabulary token decodes to on its own (partial UTF-8 → U+FFFD)."""
+    return tok.token_bytes(token).decode("utf-8", errors="replace")
+
+
+_CLASS_CACHE: dict[str, VocabClasses] = {}
+
+
+def classify_vocab(tok: LoadedTokenizer) -> VocabClasses:
+    """Classify every model-vocabulary id by the Unicode blocks of its standalone decoding (stripped); cached."""
+    key = tok.content_hash
+    if key not in _CLASS_CACHE:
+        if len(_CLASS_CACHE) >= 4:
+            _CLASS_CACHE.pop(next(iter(_CLASS_CACHE)))
+        _CLASS_CACHE[key] = _classify(tok)
+    return _CLASS_CACHE[key]
+
+
+def _classify(tok: LoadedTokenizer) -> VocabClasses:
+    classes: dict[str, list[int]] = {}
+    labels: dict[str, tuple[str, ...]] = {}
+    unclassified: list[int] = []
+    byte_ids: list[int] = []
+    replacement: list[int] = []
+    added = tok.added_ids
+    for token, tid in sorted(tok.vocab.items(), key=lambda kv: kv[1]):
+        if tid in added:
+            continue
+        raw = tok.token_bytes(token)
+        if len(raw) == 1:
+            byte_ids.append(tid)
+        text = raw.decode("utf-8", errors="replace")
+        if REPLACEMENT in text:
+            replacement.append(tid)
+        labs = text_labels(text.strip())
+        name = class_name(labs)
+        if name is None:
+            unclassified.append(tid)
+            continue
+        classes.setdefault(name, []).append(tid)
+        labels[name] = labs
+    return VocabClasses(classes, labels, unclassified, sorted(added), byte_ids, replacement)
+
+
+# ------------------------------------------------------------------------------------------- choice
+@cache
+def script_names() -> tuple[str, ...]:
+    """Unicode script names (upper case, no spaces) as known to the `regex` module, minus Common/Inherited/Braille."""
+    import regex._regex_core as core  # the regex module ships the Unicode Script property values
+
+    _, values = core.PROPERTIES["SCRIPT"]
+    longest: dict[int, str] = {}
+    for k, v in values.items():
+        if len(k) > len(longest.get(v, "")):
+            longest[v] = k
+    return tuple(sorted(n for n in longest.values() if n not in NON_SCRIPTS and len(n) >= 2))
+
+
+def _norm(s: str) -> str:
+    return re.sub(r"[^A-Z0-9]", "", s.upper())
+
+
+def is_eligible(name: str) -> bool:
+    """Whether a class names a script (any Unicode script except Common/Inherited/Braille, plus CJK/Dingbats)."""
+    words = [_norm(w) for w in _words(name)]
+    if "CJK" in words or "DINGBATS" in words:
+        return True
+    scripts = set(script_names())
+    joins = {"".join(words[i:j]) for i in range(len(words)) for j in range(i + 1, len(words) + 1)}
+    return bool(joins & scripts)
+
+
+def script_blocks(script: str) -> frozenset[str]:
+    """Block names that belong to a script named by the user (`arabic`, `latin`, `cjk`, `cyrillic` …)."""
+    key = _norm(script)
+    if not key:
+        return frozenset()
+    if script.strip().lower() in CJK_ALIASES:
+        kws = CJK_KEYWORDS
+    else:
+        kws = (key,)
+    return frozenset(b.name for b in unicode_blocks() if any(k in _norm(b.name) for k in kws))
+
+
+@dataclass
+class ReusePlan:
+    """Which classes and ids are reused (step 2)."""
+
+    target: str
+    preserved: tuple[str, ...]
+    min_reusable: int
+    eligible: dict[str, int]
+    selected: dict[str, int]
+    preserved_classes: list[str]
+    reusable_ids: list[int]
+    reusable_blocks: list[str]
+    target_blocks: list[str]
+
+    @property
+    def reusable_count(self) -> int:
+        """Number of reusable ids."""
+        return len(self.reusable_ids)
+
+    def summary(self) -> dict[str, Any]:
+        """JSON-ready summary."""
+        return {
+            "target": self.target,
+            "preserved": list(self.preserved),
+            "min_reusable": self.min_reusable,
+            "selected_classes": self.selected,
+            "n_selected_classes": len(self.selected),
+            "n_eligible_classes": len(self.eligible),
+            "reusable_count": self.reusable_count,
+            "reusable_blocks": self.reusable_blocks,
+            "target_blocks": self.target_blocks,
+        }
+
+
+def choose_reusable(
+    vc: VocabClasses,
+    target: str = "arabic",
+    preserved: Sequence[str] = ("latin", "greek"),
+    min_reusable: int = 20000,
+) -> ReusePlan:
+    """Pick reusable classes: eligible, no block of a preserved script, smallest first until ≥ min_reusable ids."""
+    target_blocks = script_blocks(target)
+    if not target_blocks:
+        raise DataError(f"unknown target script {target!r} (expected e.g. arabic, hebrew, cyrillic)")
+    keep = set(target_blocks)
+    pres = tuple(sorted({p.strip().lower() for p in preserved if p.strip()}))
+    for p in pres:
+        blocks = script_blocks(p)
+        if not blocks:
+            raise DataError(f"unknown preserved script {p!r}")
+        keep |= blocks
+    protected = set(vc.special_ids) | set(vc.byte_ids)
+    eligible: dict[str, int] = {}
+    preserved_classes: list[str] = []
+    for name in sorted(vc.classes):
+        if not is_eligible(name):
+            continue
+        blocks = set().union(*(label_blocks(lab) for lab in vc.labels[name]))
+        if blocks & keep:
+            preserved_classes.append(name)
+            continue
+        n = sum(1 for i in vc.classes[name] if i not in protected)
+        if n:
+            eligible[name] = n
+    selected: dict[str, int] = {}
+    total = 0
+    for name, n in sorted(eligible.items(), key=lambda kv: (kv[1], kv[0])):
+        if total >= min_reusable:
+            break
+        selected[name] = n
+        total += n
+    ids = sorted(i for name in selected for i in vc.classes[name] if i not in protected)
+    rblocks = sorted(set().union(*(label_blocks(lab) for name in selected for lab in vc.labels[name])) - keep)
+    return ReusePlan(
+        target, pres, min_reusable, eligible, selected, preserved_classes, ids, rblocks, sorted(target_blocks)
+    )
+
+
+# ------------------------------------------------------------------------------------------ segmenting
+def char_class(block_names: Iterable[str]) -> str:
+    """A regex character class matching every code point of the given blocks."""
+    names = set(block_names)
+    parts = [
+        f"\\U{b.start:08x}-\\U{b.end:08x}" if b.start != b.end else f"\\U{b.start:08x}"
+        for b in unicode_blocks()
+        if b.name in names
+    ]
+    return "[" + "".join(parts) + "]" if parts else "[^\\s\\S]"
+
+
+def segment(text: str, target_re: re.Pattern) -> list[tuple[str, bool]]:
+    """Split text into (segment, is_target) runs; whitespace joins the current run (leading whitespace the first)."""
+    out: list[tuple[str, bool]] = []
+    pos = 0
+    for m in target_re.finditer(text):
+        if m.start() > pos:
+            out.append((text[pos : m.start()], False))
+        out.append((m.group(), True))
+        pos = m.end()
+    if pos < len(text):
+        out.append((text[pos:], False))
+    if len(out) >= 2 and not out[0][1] and out[1][1] and not out[0][0].strip():
+        out[:2] = [(out[0][0] + out[1][0], True)]
+    return out
+
+
+def target_regex(target_blocks: Iterable[str]) -> re.Pattern:
+    """Regex of one target segment: a target char followed by target chars and whitespace."""
+    cc = char_class(target_blocks)
+    return re.compile(f"{cc}(?:{cc}|\\s)*")
+
+
+# -------------------------------------------------------------------------------------------- data
+def clean_texts(texts: Iterable[str], reusable_blocks: Iterable[str]) -> Iterator[str]:
+    """Drop every sample that contains a character of a reusable block (step 3)."""
+    bad = re.compile(char_class(reusable_blocks))
+    for t in texts:
+        if not bad.search(t):
+            yield t
+
+
+def wordfreq_texts(path: str | Path, scale: float = 1000.0, max_words: int | None = 200_000) -> Iterator[str]:
+    """Lines of space-separated words from a `word<TAB>count` list, each word repeated ≈ count/scale times (≥ 1)."""
+    opener = gzip.open if str(path).endswith(".gz") else open
+    with opener(path, "rt", encoding="utf-8") as fh:
+        for k, line in enumerate(fh):
+            if max_words is not None and k >= max_words:
+                break
+            parts = line.rstrip("\n").split("\t")
+            if len(parts) != 2 or not parts[0].strip():
+                continue
+            try:
+                n = max(1, round(float(parts[1]) / scale))
+            except ValueError:
+                continue
+            w = parts[0].strip()
+            while n > 0:
+                k2 = min(n, 64)
+                yield " " + " ".join([w] * k2)
+                n -= k2
+
+
+def target_training_texts(
+    lang: str = "arb_Arab",
+    *,
+    flores_train: bool = True,
+    corpora: bool = True,
+    max_words: int | None = 200_000,
+) -> list[str]:
+    """Target-language training text: FLORES train split + shared corpora (prose, UI strings, word frequencies)."""
+    from .corpora import assets_dir, flores_split
+
+    texts: list[str] = []
+    if flores_train:
+        texts += flores_split(lang)[0]
+    if corpora:
+        root = assets_dir() / "corpora" / "text"
+        for name in (f"{lang}.txt.gz", f"{lang}.ui.txt.gz"):
+            p = root / name
+            if p.is_file():
+                with gzip.open(p, "rt", encoding="utf-8") as fh:
+                    texts += [ln.rstrip("\n") for ln in fh if ln.strip()]
+        wf = root / f"{lang}.wordfreq.tsv.gz"
+        if wf.is_file() and (max_words is None or max_words > 0):
+            texts += list(wordfreq_texts(wf, max_words=max_words))
+    if not texts:
+        raise DataError(f"no training text found for {lang}")
+    return texts
+
+
+# ------------------------------------------------------------------------------------------ training
+def _check_supported(tok: LoadedTokenizer) -> None:
+    if tok.model_type != "BPE" or not tok.is_byte_level:
+        raise UnsupportedTokenizerError(
+            f"{tok.name}: R-BPE token reuse needs a byte-level BPE tokenizer (GPT-2/Llama-3/Qwen style); "
+            f"this one is {tok.flavour}"
+        )
+
+
+def train_target_bpe(
+    tok: LoadedTokenizer, segments: Iterable[str], vocab_size: int, *, min_frequency: int = 2
+) -> tokenizers.Tokenizer:
+    """Train the new byte-level BPE (old normalizer/pre-tokenizer/decoder, byte alphabet, old specials) (step 4)."""
+    _check_supported(tok)
+    doc = {
+        "version": "1.0",
+        "truncation": None,
+        "padding": None,
+        "added_tokens": [],
+        "normalizer": tok.normalizer,
+        "pre_tokenizer": tok.pre_tokenizer,
+        "post_processor": None,
+        "decoder": tok.decoder,
+        "model": {
+            "type": "BPE",
+            "dropout": None,
+            "unk_token": None,
+            "continuing_subword_prefix": None,
+            "end_of_word_suffix": None,
+            "fuse_unk": False,
+            "byte_fallback": False,
+            "ignore_merges": False,
+            "vocab": {},
+            "merges": [],
+        },
+    }
+    new = tokenizers.Tokenizer.from_str(json.dumps(doc))
+    specials = [a.content for a in sorted(tok.added_tokens, key=lambda a: a.id) if a.special]
+    trainer = BpeTrainer(
+        vocab_size=vocab_size + len(specials),
+        min_frequency=min_frequency,
+        special_tokens=specials,
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
+    new.train_from_iterator(segments, trainer=trainer)
+    return new
+
+
+def build_id_maps(
+    tok: LoadedTokenizer, new: tokenizers.Tokenizer, reusable_ids: Sequence[int]
+) -> tuple[dict[int, int], list[int]]:
+    """new id → old id (same string → same id; new-only tokens, sorted, → free reusable ids, sorted) (step 5).
+
+    Returns (new_to_old, reused old ids)."""
+    old_ids = dict(tok.vocab)
+    for a in tok.added_tokens:
+        old_ids[a.content] = a.id
+    common: dict[int, int] = {}
+    new_only: list[int] = []
+    for token, nid in sorted(new.get_vocab(with_added_tokens=True).items(), key=lambda kv: kv[1]):
+        if token in old_ids:
+            common[nid] = old_ids[token]
+        else:
+            new_only.append(nid)
+    taken = set(common.values())
+    free = sorted(set(reusable_ids) - taken)
+    if len(new_only) > len(free):
+        raise DataError(f"{len(new_only)} new tokens but only {len(free)} reusable ids")
+    new_to_old = dict(common)
+    reused = free[: len(new_only)]
+    new_to_old.update(zip(new_only, reused))
+    return new_to_old, reused
+
+
+# ------------------------------------------------------------------------------------------ tokenizer
+@dataclass
+class ReuseTokenizer:
+    """An R-BPE tokenizer: old + new tokenizer and the id maps; emits only old ids."""
+
+    old: LoadedTokenizer
+    new: tokenizers.Tokenizer
+    new_to_old: dict[int, int]
+    target_blocks: list[str]
+    replacement_ids: frozenset[int]
+    reused_ids: frozenset[int]
+    info: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.old_to_new = {o: n for n, o in self.new_to_old.items()}
+        self._target_re = target_regex(self.target_blocks)
+        size = max(self.new_to_old, default=-1) + 1
+        self._n2o = [self.new_to_old.get(i, -1) for i in range(size)]
+
+    @property
+    def vocab_size(self) -> int:
+        """Vocabulary size of the model (the old tokenizer's, unchanged)."""
+        return self.old.vocab_size
+
+    # ---------------------------------------------------------------- encode
+    def segments(self, text: str) -> list[tuple[str, bool]]:
+        """The (segment, is_target) runs of a text."""
+        return segment(text, self._target_re)
+
+    def encode_batch(self, texts: Sequence[str]) -> list[list[int]]:
+        """Encode texts (no special tokens): target segments via the new tokenizer + map, the rest via the old."""
+        segs = [self.segments(t) for t in texts]
+        tgt = [s for ss in segs for s, is_t in ss if is_t]
+        oth = [s for ss in segs for s, is_t in ss if not is_t]
+        n2o = self._n2o
+        tgt_ids = iter(
+            [[n2o[i] for i in e.ids] for e in self.new.encode_batch(tgt, add_special_tokens=False)]
+        )
+        oth_ids = iter([e.ids for e in self.old.tokenizer.encode_batch(oth, add_special_tokens=False)])
+        out = []
+        for ss in segs:
+            ids: list[int] = []
+            for _, is_t in ss:
+                ids.extend(next(tgt_ids) if is_t else next(oth_ids))
+            out.append(ids)
+        return out
+
+    def encode(self, text: str) -> list[int]:
+        """Encode one text (no special tokens)."""
+        return self.encode_batch([text])[0]
+
+    def encode_with_offsets(self, text: str) -> tuple[list[int], list[tuple[int, int]], list[bool]]:
+        """Ids, character offsets into text, and whether each id came from the new tokenizer."""
+        ids: list[int] = []
+        offs: list[tuple[int, int]] = []
+        from_new: list[bool] = []
+        pos = 0
+        for seg, is_t in self.segments(text):
+            enc = (self.new if is_t else self.old.tokenizer).encode(seg, add_special_tokens=False)
+            for i, (a, b) in zip(enc.ids, enc.offsets):
+                ids.append(self._n2o[i] if is_t else i)
+                offs.append((pos + a, pos + b))
+                from_new.append(is_t)
+            pos += len(seg)
+        return ids, offs, from_new
+
+    # ---------------------------------------------------------------- decode
+    def _dec_old(self, ids: Sequence[int], skip: bool) -> str:
+        return self.old.tokenizer.decode(list(ids), skip_special_tokens=skip)
+
+    def _dec_new(self, ids: Sequence[int], skip: bool) -> str:
+        return self.new.decode([self.old_to_new[i] for i in ids], skip_special_tokens=skip)
+
+    def _join(self, segs: list[list[Any]], skip: bool) -> str:
+        return "".join(self._dec_new(s, skip) if m else self._dec_old(s, skip) for m, s in segs)
+
+    def decode(self, ids: Sequence[int], skip_special_tokens: bool = False) -> str:
+        """Decode old ids: mapped runs via the new tokenizer, others via the old; window pass if U+FFFD appears."""
+        ids = list(ids)
+        o2n = self.old_to_new
+        segs: list[list[Any]] = []
+        for t in ids:
+            m = t in o2n
+            if segs and segs[-1][0] == m:
+                segs[-1][1].append(t)
+            else:
+                segs.append([m, [t]])
+        text = self._join(segs, skip_special_tokens)
+        if REPLACEMENT not in text:
+            return text
+        return self._join(self._window_segments(ids, skip_special_tokens), skip_special_tokens)
+
+    def _window_segments(self, ids: list[int], skip: bool) -> list[list[Any]]:
+        """Second pass: a token that decodes to U+FFFD alone is grouped with up to 3 following tokens."""
+        o2n, reused = self.old_to_new, self.reused_ids
+        segs: list[list[Any]] = []
+        i, n = 0, len(ids)
+        while i < n:
+            t = ids[i]
+            if t in self.replacement_ids:
+                accepted = 0
+                for w in range(1, 5):
+                    if i + w > n:
+                        break
+                    win = ids[i : i + w]
+                    cur = segs[-1] if segs else None
+                    if any(x not in o2n for x in win) or (cur is not None and not cur[0]):
+                        if any(x in reused for x in win):
+                            continue
+                        prefix = cur[1] if cur is not None and not cur[0] else []
+                        ok = REPLACEMENT not in self._dec_old(prefix + win, skip)
+                        mapped = False
+                    else:
+                        prefix = cur[1] if cur is not None and cur[0] else []
+                        ok = REPLACEMENT not in self._dec_new(prefix + win, skip)
+                        mapped = True
+                    if ok:
+                        if prefix:
+                            cur[1].extend(win)  # type: ignore[index]
+                        else:
+                            segs.append([mapped, list(win)])
+                        accepted = w
+                        break
+                if accepted:
+                    i += accepted
+                    continue
+            m = t in o2n
+            if segs and segs[-1][0] == m:
+                segs[-1][1].append(t)
+            else:
+                segs.append([m, [t]])
+            i += 1
+        return segs
+
+    # ---------------------------------------------------------------- save / load
+    def mapping_document(self) -> dict[str, Any]:
+        """The JSON mapping file (format, id maps, target blocks, replacement ids, build info)."""
+        return {
+            "format": FORMAT,
+            "version": 1,
+            "target_blocks": self.target_blocks,
+            "new_to_old": sorted([n, o] for n, o in self.new_to_old.items()),
+            "reused_ids": sorted(self.reused_ids),
+            "replacement_ids": sorted(self.replacement_ids),
+            "info": self.info,
+        }
+
+    def files(self) -> dict[str, bytes]:
+        """Relative path → bytes of the saved folder (old_tokenizer/, new_tokenizer/, the mapping JSON)."""
+        from .export import folder_files
+
+        out = {
+            f"old_tokenizer/{k}": v for k, v in folder_files(self.old, base_config=self.old.config).items()
+        }
+        out["new_tokenizer/tokenizer.json"] = self.new.to_str().encode("utf-8")
+        out[MAPPING_FILE] = json.dumps(self.mapping_document(), ensure_ascii=False, indent=1).encode("utf-8")
+        return out
+
+    def save(self, out_dir: str | Path) -> Path:
+        """Write the tokenizer folder (no pickle); returns its path."""
+        out = Path(out_dir)
+        for rel, data in self.files().items():
+            p = out / rel
+            p.parent.mkdir(parents=True, exist_ok=True)
+            p.write_bytes(data)
+        return out
+
+    def zip_bytes(self, folder: str = "rbpe_tokenizer") -> bytes:
+        """The saved folder as zip bytes, files under `folder/`."""
+        import io
+        import zipfile
+
+        buf = io.BytesIO()
+        with zipfile.ZipFile(buf, "w", compression=zipfile.ZIP_DEFLATED) as zf:
+            for rel, data in sorted(self.files().items()):
+                zf.writestr(f"{folder}/{rel}", data)
+        return buf.getvalue()
+
+    @classmethod
+    def load(cls, path: str | Path) -> ReuseTokenizer:
+        """Load a folder written by :meth:`save`."""
+        from .sources import load
+
+        root = Path(path)
+        mp = root / MAPPING_FILE
+        if not mp.is_file():
+            raise DataError(f"{root}: no {MAPPING_FILE} (not an R-BPE tokenizer folder)")
+        try:
+            doc = json.loads(mp.read_text(encoding="utf-8"))
+        except json.JSONDecodeError as e:
+            raise DataError(f"{mp}: not valid JSON ({e})") from e
+        if doc.get("format") != FORMAT:
+            raise DataError(f"{mp}: unknown format {doc.get('format')!r}")
+        old = load(root / "old_tokenizer")
+        new = tokenizers.Tokenizer.from_file(str(root / "new_tokenizer" / "tokenizer.json"))
+        return cls(
+            old=old,
+            new=new,
+            new_to_old={int(n): int(o) for n, o in doc["new_to_old"]},
+            target_blocks=list(doc["target_blocks"]),
+            replacement_ids=frozenset(doc["replacement_ids"]),
+            reused_ids=frozenset(doc["reused_ids"]),
+            info=doc.get("info", {}),
+        )
+
+
+# ------------------------------------------------------------------------------------------ one call
+def build_reuse_tokenizer(
+    tok: LoadedTokenizer,
+    texts: Iterable[str],
+    *,
+    target: str = "arabic",
+    preserved: Sequence[str] = ("latin", "greek"),
+    min_reusable: int = 20000,
+    min_frequency: int = 2,
+    progress: Progress | None = None,
+) -> ReuseTokenizer:
+    """Run the whole R-BPE pipeline on a byte-level BPE tokenizer and training text."""
+    _check_supported(tok)
+    say = progress or (lambda msg, frac: None)
+    say("classifying the vocabulary by Unicode block", 0.05)
+    vc = classify_vocab(tok)
+    plan = choose_reusable(vc, target, preserved, min_reusable)
+    if not plan.reusable_ids:
+        raise DataError("no reusable tokens: every script class is preserved or the vocabulary has none")
+    say(f"cleaning the training text ({len(plan.selected)} reusable classes)", 0.15)
+    tre = target_regex(plan.target_blocks)
+    kept = 0
+    segs: list[str] = []
+    for t in clean_texts(texts, plan.reusable_blocks):
+        kept += 1
+        segs.extend(m.group() for m in tre.finditer(t))
+    if not segs:
+        raise DataError(f"the training text has no {target} characters after cleaning")
+    say(f"training a {plan.reusable_count}-token BPE on {len(segs):,} target segments", 0.3)
+    new = train_target_bpe(tok, segs, plan.reusable_count, min_frequency=min_frequency)
+    say("mapping new ids onto reusable ids", 0.9)
+    new_to_old, reused = build_id_maps(tok, new, plan.reusable_ids)
+    info = {
+        "base": tok.name,
+        **plan.summary(),
+        "classes": vc.counts(),
+        "training_samples_kept": kept,
+        "training_chars": sum(map(len, segs)),
+        "new_vocab_size": new.get_vocab_size(with_added_tokens=True),
+        "common_tokens": len(new_to_old) - len(reused),
+        "reused_tokens": len(reused),
+    }
+    say("done", 1.0)
+    return ReuseTokenizer(
+        old=tok,
+        new=new,
+        new_to_old=new_to_old,
+        target_blocks=plan.target_blocks,
+        replacement_ids=frozenset(vc.replacement_ids),
+        reused_ids=frozenset(reused),
+        info=info,
+    )
+
+
+# ------------------------------------------------------------------------------------------ metrics
+def _stats(token_counts: Sequence[int], lines: Sequence[str]) -> dict[str, float]:
+    toks = sum(token_counts)
+    words = sum(len(s.split()) for s in lines)
+    nbytes = sum(len(s.encode("utf-8")) for s in lines)
+    return {
+        "tokens": toks,
+        "fertility": toks / words if words else float("nan"),
+        "bytes_per_token": nbytes / toks if toks else float("nan"),
+    }
+
+
+def compare(
+    rt: ReuseTokenizer, lines: Sequence[str], reference: Sequence[str] | None = None
+) -> dict[str, Any]:
+    """Fertility, bytes/token (and parity = tokens / reference-language tokens) before vs after reuse."""
+    lines = [s for s in lines if s.strip()]
+    before = _stats(
+        [len(e.ids) for e in rt.old.tokenizer.encode_batch(lines, add_special_tokens=False)], lines
+    )
+    after = _stats([len(x) for x in rt.encode_batch(lines)], lines)
+    out: dict[str, Any] = {"lines": len(lines), "before": before, "after": after}
+    out["fertility_change"] = after["fertility"] / before["fertility"] - 1.0
+    if reference is not None:
+        ref = [s for s in reference if s.strip()]
+        ref_tokens = sum(len(e.ids) for e in rt.old.tokenizer.encode_batch(ref, add_special_tokens=False))
+        ref_after = sum(len(x) for x in rt.encode_batch(ref))
+        out["parity_before"] = before["tokens"] / ref_tokens if ref_tokens else float("nan")
+        out["parity_after"] = after["tokens"] / ref_after if ref_after else float("nan")
+    return out
+
+
+def reused_script_demo(rt: ReuseTokenizer, text: str | None = None) -> dict[str, Any] | None:
+    """Encode text from a reused script and decode it again: it comes back in the target script."""
+    if text is None:
+        from .corpora import flores_lines
+
+        reusable = re.compile(char_class(rt.info.get("reusable_blocks", [])))
+        for lang in DEMO_LANGS:
+            try:
+                line = flores_lines(lang)[0]
+            except DataError:
+                continue
+            if reusable.search(line):
+                text = line
+                break
+        if text is None:
+            return None
+    ids = rt.encode(text)
+    return {
+        "text": text,
+        "ids": ids,
+        "n_reused": sum(1 for i in ids if i in rt.reused_ids),
+        "decoded": rt.decode(ids),
+    }
