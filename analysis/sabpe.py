@@ -1,0 +1,761 @@
+"""Source-attributed BPE (SA-BPE; paper 003, Chizhov, Bogomolov, Yamshchikov; methods.md §10).
+
+A byte-level BPE tokenizer trained **from scratch** on source-attributed code (records with `repo` and
+`language`), reusing a base tokenizer's normalizer + pre-tokenizer (GPT-2, Qwen3, Llama-3 …). Every word type
+carries per-repository and per-language counts; every candidate pair keeps
+
+* F — its frequency (weighted by word frequency, as in plain BPE),
+* R — the number of distinct repositories it occurs in, L — the number of distinct languages,
+
+maintained incrementally: a merge only touches the words that hold the merged pair (index pair → words), and
+for each pair whose count changes in such a word the word's repository/language counts are added or subtracted.
+
+Merge **priority** (paper §4.1): ``F`` (plain BPE), ``F*L``, ``F*log(R+1)``, ``F*log(R)`` (nullifies
+single-repository pairs), ``F*log(R+1)*L`` and ``F*log(R)*L`` (the paper's recommended multilingual default).
+The queue is a lazy max-heap keyed (−priority, −F, left, right): ties go to the more frequent, then the
+lexicographically smallest pair, so ``F`` without skipping reproduces :func:`analysis.training.train_merges`.
+
+Merge **skipping** (paper §4.1 "merge skip criterion" and our reading of methods.md §10): a pair chosen by the
+priority is never merged if R < ``min_repos`` (the paper's R_t; it tried 2, 5, 10, 20), L < ``min_languages``
+(L_t; it used 4, and "skip L = 1" = 2), or — our addition, as a parameter — its top repository holds more than
+``max_share`` of F. Because R and L never grow along a merge tree, a skipped pair is banned for good. Defaults are
+off (1, 1, None): the paper finds the parameter-free priorities a good default and the thresholds need tuning.
+
+Inference is plain BPE: the result is an ordinary Hugging Face ``tokenizer.json`` (256-symbol byte alphabet,
+learned merges in order, the base's pre-tokenizer and decoder), so `tokenizers` encodes with it as is.
+"""
+
+from __future__ import annotations
+
+import gzip
+import heapq
+import json
+import math
+import time
+from collections import Counter
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .corpora import assets_dir
+from .errors import DataError, UnsupportedTokenizerError
+from .tokenizer import BYTE_TO_CHAR, LoadedTokenizer
+from .training import added_token_splitter
+
+#: Merge priority criteria of the paper (plus plain BPE, "F").
+PRIORITIES = ("F", "F*L", "F*log(R+1)", "F*log(R)", "F*log(R+1)*L", "F*log(R)*L")
+#: The paper's recommended "parameter-free" default for multilingual code.
+DEFAULT_PRIORITY = "F*log(R)*L"
+PRIORITY_HELP = {
+    "F": "plain BPE: pair frequency",
+    "F*L": "prioritise language-universal merges",
+    "F*log(R+1)": "lower the priority of pairs present in few repositories",
+    "F*log(R)": "as above, and single-repository pairs get priority 0 (merged last)",
+    "F*log(R+1)*L": "repositories and languages combined",
+    "F*log(R)*L": "repositories and languages combined, single-repository pairs last (paper's best)",
+}
+#: Share of a token's training occurrences from one repository above which it counts as single-repository.
+CONCENTRATION_THRESHOLD = 0.9
+DEFAULT_SPECIALS = ("<|endoftext|>",)
+ALPHABET = [BYTE_TO_CHAR[b] for b in range(256)]
+
+
+def normalize_priority(name: str) -> str:
+    """The canonical spelling of a priority criterion (spaces, `·`, case and `log R` forms accepted)."""
+    s = name.replace(" ", "").replace("·", "*").replace("×", "*").upper().replace("LOG", "log")
+    s = s.replace("logR+1", "log(R+1)").replace("log(R)", "log(R)")
+    if s.endswith("logR") or "logR*" in s:
+        s = s.replace("logR", "log(R)")
+    for p in PRIORITIES:
+        if s == p.upper().replace("LOG", "log"):
+            return p
+    raise DataError(f"unknown priority criterion {name!r}; choose one of {', '.join(PRIORITIES)}")
+
+
+def priority_function(name: str) -> Callable[[int, int, int], float]:
+    """The function (F, R, L) → priority of a criterion."""
+    p = normalize_priority(name)
+    log = math.log
+    return {
+        "F": lambda f, r, g: f,
+        "F*L": lambda f, r, g: f * g,
+        "F*log(R+1)": lambda f, r, g: f * log(r + 1),
+        "F*log(R)": lambda f, r, g: f * log(r) if r > 0 else 0.0,
+        "F*log(R+1)*L": lambda f, r, g: f * log(r + 1) * g,
+        "F*log(R)*L": lambda f, r, g: f * log(r) * g if r > 0 else 0.0,
+    }[p]
+
+
+@dataclass(frozen=True)
+class SkipRule:
+    """Merge-skip thresholds: a pair is never merged if R < min_repos, L < min_languages or top share > max_share."""
+
+    min_repos: int = 1
+    min_languages: int = 1
+    max_share: float | None = None
+
+    @property
+    def active(self) -> bool:
+        """Whether any threshold is switched on."""
+        return self.min_repos > 1 or self.min_languages > 1 or self.max_share is not None
+
+    def reason(self, freq: int, repos: int, languages: int, top: int) -> str | None:
+        """Why a pair with these statistics is skipped (None = merge it)."""
+        if repos < self.min_repos:
+            return f"R={repos} < {self.min_repos}"
+        if languages < self.min_languages:
+            return f"L={languages} < {self.min_languages}"
+        if self.max_share is not None and freq > 0 and top / freq > self.max_share:
+            return f"top-repo share {top / freq:.2f} > {self.max_share:g}"
+        return None
+
+    def label(self) -> str:
+        """A short description (e.g. `skip R<2, share>0.9`)."""
+        parts = []
+        if self.min_repos > 1:
+            parts.append(f"R<{self.min_repos}")
+        if self.min_languages > 1:
+            parts.append(f"L<{self.min_languages}")
+        if self.max_share is not None:
+            parts.append(f"share>{self.max_share:g}")
+        return ("skip " + ", ".join(parts)) if parts else "no skipping"
+
+
+# --------------------------------------------------------------------------------------------------
+# Source-attributed code records
+# --------------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class CodeRecord:
+    """One source file with its attribution."""
+
+    repo: str
+    language: str
+    path: str
+    text: str
+
+
+def code_dir() -> Path:
+    """The shared source-attributed code corpus (`<assets>/corpora/code`)."""
+    return assets_dir() / "corpora" / "code"
+
+
+def code_languages(heldout: bool = False, folder: str | Path | None = None) -> list[str]:
+    """Languages with a `<language>.jsonl.gz` file in the code corpus (or its `heldout/` split)."""
+    d = Path(folder) if folder else code_dir()
+    if heldout:
+        d = d / "heldout"
+    if not d.is_dir():
+        return []
+    return sorted(p.name.split(".")[0] for p in d.glob("*.jsonl*"))
+
+
+def _code_files(
+    paths: Sequence[str | Path] | str | Path | None, languages: Iterable[str] | None, heldout: bool
+):
+    if paths is None or isinstance(paths, (str, Path)):
+        paths = [paths or code_dir()]
+    files: list[Path] = []
+    for p in map(Path, paths):
+        if p.is_dir():
+            d = p / "heldout" if heldout else p
+            files += sorted(d.glob("*.jsonl.gz")) + sorted(d.glob("*.jsonl"))
+        elif p.is_file():
+            files.append(p)
+        else:
+            raise DataError(f"code corpus {p} not found")
+    if languages is not None:
+        want = set(languages)
+        files = [f for f in files if f.name.split(".")[0] in want]
+    if not files:
+        raise DataError("no code corpus files (*.jsonl or *.jsonl.gz) selected")
+    return files
+
+
+def read_code(
+    paths: Sequence[str | Path] | str | Path | None = None,
+    *,
+    languages: Iterable[str] | None = None,
+    heldout: bool = False,
+    max_files_per_repo: int | None = None,
+    max_bytes_per_repo: int | None = None,
+) -> list[CodeRecord]:
+    """Source-attributed records from JSON-lines files or folders (default: the shared code corpus).
+
+    Records need a `text`; `repo` and `language` default to the file stem. Per repository and language the first
+    `max_files_per_repo` files / `max_bytes_per_repo` UTF-8 bytes are kept (a balanced slice of many repositories).
+    """
+    out: list[CodeRecord] = []
+    for f in _code_files(paths, languages, heldout):
+        stem = f.name.split(".")[0]
+        n_files: Counter = Counter()
+        n_bytes: Counter = Counter()
+        opener = gzip.open if f.suffix == ".gz" else open
+        try:
+            with opener(f, "rt", encoding="utf-8") as fh:
+                for line_no, line in enumerate(fh, 1):
+                    if not line.strip():
+                        continue
+                    try:
+                        rec = json.loads(line)
+                    except json.JSONDecodeError as e:
+                        raise DataError(f"{f.name} line {line_no}: not valid JSON ({e.msg})") from None
+                    text = rec.get("text") if isinstance(rec, dict) else None
+                    if not isinstance(text, str) or not text:
+                        continue
+                    repo = str(rec.get("repo") or stem)
+                    lang = str(rec.get("language") or stem)
+                    key = (repo, lang)
+                    size = len(text.encode("utf-8"))
+                    if max_files_per_repo is not None and n_files[key] >= max_files_per_repo:
+                        continue
+                    if max_bytes_per_repo is not None and n_bytes[key] + size > max_bytes_per_repo:
+                        if n_bytes[key]:  # always keep at least one file per repository
+                            continue
+                    n_files[key] += 1
+                    n_bytes[key] += size
+                    out.append(CodeRecord(repo, lang, str(rec.get("path") or ""), text))
+        except (OSError, EOFError, UnicodeDecodeError) as e:
+            raise DataError(f"cannot read {f}: {e}") from None
+    if not out:
+        raise DataError("the selected code corpus has no records with text")
+    return out
+
+
+# --------------------------------------------------------------------------------------------------
+# Word types with per-source counts
+# --------------------------------------------------------------------------------------------------
+@dataclass
+class SourceWords:
+    """Pre-token types with total frequency and per-repository / per-language counts."""
+
+    words: list[str]
+    freqs: list[int]
+    repo_dist: list[tuple[tuple[int, ...], tuple[int, ...]]]
+    lang_dist: list[tuple[tuple[int, ...], tuple[int, ...]]]
+    repos: list[str]
+    languages: list[str]
+    n_records: int
+    n_bytes: int
+
+    def counter(self) -> Counter:
+        """Word types as tuples of initial byte-level symbols → frequency (the plain-BPE view)."""
+        return Counter({tuple(w): f for w, f in zip(self.words, self.freqs)})
+
+
+def require_byte_level(base: LoadedTokenizer) -> None:
+    """Raise unless base has a byte-level pre-tokenizer (from-scratch training needs its 256-symbol alphabet)."""
+    if not base.is_byte_level or base.tokenizer.pre_tokenizer is None:
+        raise UnsupportedTokenizerError(
+            f"{base.name}: SA-BPE trains a byte-level BPE from scratch and needs a byte-level pre-tokenizer "
+            "(GPT-2, Qwen, Llama-3 …)"
+        )
+
+
+def collect_words(base: LoadedTokenizer, records: Sequence[CodeRecord]) -> SourceWords:
+    """Pre-tokenize every record with base's normalizer + pre-tokenizer (Rust) and count words per source."""
+    require_byte_level(base)
+    tk = base.tokenizer
+    norm, pre = tk.normalizer, tk.pre_tokenizer
+    split = added_token_splitter(base)
+    repo_ix: dict[str, int] = {}
+    lang_ix: dict[str, int] = {}
+    by_repo: dict[str, dict[int, int]] = {}
+    by_lang: dict[str, dict[int, int]] = {}
+    n_bytes = 0
+    for rec in records:
+        r = repo_ix.setdefault(rec.repo, len(repo_ix))
+        g = lang_ix.setdefault(rec.language, len(lang_ix))
+        n_bytes += len(rec.text.encode("utf-8"))
+        cnt: Counter = Counter()
+        for part in split(rec.text):
+            if norm is not None:
+                part = norm.normalize_str(part)
+            cnt.update(p for p, _ in pre.pre_tokenize_str(part))
+        for w, c in cnt.items():
+            d = by_repo.get(w)
+            if d is None:
+                by_repo[w] = {r: c}
+                by_lang[w] = {g: c}
+                continue
+            d[r] = d.get(r, 0) + c
+            e = by_lang[w]
+            e[g] = e.get(g, 0) + c
+    words = sorted(by_repo)
+    freqs, rd, ld = [], [], []
+    for w in words:
+        d, e = by_repo[w], by_lang[w]
+        freqs.append(sum(d.values()))
+        rd.append((tuple(d), tuple(d.values())))
+        ld.append((tuple(e), tuple(e.values())))
+    return SourceWords(words, freqs, rd, ld, list(repo_ix), list(lang_ix), len(records), n_bytes)
+
+
+# --------------------------------------------------------------------------------------------------
+# The trainer
+# --------------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class MergeRecord:
+    """One popped queue entry: a merge (or a skipped pair) with its statistics at that moment."""
+
+    step: int
+    left: str
+    right: str
+    freq: int
+    repos: int
+    languages: int
+    priority: float
+    top_share: float
+    skipped: bool
+    reason: str | None = None
+    new: bool = True
+
+    @property
+    def token(self) -> str:
+        """The merged string."""
+        return self.left + self.right
+
+
+@dataclass
+class TrainState:
+    """What the trainer leaves behind: merges, history and the final segmentation of every word."""
+
+    merges: list[tuple[str, str]]
+    history: list[MergeRecord]
+    symbols: list[str]
+    seqs: list[list[int]]
+    word_index: list[int]
+    seconds: float = 0.0
+
+
+def train_source_bpe(
+    sw: SourceWords,
+    n_new: int,
+    *,
+    priority: str = DEFAULT_PRIORITY,
+    skip: SkipRule | None = None,
+    alphabet: Sequence[str] = ALPHABET,
+    progress: Callable[[float, str], None] | None = None,
+) -> TrainState:
+    """Learn merges until `n_new` tokens outside `alphabet` exist (or the queue runs dry); see the module doc."""
+    t0 = time.perf_counter()
+    prio = priority_function(priority)
+    skip = skip or SkipRule()
+    sym_id: dict[str, int] = {}
+    syms: list[str] = []
+
+    def sid(s: str) -> int:
+        i = sym_id.get(s)
+        if i is None:
+            i = sym_id[s] = len(syms)
+            syms.append(s)
+        return i
+
+    for ch in alphabet:
+        sid(ch)
+    seqs: list[list[int]] = []
+    freqs: list[int] = []
+    rdist: list[tuple[tuple[int, int], ...]] = []  # per word: (repository, count) pairs
+    ldist: list[tuple[tuple[int, int], ...]] = []  # per word: (language, count) pairs
+    word_index: list[int] = []
+    for wi, w in enumerate(sw.words):
+        if len(w) > 1 and sw.freqs[wi] > 0:
+            seqs.append([sid(c) for c in w])
+            freqs.append(sw.freqs[wi])
+            rdist.append(tuple(zip(*sw.repo_dist[wi])))
+            ldist.append(tuple(zip(*sw.lang_dist[wi])))
+            word_index.append(wi)
+    counts: dict[tuple[int, int], int] = {}
+    rcount: dict[tuple[int, int], dict[int, int]] = {}
+    lcount: dict[tuple[int, int], dict[int, int]] = {}
+    where: dict[tuple[int, int], set[int]] = {}
+
+    def apply(delta: dict[tuple[int, int], int], wi: int, grown: set | None) -> None:
+        """Add the pair-occurrence changes of word wi to F, the per-source counters and the word index."""
+        f, rd, ld = freqs[wi], rdist[wi], ldist[wi]
+        for p, d in delta.items():
+            if not d:
+                continue
+            counts[p] = counts.get(p, 0) + d * f
+            rc = rcount.get(p)
+            if rc is None:
+                rc = rcount[p] = {}
+                lc = lcount[p] = {}
+            else:
+                lc = lcount[p]
+            for r, c in rd:
+                v = rc.get(r, 0) + d * c
+                if v:
+                    rc[r] = v
+                else:
+                    del rc[r]
+            for g, c in ld:
+                v = lc.get(g, 0) + d * c
+                if v:
+                    lc[g] = v
+                else:
+                    del lc[g]
+            if d > 0:
+                s = where.get(p)
+                if s is None:
+                    where[p] = {wi}
+                else:
+                    s.add(wi)
+                if grown is not None:
+                    grown.add(p)
+
+    for wi, seq in enumerate(seqs):
+        init: dict[tuple[int, int], int] = {}
+        for p in zip(seq, seq[1:]):
+            init[p] = init.get(p, 0) + 1
+        apply(init, wi, None)
+
+    def key(p: tuple[int, int]) -> tuple:
+        f = counts[p]
+        return (-prio(f, len(rcount[p]), len(lcount[p])), -f, syms[p[0]], syms[p[1]], p)
+
+    heap = [key(p) for p in counts]
+    heapq.heapify(heap)
+    push, pop = heapq.heappush, heapq.heappop
+    known = set(alphabet)
+    banned: set[tuple[int, int]] = set()
+    merges: list[tuple[str, str]] = []
+    history: list[MergeRecord] = []
+    n_done = 0
+    step = 0
+    report_every = max(1, n_new // 100)
+    while heap and n_done < n_new:
+        entry = pop(heap)
+        pair = entry[-1]
+        if pair in banned:
+            continue
+        f = counts.get(pair, 0)
+        if f <= 0:
+            continue
+        cur = key(pair)
+        if cur[:2] != entry[:2]:  # stale: re-queue with the current statistics
+            push(heap, cur)
+            continue
+        rc = rcount[pair]
+        n_r, n_l = len(rc), len(lcount[pair])
+        top = max(rc.values()) if rc else 0
+        ls, rs = syms[pair[0]], syms[pair[1]]
+        reason = skip.reason(f, n_r, n_l, top) if skip.active else None
+        step += 1
+        if reason is not None:
+            banned.add(pair)
+            history.append(MergeRecord(step, ls, rs, f, n_r, n_l, -cur[0], top / f, True, reason, False))
+            continue
+        a, b = pair
+        merged = ls + rs
+        m = sid(merged)
+        grown: set[tuple[int, int]] = set()
+        for wi in where.pop(pair, ()):
+            seq = seqs[wi]
+            n = len(seq)
+            out: list[int] = []
+            i = 0
+            hit = False
+            while i < n:
+                if i + 1 < n and seq[i] == a and seq[i + 1] == b:
+                    out.append(m)
+                    i += 2
+                    hit = True
+                else:
+                    out.append(seq[i])
+                    i += 1
+            if not hit:
+                continue
+            seqs[wi] = out
+            delta: dict[tuple[int, int], int] = {}
+            for p in zip(seq, seq[1:]):
+                delta[p] = delta.get(p, 0) - 1
+            for p in zip(out, out[1:]):
+                delta[p] = delta.get(p, 0) + 1
+            delta.pop(pair, None)
+            apply(delta, wi, grown)
+        counts.pop(pair, None)
+        rcount.pop(pair, None)
+        lcount.pop(pair, None)
+        for p in grown:
+            if counts.get(p, 0) > 0 and p not in banned:
+                push(heap, key(p))
+        is_new = merged not in known
+        known.add(merged)
+        merges.append((ls, rs))
+        history.append(MergeRecord(step, ls, rs, f, n_r, n_l, -cur[0], top / f, False, None, is_new))
+        if is_new:
+            n_done += 1
+            if progress is not None and n_done % report_every == 0:
+                progress(n_done / n_new, f"{n_done:,} / {n_new:,} merges")
+    return TrainState(merges, history, syms, seqs, word_index, time.perf_counter() - t0)
+
+
+# --------------------------------------------------------------------------------------------------
+# The tokenizer and the result
+# --------------------------------------------------------------------------------------------------
+def build_tokenizer(
+    base: LoadedTokenizer,
+    merges: Sequence[tuple[str, str]],
+    *,
+    specials: Sequence[str] = DEFAULT_SPECIALS,
+    name: str = "sa-bpe",
+) -> LoadedTokenizer:
+    """A byte-level BPE tokenizer.json: base's normalizer/pre-tokenizer/decoder, 256 bytes + merges + specials."""
+    doc = base.document()
+    vocab: dict[str, int] = {}
+    for ch in ALPHABET:
+        vocab[ch] = len(vocab)
+    for a, b in merges:
+        vocab.setdefault(a + b, len(vocab))
+    added = []
+    for s in specials:
+        if s in vocab:
+            raise DataError(f"special token {s!r} collides with a learned token")
+        added.append(
+            {
+                "id": len(vocab) + len(added),
+                "content": s,
+                "single_word": False,
+                "lstrip": False,
+                "rstrip": False,
+                "normalized": False,
+                "special": True,
+            }
+        )
+    doc["model"] = {
+        "type": "BPE",
+        "dropout": None,
+        "unk_token": None,
+        "continuing_subword_prefix": None,
+        "end_of_word_suffix": None,
+        "fuse_unk": False,
+        "byte_fallback": False,
+        "ignore_merges": False,
+        "vocab": vocab,
+        "merges": [[a, b] for a, b in merges],
+    }
+    doc["added_tokens"] = added
+    post = doc.get("post_processor")
+    if post is not None and post.get("type") != "ByteLevel":
+        doc["post_processor"] = None  # templates of the base reference its own special tokens
+    doc.pop("truncation", None)
+    doc.pop("padding", None)
+    doc["truncation"] = None
+    doc["padding"] = None
+    return LoadedTokenizer.from_document(doc, name=name, source=f"trained from {base.name}")
+
+
+@dataclass
+class SABPEResult:
+    """One SA-BPE (or plain BPE) training run: tokenizer, merge history and per-token source statistics."""
+
+    tokenizer: LoadedTokenizer
+    priority: str
+    skip: SkipRule
+    vocab_size: int
+    history: list[MergeRecord]
+    merges: list[tuple[str, str]]
+    token_sources: dict[str, tuple[int, int, int, str]]  # token -> (occurrences, top-repo count, R, top repo)
+    n_repos: int
+    n_languages: int
+    n_records: int
+    n_bytes: int
+    word_types: int
+    seconds: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def label(self) -> str:
+        """`priority, skip rule` (e.g. `F*log(R)*L, skip R<2`)."""
+        return f"{self.priority}, {self.skip.label()}"
+
+    @property
+    def n_skipped(self) -> int:
+        """How many queue entries were skipped."""
+        return sum(1 for h in self.history if h.skipped)
+
+    def history_records(self) -> list[dict[str, Any]]:
+        """The merge history as plain dicts (one per popped queue entry)."""
+        return [
+            {
+                "step": h.step,
+                "left": h.left,
+                "right": h.right,
+                "token": h.token,
+                "freq": h.freq,
+                "repos": h.repos,
+                "languages": h.languages,
+                "priority": h.priority,
+                "top_share": h.top_share,
+                "skipped": h.skipped,
+                "reason": h.reason,
+                "new": h.new,
+            }
+            for h in self.history
+        ]
+
+    def concentrated(self, k: int = 20, threshold: float = CONCENTRATION_THRESHOLD) -> list[dict[str, Any]]:
+        """The learned tokens most concentrated in one repository (by training occurrences), most frequent first."""
+        tok = self.tokenizer
+        rows = []
+        for t, (n, top, r, repo) in self.token_sources.items():
+            if n and top / n >= threshold:
+                rows.append(
+                    {
+                        "token": tok.readable(t),
+                        "occurrences": n,
+                        "top_repo": repo,
+                        "top_share": top / n,
+                        "repos": r,
+                        "id": tok.vocab[t],
+                    }
+                )
+        rows.sort(key=lambda x: (-x["occurrences"], x["id"]))
+        return rows[:k]
+
+    def summary(self) -> dict[str, Any]:
+        """A JSON-serialisable summary (without the full history)."""
+        merged = [h for h in self.history if not h.skipped]
+        return {
+            "priority": self.priority,
+            "skip": {
+                "min_repos": self.skip.min_repos,
+                "min_languages": self.skip.min_languages,
+                "max_share": self.skip.max_share,
+            },
+            "vocab_size": self.tokenizer.vocab_size,
+            "vocab_size_requested": self.vocab_size,
+            "merges": len(self.merges),
+            "skipped": self.n_skipped,
+            "single_repo_merges": sum(1 for h in merged if h.repos == 1),
+            "single_language_merges": sum(1 for h in merged if h.languages == 1),
+            "repos": self.n_repos,
+            "languages": self.n_languages,
+            "records": self.n_records,
+            "bytes": self.n_bytes,
+            "word_types": self.word_types,
+            "seconds": self.seconds,
+        }
+
+
+def _token_sources(sw: SourceWords, st: TrainState) -> dict[str, tuple[int, int, int, str]]:
+    """Training occurrences of every learned token per repository, from the final word segmentations."""
+    alphabet = set(ALPHABET)
+    per: dict[int, dict[int, int]] = {}
+    for seq, wi in zip(st.seqs, st.word_index):
+        ids, cs = sw.repo_dist[wi]
+        for s in seq:
+            if st.symbols[s] in alphabet:
+                continue
+            d = per.get(s)
+            if d is None:
+                d = per[s] = {}
+            for r, c in zip(ids, cs):
+                d[r] = d.get(r, 0) + c
+    index = {s: i for i, s in enumerate(st.symbols)}
+    out: dict[str, tuple[int, int, int, str]] = {}
+    for a, b in st.merges:
+        t = a + b
+        if t in out:
+            continue
+        d = per.get(index[t], {})
+        if d:
+            top_r = max(d, key=lambda r: (d[r], -r))
+            out[t] = (sum(d.values()), d[top_r], len(d), sw.repos[top_r])
+        else:
+            out[t] = (0, 0, 0, "")
+    return out
+
+
+def train(
+    base: LoadedTokenizer,
+    records: Sequence[CodeRecord] | SourceWords,
+    vocab_size: int,
+    *,
+    priority: str = DEFAULT_PRIORITY,
+    skip: SkipRule | None = None,
+    specials: Sequence[str] = DEFAULT_SPECIALS,
+    name: str | None = None,
+    progress: Callable[[float, str], None] | None = None,
+) -> SABPEResult:
+    """Train a byte-level (SA-)BPE tokenizer of `vocab_size` (256 bytes + merges + specials) on code records."""
+    priority = normalize_priority(priority)
+    skip = skip or SkipRule()
+    n_new = vocab_size - len(ALPHABET) - len(specials)
+    if n_new <= 0:
+        raise DataError(f"the vocabulary size must exceed {len(ALPHABET) + len(specials)} (bytes + specials)")
+    t0 = time.perf_counter()
+    sw = records if isinstance(records, SourceWords) else collect_words(base, records)
+    if not sw.words:
+        raise DataError("the training corpus has no words")
+    t1 = time.perf_counter()
+    st = train_source_bpe(sw, n_new, priority=priority, skip=skip, progress=progress)
+    t2 = time.perf_counter()
+    tok = build_tokenizer(base, st.merges, specials=specials, name=name or f"BPE [{priority}]")
+    sources = _token_sources(sw, st)
+    t3 = time.perf_counter()
+    return SABPEResult(
+        tokenizer=tok,
+        priority=priority,
+        skip=skip,
+        vocab_size=vocab_size,
+        history=st.history,
+        merges=st.merges,
+        token_sources=sources,
+        n_repos=len(sw.repos),
+        n_languages=len(sw.languages),
+        n_records=sw.n_records,
+        n_bytes=sw.n_bytes,
+        word_types=len(sw.words),
+        seconds={"collect": t1 - t0, "train": t2 - t1, "build": t3 - t2, "total": t3 - t0},
+    )
+
+
+# --------------------------------------------------------------------------------------------------
+# Evaluation
+# --------------------------------------------------------------------------------------------------
+def evaluate(
+    result: SABPEResult, heldout: Sequence[str], threshold: float = CONCENTRATION_THRESHOLD
+) -> dict[str, Any]:
+    """Held-out bytes/token, coverage, Gini of token frequencies, vocabulary MTL, single-repo share and STT count."""
+    from .metrics import gini
+    from .reachability import unreachable_ids
+
+    tok = result.tokenizer
+    texts = [t for t in heldout if t]
+    if not texts:
+        raise DataError("no held-out text to evaluate on")
+    enc = tok.tokenizer.encode_batch(texts, add_special_tokens=False)
+    n_model = len(tok.vocab)
+    freq = np.zeros(tok.vocab_size + 1, dtype=np.int64)
+    n_tok = 0
+    for e in enc:
+        ids = np.asarray(e.ids, dtype=np.int64)
+        n_tok += ids.size
+        freq += np.bincount(ids, minlength=freq.size)[: freq.size]
+    n_bytes = sum(len(t.encode("utf-8")) for t in texts)
+    learned = [t for t, _ in result.token_sources.items()]
+    used = [v for v in result.token_sources.values() if v[0] > 0]
+    single = sum(1 for n, top, _, _ in used if top / n >= threshold)
+    lens = [len(tok.token_bytes(t)) for t in tok.vocab]
+    return {
+        "tokenizer": tok.name,
+        "priority": result.priority,
+        "skip": result.skip.label(),
+        "vocab_size": tok.vocab_size,
+        "bytes_per_token": n_bytes / n_tok if n_tok else float("nan"),
+        "heldout_tokens": n_tok,
+        "coverage": int((freq[:n_model] > 0).sum()),
+        "gini": gini(freq[:n_model].tolist()),
+        "mean_token_length": float(np.mean(lens)),
+        "learned_tokens": len(learned),
+        "single_repo_tokens": single,
+        "single_repo_share": single / len(used) if used else 0.0,
+        "unused_in_training": len(learned) - len(used),
+        "single_repo_merges": sum(1 for h in result.history if not h.skipped and h.repos == 1),
+        "skipped": result.n_skipped,
+        "stt_unreachable": len(unreachable_ids(tok)),
+        "train_seconds": result.seconds.get("train", 0.0),
+    }

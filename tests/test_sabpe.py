@@ -1,0 +1,246 @@
+"""Source-attributed BPE (analysis.sabpe), its CLI and its page, on a slice of the shared code corpus."""
+
+from __future__ import annotations
+
+import json
+import math
+from collections import Counter
+
+import pytest
+import tokenizers
+from conftest import ASSETS, ROOT, load_shared
+
+from analysis import sabpe
+from analysis.bpe import BPEReplay
+from analysis.errors import DataError, UnsupportedTokenizerError
+from analysis.reachability import unreachable_ids
+from analysis.training import train_merges
+
+CODE = ASSETS / "corpora" / "code"
+LANGS = ["python", "go", "ruby", "lua"]
+SLICE = {"max_files_per_repo": 1, "max_bytes_per_repo": 10_000}
+
+
+@pytest.fixture(scope="module")
+def base():
+    return load_shared("gpt2")
+
+
+@pytest.fixture(scope="module")
+def words(base):
+    return sabpe.collect_words(base, sabpe.read_code(CODE, languages=LANGS, **SLICE))
+
+
+@pytest.fixture(scope="module")
+def heldout():
+    return [r.text for r in sabpe.read_code(CODE, languages=LANGS, heldout=True, max_files_per_repo=3)]
+
+
+@pytest.fixture(scope="module")
+def pair(base, words):
+    plain = sabpe.train(base, words, 1000, priority="F", name="BPE")
+    sa = sabpe.train(base, words, 1000, priority="F*log(R)*L", name="SA-BPE")
+    return plain, sa
+
+
+def test_records_carry_repository_and_language():
+    recs = sabpe.read_code(CODE, languages=["go", "tcl"], max_files_per_repo=1)
+    assert {r.language for r in recs} == {"go", "tcl"}
+    assert all("/" in r.repo for r in recs)  # registry/package
+    assert len({r.repo for r in recs}) == len(
+        {(r.repo, r.language) for r in recs}
+    )  # one file per repo+language
+    held = {r.repo for r in sabpe.read_code(CODE, languages=["go"], heldout=True)}
+    assert held and not held & {r.repo for r in recs}  # held-out repositories never in train
+    assert "python" in sabpe.code_languages() and "scala" not in sabpe.code_languages(heldout=True)
+
+
+def test_priority_names_and_functions():
+    assert sabpe.normalize_priority("F * log R * L") == "F*log(R)*L"
+    assert sabpe.normalize_priority("f*log(r+1)") == "F*log(R+1)"
+    with pytest.raises(DataError):
+        sabpe.normalize_priority("F*R^2")
+    f = sabpe.priority_function("F*log(R)")
+    assert f(100, 1, 3) == 0.0 and math.isclose(f(100, 4, 3), 100 * math.log(4))
+    assert sabpe.priority_function("F*L")(7, 9, 3) == 21
+
+
+def test_priority_f_equals_plain_incremental_bpe(words):
+    n = 500
+    st = sabpe.train_source_bpe(words, n, priority="F")
+    alphabet = set(sabpe.ALPHABET)
+    plain = train_merges(words.counter(), n, lambda s: s in alphabet)
+    assert len(st.merges) >= n
+    assert st.merges == [s.pair for s in plain]
+    assert [h.freq for h in st.history] == [s.freq for s in plain]
+
+
+def test_skip_thresholds_are_respected(words):
+    rule = sabpe.SkipRule(min_repos=3, min_languages=2, max_share=0.8)
+    st = sabpe.train_source_bpe(words, 400, priority="F*log(R+1)", skip=rule)
+    merged = [h for h in st.history if not h.skipped]
+    skipped = [h for h in st.history if h.skipped]
+    assert len({h.token for h in merged if h.new}) == 400
+    assert skipped, "this corpus has pairs that violate the thresholds"
+    for h in merged:
+        assert h.repos >= 3 and h.languages >= 2 and h.top_share <= 0.8
+    for h in skipped:
+        assert h.repos < 3 or h.languages < 2 or h.top_share > 0.8
+        assert (h.left, h.right) not in set(st.merges)
+
+
+def _brute(words: list[tuple[str, str, str, int]], merges: list[tuple[str, str]]):
+    """Apply merges to every word from scratch and count every pair's F, repositories and languages."""
+    out: dict[tuple[str, str], list] = {}
+    for w, repo, lang, c in words:
+        seq = list(w)
+        for a, b in merges:
+            i, nxt = 0, []
+            while i < len(seq):
+                if i + 1 < len(seq) and seq[i] == a and seq[i + 1] == b:
+                    nxt.append(a + b)
+                    i += 2
+                else:
+                    nxt.append(seq[i])
+                    i += 1
+            seq = nxt
+        for p in zip(seq, seq[1:]):
+            e = out.setdefault(p, [0, set(), set()])
+            e[0] += c
+            e[1].add(repo)
+            e[2].add(lang)
+    return out
+
+
+def test_source_counters_equal_brute_force_recount(base):
+    recs = [
+        sabpe.CodeRecord("r1", "python", "a.py", "def foo_bar(): return foo_bar(x) + aaaa\n" * 3),
+        sabpe.CodeRecord("r2", "python", "b.py", "def foo(): pass  # aaaaaa bar bar\n"),
+        sabpe.CodeRecord("r3", "go", "c.go", "func foo_bar() { return bar + aaa }\n" * 2),
+        sabpe.CodeRecord("r3", "python", "d.py", "foo = bar_baz(foo)\n"),
+        sabpe.CodeRecord("r4", "lua", "e.lua", "local foo = baz(bar) -- aaaaaaa\n"),
+    ]
+    sw = sabpe.collect_words(base, recs)
+    # the words per (repo, language), rebuilt independently with the Rust pre-tokenizer
+    flat = []
+    for rec in recs:
+        for w, c in Counter(p for p, _ in base.tokenizer.pre_tokenizer.pre_tokenize_str(rec.text)).items():
+            flat.append((w, rec.repo, rec.language, c))
+    st = sabpe.train_source_bpe(
+        sw, 40, priority="F*log(R+1)*L", skip=sabpe.SkipRule(min_repos=2), alphabet=sabpe.ALPHABET
+    )
+    assert len(st.history) > 20 and any(h.skipped for h in st.history)
+    done: list[tuple[str, str]] = []
+    for h in st.history:
+        stats = _brute(flat, done)[(h.left, h.right)]
+        assert (h.freq, h.repos, h.languages) == (stats[0], len(stats[1]), len(stats[2])), h
+        # the chosen entry is the best one by (priority, F) among the pairs not skipped before it
+        banned = {(x.left, x.right) for x in st.history if x.skipped and x.step < h.step}
+        prio = sabpe.priority_function("F*log(R+1)*L")
+        best = max(
+            (prio(f, len(r), len(g)), f) for p, (f, r, g) in _brute(flat, done).items() if p not in banned
+        )
+        assert math.isclose(best[0], h.priority) and best[1] == h.freq
+        if not h.skipped:
+            done.append((h.left, h.right))
+
+
+def test_tokenizer_json_loads_and_encodes_like_our_replay(pair, heldout):
+    plain, sa = pair
+    for res in pair:
+        tok = res.tokenizer
+        doc = tok.document()
+        assert doc["model"]["type"] == "BPE" and len(doc["model"]["merges"]) == len(res.merges)
+        assert tok.vocab_size == 1000
+        rust = tokenizers.Tokenizer.from_str(json.dumps(doc))
+        replay = BPEReplay(tok)
+        for text in heldout[:6]:
+            text = text[:6000]
+            ids = rust.encode(text, add_special_tokens=False).ids
+            assert ids == replay.tokenize_ids(text)
+            assert rust.decode(ids) == text
+        assert unreachable_ids(tok) == set()
+    assert plain.merges != sa.merges
+
+
+def test_training_segmentation_matches_inference(base, words):
+    st = sabpe.train_source_bpe(words, 500, priority="F*log(R)", skip=sabpe.SkipRule(max_share=0.95))
+    model = sabpe.build_tokenizer(base, st.merges).fresh_tokenizer().model
+    for seq, wi in list(zip(st.seqs, st.word_index))[::50]:
+        assert [t.value for t in model.tokenize(words.words[wi])] == [st.symbols[s] for s in seq]
+
+
+def test_sabpe_lowers_single_repository_tokens(pair, heldout):
+    plain, sa = pair
+    mp, ms = sabpe.evaluate(plain, heldout), sabpe.evaluate(sa, heldout)
+    assert ms["single_repo_share"] < mp["single_repo_share"]
+    assert ms["single_repo_merges"] < mp["single_repo_merges"]
+    assert mp["stt_unreachable"] == ms["stt_unreachable"] == 0
+    for m in (mp, ms):
+        assert 1.5 < m["bytes_per_token"] < 6 and 0 < m["gini"] < 1 and m["coverage"] > 500
+    top = plain.concentrated(5)
+    assert top and all(r["top_share"] >= 0.9 for r in top)
+
+
+def test_errors(base, words):
+    with pytest.raises(UnsupportedTokenizerError):
+        sabpe.collect_words(load_shared("llama-2"), [sabpe.CodeRecord("r", "c", "", "int x;")])
+    with pytest.raises(DataError):
+        sabpe.train(base, words, 200)
+    with pytest.raises(DataError):
+        sabpe.read_code(CODE, languages=["cobol"])
+
+
+def test_cli_json(capsys, tmp_path):
+    from analysis.cli import main
+
+    rc = main(
+        [
+            "sabpe",
+            "--corpus",
+            str(CODE),
+            "--languages",
+            "lua,ruby",
+            "--max-files-per-repo",
+            "2",
+            "--vocab-size",
+            "600",
+            "--priority",
+            "F*log(R+1)",
+            "--min-sources",
+            "2",
+            "--max-share",
+            "0.9",
+            "--out",
+            str(tmp_path / "tok"),
+            "--json",
+        ]
+    )
+    assert rc == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["sabpe"]["priority"] == "F*log(R+1)" and out["sabpe"]["skipped"] > 0
+    assert out["bpe"]["priority"] == "F" and out["bpe"]["skipped"] == 0
+    assert out["sabpe"]["metrics"]["single_repo_share"] <= out["bpe"]["metrics"]["single_repo_share"]
+    tok = tokenizers.Tokenizer.from_file(str(tmp_path / "tok" / "tokenizer.json"))
+    assert tok.get_vocab_size() == 600
+    assert (tmp_path / "tok" / "history.csv").read_text().startswith("step,left,right")
+    assert main(["sabpe", "--vocab-size", "600", "--priority", "nope"]) == 2
+
+
+def test_page_trains_and_compares():
+    from streamlit.testing.v1 import AppTest
+
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=60)
+    at.switch_page("pages/sabpe.py").run()
+    assert not at.exception, [e.message for e in at.exception]
+    at.multiselect(key="sa-langs").set_value(["lua", "ruby"]).run()
+    at.number_input(key="sa-files").set_value(1).run()
+    at.number_input(key="sa-vocab").set_value(600).run()
+    at.button(key="sa-train").click().run()
+    assert not at.exception, [e.message for e in at.exception]
+    table = at.dataframe[0].value.set_index("metric")
+    assert list(table.columns) == ["BPE (F, no skipping)", "SA-BPE (F*log(R)*L, no skipping)"]
+    share = table.loc[[m for m in table.index if m.startswith("single-repo tokens (≥90%")][0]]
+    assert share.iloc[1] <= share.iloc[0]
+    assert at.get("plotly_chart")
+    assert at.get("download_button")
