@@ -457,6 +457,21 @@ def merged_offsets(result: DynamicResult, k: int) -> list[tuple[int, int]]:
     return [(offs[a][0], offs[b - 1][1]) for a, b in result.spans[k]]
 
 
+def readable_token(tok: LoadedTokenizer, token: str) -> str:
+    """The text a (possibly merged) token string stands for; partial UTF-8 shown like ⟨E2 80⟩."""
+    from .tokenizer import readable_from_bytes
+
+    if token in {a.content for a in tok.added_tokens}:
+        return token
+    return readable_from_bytes(PairRules(tok, "sentence").token_bytes(token))
+
+
+def merged_ids(result: DynamicResult, k: int) -> list[int]:
+    """Ids of sequence k's tokens after merging: the base id of an unmerged token, -1 for a merged one."""
+    ids = result.base_ids[k]
+    return [ids[a] if b - a == 1 else -1 for a, b in result.spans[k]]
+
+
 # --------------------------------------------------------------------------------------------------
 # FVT embeddings
 # --------------------------------------------------------------------------------------------------

@@ -34,8 +34,12 @@ def token_spans_html(
     show_whitespace: bool = False,
     show_bytes: bool = False,
     boundaries_elsewhere: set[int] | None = None,
+    raws: list[str] | None = None,
 ) -> str:
-    """Coloured spans for one encoding; a token whose end is not a boundary elsewhere gets a red outline."""
+    """Coloured spans for one encoding; a token whose end is not a boundary elsewhere gets a red outline.
+
+    `raws` gives the raw token strings directly (tokens with no id, e.g. dynamic merges, have id -1).
+    """
     id_to_token = tok.id_to_token
     specials = tok.added_ids
     parts = [CSS, '<div class="tl-spans">']
@@ -43,7 +47,7 @@ def token_spans_html(
     for off in offsets:
         seen[tuple(off)] = seen.get(tuple(off), 0) + 1
     for k, (tid, (start, end)) in enumerate(zip(ids, offsets)):
-        raw = id_to_token.get(tid, "")
+        raw = raws[k] if raws is not None else id_to_token.get(tid, "")
         b = tok.token_bytes(raw) if tid not in specials else raw.encode()
         piece = text[start:end] if end > start else tok.readable(raw)
         shared = seen.get((start, end), 0) > 1  # a character split over several byte tokens
@@ -57,7 +61,7 @@ def token_spans_html(
             cls += " tl-special"
         if boundaries_elsewhere is not None and end not in boundaries_elsewhere:
             cls += " tl-diff"
-        title = f"id {tid} · raw {raw!r} · {len(b)} bytes: {b.hex(' ')}"
+        title = f"{f'id {tid}' if tid >= 0 else 'new token'} · raw {raw!r} · {len(b)} bytes: {b.hex(' ')}"
         colour = PALETTE[k % len(PALETTE)]
         parts.append(
             f'<span class="{cls}" style="background:{colour}" title="{html.escape(title)}">'
