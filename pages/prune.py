@@ -18,7 +18,10 @@ from analysis.corpora import flores_languages, flores_lines, iter_bytes
 from ui import state
 
 MAX_ZIP_BYTES = 1_000_000_000
-UI_ORDERS = [o for o in P.ORDERS if o != "score"]
+UI_ORDERS = list(P.ORDERS)
+UI_LABELS = {
+    "score": "under-trained first — lowest magikarp indicator of a model's embeddings first, leaves only"
+}
 SCRIPTS = ["Latin", "Cyrillic", "Greek", "Arabic", "Hebrew", "Han", "Hiragana", "Katakana", "Hangul", "Thai",
            "Devanagari", "Georgian", "Armenian"]  # fmt: skip
 
@@ -27,9 +30,20 @@ SCRIPTS = ["Latin", "Cyrillic", "Greek", "Arabic", "Hebrew", "Han", "Hiragana", 
     show_spinner="Computing the pruning order (once per tokenizer, order and text mix)…", max_entries=8
 )
 def _order(
-    key: str, _tok, method: str, _texts: tuple[str, ...] | None, scripts: tuple[str, ...]
+    key: str, _tok, method: str, _texts: tuple[str, ...] | None, scripts: tuple[str, ...], _scores=None
 ) -> P.PruneOrder:
-    return P.compute_order(_tok, method, list(_texts) if _texts else None, allowed_scripts=scripts)
+    return P.compute_order(
+        _tok, method, list(_texts) if _texts else None, allowed_scripts=scripts, scores=_scores
+    )
+
+
+@st.cache_resource(show_spinner="Reading the model's embeddings and computing indicators…", max_entries=4)
+def _undertrained(model: str, fingerprint: str, tok_key: str, _tok):
+    """The main under-trained indicator per token id (lower = more under-trained) and the analysis."""
+    from analysis import undertrained as ut
+
+    res = ut.analyze(model, _tok)
+    return res.main_values[: res.n_tokens].astype("float64"), res
 
 
 @st.cache_resource(show_spinner=False, max_entries=32)
@@ -78,8 +92,30 @@ def page() -> None:
     c1, c2 = st.columns([1, 2])
     method = c1.selectbox(
         "Pruning order", UI_ORDERS, index=UI_ORDERS.index("leaf-frequency"), key="prune-order",
-        format_func=lambda m: f"{m} — {P.ORDER_DESCRIPTIONS[m]}",
+        format_func=lambda m: UI_LABELS.get(m) or f"{m} — {P.ORDER_DESCRIPTIONS[m]}",
     )  # fmt: skip
+    scores, scores_key = None, None
+    if method == "score":
+        model = state.pick_model("prune-ut", "Model whose embeddings score the tokens")
+        if not model:
+            st.info("Choose the model that goes with this tokenizer: its embeddings rank the tokens.")
+            return
+        try:
+            from analysis.weights import resolve_model
+
+            fp = resolve_model(model).fingerprint()
+            scores, ut_res = _undertrained(model, fp, tok.content_hash, tok)
+        except AnalysisError as e:
+            state.show_error(e)
+            return
+        scores_key = (fp, ut_res.main)
+        for note in ut_res.notes:
+            st.info(note)
+        st.caption(
+            f"Indicator **{ut_res.main}** from {ut_res.model_label} ({ut_res.n_tokens:,} tokens scored; lower = "
+            "more under-trained). Only leaves of the merge graph are removed, so no surviving token becomes "
+            "unreachable; ids without a score are pruned last."
+        )
     langs_all = flores_languages()
     default_langs = [c for c in ("est_Latn", "eng_Latn") if c in langs_all]
     langs = c2.multiselect(
@@ -124,9 +160,9 @@ def page() -> None:
         st.warning(f"The {method} order needs a text mix: choose at least one language or upload a text.")
         return
 
-    key = _hash(tok.content_hash, method, texts if needs_text else None, scripts)
+    key = _hash(tok.content_hash, method, texts if needs_text else None, scripts, scores_key)
     try:
-        order = _order(key, tok, method, texts if needs_text else None, scripts)
+        order = _order(key, tok, method, texts if needs_text else None, scripts, scores)
     except AnalysisError as e:
         state.show_error(e)
         return

