@@ -27,6 +27,7 @@ PAGES = {
     "Change": [
         _page("pages/extend.py", "Extend", "add_circle", "extend"),
         _page("pages/prune.py", "Prune", "content_cut", "prune"),
+        _page("pages/reuse.py", "Token reuse (R-BPE)", "recycling", "reuse"),
         _page("pages/dynamic.py", "Dynamic tokenization", "bolt", "dynamic"),
         _page("pages/sabpe.py", "Source-attributed BPE", "source", "sabpe"),
     ],

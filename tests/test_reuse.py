@@ -192,3 +192,24 @@ def test_cli_json(tmp_path):
     assert rep["reusable_count"] > 10000 and "Cyrillic" in rep["selected_classes"]
     assert rep["heldout"]["fertility_after"] < rep["heldout"]["fertility_before"]
     assert (out / reuse.MAPPING_FILE).is_file()
+
+
+def test_page_trains_previews_and_exports():
+    from streamlit.testing.v1 import AppTest
+
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=60)
+    at.switch_page("pages/reuse.py").run()
+    assert not at.exception, [e.message for e in at.exception]
+    spec = json.loads(at.get("plotly_chart")[0].proto.spec)
+    assert spec["data"][0]["type"] == "bar" and "Cyrillic" in spec["data"][0]["x"]
+    metrics = {m.label: m.value for m in at.metric}
+    assert int(metrics["Reusable ids"].replace(",", "")) > 10000
+    at.button(key="reuse-train").click().run(timeout=120)
+    assert not at.exception, [e.message for e in at.exception]
+    assert not at.error, [e.value for e in at.error]
+    table = at.dataframe[-1].value.set_index("language")
+    assert table.loc["arb_Arab", "fertility after"] < table.loc["arb_Arab", "fertility before"]
+    assert table.loc["eng_Latn", "fertility after"] == table.loc["eng_Latn", "fertility before"]
+    assert any("decode as the target" in w.value for w in at.warning)
+    assert len(at.get("html")) >= 2
+    assert at.get("download_button")
