@@ -13,7 +13,7 @@ from conftest import ROOT, TOKENIZERS, flores_lines, load_shared
 
 from analysis import reuse
 from analysis.corpora import FLORES_TRAIN_LINES
-from analysis.errors import UnsupportedTokenizerError
+from analysis.errors import DataError, UnsupportedTokenizerError
 
 ARB = flores_lines("arb_Arab")
 ENG = flores_lines("eng_Latn")
@@ -113,7 +113,7 @@ def test_segmentation_whitespace_joins_current_segment(llama_rt):
     ]
 
 
-def test_round_trip_and_english_unchanged(llama_rt):
+def test_round_trip_and_english_unchanged(llama_rt, monkeypatch):
     base = load_shared("llama-3.1").tokenizer
     mixed = [f"{a} {e}" for a, e in zip(HELDOUT[:50], ENG_HELDOUT[:50])] + ["مرحبا 123 (test) — ok\n\nسلام"]
     for text in HELDOUT + ENG_HELDOUT + mixed:
@@ -121,8 +121,12 @@ def test_round_trip_and_english_unchanged(llama_rt):
     eng = llama_rt.encode_batch(ENG_HELDOUT)
     assert eng == [e.ids for e in base.encode_batch(ENG_HELDOUT, add_special_tokens=False)]
     # emoji split over byte tokens next to Arabic: the window pass repairs the partial UTF-8 groups
-    for text in ("مرحبا 😀🙂 بكم", "🧑‍🔬مرحبا"):
+    calls = []
+    window = llama_rt._window_segments
+    monkeypatch.setattr(llama_rt, "_window_segments", lambda ids, skip: calls.append(1) or window(ids, skip))
+    for text in ("مرحبا 😀🙂 بكم", "🧑‍🔬مرحبا", "ب😀"):
         assert llama_rt.decode(llama_rt.encode(text)) == text
+    assert len(calls) == 3
 
 
 def test_fertility_lower_and_ids_inside_the_model(llama_rt):
@@ -155,20 +159,29 @@ def test_deterministic_maps(llama_rt):
     assert again.reused_ids == llama_rt.reused_ids
 
 
-def test_qwen3_and_save_load(tmp_path):
+def test_qwen3_fertility_lower():
     rt = _build("qwen3")
     tok = load_shared("qwen3")
     cmp = reuse.compare(rt, HELDOUT)
     assert cmp["after"]["fertility"] < cmp["before"]["fertility"]
     assert max(rt.new_to_old.values()) < tok.vocab_size
-    rt.save(tmp_path / "rbpe")
+    sample = HELDOUT[:40] + ENG_HELDOUT[:40]
+    assert [rt.decode(x) for x in rt.encode_batch(sample)] == sample
+
+
+def test_save_load_round_trip(llama_rt, tmp_path):
+    llama_rt.save(tmp_path / "rbpe")
     assert (tmp_path / "rbpe" / "old_tokenizer" / "tokenizer.json").is_file()
     assert (tmp_path / "rbpe" / "new_tokenizer" / "tokenizer.json").is_file()
+    mapping = json.loads((tmp_path / "rbpe" / reuse.MAPPING_FILE).read_text(encoding="utf-8"))
+    assert mapping["format"] == reuse.FORMAT and mapping["info"]["base"] == "llama-3.1"
     loaded = reuse.ReuseTokenizer.load(tmp_path / "rbpe")
     sample = HELDOUT[:40] + ENG_HELDOUT[:40]
-    assert loaded.encode_batch(sample) == rt.encode_batch(sample)
-    assert [loaded.decode(x) for x in rt.encode_batch(sample)] == sample
-    assert loaded.new_to_old == rt.new_to_old and loaded.replacement_ids == rt.replacement_ids
+    assert loaded.encode_batch(sample) == llama_rt.encode_batch(sample)
+    assert [loaded.decode(x) for x in llama_rt.encode_batch(sample)] == sample
+    assert loaded.new_to_old == llama_rt.new_to_old and loaded.replacement_ids == llama_rt.replacement_ids
+    with pytest.raises(DataError, match="not an R-BPE tokenizer folder"):
+        reuse.ReuseTokenizer.load(tmp_path)
 
 
 def test_unsupported_tokenizer_is_refused():
