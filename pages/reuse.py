@@ -65,9 +65,7 @@ if tok.model_type != "BPE" or not tok.is_byte_level:
 vc = _classes(tok, tok.content_hash)
 c1, c2, c3 = st.columns(3)
 target = c1.selectbox("Target script", list(TARGETS), key="reuse-target")
-preserved = c2.multiselect(
-    "Also preserve", [p for p in PRESERVABLE if p != target], default=["latin", "greek"], key="reuse-preserve"
-)
+preserved = c2.multiselect("Also preserve", PRESERVABLE, default=["latin", "greek"], key="reuse-preserve")
 h = int(c3.number_input("Threshold h (reusable ids)", 100, 200_000, 20_000, step=1000, key="reuse-h"))
 plan = state.guarded(reuse.choose_reusable, vc, target, tuple(preserved), h)
 if plan is None:

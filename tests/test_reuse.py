@@ -226,3 +226,7 @@ def test_page_trains_previews_and_exports():
     assert any("decode as the target" in w.value for w in at.warning)
     assert len(at.get("html")) >= 2
     assert at.get("download_button")
+    # another target: the plan updates, the trained Arabic tokenizer is no longer shown
+    at.selectbox(key="reuse-target").set_value("greek").run()
+    assert not at.exception, [e.message for e in at.exception]
+    assert any("Train the new tokenizer" in i.value for i in at.info)
