@@ -28,6 +28,7 @@ replaced occurrences. `merge_naive` is the recount-every-iteration baseline (ben
 
 from __future__ import annotations
 
+import heapq
 import re
 import unicodedata
 from collections import Counter
@@ -279,24 +280,27 @@ def merge_incremental(
     alive = [True] * len(flat)
     counts: dict[tuple[str, str], int] = {}
     where: dict[tuple[str, str], set[int]] = {}
-    buckets: dict[int, set[tuple[str, str]]] = {}
+    # lazy max-heap of (-count, lower bound of the first position, pair); an entry is live when its count is
+    # the pair's count, and it is accepted when its bound is the pair's true first position (ties: earliest)
+    heap: list[tuple[int, int, tuple[str, str]]] = []
+    first: dict[tuple[str, str], int] = {}  # per pair, a lower bound of min(where[pair])
     valid = rules.valid
-    maxc = 0
+    building = True
 
     def add(pair: tuple[str, str], pos: int) -> None:
-        nonlocal maxc
         if not valid(*pair):
             return
         c = counts.get(pair, 0)
         if c:
-            buckets[c].discard(pair)
             where[pair].add(pos)
+            if pos < first[pair]:
+                first[pair] = pos
         else:
             where[pair] = {pos}
+            first[pair] = pos
         counts[pair] = c + 1
-        buckets.setdefault(c + 1, set()).add(pair)
-        if c + 1 > maxc:
-            maxc = c + 1
+        if not building:
+            heapq.heappush(heap, (-(c + 1), first[pair], pair))
 
     def remove(pair: tuple[str, str], pos: int) -> None:
         c = counts.get(pair)
@@ -306,31 +310,43 @@ def merge_incremental(
         if pos not in s:
             return
         s.discard(pos)
-        buckets[c].discard(pair)
         if c == 1:
             del counts[pair]
             del where[pair]
+            del first[pair]
         else:
             counts[pair] = c - 1
-            buckets[c - 1].add(pair)
+            heapq.heappush(heap, (1 - c, first[pair], pair))
+
+    def pop_best() -> tuple[tuple[str, str], int] | None:
+        while heap:
+            negc, bound, pair = heapq.heappop(heap)
+            if counts.get(pair) != -negc:
+                continue  # stale count
+            true_first = min(where[pair])
+            first[pair] = true_first
+            if true_first == bound:
+                return pair, -negc
+            heapq.heappush(heap, (negc, true_first, pair))
+        return None
 
     for i, t in enumerate(flat):
         j = nxt[i]
         if j >= 0:
             add((t, flat[j]), i)
+    building = False
+    heap = [(-c, first[p], p) for p, c in counts.items()]
+    heapq.heapify(heap)
     total = sum(len(s) for s in sequences)
     curve = [total / n_seq if n_seq else 0.0]
     steps: list[MergeStep] = []
     exhausted = False
     for _ in range(max_merges):
-        while maxc > 0 and not buckets.get(maxc):
-            maxc -= 1
-        if maxc == 0:
+        top = pop_best()
+        if top is None:
             exhausted = True
             break
-        tied = buckets[maxc]
-        best = next(iter(tied)) if len(tied) == 1 else min(tied, key=lambda p: min(where[p]))
-        chosen_count = maxc
+        best, chosen_count = top
         left, right = best
         merged = rules.remember_merge(left, right)
         replaced = 0
