@@ -39,12 +39,15 @@ def _heldout(langs: tuple[str, ...], files_per_repo: int) -> list[str]:
     return [r.text for r in S.read_code(languages=held, heldout=True, max_files_per_repo=files_per_repo)]
 
 
-@st.cache_resource(show_spinner=False, max_entries=8)
-def _train(
-    key: tuple, _base, _words, vocab: int, priority: str, skip: S.SkipRule, _progress=None
-) -> S.SABPEResult:
-    name = "BPE" if priority == "F" and not skip.active else f"SA-BPE [{priority}]"
-    return S.train(_base, _words, vocab, priority=priority, skip=skip, name=name, progress=_progress)
+def _train(key: tuple, base, words, vocab: int, priority: str, skip: S.SkipRule, progress) -> S.SABPEResult:
+    """One training run, kept in this browser session (the last 6 runs; a progress bar needs a live call)."""
+    store = st.session_state.setdefault("sa-results", {})
+    if key not in store:
+        name = "BPE" if priority == "F" and not skip.active else f"SA-BPE [{priority}]"
+        store[key] = S.train(base, words, vocab, priority=priority, skip=skip, name=name, progress=progress)
+        while len(store) > 6:
+            store.pop(next(iter(store)))
+    return store[key]
 
 
 @st.cache_resource(show_spinner="Measuring on held-out repositories…", max_entries=8)

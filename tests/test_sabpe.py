@@ -244,3 +244,8 @@ def test_page_trains_and_compares():
     assert share.iloc[1] <= share.iloc[0]
     assert at.get("plotly_chart")
     assert at.get("download_button")
+    # a skip rule re-trains only SA-BPE (plain BPE comes from the cache) and is shown in the column label
+    at.number_input(key="sa-min-r").set_value(2).run()
+    at.button(key="sa-train").click().run()
+    assert not at.exception, [e.message for e in at.exception]
+    assert list(at.dataframe[0].value.columns)[-1] == "SA-BPE (F*log(R)*L, skip R<2)"
