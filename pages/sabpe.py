@@ -17,7 +17,7 @@ METRIC_LABELS = {
     "coverage": "coverage: vocab tokens used (held-out) ↑",
     "mean_token_length": "mean token length (bytes)",
     "gini": "Gini of token frequencies (held-out) ↓",
-    "single_repo_share": "single-repo tokens (≥90% of training occurrences) ↓",
+    "single_repo_share": "single-repo tokens, % of used learned tokens (≥90% of training occurrences) ↓",
     "single_repo_tokens": "single-repo tokens (count) ↓",
     "single_repo_merges": "merges found in one repository ↓",
     "skipped": "skipped pairs",
@@ -181,7 +181,7 @@ def page() -> None:
         for field, label in METRIC_LABELS.items():
             row = {"metric": label}
             for lb, m in metrics.items():
-                row[f"{lb} ({runs[lb].label})"] = m[field]
+                row[f"{lb} ({runs[lb].label})"] = m[field] * 100 if field == "single_repo_share" else m[field]
             rows.append(row)
         st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch")
     else:

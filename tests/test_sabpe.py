@@ -240,7 +240,7 @@ def test_page_trains_and_compares():
     assert not at.exception, [e.message for e in at.exception]
     table = at.dataframe[0].value.set_index("metric")
     assert list(table.columns) == ["BPE (F, no skipping)", "SA-BPE (F*log(R)*L, no skipping)"]
-    share = table.loc[[m for m in table.index if m.startswith("single-repo tokens (≥90%")][0]]
+    share = table.loc[[m for m in table.index if m.startswith("single-repo tokens, %")][0]]
     assert share.iloc[1] <= share.iloc[0]
     assert at.get("plotly_chart")
     assert at.get("download_button")
