@@ -17,6 +17,7 @@ import zipfile
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from .errors import DataError
 
@@ -143,7 +144,7 @@ def _is_text_name(name: str) -> bool:
     return n.endswith(TEXT_SUFFIXES) or "." not in Path(n).name
 
 
-def iter_zip(fileobj, name: str = "archive.zip") -> Iterator[str]:
+def iter_zip(fileobj: Any, name: str = "archive.zip") -> Iterator[str]:
     """Stream the text units of every text file inside a zip archive (sorted by member name)."""
     try:
         zf = zipfile.ZipFile(fileobj)

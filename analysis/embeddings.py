@@ -29,7 +29,7 @@ INITS = ("fvt", "mean", "random")
 # --------------------------------------------------------------------------------------------------
 # Loading / saving
 # --------------------------------------------------------------------------------------------------
-def load_model(source: str | os.PathLike, *, revision: str | None = None, token: str | None = None):
+def load_model(source: str | os.PathLike, *, revision: str | None = None, token: str | None = None) -> Any:
     """A causal LM from a folder, a weight file's folder, a GGUF file or a hub id (no remote code)."""
     try:
         from transformers import AutoModelForCausalLM
@@ -74,7 +74,10 @@ def _drop_gguf_quantizer(model) -> None:
 
 
 def save_model(
-    model, out_dir: str | os.PathLike, tokenizer: LoadedTokenizer | None = None, report: dict | None = None
+    model: Any,
+    out_dir: str | os.PathLike,
+    tokenizer: LoadedTokenizer | None = None,
+    report: dict | None = None,
 ) -> Path:
     """Write the model as safetensors (+ the tokenizer folder, when given) to out_dir."""
     out = Path(out_dir)
@@ -96,7 +99,9 @@ def id_map_by_string(old_tok: LoadedTokenizer, new_tok: LoadedTokenizer) -> dict
     return {o: new_ids[s] for o, s in old_tok.id_to_token.items() if s in new_ids}
 
 
-def fvt_pieces(old_tok: LoadedTokenizer, new_tok: LoadedTokenizer, new_id: int, _model=None) -> list[int]:
+def fvt_pieces(
+    old_tok: LoadedTokenizer, new_tok: LoadedTokenizer, new_id: int, _model: Any = None
+) -> list[int]:
     """The OLD tokenizer's ids for a token of the NEW tokenizer (FVT constituents).
 
     A model-vocabulary token (raw, byte-mapped / ▁ form) goes through the old model alone
@@ -153,7 +158,7 @@ class RemapReport:
 
 
 def remap_embeddings(
-    model,
+    model: Any,
     old_tok: LoadedTokenizer,
     new_tok: LoadedTokenizer,
     id_map: Mapping[int, int] | None = None,

@@ -28,6 +28,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import tokenizers
 from tokenizers import pre_tokenizers, trainers
@@ -473,7 +474,7 @@ def _reiter(units) -> Callable[[], Iterable[str]]:
 def plan(
     base: LoadedTokenizer,
     method: str,
-    units,
+    units: Any,
     n_max: int,
     *,
     max_token_length: int | None = None,
@@ -503,7 +504,7 @@ def plan(
 
 
 def extend(
-    base: LoadedTokenizer, method: str, units, n: int, *, max_token_length: int | None = None
+    base: LoadedTokenizer, method: str, units: Any, n: int, *, max_token_length: int | None = None
 ) -> Extension:
     """One-shot: train what the method needs on the text and return the tokenizer extended by n tokens."""
     return plan(base, method, units, n, max_token_length=max_token_length).apply(n)

@@ -15,6 +15,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import compress
+from typing import Any
 
 import numpy as np
 
@@ -270,7 +271,7 @@ def leaf_order(
     *,
     propagate: bool = False,
     method: str = "leaf",
-    structure=None,
+    structure: Any = None,
     protected: set[int] | None = None,
 ) -> PruneOrder:
     """Generic leaf pruning (paper 000 Alg. 1): repeatedly pop the lowest-(priority, -id) *leaf*.
@@ -426,7 +427,7 @@ def _dense_structure(tok: LoadedTokenizer, vs, size: int) -> tuple[list, list, l
 
 
 def leaf_last_n_order(
-    tok: LoadedTokenizer, *, structure=None, protected: set[int] | None = None
+    tok: LoadedTokenizer, *, structure: Any = None, protected: set[int] | None = None
 ) -> PruneOrder:
     """Leaf last-N: highest id first among the current leaves."""
     zeros = np.zeros(max(tok.id_to_token) + 1, dtype=np.float64)
@@ -437,7 +438,7 @@ def leaf_frequency_order(
     tok: LoadedTokenizer,
     counts: np.ndarray | Mapping[int, float],
     *,
-    structure=None,
+    structure: Any = None,
     protected: set[int] | None = None,
 ) -> PruneOrder:
     """Leaf frequency (paper 000 Alg. 1): rarest leaf first, counts moved to the parts of a pruned token."""
@@ -627,7 +628,7 @@ def score_order(
     scores: Mapping[int, float] | np.ndarray,
     *,
     structure_safe: bool = True,
-    structure=None,
+    structure: Any = None,
     protected: set[int] | None = None,
 ) -> PruneOrder:
     """Lowest externally supplied score first (e.g. an under-trained score, negated so worst = lowest).
@@ -648,7 +649,7 @@ def score_order(
     return PruneOrder("score", tuple(ids), tok.content_hash, {i: get(i) for i in ids})
 
 
-def vocab_structure(tok: LoadedTokenizer):
+def vocab_structure(tok: LoadedTokenizer) -> Any:
     """The merge-graph structure of the vocabulary (analysis.bpe.vocabulary_structure)."""
     from .bpe import vocabulary_structure
 
@@ -965,7 +966,7 @@ class _FastPruner:
                 excl.add(i)
         self.excluded = excl
 
-    def model(self, remove: Iterable[int], ignore_merges: bool | None = None):
+    def model(self, remove: Iterable[int], ignore_merges: bool | None = None) -> Any:
         """A BPE model without the removed ids (and every merge touching them); ids unchanged."""
         rem = np.zeros(self.size, dtype=bool)
         r = list(remove)
@@ -981,13 +982,13 @@ class _FastPruner:
         im = self.ignore_merges if ignore_merges is None else ignore_merges
         return self.BPE(vocab, merges, ignore_merges=im, **self.kwargs), vocab
 
-    def tokenizer(self, remove: Iterable[int]):
+    def tokenizer(self, remove: Iterable[int]) -> Any:
         """The private tokenizer copy with the pruned model swapped in, plus the surviving vocabulary."""
         model, vocab = self.model(remove)
         self.rust.model = model
         return self.rust, vocab
 
-    def unreachable_count(self, rust, vocab: dict[str, int]) -> int:
+    def unreachable_count(self, rust: Any, vocab: dict[str, int]) -> int:
         """STT on the swapped-in model (ignore_merges off, no dropout): the analysis.reachability rules."""
         model = rust.model
         was = model.ignore_merges

@@ -613,7 +613,9 @@ def pick_device(device: str | None = None) -> str:
     return "cuda" if torch.cuda.is_available() else "cpu"
 
 
-def load_lm(src: ModelSource | str, weights: EmbeddingWeights | None = None, *, device: str | None = None):
+def load_lm(
+    src: ModelSource | str, weights: EmbeddingWeights | None = None, *, device: str | None = None
+) -> Any:
     """Load a causal LM for verification (safetensors or GGUF via transformers; never remote code)."""
     import torch
 
@@ -1037,7 +1039,7 @@ def stt_status(tok: LoadedTokenizer) -> dict[int, str]:
     return out
 
 
-def health_table(result: UndertrainedResult, stt: dict[int, str] | None = None):
+def health_table(result: UndertrainedResult, stt: dict[int, str] | None = None) -> Any:
     """One row per token: indicators, rank, round-trip category, class, script, reference, verdict, STT."""
     import pandas as pd
 

@@ -17,11 +17,14 @@ import struct
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from .errors import ModelLoadError
+
+if TYPE_CHECKING:
+    from .tokenizer import LoadedTokenizer
 
 #: Names of the input embedding tensor, most specific first (HF, original Llama, NeoX, T5, GGUF).
 INPUT_NAMES = (
@@ -706,7 +709,7 @@ def _torch_matrix(t: Any, name: str, torch: Any) -> Matrix:
 # --------------------------------------------------------------------------------------------------
 # Tokenizer of a model
 # --------------------------------------------------------------------------------------------------
-def tokenizer_for_model(src: ModelSource):
+def tokenizer_for_model(src: ModelSource) -> LoadedTokenizer:
     """The tokenizer that belongs to a model: its folder's tokenizer files, or the one inside a GGUF."""
     from .errors import TokenizerLoadError
     from .sources import load_folder
@@ -724,7 +727,7 @@ def tokenizer_for_model(src: ModelSource):
         ) from e
 
 
-def tokenizer_from_gguf(path: Path):
+def tokenizer_from_gguf(path: Path) -> LoadedTokenizer:
     """Convert the tokenizer embedded in a GGUF file (via transformers) and cache the tokenizer.json."""
     from .defaults import cache_dir
     from .tokenizer import LoadedTokenizer
