@@ -34,7 +34,7 @@ import tokenizers
 from tokenizers import pre_tokenizers, trainers
 
 from .errors import DataError, UnsupportedTokenizerError
-from .tokenizer import SPIECE_UNDERLINE, LoadedTokenizer, added_token_entry
+from .tokenizer import SPIECE_UNDERLINE, LoadedTokenizer, added_token_entry, bpe_model
 from .training import TrainingResult, continue_training, training_mode
 
 METHODS = ("continued", "regen", "merges", "add-tokens", "wordpiece")
@@ -242,18 +242,7 @@ def train_auxiliary(
         )
         kind = "wordpiece"
     else:
-        model = {
-            "type": "BPE",
-            "vocab": {},
-            "merges": [],
-            "dropout": None,
-            "unk_token": None,
-            "continuing_subword_prefix": None,
-            "end_of_word_suffix": None,
-            "fuse_unk": False,
-            "byte_fallback": False,
-            "ignore_merges": False,
-        }
+        model = bpe_model()
         sp = base.is_sentencepiece_style and not base.is_byte_level
         mtl = max_token_length or (16 if sp else None)
         trainer = trainers.BpeTrainer(

@@ -30,7 +30,7 @@ from tokenizers import pre_tokenizers
 from tokenizers.trainers import BpeTrainer
 
 from .errors import DataError, UnsupportedTokenizerError
-from .tokenizer import LoadedTokenizer
+from .tokenizer import LoadedTokenizer, bpe_model
 
 BLOCKS_TSV = Path(__file__).resolve().parents[1] / "assets" / "unicode_blocks.tsv"
 MAPPING_FILE = "rbpe_mapping.json"
@@ -464,18 +464,7 @@ def train_target_bpe(
         "pre_tokenizer": tok.pre_tokenizer,
         "post_processor": None,
         "decoder": tok.decoder,
-        "model": {
-            "type": "BPE",
-            "dropout": None,
-            "unk_token": None,
-            "continuing_subword_prefix": None,
-            "end_of_word_suffix": None,
-            "fuse_unk": False,
-            "byte_fallback": False,
-            "ignore_merges": False,
-            "vocab": {},
-            "merges": [],
-        },
+        "model": bpe_model(),
     }
     new = tokenizers.Tokenizer.from_str(json.dumps(doc))
     specials = [a.content for a in sorted(tok.added_tokens, key=lambda a: a.id) if a.special]

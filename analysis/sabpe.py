@@ -42,8 +42,8 @@ import numpy as np
 
 from .corpora import assets_dir
 from .errors import DataError, UnsupportedTokenizerError
-from .tokenizer import BYTE_TO_CHAR, LoadedTokenizer
-from .training import added_token_splitter
+from .tokenizer import BYTE_TO_CHAR, LoadedTokenizer, bpe_model
+from .training import added_token_splitter, symbol_table
 
 #: Merge priority criteria of the paper (plus plain BPE, "F").
 PRIORITIES = ("F", "F*L", "F*log(R+1)", "F*log(R)", "F*log(R+1)*L", "F*log(R)*L")
@@ -343,15 +343,7 @@ def train_source_bpe(
     t0 = time.perf_counter()
     prio = priority_function(priority)
     skip = skip or SkipRule()
-    sym_id: dict[str, int] = {}
-    syms: list[str] = []
-
-    def sid(s: str) -> int:
-        i = sym_id.get(s)
-        if i is None:
-            i = sym_id[s] = len(syms)
-            syms.append(s)
-        return i
+    syms, sid = symbol_table()
 
     for ch in alphabet:
         sid(ch)
@@ -525,18 +517,7 @@ def build_tokenizer(
                 "special": True,
             }
         )
-    doc["model"] = {
-        "type": "BPE",
-        "dropout": None,
-        "unk_token": None,
-        "continuing_subword_prefix": None,
-        "end_of_word_suffix": None,
-        "fuse_unk": False,
-        "byte_fallback": False,
-        "ignore_merges": False,
-        "vocab": vocab,
-        "merges": [[a, b] for a, b in merges],
-    }
+    doc["model"] = bpe_model(vocab, [[a, b] for a, b in merges])
     doc["added_tokens"] = added
     post = doc.get("post_processor")
     if post is not None and post.get("type") != "ByteLevel":

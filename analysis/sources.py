@@ -20,7 +20,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from .errors import TokenizerLoadError
-from .tokenizer import BYTE_TO_CHAR, SPIECE_UNDERLINE, LoadedTokenizer, added_token_entry
+from .tokenizer import BYTE_TO_CHAR, SPIECE_UNDERLINE, LoadedTokenizer, added_token_entry, bpe_model
 
 #: Largest upload accepted (bytes); tokenizer files are at most tens of MB.
 MAX_UPLOAD_BYTES = int(os.environ.get("TOKLAB_MAX_UPLOAD_BYTES", 200 * 1024 * 1024))
@@ -590,18 +590,7 @@ def tiktoken_to_document(
         },
         "post_processor": None,
         "decoder": {"type": "ByteLevel", "add_prefix_space": True, "trim_offsets": True, "use_regex": True},
-        "model": {
-            "type": "BPE",
-            "dropout": None,
-            "unk_token": None,
-            "continuing_subword_prefix": None,
-            "end_of_word_suffix": None,
-            "fuse_unk": False,
-            "byte_fallback": False,
-            "ignore_merges": True,
-            "vocab": vocab,
-            "merges": [[a, b] for *_, a, b in merge_list],
-        },
+        "model": bpe_model(vocab, [[a, b] for *_, a, b in merge_list], ignore_merges=True),
     }
 
 

@@ -45,6 +45,29 @@ CHAR_TO_BYTE: dict[str, int] = {c: b for b, c in BYTE_TO_CHAR.items()}
 SPIECE_UNDERLINE = "\u2581"
 
 
+def bpe_model(
+    vocab: dict[str, int] | None = None,
+    merges: list[Any] | None = None,
+    *,
+    ignore_merges: bool = False,
+    byte_fallback: bool = False,
+    unk_token: str | None = None,
+) -> dict[str, Any]:
+    """A tokenizer.json BPE `model` section with every flag spelled out (no dropout, prefix or suffix)."""
+    return {
+        "type": "BPE",
+        "dropout": None,
+        "unk_token": unk_token,
+        "continuing_subword_prefix": None,
+        "end_of_word_suffix": None,
+        "fuse_unk": False,
+        "byte_fallback": byte_fallback,
+        "ignore_merges": ignore_merges,
+        "vocab": vocab if vocab is not None else {},
+        "merges": merges if merges is not None else [],
+    }
+
+
 def parse_merges(raw: list[Any]) -> list[tuple[str, str]]:
     """Parse merges in either serialisation: `"a b"` strings (split on the first space) or `["a", "b"]` lists."""
     out: list[tuple[str, str]] = []

@@ -416,6 +416,21 @@ def missing_characters(
 # --------------------------------------------------------------------------------------------------
 # The incremental BPE trainer
 # --------------------------------------------------------------------------------------------------
+def symbol_table() -> tuple[list[str], Callable[[str], int]]:
+    """(symbols, intern): `intern(s)` gives each distinct string a dense id; `symbols[id]` gives it back."""
+    ids: dict[str, int] = {}
+    syms: list[str] = []
+
+    def intern(s: str) -> int:
+        i = ids.get(s)
+        if i is None:
+            i = ids[s] = len(syms)
+            syms.append(s)
+        return i
+
+    return syms, intern
+
+
 def train_merges(
     words: Counter,
     n_new: int,
@@ -429,15 +444,7 @@ def train_merges(
     `words` maps a tuple of current symbols to its frequency. Deterministic: the most frequent pair wins,
     ties go to the lexicographically smallest (left, right) pair.
     """
-    sym_id: dict[str, int] = {}
-    syms: list[str] = []
-
-    def sid(s: str) -> int:
-        i = sym_id.get(s)
-        if i is None:
-            i = sym_id[s] = len(syms)
-            syms.append(s)
-        return i
+    syms, sid = symbol_table()
 
     seqs: list[list[int]] = []
     freqs: list[int] = []
