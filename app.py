@@ -37,6 +37,6 @@ nav = st.navigation(PAGES)
 library_box = st.sidebar.container()  # filled after the page ran, so it shows what the page loaded
 try:
     nav.run()
-finally:  # also after a page's st.stop()
+finally:  # also after an early return; pages never call st.stop(), which drops everything after it
     with library_box:
         state.sidebar_library()

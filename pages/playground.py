@@ -55,62 +55,67 @@ if unshareable:
         + "."
     )
 
-if not names:
-    st.info("Pick at least one tokenizer.")
-    st.stop()
-if not text:
-    st.info("Type some text.")
-    st.stop()
 
-toks = [lib[n] for n in names]
-results = compare_encodings(toks, text, add_special_tokens=add_special)
+def _compare(names: list[str], text: str) -> None:
+    """Encodings side by side (a function, so an early exit still lets app.py draw the sidebar)."""
+    if not names:
+        st.info("Pick at least one tokenizer.")
+        return
+    if not text:
+        st.info("Type some text.")
+        return
+    toks = [lib[n] for n in names]
+    results = compare_encodings(toks, text, add_special_tokens=add_special)
 
-st.dataframe(
-    pd.DataFrame(
-        [
-            {
-                "tokenizer": n,
-                "tokens": r.n_tokens,
-                "bytes/token": round(r.bytes_per_token, 3),
-                "chars/token": round(r.chars_per_token, 3),
-                "differing boundaries": r.n_differing,
-            }
-            for n, r in zip(names, results)
-        ]
-    ),
-    hide_index=True,
-    width="stretch",
-)
-st.caption(
-    "Tokens outlined in red end where at least one other tokenizer has no boundary. Hover a token for "
-    "its id and bytes."
-)
-for n, tok, r in zip(names, toks, results):
-    st.markdown(f"**{n}** · {r.n_tokens} tokens")
-    st.html(
-        token_spans_html(
-            tok,
-            text,
-            r.ids,
-            r.offsets,
-            show_whitespace=show_ws,
-            show_bytes=show_bytes,
-            boundaries_elsewhere=r.common_boundaries if len(toks) > 1 else None,
+    st.dataframe(
+        pd.DataFrame(
+            [
+                {
+                    "tokenizer": n,
+                    "tokens": r.n_tokens,
+                    "bytes/token": round(r.bytes_per_token, 3),
+                    "chars/token": round(r.chars_per_token, 3),
+                    "differing boundaries": r.n_differing,
+                }
+                for n, r in zip(names, results)
+            ]
+        ),
+        hide_index=True,
+        width="stretch",
+    )
+    st.caption(
+        "Tokens outlined in red end where at least one other tokenizer has no boundary. Hover a token for "
+        "its id and bytes."
+    )
+    for n, tok, r in zip(names, toks, results):
+        st.markdown(f"**{n}** · {r.n_tokens} tokens")
+        st.html(
+            token_spans_html(
+                tok,
+                text,
+                r.ids,
+                r.offsets,
+                show_whitespace=show_ws,
+                show_bytes=show_bytes,
+                boundaries_elsewhere=r.common_boundaries if len(toks) > 1 else None,
+            )
         )
-    )
 
-bpe = [(n, t, r) for n, t, r in zip(names, toks, results) if t.model_type == "BPE"]
-if bpe:
-    c1, c2, c3 = st.columns([2, 3, 1])
-    which = c1.selectbox("Merge tree of a token from", [n for n, _, _ in bpe], key="pg-tree-tok")
-    _, t_sel, r_sel = next(x for x in bpe if x[0] == which)
-    options = list(dict.fromkeys(r_sel.ids))
-    tid = c2.selectbox(
-        "Token",
-        options,
-        format_func=lambda i: f"{t_sel.readable(t_sel.id_to_token.get(i, ''))!r} · id {i}",
-        key="pg-tree-id",
-    )
-    c3.write("")
-    if c3.button("Open merge tree", key="pg-open-tree") and tid is not None:
-        state.open_merge_tree(which, int(tid))
+    bpe = [(n, t, r) for n, t, r in zip(names, toks, results) if t.model_type == "BPE"]
+    if bpe:
+        c1, c2, c3 = st.columns([2, 3, 1])
+        which = c1.selectbox("Merge tree of a token from", [n for n, _, _ in bpe], key="pg-tree-tok")
+        _, t_sel, r_sel = next(x for x in bpe if x[0] == which)
+        options = list(dict.fromkeys(r_sel.ids))
+        tid = c2.selectbox(
+            "Token",
+            options,
+            format_func=lambda i: f"{t_sel.readable(t_sel.id_to_token.get(i, ''))!r} · id {i}",
+            key="pg-tree-id",
+        )
+        c3.write("")
+        if c3.button("Open merge tree", key="pg-open-tree") and tid is not None:
+            state.open_merge_tree(which, int(tid))
+
+
+_compare(names, text)

@@ -101,6 +101,22 @@ def test_every_page_url_is_its_file_name():
     assert all(stem == url for stem, url in pages), pages
 
 
+def test_pages_never_call_st_stop():
+    """st.stop() drops everything after it in the run, including the sidebar library app.py draws last."""
+    offenders = [
+        p.name for p in (ROOT / "pages").glob("*.py") if "st.stop()" in p.read_text(encoding="utf-8")
+    ]
+    assert offenders == []
+
+
+def test_playground_with_nothing_picked_says_so(at):
+    at.switch_page("pages/playground.py")
+    at.run()
+    at.multiselect(key="pg-toks").set_value([]).run()
+    assert not at.exception, [e.message for e in at.exception]
+    assert any("Pick at least one tokenizer" in i.value for i in at.info)
+
+
 def test_playground_opens_a_merge_tree():
     app = AppTest.from_file(str(ROOT / "app.py"), default_timeout=120)
     app.query_params["t"] = ["example:gpt2"]
