@@ -84,7 +84,7 @@ class BPEReplay:
         self._byte_ids: list[int | None] = [self.vocab.get(f"<0x{b:02X}>") for b in range(256)]
         # left * stride + right -> rank (a repeated pair keeps its LAST rank, like the Rust map); result by rank
         self._pair_rank, self._stride = pairs if pairs is not None else pair_ranks(tok)
-        self._result_of: list[int | None] = merge_id_lists(tok)[2]
+        self._result_of: list[int] = _merge_arrays(tok)[2].tolist()
         # word -> (initial ids, final ids, events as (left id, right id, result id, rank, position))
         self._cache: dict[str, tuple[tuple[int, ...], tuple[int, ...], tuple[tuple[int, ...], ...]]] = {}
         self._lock = threading.Lock()
@@ -128,6 +128,11 @@ class BPEReplay:
         if unk is not None:
             out.append(unk)
         return out
+
+    def merge_of(self, left: int, right: int) -> tuple[int, int] | None:
+        """(rank, result id) of the merge the model applies to this adjacent pair, or None."""
+        r = self._pair_rank.get(left * self._stride + right)
+        return None if r is None else (r, self._result_of[r])
 
     def _run(self, word: str) -> tuple[tuple[int, ...], tuple[int, ...], tuple[tuple[int, ...], ...]]:
         hit = self._cache.get(word)
@@ -459,9 +464,6 @@ _STRUCT_CACHE: OrderedDict[str, VocabStructure] = OrderedDict()
 
 def merge_id_lists(tok: LoadedTokenizer) -> tuple[list[int | None], list[int | None], list[int | None]]:
     """Per merge rank: (left ids, right ids, result ids); None where a string is missing from the vocabulary."""
-    hit = _IDS_CACHE.get(tok.content_hash)
-    if hit is not None:
-        return hit
     get = tok.vocab.get
     plen = len(tok.continuing_subword_prefix or "")
     merges = tok.merges
@@ -469,47 +471,18 @@ def merge_id_lists(tok: LoadedTokenizer) -> tuple[list[int | None], list[int | N
     lefts = list(map(itemgetter(0), merges))
     rights = list(map(itemgetter(1), merges))
     joined = map(add, lefts, rights) if not plen else (a + b[plen:] for a, b in merges)
-    res = (list(map(get, lefts)), list(map(get, rights)), list(map(get, joined)))
-    _IDS_CACHE[tok.content_hash] = res
-    while len(_IDS_CACHE) > 4:
-        _IDS_CACHE.popitem(last=False)
-    return res
-
-
-_IDS_CACHE: OrderedDict[str, tuple[list[int | None], list[int | None], list[int | None]]] = OrderedDict()
-
-
-def merge_map(tok: LoadedTokenizer) -> dict[tuple[int, int], tuple[int, int]]:
-    """(left id, right id) -> (rank, result id), like the Rust BPE map (a repeated pair keeps its last rank)."""
-    hit = _MAP_CACHE.get(tok.content_hash)
-    if hit is not None:
-        return hit
-    li, ri, ni = merge_id_lists(tok)
-    mm: dict[tuple[int, int], tuple[int, int]]
-    if None not in li and None not in ri and None not in ni:
-        mm = dict(zip(zip(li, ri), zip(range(len(li)), ni)))
-    else:  # the Rust library refuses such files; be lenient and skip the broken merges
-        mm = {}
-        for rank, (a, b, n) in enumerate(zip(li, ri, ni)):
-            if a is not None and b is not None and n is not None:
-                mm[(a, b)] = (rank, n)
-    _MAP_CACHE[tok.content_hash] = mm
-    while len(_MAP_CACHE) > 4:
-        _MAP_CACHE.popitem(last=False)
-    return mm
-
-
-_MAP_CACHE: OrderedDict[str, dict[tuple[int, int], tuple[int, int]]] = OrderedDict()
+    return list(map(get, lefts)), list(map(get, rights)), list(map(get, joined))
 
 
 def pair_ranks(tok: LoadedTokenizer) -> tuple[dict[int, int], int]:
-    """(left id * stride + right id -> merge rank, stride): the merge map with one int key per pair, cheaper
-    to build and to probe than tuple keys; the result of rank r is `merge_id_lists(tok)[2][r]`."""
+    """(left id * stride + right id -> merge rank, stride): the Rust BPE merge map (a repeated pair keeps its
+    last rank; merges naming unknown strings are skipped) with one int key per pair, cheap to build and probe.
+    The result of rank r is `_merge_arrays(tok)[2][r]`."""
     hit = _PAIR_CACHE.get(tok.content_hash)
     if hit is not None:
         return hit
     stride = _stride(tok)
-    left, right, _result, keep = _merge_arrays(tok, stride)
+    left, right, _result, keep = _merge_arrays(tok)
     kept = keep.nonzero()[0]
     res = (dict(zip((left[kept] * stride + right[kept]).tolist(), kept.tolist())), stride)
     _PAIR_CACHE[tok.content_hash] = res
@@ -622,12 +595,13 @@ def _disk_save(name: str, obj: VocabStructure) -> None:
         pass
 
 
-def _merge_arrays(tok: LoadedTokenizer, stride: int) -> tuple[Any, Any, Any, Any]:
+def _merge_arrays(tok: LoadedTokenizer) -> tuple[Any, Any, Any, Any]:
     """Merge ranks as numpy arrays (left, right, result, keep): keep marks merges the Rust map uses (all
     ids present; for a repeated pair only its last rank)."""
-    hit = _ARRAYS_CACHE.get((tok.content_hash, stride))
+    hit = _ARRAYS_CACHE.get(tok.content_hash)
     if hit is not None:
         return hit
+    stride = _stride(tok)
     li, ri, ni = merge_id_lists(tok)
     if None in li or None in ri or None in ni:
         li, ri, ni = ([-1 if x is None else x for x in col] for col in (li, ri, ni))
@@ -644,13 +618,13 @@ def _merge_arrays(tok: LoadedTokenizer, stride: int) -> tuple[Any, Any, Any, Any
         keep[last] = True
     for arr in (left, right, res, keep):
         arr.flags.writeable = False  # shared through the cache
-    _ARRAYS_CACHE[(tok.content_hash, stride)] = (left, right, res, keep)
+    _ARRAYS_CACHE[tok.content_hash] = (left, right, res, keep)
     while len(_ARRAYS_CACHE) > 4:
         _ARRAYS_CACHE.popitem(last=False)
     return left, right, res, keep
 
 
-_ARRAYS_CACHE: OrderedDict[tuple[str, int], tuple[Any, Any, Any, Any]] = OrderedDict()
+_ARRAYS_CACHE: OrderedDict[str, tuple[Any, Any, Any, Any]] = OrderedDict()
 
 
 def _vocabulary_structure(tok: LoadedTokenizer) -> VocabStructure:
@@ -732,7 +706,7 @@ def _splits_by_levels(
     handled one string length at a time, so each level's parts are final and everything runs as array code."""
     n_ids = len(okn)
     stride = _stride(tok)
-    left, right, result, keep = _merge_arrays(tok, stride)
+    left, right, result, keep = _merge_arrays(tok)
     kept = np.flatnonzero(keep)
     pair_keys = left[kept] * stride + right[kept]
     by_key = np.argsort(pair_keys)
@@ -910,7 +884,7 @@ def merge_candidates_for(tok: LoadedTokenizer, token: str) -> list[tuple[int, st
         ai, bi = rep.vocab.get(a), rep.vocab.get(b)
         if ai is None or bi is None:
             continue
-        m = merge_map(rep.tok).get((ai, bi))
+        m = rep.merge_of(ai, bi)
         if m is not None and m[1] == tid:
             out.append((m[0], a, b))
     return sorted(out)

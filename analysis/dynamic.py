@@ -37,8 +37,8 @@ from typing import Any
 
 import numpy as np
 
-from .embeddings import _old_model  # the bare base model (ignore_merges off, no dropout), cached
 from .errors import DataError, UnsupportedTokenizerError
+from .reachability import bare_tokenize_fn
 from .tokenizer import LoadedTokenizer
 
 BOUNDARIES = ("pretokens", "word", "word_hyphen", "sentence")
@@ -473,13 +473,16 @@ def merged_offsets(result: DynamicResult, k: int) -> list[tuple[int, int]]:
     return [(offs[a][0], offs[b - 1][1]) for a, b in result.spans[k]]
 
 
-def readable_token(tok: LoadedTokenizer, token: str) -> str:
-    """The text a (possibly merged) token string stands for; partial UTF-8 shown like ⟨E2 80⟩."""
+def readable_token(tok: LoadedTokenizer, token: str, rules: PairRules | None = None) -> str:
+    """The text a (possibly merged) token string stands for; partial UTF-8 shown like ⟨E2 80⟩.
+
+    Pass one `PairRules` when converting many tokens: it memoises their bytes."""
     from .tokenizer import readable_from_bytes
 
-    if token in {a.content for a in tok.added_tokens}:
+    rules = rules or PairRules(tok, "sentence")
+    if token in rules.specials:
         return token
-    return readable_from_bytes(PairRules(tok, "sentence").token_bytes(token))
+    return readable_from_bytes(rules.token_bytes(token))
 
 
 def merged_ids(result: DynamicResult, k: int) -> list[int]:
@@ -491,7 +494,7 @@ def merged_ids(result: DynamicResult, k: int) -> list[int]:
 # --------------------------------------------------------------------------------------------------
 # FVT embeddings
 # --------------------------------------------------------------------------------------------------
-def fvt_pieces(tok: LoadedTokenizer, token: str, _model: Any = None) -> list[int]:
+def fvt_pieces(tok: LoadedTokenizer, token: str, _tokenize: Any = None) -> list[int]:
     """The base ids whose embedding rows FVT averages for a (merged) token string: `model.tokenize` of it.
 
     A SentencePiece string's `<0xNN>` byte pieces map to their own ids; the text between goes through the
@@ -500,23 +503,23 @@ def fvt_pieces(tok: LoadedTokenizer, token: str, _model: Any = None) -> list[int
     added = {a.content: a.id for a in tok.added_tokens}
     if token in added:
         return [added[token]]
-    model = _model if _model is not None else _old_model(tok)
+    tokenize = _tokenize if _tokenize is not None else bare_tokenize_fn(tok)
     if tok.is_byte_level or not _BYTE_PIECE.search(token):
-        return [t.id for t in model.tokenize(token)]
+        return [t.id for t in tokenize(token)]
     ids: list[int] = []
     pos = 0
     vocab = tok.vocab
     for m in _BYTE_PIECE.finditer(token):
         if m.start() > pos:
-            ids += [t.id for t in model.tokenize(token[pos : m.start()])]
+            ids += [t.id for t in tokenize(token[pos : m.start()])]
         piece = f"<0x{m.group(1).upper()}>"
         if piece in vocab:
             ids.append(vocab[piece])
         else:
-            ids += [t.id for t in model.tokenize(m.group(0))]
+            ids += [t.id for t in tokenize(m.group(0))]
         pos = m.end()
     if pos < len(token):
-        ids += [t.id for t in model.tokenize(token[pos:])]
+        ids += [t.id for t in tokenize(token[pos:])]
     return ids
 
 
@@ -533,10 +536,10 @@ def fvt_embeddings(tok: LoadedTokenizer, tokens: list[str], matrix: Any) -> Any:
     n_rows = arr.shape[0]
     unk_id = tok.vocab.get(tok.unk_token) if tok.unk_token else None
     fallback = arr[unk_id] if unk_id is not None and unk_id < n_rows else arr.mean(axis=0)
-    model = _old_model(tok)
+    tokenize = bare_tokenize_fn(tok)
     out = np.empty((len(tokens), arr.shape[1]), dtype=np.result_type(arr.dtype, np.float32))
     for r, t in enumerate(tokens):
-        ids = fvt_pieces(tok, t, model)
+        ids = fvt_pieces(tok, t, tokenize)
         if not ids or max(ids) >= n_rows or min(ids) < 0:
             out[r] = fallback
         else:

@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from .errors import DataError, ModelLoadError
+from .reachability import bare_tokenize_fn
 from .tokenizer import LoadedTokenizer
 
 INITS = ("fvt", "mean", "random")
@@ -100,7 +101,7 @@ def id_map_by_string(old_tok: LoadedTokenizer, new_tok: LoadedTokenizer) -> dict
 
 
 def fvt_pieces(
-    old_tok: LoadedTokenizer, new_tok: LoadedTokenizer, new_id: int, _model: Any = None
+    old_tok: LoadedTokenizer, new_tok: LoadedTokenizer, new_id: int, _tokenize: Any = None
 ) -> list[int]:
     """The OLD tokenizer's ids for a token of the NEW tokenizer (FVT constituents).
 
@@ -111,24 +112,9 @@ def fvt_pieces(
     if s is None:
         raise DataError(f"id {new_id} is not in the new tokenizer")
     if s in new_tok.vocab:
-        model = _model if _model is not None else _old_model(old_tok)
-        return [t.id for t in model.tokenize(s)]
+        tokenize = _tokenize if _tokenize is not None else bare_tokenize_fn(old_tok)
+        return [t.id for t in tokenize(s)]
     return list(old_tok.tokenizer.encode(s, add_special_tokens=False).ids)
-
-
-_MODEL_CACHE: dict[str, Any] = {}
-
-
-def _old_model(old_tok: LoadedTokenizer):
-    """The old tokenizer's bare BPE model (ignore_merges off, no dropout), cached per tokenizer."""
-    hit = _MODEL_CACHE.get(old_tok.content_hash)
-    if hit is not None:
-        return hit
-    t = old_tok.fresh_tokenizer(merges_only=True)
-    if len(_MODEL_CACHE) >= 4:
-        _MODEL_CACHE.pop(next(iter(_MODEL_CACHE)))
-    _MODEL_CACHE[old_tok.content_hash] = t.model
-    return t.model
 
 
 # --------------------------------------------------------------------------------------------------
@@ -220,13 +206,13 @@ def remap_embeddings(
     if missing:
         gen = torch.Generator().manual_seed(seed)
         std = float(getattr(model.config, "initializer_range", None) or 0.02)
-        old_model = _old_model(old_tok) if init == "fvt" else None
+        old_tokenize = bare_tokenize_fn(old_tok) if init == "fvt" else None
         mean_e = old_token_rows.float().mean(0)
         mean_w = w_old[:n_old_tok].float().mean(0) if w_old is not None else None
         mean_b = b_old[:n_old_tok].float().mean() if b_old is not None else None
         for j in missing:
             if init == "fvt":
-                ids = [i for i in fvt_pieces(old_tok, new_tok, j, old_model) if 0 <= i < n_old]
+                ids = [i for i in fvt_pieces(old_tok, new_tok, j, old_tokenize) if 0 <= i < n_old]
                 pieces[j] = ids
                 if ids:
                     sel = torch.as_tensor(ids)

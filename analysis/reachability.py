@@ -104,6 +104,14 @@ def stt_tokenize_fn(tok: LoadedTokenizer) -> Callable[[str], list]:
     return lambda s: tokenize(s + sentinel) if s else []
 
 
+def bare_tokenize_fn(tok: LoadedTokenizer) -> Callable[[str], list]:
+    """The model alone on one string (no normalizer, pre-tokenizer or added tokens): BPE with merge skipping
+    and dropout off (`stt_tokenize_fn`); other models (WordPiece, Unigram) as they are."""
+    if tok.model_type == "BPE":
+        return stt_tokenize_fn(tok)
+    return tok.tokenizer.model.tokenize
+
+
 @dataclass(frozen=True)
 class STTResult:
     """Compact STT outcome: `mask[id] == 1` when the bare model returns exactly [id] for the token's own
@@ -358,7 +366,7 @@ def explain_unreachable(tok: LoadedTokenizer, token: str | int) -> dict[str, Any
     rep = get_replay(tok, ignore_merges=False)
     actual = merge_tree(tok, token)
     tokens, _events = rep.tokenize_word(token)
-    status = self_tokenize_status(tok)
+    reachable = stt_result(tok).mask
     init = rep._run(token)[0]
     # initial symbol index where each character starts (byte fallback can give a char several symbols)
     char_start: list[int] = []
@@ -384,8 +392,8 @@ def explain_unreachable(tok: LoadedTokenizer, token: str | int) -> dict[str, Any
                 "left": a,
                 "right": b,
                 "rank": rank,
-                "left_reachable": bool(ai is not None and status.get(ai)),
-                "right_reachable": bool(bi is not None and status.get(bi)),
+                "left_reachable": bool(ai is not None and reachable[ai]),
+                "right_reachable": bool(bi is not None and reachable[bi]),
                 "blocked_by": None
                 if blocker is None
                 else {

@@ -767,9 +767,12 @@ def build_reuse_tokenizer(
 
 # ------------------------------------------------------------------------------------------ metrics
 def _stats(token_counts: Sequence[int], lines: Sequence[str]) -> dict[str, float]:
+    from .metrics import text_counts
+
+    tc = text_counts(lines)
     toks = sum(token_counts)
-    words = sum(len(s.split()) for s in lines)
-    nbytes = sum(len(s.encode("utf-8")) for s in lines)
+    words = int(tc["words"].sum())
+    nbytes = int(tc["bytes"].sum())
     return {
         "tokens": toks,
         "fertility": toks / words if words else float("nan"),

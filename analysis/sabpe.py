@@ -330,6 +330,16 @@ class TrainState:
     seconds: float = 0.0
 
 
+def _add_counts(counter: dict, items: Iterable[tuple[Any, int]], d: int) -> None:
+    """counter[k] += d * c for each (k, c), dropping keys that reach zero (R and L are len(counter))."""
+    for k, c in items:
+        v = counter.get(k, 0) + d * c
+        if v:
+            counter[k] = v
+        else:
+            del counter[k]
+
+
 def train_source_bpe(
     sw: SourceWords,
     n_new: int,
@@ -377,18 +387,8 @@ def train_source_bpe(
                 lc = lcount[p] = {}
             else:
                 lc = lcount[p]
-            for r, c in rd:
-                v = rc.get(r, 0) + d * c
-                if v:
-                    rc[r] = v
-                else:
-                    del rc[r]
-            for g, c in ld:
-                v = lc.get(g, 0) + d * c
-                if v:
-                    lc[g] = v
-                else:
-                    del lc[g]
+            _add_counts(rc, rd, d)
+            _add_counts(lc, ld, d)
             if d > 0:
                 s = where.get(p)
                 if s is None:
@@ -701,23 +701,19 @@ def evaluate(
     result: SABPEResult, heldout: Sequence[str], threshold: float = CONCENTRATION_THRESHOLD
 ) -> dict[str, Any]:
     """Held-out bytes/token, coverage, Gini of token frequencies, vocabulary MTL, single-repo share and STT count."""
-    from .metrics import gini
+    from .metrics import encode_ids, gini, text_counts
     from .reachability import unreachable_ids
 
     tok = result.tokenizer
     texts = [t for t in heldout if t]
     if not texts:
         raise DataError("no held-out text to evaluate on")
-    enc = tok.tokenizer.encode_batch(texts, add_special_tokens=False)
+    flat, _lens = encode_ids(tok, texts)
     n_model = len(tok.vocab)
-    freq = np.zeros(tok.vocab_size + 1, dtype=np.int64)
-    n_tok = 0
-    for e in enc:
-        ids = np.asarray(e.ids, dtype=np.int64)
-        n_tok += ids.size
-        freq += np.bincount(ids, minlength=freq.size)[: freq.size]
-    n_bytes = sum(len(t.encode("utf-8")) for t in texts)
-    learned = [t for t, _ in result.token_sources.items()]
+    freq = np.bincount(flat, minlength=tok.vocab_size + 1)
+    n_tok = int(flat.size)
+    n_bytes = int(text_counts(texts)["bytes"].sum())
+    learned = result.token_sources
     used = [v for v in result.token_sources.values() if v[0] > 0]
     single = sum(1 for n, top, _, _ in used if top / n >= threshold)
     lens = [len(tok.token_bytes(t)) for t in tok.vocab]

@@ -36,8 +36,6 @@ def _clear() -> None:
         reachability._REPORT_CACHE,
         reachability._MODEL_CACHE,
         bpe._STRUCT_CACHE,
-        bpe._MAP_CACHE,
-        bpe._IDS_CACHE,
         bpe._PAIR_CACHE,
         bpe._ARRAYS_CACHE,
         bpe._REPLAYS,
@@ -110,8 +108,6 @@ def main() -> int:
         vs_cold.append(time.perf_counter() - t)
         cpu_cold.append(time.process_time() - c)
         bpe._STRUCT_CACHE.clear()
-        bpe._MAP_CACHE.clear()
-        bpe._IDS_CACHE.clear()
         bpe._PAIR_CACHE.clear()
         bpe._ARRAYS_CACHE.clear()
         t, c = time.perf_counter(), time.process_time()

@@ -14,6 +14,7 @@ from analysis.corpora import flores_languages, flores_lines
 from analysis.dynamic import (
     BOUNDARIES,
     DynamicResult,
+    PairRules,
     dynamic_tokenize,
     merged_ids,
     merged_offsets,
@@ -146,12 +147,13 @@ def page() -> None:
     )
 
     # ------------------------------------------------------------------------------------- merges table
+    rules = PairRules(tok, "sentence")  # one byte memo for every token shown
     rows = [
         {
             "k": j + 1,
-            "left": readable_token(tok, s.left),
-            "right": readable_token(tok, s.right),
-            "merged": readable_token(tok, s.merged),
+            "left": readable_token(tok, s.left, rules),
+            "right": readable_token(tok, s.right, rules),
+            "merged": readable_token(tok, s.merged, rules),
             "merged (raw)": s.merged,
             "count": s.count,
             "replaced": s.replaced,

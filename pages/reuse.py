@@ -43,6 +43,18 @@ def _classes(_tok, tok_hash: str) -> reuse.VocabClasses:
     return reuse.classify_vocab(_tok)
 
 
+@st.cache_data(show_spinner="Measuring on held-out FLORES and packing the export…", max_entries=4)
+def _results(key: tuple, _rt: reuse.ReuseTokenizer, lang: str) -> tuple[dict, dict, dict | None, bytes]:
+    """Held-out metrics (target with parity, English), the reused-script demo and the zip, once per build."""
+    held, eng = flores_split(lang)[1], flores_split("eng_Latn")[1]
+    return (
+        reuse.compare(_rt, held, eng),
+        reuse.compare(_rt, eng),
+        reuse.reused_script_demo(_rt),
+        _rt.zip_bytes(),
+    )
+
+
 def _build(tok, target: str, preserved: tuple[str, ...], h: int, lang: str, corpora: bool, bar):
     texts = reuse.target_training_texts(lang, corpora=corpora)
     return reuse.build_reuse_tokenizer(
@@ -163,10 +175,7 @@ def page() -> None:
 
     # ------------------------------------------------------------------------------------------ metrics
     st.subheader(f"Held-out FLORES ({lang}, lines {FLORES_TRAIN_LINES + 1}–1012)")
-    held = flores_split(lang)[1]
-    eng = flores_split("eng_Latn")[1]
-    cmp_t = reuse.compare(rt, held, eng)
-    cmp_e = reuse.compare(rt, eng)
+    cmp_t, cmp_e, demo, zipped = _results(key, rt, lang)
     rows = []
     for name, c in ((lang, cmp_t), ("eng_Latn", cmp_e)):
         rows.append(
@@ -186,7 +195,6 @@ def page() -> None:
     )
 
     # ------------------------------------------------------------------------------------------ consequence
-    demo = reuse.reused_script_demo(rt)
     if demo is not None:
         st.warning(
             "**Reused scripts now decode as the target.** Their ids belong to the new tokenizer: text in a reused "
@@ -197,7 +205,7 @@ def page() -> None:
 
     st.download_button(
         "Download the R-BPE tokenizer (.zip)",
-        rt.zip_bytes(),
+        zipped,
         file_name=f"{tok.name}-rbpe-{target}.zip",
         mime="application/zip",
         key="reuse-download",

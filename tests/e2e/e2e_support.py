@@ -33,3 +33,18 @@ def add_example(page: Page, name: str) -> None:
     expect(page.locator('[data-testid="stSidebar"]').get_by_text(name, exact=True)).to_be_visible(
         timeout=60_000
     )
+
+
+def pick_tokenizer(page: Page, name: str) -> None:
+    """Choose `name` in the page's first selectbox (the tokenizer picker)."""
+    page.locator('[data-testid="stMain"] [data-testid="stSelectbox"]').first.click()
+    page.get_by_role("option", name=name, exact=True).click()
+    wait_idle(page)
+
+
+def download(page: Page, button: str, path: Path, timeout: int = 120_000) -> Path:
+    """Click a download button and save what the browser receives to `path`."""
+    with page.expect_download(timeout=timeout) as dl:
+        page.get_by_role("button", name=button).click()
+    dl.value.save_as(path)
+    return path

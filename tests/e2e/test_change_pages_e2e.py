@@ -9,15 +9,14 @@ import zipfile
 
 import pytest
 import tokenizers
-from e2e_support import add_example, wait_idle
+from e2e_support import add_example, download, pick_tokenizer, wait_idle
 from playwright.sync_api import Page, expect
 
 
-def _pick(page: Page, name: str) -> None:
-    """Choose `name` in the page's first selectbox (the tokenizer picker)."""
-    page.locator('[data-testid="stMain"] [data-testid="stSelectbox"]').first.click()
-    page.get_by_role("option", name=name, exact=True).click()
-    wait_idle(page)
+def _zip_member(path, suffix: str) -> bytes:
+    """The bytes of the first member of a zip file whose name ends with `suffix`."""
+    with zipfile.ZipFile(io.BytesIO(path.read_bytes())) as zf:
+        return zf.read(next(n for n in zf.namelist() if n.endswith(suffix)))
 
 
 @pytest.mark.e2e
@@ -25,15 +24,12 @@ def test_dynamic_tokenization_page(page: Page, app_url, artifacts):
     page.goto(app_url + "/dynamic")
     wait_idle(page)
     add_example(page, "llama-2")
-    _pick(page, "llama-2")
+    pick_tokenizer(page, "llama-2")
     expect(page.get_by_text("Tokens before")).to_be_visible(timeout=120_000)
     expect(page.get_by_text("Merges (10)", exact=True)).to_be_visible(timeout=120_000)
     expect(page.locator('[data-testid="stPlotlyChart"]').first).to_be_visible()
     page.screenshot(path=str(artifacts / "dynamic_llama2.png"), full_page=True)
-    with page.expect_download(timeout=60_000) as dl:
-        page.get_by_role("button", name="Download JSON").click()
-    path = artifacts / "dynamic.json"
-    dl.value.save_as(path)
+    path = download(page, "Download JSON", artifacts / "dynamic.json")
     doc = json.loads(path.read_text(encoding="utf-8"))
     assert len(doc["merges"]) == 10
     curve = doc["full_curve"]["merges2seqLen"]
@@ -47,23 +43,16 @@ def test_token_reuse_page_trains_and_exports(page: Page, app_url, artifacts):
     expect(page.get_by_text("Reusable ids", exact=True)).to_be_visible(timeout=300_000)
     wait_idle(page)
     add_example(page, "llama-3.1")
-    _pick(page, "llama-3.1")
+    pick_tokenizer(page, "llama-3.1")
     expect(page.get_by_text("Reusable ids", exact=True)).to_be_visible(timeout=120_000)
     page.get_by_role("button", name="Train the new tokenizer").click()
     wait_idle(page, timeout=600_000)
     expect(page.get_by_text("Before / after", exact=True)).to_be_visible(timeout=600_000)
     expect(page.get_by_text("Reused scripts now decode as the target", exact=False)).to_be_visible()
     page.screenshot(path=str(artifacts / "reuse_llama3_arabic.png"), full_page=True)
-    with page.expect_download(timeout=120_000) as dl:
-        page.get_by_role("button", name="Download the R-BPE tokenizer (.zip)").click()
-    path = artifacts / "reuse.zip"
-    dl.value.save_as(path)
-    with zipfile.ZipFile(io.BytesIO(path.read_bytes())) as zf:
-        names = zf.namelist()
-        mapping = json.loads(zf.read(next(n for n in names if n.endswith("rbpe_mapping.json"))))
-        new = tokenizers.Tokenizer.from_str(
-            zf.read(next(n for n in names if n.endswith("new_tokenizer/tokenizer.json"))).decode("utf-8")
-        )
+    path = download(page, "Download the R-BPE tokenizer (.zip)", artifacts / "reuse.zip")
+    mapping = json.loads(_zip_member(path, "rbpe_mapping.json"))
+    new = tokenizers.Tokenizer.from_str(_zip_member(path, "new_tokenizer/tokenizer.json").decode("utf-8"))
     assert mapping and new.get_vocab_size() > 1000
 
 
@@ -72,7 +61,7 @@ def test_source_attributed_bpe_page(page: Page, app_url, artifacts):
     page.goto(app_url + "/sabpe")
     wait_idle(page)
     add_example(page, "gpt2")
-    _pick(page, "gpt2")
+    pick_tokenizer(page, "gpt2")
     vocab = page.get_by_label("Vocabulary size")
     vocab.fill("800")
     vocab.press("Enter")
@@ -82,14 +71,7 @@ def test_source_attributed_bpe_page(page: Page, app_url, artifacts):
     expect(page.get_by_text("Comparison on held-out repositories")).to_be_visible(timeout=600_000)
     expect(page.get_by_text("Merge history", exact=True)).to_be_visible()
     page.screenshot(path=str(artifacts / "sabpe_gpt2.png"), full_page=True)
-    with page.expect_download(timeout=120_000) as dl:
-        page.get_by_role("button", name="Download SA-BPE tokenizer (.zip)").click()
-    path = artifacts / "sabpe.zip"
-    dl.value.save_as(path)
-    with zipfile.ZipFile(io.BytesIO(path.read_bytes())) as zf:
-        names = zf.namelist()
-        tok = tokenizers.Tokenizer.from_str(
-            zf.read(next(n for n in names if n.endswith("/tokenizer.json"))).decode("utf-8")
-        )
+    path = download(page, "Download SA-BPE tokenizer (.zip)", artifacts / "sabpe.zip")
+    tok = tokenizers.Tokenizer.from_str(_zip_member(path, "/tokenizer.json").decode("utf-8"))
     assert 700 <= tok.get_vocab_size() <= 900
     assert tok.decode(tok.encode("def main():\n    return 0\n").ids) == "def main():\n    return 0\n"

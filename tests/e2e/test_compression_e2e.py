@@ -5,7 +5,7 @@ from __future__ import annotations
 import csv
 
 import pytest
-from e2e_support import add_example, wait_idle
+from e2e_support import add_example, download, wait_idle
 from playwright.sync_api import Page, expect
 
 
@@ -43,10 +43,7 @@ def test_compare_three_tokenizers_on_ten_languages(page: Page, app_url, artifact
     page.screenshot(path=str(artifacts / "compression_drilldown.png"), full_page=True)
 
     page.get_by_role("tab", name="Download").click()
-    with page.expect_download(timeout=60_000) as dl:
-        page.get_by_role("button", name="Download CSV").click()
-    path = artifacts / "compression.csv"
-    dl.value.save_as(path)
+    path = download(page, "Download CSV", artifacts / "compression.csv")
     rows = list(csv.DictReader(path.open(encoding="utf-8")))
     assert len(rows) == 30
     assert {r["tokenizer"] for r in rows} == {"Qwen (embedded)", "llama-3.1", "gpt2"}

@@ -8,7 +8,7 @@ import zipfile
 
 import pytest
 import tokenizers
-from e2e_support import add_example, wait_idle
+from e2e_support import add_example, download, pick_tokenizer, wait_idle
 from playwright.sync_api import Page, expect
 
 
@@ -18,10 +18,7 @@ def test_extend_llama3_with_estonian_and_download(page: Page, app_url, artifacts
     wait_idle(page)
     add_example(page, "llama-3.1")
     expect(page.get_by_text("Extend a tokenizer", exact=True)).to_be_visible(timeout=60_000)
-    box = page.locator('[data-testid="stMain"] [data-testid="stSelectbox"]').first  # "Tokenizer"
-    box.click()
-    page.get_by_role("option", name="llama-3.1", exact=True).click()
-    wait_idle(page)
+    pick_tokenizer(page, "llama-3.1")
     expect(page.get_by_text("lines 801–1012 are held out", exact=False)).to_be_visible(timeout=60_000)
 
     page.get_by_role("button", name="Train", exact=True).click()
@@ -33,10 +30,7 @@ def test_extend_llama3_with_estonian_and_download(page: Page, app_url, artifacts
 
     page.get_by_role("button", name="Build the extended tokenizer").click()
     wait_idle(page, timeout=300_000)
-    with page.expect_download(timeout=300_000) as dl:
-        page.get_by_role("button", name="Download zip (Hugging Face folder)").click()
-    path = artifacts / "extend_llama3_est.zip"
-    dl.value.save_as(path)
+    path = download(page, "Download zip (Hugging Face folder)", artifacts / "extend_llama3_est.zip", 300_000)
     with zipfile.ZipFile(io.BytesIO(path.read_bytes())) as zf:
         names = zf.namelist()
         tj = next(n for n in names if n.endswith("/tokenizer.json"))
