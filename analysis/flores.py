@@ -387,11 +387,13 @@ _OPEN_LOCK = threading.Lock()
 
 
 def default_flores_path() -> Path | None:
-    """`$TOKLAB_FLORES`, else `../shared/assets/flores200` next to the repository if it exists, else None."""
+    """`$TOKLAB_FLORES`, else `flores200` in the shared assets (`$TOKLAB_ASSETS`, else `../shared/assets` next
+    to the repository) if it exists, else None."""
     env = os.environ.get(ENV_VAR)
     if env:
         return Path(env).expanduser()
-    p = ROOT.parent / "shared" / "assets" / "flores200"
+    assets = os.environ.get("TOKLAB_ASSETS")
+    p = (Path(assets) if assets else ROOT.parent / "shared" / "assets") / "flores200"
     return p if p.exists() else None
 
 
