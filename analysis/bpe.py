@@ -21,7 +21,6 @@ import heapq
 import json
 import re
 import threading
-from collections import OrderedDict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from operator import add, itemgetter
@@ -30,6 +29,7 @@ from typing import Any
 import numpy as np
 import tokenizers
 
+from .cache import DiskCache, memoize
 from .errors import UnsupportedTokenizerError
 from .tokenizer import LoadedTokenizer
 
@@ -411,25 +411,15 @@ class _AddedMatcher:
 
 
 # ---------------------------------------------------------------------- shared replay objects
-_REPLAYS: OrderedDict[tuple[str, bool], BPEReplay] = OrderedDict()
-_REPLAYS_LOCK = threading.Lock()
-
-
 def get_replay(tok: LoadedTokenizer, *, ignore_merges: bool | None = None) -> BPEReplay:
-    """A process-wide cached BPEReplay for (tokenizer content, ignore_merges) (a few kept, LRU)."""
+    """A process-wide shared BPEReplay for (tokenizer content, ignore_merges) (a few kept, LRU)."""
     flag = tok.ignore_merges if ignore_merges is None else bool(ignore_merges)
-    key = (tok.content_hash, flag)
-    with _REPLAYS_LOCK:
-        hit = _REPLAYS.get(key)
-        if hit is not None:
-            _REPLAYS.move_to_end(key)
-            return hit
-    rep = BPEReplay(tok, ignore_merges=flag)
-    with _REPLAYS_LOCK:
-        _REPLAYS[key] = rep
-        while len(_REPLAYS) > 6:
-            _REPLAYS.popitem(last=False)
-    return rep
+    return _replay(tok, flag)
+
+
+@memoize(maxsize=6)
+def _replay(tok: LoadedTokenizer, ignore_merges: bool) -> BPEReplay:
+    return BPEReplay(tok, ignore_merges=ignore_merges)
 
 
 # ---------------------------------------------------------------------- vocabulary structure
@@ -459,9 +449,6 @@ class VocabStructure:
         return self.built_on.get(tid, [])
 
 
-_STRUCT_CACHE: OrderedDict[str, VocabStructure] = OrderedDict()
-
-
 def merge_id_lists(tok: LoadedTokenizer) -> tuple[list[int | None], list[int | None], list[int | None]]:
     """Per merge rank: (left ids, right ids, result ids); None where a string is missing from the vocabulary."""
     get = tok.vocab.get
@@ -474,24 +461,15 @@ def merge_id_lists(tok: LoadedTokenizer) -> tuple[list[int | None], list[int | N
     return list(map(get, lefts)), list(map(get, rights)), list(map(get, joined))
 
 
+@memoize(maxsize=4)
 def pair_ranks(tok: LoadedTokenizer) -> tuple[dict[int, int], int]:
     """(left id * stride + right id -> merge rank, stride): the Rust BPE merge map (a repeated pair keeps its
     last rank; merges naming unknown strings are skipped) with one int key per pair, cheap to build and probe.
     The result of rank r is `_merge_arrays(tok)[2][r]`."""
-    hit = _PAIR_CACHE.get(tok.content_hash)
-    if hit is not None:
-        return hit
     stride = _stride(tok)
     left, right, _result, keep = _merge_arrays(tok)
     kept = keep.nonzero()[0]
-    res = (dict(zip((left[kept] * stride + right[kept]).tolist(), kept.tolist())), stride)
-    _PAIR_CACHE[tok.content_hash] = res
-    while len(_PAIR_CACHE) > 4:
-        _PAIR_CACHE.popitem(last=False)
-    return res
-
-
-_PAIR_CACHE: OrderedDict[str, tuple[dict[int, int], int]] = OrderedDict()
+    return dict(zip((left[kept] * stride + right[kept]).tolist(), kept.tolist())), stride
 
 
 def _stride(tok: LoadedTokenizer) -> int:
@@ -524,30 +502,28 @@ def vocabulary_structure(tok: LoadedTokenizer, *, disk_cache: bool = True) -> Vo
     decides).
     """
     require_bpe(tok, "vocabulary structure")
-    hit = _STRUCT_CACHE.get(tok.content_hash)
-    if hit is None and disk_cache:
-        hit = _disk_load(f"vstruct2-{tok.content_hash}.json")
+    return _structure(tok, disk_cache)
+
+
+#: vocabulary structures on disk, as flat id lists (JSON; never unpickled)
+_STRUCT_DISK = DiskCache("vocab-structure", version=2)
+
+
+@memoize(maxsize=4)
+def _structure(tok: LoadedTokenizer, disk_cache: bool) -> VocabStructure:
+    hit = _disk_load(tok.content_hash) if disk_cache else None
     if hit is not None:
-        _STRUCT_CACHE[tok.content_hash] = hit
         return hit
     res = _vocabulary_structure(tok)
-    _STRUCT_CACHE[tok.content_hash] = res
-    while len(_STRUCT_CACHE) > 4:
-        _STRUCT_CACHE.popitem(last=False)
     if disk_cache:
-        _disk_save(f"vstruct2-{tok.content_hash}.json", res)
+        _disk_save(tok.content_hash, res)
     return res
 
 
-def _disk_load(name: str) -> VocabStructure | None:
-    """A vocabulary structure from the on-disk JSON cache (None when absent or unreadable); never unpickles."""
+def _disk_load(key: str) -> VocabStructure | None:
+    """A vocabulary structure from the disk store (None when absent or malformed)."""
+    d = _STRUCT_DISK.get(key)
     try:
-        from .defaults import cache_dir
-
-        path = cache_dir() / name
-        if not path.is_file():
-            return None
-        d = json.loads(path.read_text(encoding="utf-8"))
         tl, al, bl, rl, dl = d["tokens"], d["lefts"], d["rights"], d["ranks"], d["depths"]
         if not len(tl) == len(al) == len(bl) == len(rl) == len(dl):
             return None
@@ -564,19 +540,16 @@ def _disk_load(name: str) -> VocabStructure | None:
             final_rank=dict(zip(tl, rl)),
             dead_merges=list(d["dead_merges"]),
         )
-    except Exception:
+    except (KeyError, TypeError, ValueError):
         return None
 
 
-def _disk_save(name: str, obj: VocabStructure) -> None:
-    """Write a vocabulary structure into the on-disk JSON cache as flat id lists (best effort, atomic rename)."""
-    try:
-        from .defaults import cache_dir
-
-        path = cache_dir() / name
-        tmp = path.with_suffix(f".{threading.get_ident()}.tmp")
-        tl = list(obj.split)
-        data = {
+def _disk_save(key: str, obj: VocabStructure) -> None:
+    """Store a vocabulary structure as flat id lists (best effort)."""
+    tl = list(obj.split)
+    _STRUCT_DISK.put(
+        key,
+        {
             "tokens": tl,
             "lefts": [obj.split[t][0] for t in tl],
             "rights": [obj.split[t][1] for t in tl],
@@ -588,19 +561,14 @@ def _disk_save(name: str, obj: VocabStructure) -> None:
             "used_counts": list(obj.downstream.values()),
             "unreachable": sorted(obj.unreachable),
             "dead_merges": list(obj.dead_merges),
-        }
-        tmp.write_text(json.dumps(data, separators=(",", ":")), encoding="utf-8")
-        tmp.replace(path)
-    except Exception:
-        pass
+        },
+    )
 
 
+@memoize(maxsize=4)
 def _merge_arrays(tok: LoadedTokenizer) -> tuple[Any, Any, Any, Any]:
     """Merge ranks as numpy arrays (left, right, result, keep): keep marks merges the Rust map uses (all
     ids present; for a repeated pair only its last rank)."""
-    hit = _ARRAYS_CACHE.get(tok.content_hash)
-    if hit is not None:
-        return hit
     stride = _stride(tok)
     li, ri, ni = merge_id_lists(tok)
     if None in li or None in ri or None in ni:
@@ -618,13 +586,7 @@ def _merge_arrays(tok: LoadedTokenizer) -> tuple[Any, Any, Any, Any]:
         keep[last] = True
     for arr in (left, right, res, keep):
         arr.flags.writeable = False  # shared through the cache
-    _ARRAYS_CACHE[tok.content_hash] = (left, right, res, keep)
-    while len(_ARRAYS_CACHE) > 4:
-        _ARRAYS_CACHE.popitem(last=False)
     return left, right, res, keep
-
-
-_ARRAYS_CACHE: OrderedDict[str, tuple[Any, Any, Any, Any]] = OrderedDict()
 
 
 def _vocabulary_structure(tok: LoadedTokenizer) -> VocabStructure:

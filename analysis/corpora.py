@@ -1,5 +1,7 @@
 """Training and evaluation text: FLORES splits, shared corpora, uploads, folders — read as streams.
 
+FLORES lines come from :mod:`analysis.flores` (the one FLORES access); this module wraps them as sources.
+
 Every source yields *text units* (a line of a text file, the `text` field of a JSON-lines record) from a
 generator, so a multi-GB corpus never has to sit in memory at once. A :class:`Corpus` bundles several
 sources with a character budget; it is re-iterable (each `iter()` starts a fresh read) and has a
@@ -12,17 +14,16 @@ import gzip
 import hashlib
 import io
 import json
-import os
 import zipfile
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from . import flores, paths
 from .errors import DataError
+from .flores import FLORES_TRAIN_LINES
 
-#: FLORES-200 devtest lines used for training when a FLORES language is the training text; the rest is held out.
-FLORES_TRAIN_LINES = 800
 #: Suffixes read as text (optionally gzip-compressed).
 TEXT_SUFFIXES = (
     ".txt",
@@ -40,45 +41,9 @@ TEXT_SUFFIXES = (
 )
 
 
-def assets_dir() -> Path:
-    """The shared assets folder (TOKLAB_ASSETS, else ../shared/assets next to the repository)."""
-    env = os.environ.get("TOKLAB_ASSETS")
-    if env:
-        return Path(env).resolve()
-    return (Path(__file__).resolve().parents[2] / "shared" / "assets").resolve()
-
-
-def flores_dir() -> Path:
-    """Folder holding the FLORES-200 devtest files."""
-    return assets_dir() / "flores200" / "devtest"
-
-
-def flores_languages() -> list[str]:
-    """Available FLORES-200 language codes (e.g. `est_Latn`), sorted."""
-    d = flores_dir()
-    if not d.is_dir():
-        return []
-    return sorted(p.name.split(".")[0] for p in d.glob("*.devtest"))
-
-
-def flores_lines(lang: str) -> list[str]:
-    """All 1,012 devtest lines of one FLORES-200 language."""
-    path = flores_dir() / f"{lang}.devtest"
-    if not path.is_file():
-        raise DataError(f"unknown FLORES-200 language code {lang!r} (expected e.g. est_Latn, eng_Latn)")
-    return [ln for ln in path.read_text(encoding="utf-8").splitlines() if ln.strip()]
-
-
-def flores_split(lang: str, n_train: int = FLORES_TRAIN_LINES) -> tuple[list[str], list[str]]:
-    """FLORES lines split into (training lines = first n_train, held-out lines = the rest)."""
-    lines = flores_lines(lang)
-    n_train = max(0, min(n_train, len(lines) - 1))
-    return lines[:n_train], lines[n_train:]
-
-
 def shared_corpora() -> dict[str, Path]:
     """The shared corpora under assets/corpora: name (e.g. `text/est_Latn.txt.gz`) → path."""
-    root = assets_dir() / "corpora"
+    root = paths.shared_corpora()
     out: dict[str, Path] = {}
     for sub, pattern in (("text", "*.txt.gz"), ("code", "*.jsonl.gz"), ("code/heldout", "*.jsonl.gz")):
         d = root / sub
@@ -205,12 +170,12 @@ class Source:
         """A fresh generator over this source's text units."""
         if self.kind == "flores-train":
             lang, _, n = self.ref.partition(":")
-            yield from flores_split(lang, int(n or FLORES_TRAIN_LINES))[0]
+            yield from flores.split_lines(lang, int(n or FLORES_TRAIN_LINES))[0]
         elif self.kind == "flores-heldout":
             lang, _, n = self.ref.partition(":")
-            yield from flores_split(lang, int(n or FLORES_TRAIN_LINES))[1]
+            yield from flores.split_lines(lang, int(n or FLORES_TRAIN_LINES))[1]
         elif self.kind == "flores":
-            yield from flores_lines(self.ref)
+            yield from flores.lines(self.ref)
         elif self.kind == "file":
             yield from iter_file(self.ref)
         elif self.kind == "folder":
@@ -225,7 +190,9 @@ class Source:
     def fingerprint(self) -> str:
         """A short identity of this source's content (path + size + mtime for files, a hash for data)."""
         h = hashlib.sha256(f"{self.kind}\0{self.ref}\0".encode())
-        if self.kind == "file":
+        if self.kind.startswith("flores"):
+            h.update(flores.dataset().data_hash(self.ref.partition(":")[0]).encode())
+        elif self.kind == "file":
             st = Path(self.ref).stat()
             h.update(f"{st.st_size}:{st.st_mtime_ns}".encode())
         elif self.kind == "folder":

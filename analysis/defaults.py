@@ -8,14 +8,13 @@ byte-level BPE tokenizer.json and cached on disk.
 from __future__ import annotations
 
 import hashlib
-import os
-from pathlib import Path
 
+from .cache import DiskCache, memoize
+from .paths import BUNDLED
 from .sources import tiktoken_to_document
 from .tokenizer import LoadedTokenizer
 
-ASSETS = Path(__file__).resolve().parents[1] / "assets"
-DEFAULT_TIKTOKEN = ASSETS / "default" / "qwen.tiktoken"
+DEFAULT_TIKTOKEN = BUNDLED / "default" / "qwen.tiktoken"
 DEFAULT_NAME = "Qwen (embedded)"
 #: Qwen's special tokens follow the 151,643 ranks.
 QWEN_SPECIALS = {"<|endoftext|>": 151643, "<|im_start|>": 151644, "<|im_end|>": 151645}
@@ -30,29 +29,25 @@ SAMPLE_TEXT = (
 )
 
 
-def cache_dir() -> Path:
-    """Tokenizer Lab's on-disk cache (TOKLAB_CACHE, else ~/.cache/tokenizer-lab)."""
-    d = Path(os.environ.get("TOKLAB_CACHE", Path.home() / ".cache" / "tokenizer-lab"))
-    d.mkdir(parents=True, exist_ok=True)
-    return d
+#: the converted default tokenizer.json, keyed by the tiktoken file's hash and the converter version
+_CONVERTED = DiskCache("default-tokenizer", version=CONVERTER_VERSION)
 
 
+@memoize(maxsize=1)
 def default_tokenizer() -> LoadedTokenizer:
     """The embedded default tokenizer (converted from the bundled tiktoken file on first use)."""
     data = DEFAULT_TIKTOKEN.read_bytes()
     key = hashlib.sha256(data + CONVERTER_VERSION.encode()).hexdigest()[:16]
-    cached = cache_dir() / f"default-{key}.json"
-    if cached.is_file():
+    cached = _CONVERTED.get(key)
+    if isinstance(cached, str):
         try:
-            return LoadedTokenizer.from_json_text(cached.read_bytes(), name=DEFAULT_NAME, source="embedded")
-        except Exception:
-            cached.unlink(missing_ok=True)
+            return LoadedTokenizer.from_json_text(cached, name=DEFAULT_NAME, source="embedded")
+        except Exception:  # noqa: BLE001 - a damaged entry is rebuilt
+            pass
     # canonical merges: one per token, exactly the merge list of Qwen's published tokenizer.json
     doc = tiktoken_to_document(
         data, pattern="Qwen (qwen.tiktoken)", special_tokens=QWEN_SPECIALS, merges="canonical"
     )
     tok = LoadedTokenizer.from_document(doc, name=DEFAULT_NAME, source="embedded")
-    tmp = cached.with_suffix(".tmp")
-    tmp.write_text(tok.to_json(), encoding="utf-8")
-    tmp.replace(cached)
+    _CONVERTED.put(key, tok.to_json())
     return tok

@@ -12,8 +12,10 @@ Supported sources (:func:`open_flores`):
 * on demand, when online: :func:`download_official` (the official archive, with a progress callback) and
   :func:`download_flores_plus` (the hub dataset through ``huggingface_hub``).
 
-Without an explicit path the data comes from ``$TOKLAB_FLORES``, else ``../shared/assets/flores200`` next to
-the repository when present. Codes are FLORES-200 file names (``est_Latn``, ``zho_Hans``, ``pes_Arab``); FLORES+
+This module is the one FLORES access of every page and command. Without an explicit path the data comes from
+``$TOKLAB_FLORES``, else ``flores200`` in the shared assets (``$TOKLAB_ASSETS``) when present, else the last copy
+downloaded into the cache (:func:`default_flores_path`). :func:`lines`, :func:`split_lines` and
+:func:`available_codes` read that default dataset. Codes are FLORES-200 file names (``est_Latn``, ``zho_Hans``, ``pes_Arab``); FLORES+
 names (``ekk_Latn``, ``cmn_Hans``/``cmn_Hani``, ``fas_Arab``) are accepted as aliases both ways.
 """
 
@@ -28,16 +30,18 @@ import tarfile
 import threading
 import urllib.request
 from collections import OrderedDict
-from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
 from .errors import DataError
+from .paths import BUNDLED, cache_dir, flores_setting, shared_flores
+from .progress import Progress, report
 
-ROOT = Path(__file__).resolve().parents[1]
-LANGUAGES_TSV = ROOT / "assets" / "flores_languages.tsv"
+LANGUAGES_TSV = BUNDLED / "flores_languages.tsv"
 DEFAULT_SPLIT = "devtest"
+#: FLORES lines used for training when a FLORES language is the training text; the rest is held out.
+FLORES_TRAIN_LINES = 800
 SPLITS = ("devtest", "dev")
 ENV_VAR = "TOKLAB_FLORES"
 OFFICIAL_URL = "https://dl.fbaipublicfiles.com/nllb/flores200_dataset.tar.gz"
@@ -185,7 +189,8 @@ class FloresData:
         near = [k for k in self.files if k.startswith(prefix)]
         hint = f"; did you mean {', '.join(near)}?" if near else ""
         raise DataError(
-            f"language {code!r} is not in the FLORES data at {self.root} ({len(self.files)} languages){hint}"
+            f"unknown FLORES language {code!r}: not in the FLORES data at {self.root} "
+            f"({len(self.files)} languages){hint}"
         )
 
     def resolve_many(self, spec: str | list[str] | None) -> list[str]:
@@ -387,14 +392,28 @@ _OPEN_LOCK = threading.Lock()
 
 
 def default_flores_path() -> Path | None:
-    """`$TOKLAB_FLORES`, else `flores200` in the shared assets (`$TOKLAB_ASSETS`, else `../shared/assets` next
-    to the repository) if it exists, else None."""
-    env = os.environ.get(ENV_VAR)
-    if env:
-        return Path(env).expanduser()
-    assets = os.environ.get("TOKLAB_ASSETS")
-    p = (Path(assets) if assets else ROOT.parent / "shared" / "assets") / "flores200"
-    return p if p.exists() else None
+    """Where FLORES comes from when no path is given: ``$TOKLAB_FLORES``; else ``flores200`` in the shared assets
+    when it exists; else the last copy downloaded into the cache (:func:`download_official`,
+    :func:`download_flores_plus`); else None."""
+    env = flores_setting()
+    if env is not None:
+        return env
+    shared = shared_flores()
+    if shared.exists():
+        return shared
+    try:
+        remembered = Path((flores_cache_dir() / "current.txt").read_text(encoding="utf-8").strip())
+    except OSError:
+        return None
+    return remembered if str(remembered) and remembered.exists() else None
+
+
+def _remember_download(path: Path) -> None:
+    """Make a downloaded copy the default for every page and command (when nothing else is configured)."""
+    try:
+        (flores_cache_dir() / "current.txt").write_text(str(path), encoding="utf-8")
+    except OSError:
+        pass
 
 
 def open_flores(path: str | os.PathLike | None = None, split: str = DEFAULT_SPLIT) -> FloresData:
@@ -493,16 +512,36 @@ def _parquet_files_multi(p: Path) -> dict[str, tuple[Path, str | None]]:
     return out
 
 
+def dataset(split: str = DEFAULT_SPLIT) -> FloresData:
+    """The default FLORES data (:func:`default_flores_path`); DataError with what to do when none is configured."""
+    return open_flores(None, split=split)
+
+
+def available_codes(split: str = DEFAULT_SPLIT) -> list[str]:
+    """The language codes of the default FLORES data, or [] when none is configured or readable."""
+    try:
+        return dataset(split).codes
+    except DataError:
+        return []
+
+
+def lines(lang: str, split: str = DEFAULT_SPLIT) -> list[str]:
+    """The sentences of one language of the default FLORES data (aliases accepted)."""
+    return dataset(split).lines(lang)
+
+
+def split_lines(lang: str, n_train: int = FLORES_TRAIN_LINES) -> tuple[list[str], list[str]]:
+    """One language's devtest lines split into (training = the first `n_train`, held out = the rest)."""
+    got = lines(lang)
+    n_train = max(0, min(n_train, len(got) - 1))
+    return got[:n_train], got[n_train:]
+
+
 # --------------------------------------------------------------------------------------------------
 # Archives and downloads
 # --------------------------------------------------------------------------------------------------
-Progress = Callable[[int, int | None], None]
-
-
 def flores_cache_dir() -> Path:
     """Where archives are downloaded and extracted (`<cache_dir>/flores`)."""
-    from .defaults import cache_dir
-
     d = cache_dir() / "flores"
     d.mkdir(parents=True, exist_ok=True)
     return d
@@ -556,15 +595,16 @@ def download_official(
                         break
                     f.write(chunk)
                     done += len(chunk)
-                    if progress:
-                        progress(done, total_n)
+                    report(progress, done, total_n, "bytes")
         except OSError as e:  # URLError, timeouts, no network
             part.unlink(missing_ok=True)
             raise DataError(
                 f"could not download FLORES-200 from {url} ({e}); offline? Point to a local folder or set ${ENV_VAR}"
             ) from e
         part.replace(target)
-    return extract_archive(target)
+    out = extract_archive(target)
+    _remember_download(out)
+    return out
 
 
 def download_flores_plus(
@@ -591,6 +631,7 @@ def download_flores_plus(
             f"could not fetch {FLORES_PLUS_REPO} from the hub ({type(e).__name__}: {e}). The dataset is gated: "
             f"accept its terms and pass a token; offline, point to a local folder or set ${ENV_VAR}"
         ) from e
+    _remember_download(Path(path))
     return Path(path)
 
 
@@ -603,7 +644,7 @@ def _progress_tqdm(progress: Progress):
             """Advance the bar and report (bytes done, total) to the callback."""
             out = super().update(n)
             try:
-                progress(int(self.n), int(self.total) if self.total else None)
+                progress(int(self.n), int(self.total) if self.total else None, "bytes")
             except Exception:  # noqa: BLE001 - a UI callback must never break the download
                 pass
             return out

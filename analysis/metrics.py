@@ -26,19 +26,18 @@ from __future__ import annotations
 
 import base64
 import itertools
-import json
 import math
-import os
 import threading
 import unicodedata
 from collections import OrderedDict
-from collections.abc import Callable, Iterable, Sequence
-from pathlib import Path
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 import numpy as np
 
+from .cache import DiskCache, SingleFlight, memoize
 from .errors import DataError
+from .progress import Progress, report
 from .tokenizer import LoadedTokenizer
 
 #: Bumped whenever a metric definition changes (part of every cache key).
@@ -209,22 +208,10 @@ class TokenFacts:
             self.byte_piece[i] = tok.is_byte_piece(raw)
 
 
-_FACTS: OrderedDict[str, TokenFacts] = OrderedDict()
-_FACTS_LOCK = threading.Lock()
-
-
+@memoize(maxsize=16)
 def token_facts(tok: LoadedTokenizer) -> TokenFacts:
     """The lazily filled per-id facts of a tokenizer (cached by content hash, at most 16 kept)."""
-    key = tok.content_hash
-    with _FACTS_LOCK:
-        f = _FACTS.get(key)
-        if f is not None:
-            _FACTS.move_to_end(key)
-            return f
-        f = _FACTS[key] = TokenFacts(tok)
-        while len(_FACTS) > 16:
-            _FACTS.popitem(last=False)
-    return f
+    return TokenFacts(tok)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -381,40 +368,41 @@ ROW_COLUMNS = [
     "continued_words", "tokens", "bytes", "chars", "words", "sentences", "power", "tokenizer_hash", "data_hash",
 ]  # fmt: skip
 
-_MEM: dict[str, dict[str, Any]] = {}
+#: per-language results in memory (LRU, bounded), on disk one document per (tokenizer, parameters)
+_MEM: OrderedDict[str, dict[str, Any]] = OrderedDict()
+_MEM_MAX = 20_000
 _MEM_LOCK = threading.Lock()
 _DISK_LOADED: set[str] = set()
+_DISK = DiskCache("compression", METRICS_VERSION)
+_FLIGHT = SingleFlight()
 
 
 def _params_key(power: float) -> str:
     return f"v{METRICS_VERSION}-p{power:g}"
 
 
-def _disk_path(tok_hash: str, power: float) -> Path:
-    from .defaults import cache_dir
-
-    d = cache_dir() / "compression"
-    d.mkdir(parents=True, exist_ok=True)
-    return d / f"{tok_hash}-{_params_key(power)}.json"
+def _remember(key: str, stats: dict[str, Any]) -> None:
+    with _MEM_LOCK:
+        _MEM[key] = stats
+        _MEM.move_to_end(key)
+        while len(_MEM) > _MEM_MAX:
+            _MEM.popitem(last=False)
 
 
 def _load_disk(tok_hash: str, power: float) -> None:
-    """Merge one tokenizer's on-disk cache file into memory (once per process)."""
+    """Merge one tokenizer's stored results into memory (once per process)."""
     name = f"{tok_hash}-{_params_key(power)}"
     if name in _DISK_LOADED:
         return
     _DISK_LOADED.add(name)
-    path = _disk_path(tok_hash, power)
-    if not path.is_file():
-        return
-    try:
-        entries = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return  # a corrupt cache file is ignored and rewritten
+    entries = _DISK.get(name)
     if isinstance(entries, dict):
-        with _MEM_LOCK:
-            for k, v in entries.items():
-                _MEM.setdefault(k, v)
+        for k, v in entries.items():
+            if isinstance(v, dict):
+                with _MEM_LOCK:
+                    present = k in _MEM
+                if not present:
+                    _remember(k, v)
 
 
 def _save_disk(tok_hash: str, power: float) -> None:
@@ -422,25 +410,16 @@ def _save_disk(tok_hash: str, power: float) -> None:
     suffix = f"|{_params_key(power)}"
     with _MEM_LOCK:
         entries = {k: v for k, v in _MEM.items() if k.startswith(prefix) and k.endswith(suffix)}
-    path = _disk_path(tok_hash, power)
-    tmp = path.with_name(f"{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
-    try:
-        tmp.write_text(json.dumps(entries, ensure_ascii=False), encoding="utf-8")
-        tmp.replace(path)
-    except OSError:
-        tmp.unlink(missing_ok=True)  # caching is best-effort
+    _DISK.put(f"{tok_hash}-{_params_key(power)}", entries)  # best effort
 
 
 def clear_cache(disk: bool = False) -> None:
-    """Forget cached results in memory (and, with disk=True, the on-disk JSON files)."""
+    """Forget cached results in memory (and, with disk=True, the stored documents)."""
     with _MEM_LOCK:
         _MEM.clear()
         _DISK_LOADED.clear()
     if disk:
-        from .defaults import cache_dir
-
-        for p in (cache_dir() / "compression").glob("*.json"):
-            p.unlink(missing_ok=True)
+        _DISK.clear()
 
 
 def _finite(x: Any) -> Any:
@@ -462,6 +441,18 @@ def language_stats(
             got = _MEM.get(key)
         if got is not None:
             return got, True
+    computed = []
+
+    def compute() -> dict[str, Any]:
+        computed.append(True)
+        return _compute_language(tok, data, code, key, power)
+
+    # identical concurrent requests (several sessions, same tokenizer and language) compute once
+    stats = _FLIGHT.run(key, compute)
+    return stats, not computed
+
+
+def _compute_language(tok: LoadedTokenizer, data: Any, code: str, key: str, power: float) -> dict[str, Any]:
     raw = corpus_stats(tok, data.lines(code), power=power, per_sentence=True)
     raw.pop("sentence_bytes", None)
     # per-sentence token counts as base64 uint32: small JSON that parses fast (decoded only for parity)
@@ -469,9 +460,8 @@ def language_stats(
     stats = {k: _finite(v) for k, v in raw.items()}
     stats["sentence_tokens_b64"] = base64.b64encode(counts.tobytes()).decode("ascii")
     stats["key"] = key
-    with _MEM_LOCK:
-        _MEM[key] = stats
-    return stats, False
+    _remember(key, stats)
+    return stats
 
 
 def premium(tokens: Sequence[int], reference_tokens: Sequence[int]) -> float | None:
@@ -510,7 +500,7 @@ def compression_table(
     *,
     power: float = DEFAULT_POWER,
     reference: str = "eng_Latn",
-    progress: Callable[[float, str], None] | None = None,
+    progress: Progress | None = None,
     use_cache: bool = True,
     names: Sequence[str] | None = None,
 ) -> list[dict[str, Any]]:
@@ -519,7 +509,7 @@ def compression_table(
     `data` is a :class:`analysis.flores.FloresData`; `langs` is None/"all", "a,b" or a list of codes.
     `parity` is the premium of Petrov et al. 2023 (mean per-sentence token ratio vs the reference language,
     see :func:`premium`), `parity_corpus` the ratio of totals; both need the reference language in the data and
-    the same number of sentences (parallel data), otherwise they are None. progress(fraction, message) is called per cell.
+    the same number of sentences (parallel data), otherwise they are None. `progress` is called per cell.
     """
     from .flores import language
 
@@ -568,8 +558,7 @@ def compression_table(
             }
             rows.append({k: row.get(k) for k in ROW_COLUMNS})
             done += 1
-            if progress:
-                progress(done / total, f"{label} · {code}")
+            report(progress, done, total, f"{label} · {code}")
         if computed and use_cache:
             _save_disk(tok.content_hash, power)
     return rows

@@ -20,7 +20,9 @@ from typing import Any
 import numpy as np
 
 from .errors import DataError, UnsupportedTokenizerError
+from .progress import Progress, report
 from .tokenizer import BYTE_TO_CHAR, LoadedTokenizer
+from .unicode import NEUTRAL_SCRIPTS, find_script, text_scripts
 
 ORDERS = ("last-n", "frequency", "leaf-last-n", "leaf-frequency", "merge-based", "script", "score")
 #: Orders that never make a surviving token unreachable (they only remove leaves of the merge graph).
@@ -516,77 +518,6 @@ def merge_based_order(
     return PruneOrder("merge-based", tuple(ids), tok.content_hash, {i: float(score.get(i, 0)) for i in ids})
 
 
-#: Scripts every script order keeps (punctuation, digits, spaces, combining marks).
-NEUTRAL_SCRIPTS = ("Common", "Inherited")
-
-
-def token_scripts(text: str) -> set[str]:
-    """The Unicode scripts (regex `\\p{Script=…}` names) of a string's characters."""
-    return {_script(ch) for ch in text}
-
-
-_SCRIPT_NAMES = (
-    "Latin",
-    "Cyrillic",
-    "Greek",
-    "Arabic",
-    "Hebrew",
-    "Han",
-    "Hiragana",
-    "Katakana",
-    "Hangul",
-    "Thai",
-    "Devanagari",
-    "Bengali",
-    "Tamil",
-    "Telugu",
-    "Kannada",
-    "Malayalam",
-    "Gujarati",
-    "Gurmukhi",
-    "Oriya",
-    "Sinhala",
-    "Armenian",
-    "Georgian",
-    "Ethiopic",
-    "Khmer",
-    "Lao",
-    "Myanmar",
-    "Tibetan",
-    "Mongolian",
-    "Syriac",
-    "Thaana",
-    "Bopomofo",
-    "Cherokee",
-    "Canadian_Aboriginal",
-    "Tifinagh",
-    "Nko",
-    "Ol_Chiki",
-    "Javanese",
-    "Balinese",
-    "Sundanese",
-    "Yi",
-    "Vai",
-    "Common",
-    "Inherited",
-)
-_script_cache: dict[str, str] = {}
-
-
-def _script(ch: str) -> str:
-    s = _script_cache.get(ch)
-    if s is None:
-        import regex
-
-        s = "Other"
-        for name in _SCRIPT_NAMES:
-            if regex.match(rf"\p{{Script={name}}}", ch):
-                s = name
-                break
-        _script_cache[ch] = s
-    return s
-
-
 def script_order(
     tok: LoadedTokenizer,
     allowed: Iterable[str] = ("Latin",),
@@ -600,8 +531,8 @@ def script_order(
     by every script. The order only holds the matching tokens.
     """
     check_prunable(tok)
-    allow = set(allowed) | set(NEUTRAL_SCRIPTS)
-    forbid = set(forbidden)
+    allow = {_script_name(n) for n in allowed} | set(NEUTRAL_SCRIPTS)
+    forbid = {_script_name(n) for n in forbidden}
     prot = protected_ids(tok) if protected is None else protected
     out = []
     for t, i in tok.vocab.items():
@@ -611,11 +542,19 @@ def script_order(
             text = tok.token_bytes(t).decode("utf-8")
         except UnicodeDecodeError:
             text = _whole_chars(tok.token_bytes(t))
-        scripts = token_scripts(text)
+        scripts = text_scripts(text)
         if (scripts - allow) or (scripts & forbid):
             out.append(i)
     out.sort(reverse=True)
     return PruneOrder("script", tuple(out), tok.content_hash)
+
+
+def _script_name(name: str) -> str:
+    """A script name as the Unicode table spells it (`Canadian_Aboriginal` → `Canadian Aboriginal`)."""
+    found = find_script(name)
+    if found is None:
+        raise DataError(f"unknown Unicode script {name!r} (e.g. Latin, Cyrillic, Han, Arabic)")
+    return found
 
 
 def _whole_chars(bs: bytes) -> str:
@@ -898,7 +837,7 @@ def prune_curve(
     eval_texts: Mapping[str, Sequence[str]],
     *,
     stt: bool = True,
-    progress: Callable[[int, int], None] | None = None,
+    progress: Progress | None = None,
 ) -> list[CurvePoint]:
     """Bytes/token per language (and STT-unreachable count) for each N of one order.
 
@@ -925,8 +864,7 @@ def prune_curve(
             bpt[k] = n_bytes[k] / n_tok if n_tok else float("nan")
         unreach = fast.unreachable_count(rust, kept) if stt else None
         out.append(CurvePoint(n, tok.vocab_size - n, bpt, unreach))
-        if progress:
-            progress(j + 1, len(ns))
+        report(progress, j + 1, len(ns), f"N = {n:,}")
     return out
 
 

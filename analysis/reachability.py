@@ -18,16 +18,17 @@ from __future__ import annotations
 import csv
 import io
 import json
-import threading
-from collections import Counter, OrderedDict
+from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
 import tokenizers
 
+from .cache import memoize
 from .errors import UnsupportedTokenizerError
-from .tokenizer import LoadedTokenizer, script_of
+from .tokenizer import LoadedTokenizer
+from .unicode import text_script
 
 CATEGORIES = (
     "reachable",
@@ -49,10 +50,6 @@ CATEGORY_HELP = {
 }
 _SENTINELS = ("\U0010fffd", "\U000f0000", "\uffff", "\ufdd0", "\U000e01ef")
 
-_lock = threading.Lock()
-_STATUS_CACHE: OrderedDict[str, STTResult] = OrderedDict()
-_MODEL_CACHE: OrderedDict[str, Any] = OrderedDict()
-
 
 def _require_bpe(tok: LoadedTokenizer) -> None:
     if tok.model_type != "BPE":
@@ -61,22 +58,14 @@ def _require_bpe(tok: LoadedTokenizer) -> None:
         )
 
 
+@memoize(maxsize=3)
 def _private_model(tok: LoadedTokenizer) -> Any:
     """A private Rust BPE model with ignore_merges off and no dropout (built once per tokenizer)."""
-    with _lock:
-        hit = _MODEL_CACHE.get(tok.content_hash)
-    if hit is not None:
-        return hit
     md = dict(tok.model)
     md["ignore_merges"] = False
     md["dropout"] = None
     text = json.dumps({"version": "1.0", "model": md}, ensure_ascii=False)
-    model = tokenizers.Tokenizer.from_str(text).model
-    with _lock:
-        _MODEL_CACHE[tok.content_hash] = model
-        while len(_MODEL_CACHE) > 3:
-            _MODEL_CACHE.popitem(last=False)
-    return model
+    return tokenizers.Tokenizer.from_str(text).model
 
 
 def _stt_callable(tok: LoadedTokenizer) -> tuple[Callable[[str], list], str, Any]:
@@ -131,10 +120,11 @@ def stt_result(tok: LoadedTokenizer) -> STTResult:
     """Run the STT over the model vocabulary once (cached per tokenizer): the reachability mask and the
     tokenizations of the tokens that are not reachable."""
     _require_bpe(tok)
-    with _lock:
-        hit = _STATUS_CACHE.get(tok.content_hash)
-    if hit is not None:
-        return hit
+    return _stt_result(tok)
+
+
+@memoize(maxsize=4)
+def _stt_result(tok: LoadedTokenizer) -> STTResult:
     tokenize, sentinel, shared = _stt_callable(tok)
     vocab = tok.vocab
     mask = bytearray(max(tok.id_to_token, default=-1) + 1)
@@ -149,12 +139,7 @@ def stt_result(tok: LoadedTokenizer) -> STTResult:
     if shared is not None and hasattr(shared, "_clear_cache"):
         # the Rust word cache stops inserting when full: do not leave it full of vocabulary strings
         shared._clear_cache()
-    res = STTResult(mask, other)
-    with _lock:
-        _STATUS_CACHE[tok.content_hash] = res
-        while len(_STATUS_CACHE) > 4:
-            _STATUS_CACHE.popitem(last=False)
-    return res
+    return STTResult(mask, other)
 
 
 def self_tokenize(tok: LoadedTokenizer) -> dict[int, list[int]]:
@@ -269,16 +254,14 @@ class STTReport:
         return buf.getvalue()
 
 
-_REPORT_CACHE: OrderedDict[str, STTReport] = OrderedDict()
-
-
 def stt_report(tok: LoadedTokenizer) -> STTReport:
-    """Run STT and put every id (model vocabulary and added tokens) in exactly one category."""
+    """Run STT and put every id (model vocabulary and added tokens) in exactly one category (cached)."""
     _require_bpe(tok)
-    with _lock:
-        hit = _REPORT_CACHE.get(tok.content_hash)
-    if hit is not None:
-        return hit
+    return _stt_report(tok, tok.name)
+
+
+@memoize(maxsize=4)
+def _stt_report(tok: LoadedTokenizer, name: str) -> STTReport:
     res = stt_result(tok)
     added_ids = set(tok.added_ids)
     added_contents = {a.content for a in tok.added_tokens}
@@ -309,20 +292,15 @@ def stt_report(tok: LoadedTokenizer) -> STTReport:
             rows.append(STTRow(tid, s, "", cat, pieces, ""))
         else:
             readable = tok.readable(s)
-            rows.append(STTRow(tid, s, readable, cat, pieces, script_of(readable)))
+            rows.append(STTRow(tid, s, readable, cat, pieces, text_script(readable)))
     # readable/script for reachable rows lazily filled here (kept separate to keep the hot loop lean)
     for r in rows:
         if r.category == "reachable":
             r.readable = tok.readable(r.token)
-            r.script = script_of(r.readable)
-    rep = STTReport(
-        tokenizer=tok.name, ignore_merges=skip, rows=rows, counts={k: counts.get(k, 0) for k in CATEGORIES}
+            r.script = text_script(r.readable)
+    return STTReport(
+        tokenizer=name, ignore_merges=skip, rows=rows, counts={k: counts.get(k, 0) for k in CATEGORIES}
     )
-    with _lock:
-        _REPORT_CACHE[tok.content_hash] = rep
-        while len(_REPORT_CACHE) > 4:
-            _REPORT_CACHE.popitem(last=False)
-    return rep
 
 
 def stt_counts(tok: LoadedTokenizer) -> dict[str, int]:

@@ -15,11 +15,10 @@ and the paper's hand-made Arabic normalisation map is not applied (its rules are
 
 from __future__ import annotations
 
-import bisect
 import gzip
 import json
 import re
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
@@ -29,10 +28,13 @@ import tokenizers
 from tokenizers import pre_tokenizers
 from tokenizers.trainers import BpeTrainer
 
+from . import flores, paths
+from .cache import memoize
 from .errors import DataError, UnsupportedTokenizerError
+from .progress import Progress, report
 from .tokenizer import LoadedTokenizer, bpe_model
+from .unicode import block, blocks, normalize_name, scripts
 
-BLOCKS_TSV = Path(__file__).resolve().parents[1] / "assets" / "unicode_blocks.tsv"
 MAPPING_FILE = "rbpe_mapping.json"
 FORMAT = "tokenizer-lab/r-bpe"
 REPLACEMENT = "\ufffd"
@@ -78,48 +80,9 @@ DEMO_LANGS = (
     "jpn_Jpan",
     "ell_Grek",
 )
-Progress = Callable[[str, float], None]
 
 
 # ---------------------------------------------------------------------------------------------- blocks
-@dataclass(frozen=True)
-class Block:
-    """One Unicode block: inclusive code-point range and name."""
-
-    start: int
-    end: int
-    name: str
-
-
-@cache
-def unicode_blocks() -> tuple[Block, ...]:
-    """The Unicode 17 block table (assets/unicode_blocks.tsv), sorted by start."""
-    out = []
-    for line in BLOCKS_TSV.read_text(encoding="utf-8").splitlines():
-        if not line.strip() or line.startswith("#"):
-            continue
-        a, b, name = line.split("\t")
-        out.append(Block(int(a, 16), int(b, 16), name))
-    return tuple(sorted(out, key=lambda b: b.start))
-
-
-@cache
-def _starts() -> list[int]:
-    return [b.start for b in unicode_blocks()]
-
-
-@cache
-def block_of(ch: str) -> str | None:
-    """The Unicode block name of one character (None for unassigned code points)."""
-    cp = ord(ch)
-    i = bisect.bisect_right(_starts(), cp) - 1
-    if i >= 0:
-        b = unicode_blocks()[i]
-        if b.start <= cp <= b.end:
-            return b.name
-    return None
-
-
 def _words(name: str) -> list[str]:
     return re.sub(r"[-_]", " ", name).split()
 
@@ -135,7 +98,7 @@ def block_label(block: str) -> str:
 
 def label_blocks(label: str) -> frozenset[str]:
     """Block names covered by one class label."""
-    names = [b.name for b in unicode_blocks()]
+    names = [b.name for b in blocks()]
     if label.endswith("_merged"):
         return frozenset(n for n in names if block_label(n) == label)
     if label == "Katakana_Hiragana":
@@ -147,7 +110,7 @@ def label_blocks(label: str) -> frozenset[str]:
 def _char_label(ch: str) -> str | None:
     if ch == "\u2581":
         return None
-    b = block_of(ch)
+    b = block(ch)
     if b is None or b == "General Punctuation":
         return None
     return block_label(b)
@@ -192,17 +155,10 @@ def standalone_text(tok: LoadedTokenizer, token: str) -> str:
     return tok.token_bytes(token).decode("utf-8", errors="replace")
 
 
-_CLASS_CACHE: dict[str, VocabClasses] = {}
-
-
+@memoize(maxsize=4)
 def classify_vocab(tok: LoadedTokenizer) -> VocabClasses:
     """Classify every model-vocabulary id by the Unicode blocks of its standalone decoding (stripped); cached."""
-    key = tok.content_hash
-    if key not in _CLASS_CACHE:
-        if len(_CLASS_CACHE) >= 4:
-            _CLASS_CACHE.pop(next(iter(_CLASS_CACHE)))
-        _CLASS_CACHE[key] = _classify(tok)
-    return _CLASS_CACHE[key]
+    return _classify(tok)
 
 
 def _classify(tok: LoadedTokenizer) -> VocabClasses:
@@ -234,15 +190,8 @@ def _classify(tok: LoadedTokenizer) -> VocabClasses:
 # ------------------------------------------------------------------------------------------- choice
 @cache
 def script_names() -> tuple[str, ...]:
-    """Unicode script names (upper case, no spaces) as known to the `regex` module, minus Common/Inherited/Braille."""
-    import regex._regex_core as core  # the regex module ships the Unicode Script property values
-
-    _, values = core.PROPERTIES["SCRIPT"]
-    longest: dict[int, str] = {}
-    for k, v in values.items():
-        if len(k) > len(longest.get(v, "")):
-            longest[v] = k
-    return tuple(sorted(n for n in longest.values() if n not in NON_SCRIPTS and len(n) >= 2))
+    """Unicode script names (normalised: upper case, letters only), minus Common/Inherited/Braille."""
+    return tuple(sorted({normalize_name(n) for n in scripts()} - NON_SCRIPTS))
 
 
 def _norm(s: str) -> str:
@@ -268,7 +217,7 @@ def script_blocks(script: str) -> frozenset[str]:
         kws = CJK_KEYWORDS
     else:
         kws = (key,)
-    return frozenset(b.name for b in unicode_blocks() if any(k in _norm(b.name) for k in kws))
+    return frozenset(b.name for b in blocks() if any(k in _norm(b.name) for k in kws))
 
 
 @dataclass
@@ -355,7 +304,7 @@ def char_class(block_names: Iterable[str]) -> str:
     names = set(block_names)
     parts = [
         f"\\U{b.start:08x}-\\U{b.end:08x}" if b.start != b.end else f"\\U{b.start:08x}"
-        for b in unicode_blocks()
+        for b in blocks()
         if b.name in names
     ]
     return "[" + "".join(parts) + "]" if parts else "[^\\s\\S]"
@@ -421,13 +370,12 @@ def target_training_texts(
     max_words: int | None = 200_000,
 ) -> list[str]:
     """Target-language training text: FLORES train split + shared corpora (prose, UI strings, word frequencies)."""
-    from .corpora import assets_dir, flores_split
 
     texts: list[str] = []
     if flores_train:
-        texts += flores_split(lang)[0]
+        texts += flores.split_lines(lang)[0]
     if corpora:
-        root = assets_dir() / "corpora" / "text"
+        root = paths.shared_corpora() / "text"
         for name in (f"{lang}.txt.gz", f"{lang}.ui.txt.gz"):
             p = root / name
             if p.is_file():
@@ -724,7 +672,10 @@ def build_reuse_tokenizer(
 ) -> ReuseTokenizer:
     """Run the whole R-BPE pipeline on a byte-level BPE tokenizer and training text."""
     _check_supported(tok)
-    say = progress or (lambda msg, frac: None)
+
+    def say(message: str, frac: float) -> None:
+        report(progress, frac, 1.0, message)
+
     say("classifying the vocabulary by Unicode block", 0.05)
     vc = classify_vocab(tok)
     plan = choose_reusable(vc, target, preserved, min_reusable)
@@ -803,12 +754,10 @@ def compare(
 def reused_script_demo(rt: ReuseTokenizer, text: str | None = None) -> dict[str, Any] | None:
     """Encode text from a reused script and decode it again: it comes back in the target script."""
     if text is None:
-        from .corpora import flores_lines
-
         reusable = re.compile(char_class(rt.info.get("reusable_blocks", [])))
         for lang in DEMO_LANGS:
             try:
-                line = flores_lines(lang)[0]
+                line = flores.lines(lang)[0]
             except DataError:
                 continue
             if reusable.search(line):

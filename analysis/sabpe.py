@@ -40,8 +40,9 @@ from typing import Any
 
 import numpy as np
 
-from .corpora import assets_dir
+from . import paths
 from .errors import DataError, UnsupportedTokenizerError
+from .progress import Progress, report
 from .tokenizer import BYTE_TO_CHAR, LoadedTokenizer, bpe_model
 from .training import added_token_splitter, symbol_table
 
@@ -139,7 +140,7 @@ class CodeRecord:
 
 def code_dir() -> Path:
     """The shared source-attributed code corpus (`<assets>/corpora/code`)."""
-    return assets_dir() / "corpora" / "code"
+    return paths.code_corpus()
 
 
 def code_languages(heldout: bool = False, folder: str | Path | None = None) -> list[str]:
@@ -347,7 +348,7 @@ def train_source_bpe(
     priority: str = DEFAULT_PRIORITY,
     skip: SkipRule | None = None,
     alphabet: Sequence[str] = ALPHABET,
-    progress: Callable[[float, str], None] | None = None,
+    progress: Progress | None = None,
 ) -> TrainState:
     """Learn merges until `n_new` tokens outside `alphabet` exist (or the queue runs dry); see the module doc."""
     t0 = time.perf_counter()
@@ -480,8 +481,8 @@ def train_source_bpe(
         history.append(MergeRecord(step, ls, rs, f, n_r, n_l, -cur[0], top / f, False, None, is_new))
         if is_new:
             n_done += 1
-            if progress is not None and n_done % report_every == 0:
-                progress(n_done / n_new, f"{n_done:,} / {n_new:,} merges")
+            if n_done % report_every == 0:
+                report(progress, n_done, n_new, "merges")
     return TrainState(merges, history, syms, seqs, word_index, time.perf_counter() - t0)
 
 
@@ -659,7 +660,7 @@ def train(
     skip: SkipRule | None = None,
     specials: Sequence[str] = DEFAULT_SPECIALS,
     name: str | None = None,
-    progress: Callable[[float, str], None] | None = None,
+    progress: Progress | None = None,
 ) -> SABPEResult:
     """Train a byte-level (SA-)BPE tokenizer of `vocab_size` (256 bytes + merges + specials) on code records."""
     priority = normalize_priority(priority)

@@ -10,10 +10,9 @@ from __future__ import annotations
 import copy
 import hashlib
 import json
-import unicodedata
 from collections.abc import Iterator
 from dataclasses import dataclass
-from functools import cached_property, lru_cache
+from functools import cached_property
 from typing import Any
 
 import tokenizers
@@ -157,68 +156,6 @@ def readable_from_bytes(bs: bytes) -> str:
     if bad:
         out.append(format_bytes(bytes(bad)))
     return "".join(out)
-
-
-#: first words of Unicode character names that name a script in one word (label = word.title())
-_SCRIPT_HEADS = ("LATIN", "CYRILLIC", "GREEK", "ARABIC", "HEBREW", "DEVANAGARI", "BENGALI", "THAI")
-#: first words that need another label (multi-word scripts, marks belonging to a script)
-_HEAD_LABELS = {
-    "CJK": "Han",
-    "IDEOGRAPHIC": "Han",
-    "KATAKANA-HIRAGANA": "Katakana",
-    "HALFWIDTH": "Katakana",  # the halfwidth voicing marks (the letters normalise to their script)
-    "OL": "Ol Chiki",
-    "MEETEI": "Meetei Mayek",
-    "CANADIAN": "Canadian Syllabics",
-    "NEW": "New Tai Lue",
-    "TAI": "Tai",
-    "LINEAR": "Linear B",
-    "SYLOTI": "Syloti Nagri",
-    "EGYPTIAN": "Egyptian Hieroglyphs",
-    "ANATOLIAN": "Anatolian Hieroglyphs",
-    "OLD": "Old Italic",
-    "TURNED": "Latin",
-}
-#: first words of letter-like characters that belong to no script (modifiers, selectors, signs)
-_NO_SCRIPT_HEADS = frozenset({"MODIFIER", "COMBINING", "VARIATION", "CARON", "MUSICAL", "VEDIC", "MASU"})
-
-
-@lru_cache(maxsize=65536)
-def _char_script(ch: str) -> str | None:
-    """The script label one character decides, or None when the character does not decide it."""
-    if ch.isspace():
-        return None
-    cat = unicodedata.category(ch)
-    if cat[0] not in "LM":
-        return None
-    # compatibility forms (fullwidth/halfwidth, mathematical, µ, K, Å, ª) count as the letter they stand for
-    nfkc = unicodedata.normalize("NFKC", ch)
-    if nfkc != ch and nfkc and unicodedata.category(nfkc[0])[0] == "L":
-        ch = nfkc[0]
-    name = unicodedata.name(ch, "")
-    if not name:
-        return "Other"
-    head = name.split(" ")[0]
-    if head in _HEAD_LABELS:
-        return _HEAD_LABELS[head]
-    if head in _SCRIPT_HEADS:
-        return head.title()
-    if head in _NO_SCRIPT_HEADS:
-        return None
-    return head.title()
-
-
-def script_of(text: str) -> str:
-    """A coarse script label of a token's text (first letter-like character's Unicode script family)."""
-    for ch in text:
-        s = _char_script(ch)
-        if s is not None:
-            return s
-    if any(ch.isdigit() for ch in text):
-        return "Digits"
-    if text.strip() == "":
-        return "Whitespace" if text else "Empty"
-    return "Punctuation/Symbols"
 
 
 def added_token_entry(

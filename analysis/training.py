@@ -27,6 +27,7 @@ from functools import lru_cache
 
 from .errors import DataError, UnsupportedTokenizerError
 from .tokenizer import SPIECE_UNDERLINE, LoadedTokenizer
+from .unicode import sentencepiece_script
 
 #: SentencePiece TrainerSpec defaults used by the validity rules.
 SP_MAX_PIECE_LENGTH = 16
@@ -112,67 +113,8 @@ class TrainingResult:
 
 
 # --------------------------------------------------------------------------------------------------
-# SentencePiece validity rules (methods.md §3) with unicodedata-based script detection
+# SentencePiece validity rules (methods.md §3); scripts from analysis.unicode with SentencePiece's Han rule
 # --------------------------------------------------------------------------------------------------
-_SCRIPT_WORDS = {
-    "CJK": "Han",
-    "HIRAGANA": "Han",
-    "KATAKANA": "Han",
-    "IDEOGRAPHIC": "Han",
-    "KANGXI": "Han",
-    "HANGUL": "Hangul",
-    "BOPOMOFO": "Bopomofo",
-}
-_SKIP_NAME_WORDS = {"FULLWIDTH", "HALFWIDTH", "SMALL", "CAPITAL", "MODIFIER"}
-_MULTIWORD_SCRIPTS = ("OLD ", "NEW ", "LINEAR ", "CANADIAN ", "MEETEI ", "OL ", "NKO", "TAI ", "NEW TAI ")
-
-
-@lru_cache(maxsize=65536)
-def char_script(ch: str) -> str:
-    """Approximate Unicode script of one character (SentencePiece rules; no PyICU needed).
-
-    Letters, marks and script-specific digits take the script named at the start of their Unicode name
-    (Hiragana/Katakana count as Han, as in SentencePiece); combining marks without a script name are
-    `Inherited`; everything else (punctuation, symbols, ASCII digits, spaces) is `Common`.
-    """
-    if ch == "\u30fc":
-        return "Han"
-    cat = unicodedata.category(ch)
-    if cat[0] not in "LMN":
-        return "Common"
-    name = unicodedata.name(ch, "")
-    if not name:
-        return "Common" if cat[0] == "N" else "Unknown"
-    if name.startswith(_MULTIWORD_SCRIPTS):
-        return " ".join(name.split(" ")[:2]).title()
-    words = [w for w in name.split(" ") if w not in _SKIP_NAME_WORDS]
-    head = words[0] if words else ""
-    if head in _SCRIPT_WORDS:
-        return _SCRIPT_WORDS[head]
-    if head in ("COMBINING", "ZERO", "VARIATION"):
-        return "Inherited"
-    if head in (
-        "DIGIT",
-        "MATHEMATICAL",
-        "ROMAN",
-        "SUPERSCRIPT",
-        "SUBSCRIPT",
-        "VULGAR",
-        "CIRCLED",
-        "PARENTHESIZED",
-        "LETTER",
-        "NUMBER",
-        "DOUBLE",
-        "SQUARED",
-        "NEGATIVE",
-        "DINGBAT",
-    ):
-        return "Common"
-    if cat[0] == "M" and head in ("", "MUSICAL"):
-        return "Inherited"
-    return head.title()
-
-
 def _is_digit(ch: str) -> bool:
     return unicodedata.category(ch) == "Nd"
 
@@ -198,7 +140,7 @@ def sp_piece_valid(
             if not (allow_whitespace_only and all_ws) and pos > 0:
                 return False
             continue
-        s = char_script(c)
+        s = sentencepiece_script(c)
         if s == "Inherited":
             s = prev
         if not split_by_number and _is_digit(c):

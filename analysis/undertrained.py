@@ -25,7 +25,9 @@ from typing import Any
 import numpy as np
 
 from .errors import ModelLoadError, UnsupportedTokenizerError
-from .tokenizer import BYTE_TO_CHAR, SPIECE_UNDERLINE, LoadedTokenizer, script_of
+from .progress import Progress, report
+from .tokenizer import BYTE_TO_CHAR, SPIECE_UNDERLINE, LoadedTokenizer
+from .unicode import text_script
 from .weights import (
     EmbeddingWeights,
     Matrix,
@@ -755,7 +757,7 @@ class Verifier:
         ids: list[int],
         *,
         batch_size: int = 8,
-        progress: Callable[[int, int], None] | None = None,
+        progress: Progress | None = None,
         should_stop: Callable[[], bool] | None = None,
         on_result: Callable[[Verification], None] | None = None,
     ) -> list[Verification]:
@@ -763,8 +765,7 @@ class Verifier:
         `on_result` receives each finished verification at once (so an interrupted run keeps them)."""
         results: list[Verification] = []
         total = len(ids)
-        if progress:
-            progress(0, total)
+        report(progress, 0, total, "candidates verified")
         for s in range(0, total, batch_size):
             if should_stop and should_stop():
                 break
@@ -788,8 +789,7 @@ class Verifier:
                 )
                 if on_result:
                     on_result(results[-1])
-            if progress:
-                progress(len(results), total)
+            report(progress, len(results), total, "candidates verified")
         return results
 
 
@@ -851,7 +851,7 @@ class UndertrainedResult:
                 "indicator": float(self.main_values[i]),
                 "category": self.category(i),
                 "class": self.token_class(i),
-                "script": script_of(self.tokens[i]),
+                "script": text_script(self.tokens[i]),
                 "reference": i in refs,
             }
             v = self.verifications.get(i)
@@ -990,7 +990,7 @@ def verify_result(
     *,
     device: str | None = None,
     batch_size: int = 8,
-    progress: Callable[[int, int], None] | None = None,
+    progress: Progress | None = None,
     should_stop: Callable[[], bool] | None = None,
     lm: tuple[Any, str] | None = None,
 ) -> list[Verification]:
@@ -1053,7 +1053,7 @@ def health_table(result: UndertrainedResult, stt: dict[int, str] | None = None) 
         "token": result.tokens,
         "round_trip": [result.category(i) for i in range(n)],
         "class": [result.token_class(i) for i in range(n)],
-        "script": [script_of(t) if i < result.n_tokens else "" for i, t in enumerate(result.tokens)],
+        "script": [text_script(t) if i < result.n_tokens else "" for i, t in enumerate(result.tokens)],
     }
     for k, v in result.indicators.items():
         data[k] = v

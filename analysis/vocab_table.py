@@ -8,8 +8,6 @@ Tables are cached by the tokenizer's content hash, so the Inspect page pays the 
 from __future__ import annotations
 
 import re
-from collections import OrderedDict
-from threading import Lock
 
 import numpy as np
 import pandas as pd
@@ -17,14 +15,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pandas.arrays import ArrowStringArray
 
-from .tokenizer import (
-    CHAR_TO_BYTE,
-    SPIECE_UNDERLINE,
-    LoadedTokenizer,
-    _char_script,
-    readable_from_bytes,
-    script_of,
-)
+from .cache import memoize
+from .tokenizer import CHAR_TO_BYTE, SPIECE_UNDERLINE, LoadedTokenizer, readable_from_bytes
+from .unicode import deciding_script, text_script
 
 #: The script label of tokens that are only partial UTF-8 (byte fragments such as `⟨E2 80⟩`).
 BYTES_SCRIPT = "Bytes"
@@ -32,9 +25,6 @@ BYTES_SCRIPT = "Bytes"
 SPECIAL_SCRIPT = "Special"
 COLUMNS = ["id", "token", "readable", "bytes", "length", "script", "special", "added"]
 
-_CACHE: OrderedDict[str, pd.DataFrame] = OrderedDict()
-_CACHE_SIZE = 8
-_LOCK = Lock()
 
 # byte-level characters → the byte they stand for, as a latin-1 character (str.translate works in C)
 _BYTE_LEVEL_TABLE = str.maketrans({c: chr(b) for c, b in CHAR_TO_BYTE.items()})
@@ -43,24 +33,17 @@ _BYTE_LEVEL_ALPHABET = frozenset(CHAR_TO_BYTE)
 
 def vocab_table(tok: LoadedTokenizer) -> pd.DataFrame:
     """One row per token id with columns id, token, readable, bytes, length, script, special, added."""
-    key = tok.content_hash
-    with _LOCK:
-        df = _CACHE.get(key)
-        if df is not None:
-            _CACHE.move_to_end(key)
-    if df is None:
-        df = _build(tok)
-        with _LOCK:
-            _CACHE[key] = df
-            while len(_CACHE) > _CACHE_SIZE:
-                _CACHE.popitem(last=False)
-    return df.copy(deep=False)  # copy-on-write: callers may edit their copy freely
+    return _table(tok).copy(deep=False)  # copy-on-write: callers may edit their copy freely
+
+
+@memoize(maxsize=8)
+def _table(tok: LoadedTokenizer) -> pd.DataFrame:
+    return _build(tok)
 
 
 def clear_cache() -> None:
     """Forget every cached table (tests and benchmarks use this to time a cold build)."""
-    with _LOCK:
-        _CACHE.clear()
+    _table.cache_clear()
 
 
 def _rows(tok: LoadedTokenizer) -> tuple[np.ndarray, list[str], set[int], set[int]]:
@@ -193,21 +176,21 @@ def _build_vectorised(tok: LoadedTokenizer) -> pd.DataFrame:
         fragment[k] = False
 
     # script: the first letter-like character decides (one lookup per distinct character); the rows
-    # without one, or whose first one does not decide, go through script_of
+    # without one, or whose first one does not decide, go through text_script
     readable_arr = pa.array(readable, pa.string())
     first = pc.extract_regex(readable_arr, _FIRST_LETTER).field("c").dictionary_encode()
     per_char = np.array(
-        [(_char_script(c) if c else None) for c in first.dictionary.to_pylist()], dtype=object
+        [(deciding_script(c) if c else None) for c in first.dictionary.to_pylist()], dtype=object
     )
     codes = first.indices.to_numpy(zero_copy_only=False)
     scripts = per_char[codes]
     for k in np.flatnonzero(pd.isna(scripts)).tolist():
-        scripts[k] = script_of(readable[k])
+        scripts[k] = text_script(readable[k])
     for k in np.flatnonzero(fragment).tolist():
         whole = to_bytes(tokens[k]).decode("utf-8", errors="ignore")
-        scripts[k] = script_of(whole) if whole.strip() else BYTES_SCRIPT
+        scripts[k] = text_script(whole) if whole.strip() else BYTES_SCRIPT
     for k in added_pos:
-        scripts[k] = SPECIAL_SCRIPT if is_special[k] else script_of(tokens[k])
+        scripts[k] = SPECIAL_SCRIPT if is_special[k] else text_script(tokens[k])
     return _frame(ids, raw, readable_arr, nbytes, scripts, is_special, is_added)
 
 
@@ -223,17 +206,17 @@ def _build_loop(tok: LoadedTokenizer) -> pd.DataFrame:
         if i in added_ids:
             r = t
             b = len(t.encode("utf-8"))
-            sc = SPECIAL_SCRIPT if i in special_ids else script_of(t)
+            sc = SPECIAL_SCRIPT if i in special_ids else text_script(t)
         else:
             bs = to_bytes(t)
             b = len(bs)
             try:
                 r = bs.decode("utf-8")
-                sc = script_of(r)
+                sc = text_script(r)
             except UnicodeDecodeError:  # a partial UTF-8 fragment: script of its whole characters
                 r = readable_from_bytes(bs)
                 whole = bs.decode("utf-8", errors="ignore")
-                sc = script_of(whole) if whole.strip() else BYTES_SCRIPT
+                sc = text_script(whole) if whole.strip() else BYTES_SCRIPT
         readable.append(r)
         nbytes.append(b)
         scripts.append(sc)

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from .cache import DiskCache
 from .errors import ModelLoadError
 
 if TYPE_CHECKING:
@@ -729,17 +730,16 @@ def tokenizer_for_model(src: ModelSource) -> LoadedTokenizer:
 
 def tokenizer_from_gguf(path: Path) -> LoadedTokenizer:
     """Convert the tokenizer embedded in a GGUF file (via transformers) and cache the tokenizer.json."""
-    from .defaults import cache_dir
     from .tokenizer import LoadedTokenizer
 
     st = path.stat()
     key = hashlib.sha256(f"{path.resolve()}|{st.st_size}|{st.st_mtime_ns}".encode()).hexdigest()[:16]
-    cached = cache_dir() / f"gguf-tokenizer-{key}.json"
-    if cached.is_file():
+    cached = _GGUF_TOKENIZERS.get(key)
+    if isinstance(cached, str):
         try:
-            return LoadedTokenizer.from_json_text(cached.read_bytes(), name=path.stem, source=str(path))
-        except Exception:
-            cached.unlink(missing_ok=True)
+            return LoadedTokenizer.from_json_text(cached, name=path.stem, source=str(path))
+        except Exception:  # noqa: BLE001 - a stale or damaged entry is rebuilt
+            pass
     try:
         from transformers import AutoTokenizer
 
@@ -748,7 +748,9 @@ def tokenizer_from_gguf(path: Path) -> LoadedTokenizer:
     except Exception as e:
         raise ModelLoadError(f"{path.name}: cannot read the tokenizer stored in the GGUF file ({e})") from e
     tok = LoadedTokenizer.from_json_text(text, name=path.stem, source=str(path))
-    tmp = cached.with_suffix(".tmp")
-    tmp.write_text(text, encoding="utf-8")
-    tmp.replace(cached)
+    _GGUF_TOKENIZERS.put(key, text)
     return tok
+
+
+#: tokenizer.json text converted from GGUF files, keyed by (path, size, mtime)
+_GGUF_TOKENIZERS = DiskCache("gguf-tokenizer", version=1)

@@ -25,7 +25,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from analysis.corpora import Corpus, Source, assets_dir, corpus, flores_lines, flores_split  # noqa: E402
+from analysis.corpora import Corpus, Source, corpus  # noqa: E402
+from analysis.flores import lines as flores_lines  # noqa: E402
+from analysis.flores import split_lines as flores_split  # noqa: E402
+from analysis.paths import shared_assets as assets_dir  # noqa: E402
 
 
 def bench_corpus(mb: float) -> Corpus:

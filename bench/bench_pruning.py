@@ -24,7 +24,7 @@ sys.path.insert(0, str(ROOT))
 from analysis import load  # noqa: E402
 from analysis import pruning as P  # noqa: E402
 from analysis.bpe import vocabulary_structure  # noqa: E402
-from analysis.corpora import assets_dir  # noqa: E402
+from analysis.paths import shared_assets as assets_dir  # noqa: E402
 
 
 def rss_mb() -> float:

@@ -19,7 +19,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from analysis import load  # noqa: E402
-from analysis.corpora import assets_dir, flores_lines, flores_split  # noqa: E402
+from analysis.flores import lines as flores_lines  # noqa: E402
+from analysis.flores import split_lines as flores_split  # noqa: E402
+from analysis.paths import shared_assets as assets_dir  # noqa: E402
 from analysis.reuse import build_reuse_tokenizer  # noqa: E402
 
 

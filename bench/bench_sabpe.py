@@ -25,7 +25,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from analysis import load, sabpe  # noqa: E402
-from analysis.corpora import assets_dir  # noqa: E402
+from analysis.paths import shared_assets as assets_dir  # noqa: E402
 from analysis.training import train_merges  # noqa: E402
 
 

@@ -10,6 +10,7 @@ from analysis import AnalysisError
 from analysis import flores as fl
 from analysis import metrics as mx
 from ui import state
+from ui.progress import progress_bar
 from ui.render import token_spans_html
 
 st.title("Compression across FLORES-200 languages")
@@ -63,24 +64,13 @@ def page() -> None:
         split = st.selectbox("Split", fl.SPLITS, key="cmp-split")
         c1, c2 = st.columns(2)
         if c1.button("Download official FLORES-200 archive", key="cmp-dl-official"):
-            bar = st.progress(0.0, text="Downloading FLORES-200…")
-
-            def _dl(done: int, total: int | None) -> None:
-                frac = min(done / total, 1.0) if total else 0.0
-                bar.progress(frac, text=f"Downloading FLORES-200… {done / 1e6:.1f} MB")
-
+            _dl, _ = progress_bar("Downloading FLORES-200…", unit="MB")
             got = state.guarded(fl.download_official, progress=_dl)
             if got is not None:
                 st.session_state["cmp-flores-next"] = str(got)
                 st.rerun()
         if c2.button("Download FLORES+ from the hub", key="cmp-dl-plus"):
-            bar = st.progress(0.0, text="Downloading FLORES+…")
-
-            def _dlp(done: int, total: int | None) -> None:
-                bar.progress(
-                    min(done / total, 1.0) if total else 0.0, text=f"Downloading FLORES+… {done / 1e6:.1f} MB"
-                )
-
+            _dlp, _ = progress_bar("Downloading FLORES+…", unit="MB")
             got = state.guarded(fl.download_flores_plus, split=split, progress=_dlp)
             if got is not None:
                 st.session_state["cmp-flores-next"] = str(got)
@@ -148,14 +138,7 @@ def page() -> None:
 
     # ------------------------------------------------------------------------------------------ compute
     toks = [lib[n] for n in names]
-    bar = st.progress(0.0, text="Computing…")
-    last = [0.0]
-
-    def _progress(f: float, msg: str) -> None:
-        if f - last[0] >= 0.01 or f >= 1.0:  # at most ~100 updates, whatever the grid size
-            last[0] = f
-            bar.progress(min(f, 1.0), text=f"Computing {msg}")
-
+    _progress, bar = progress_bar("Computing")
     try:
         rows = mx.compression_table(
             toks, data, langs, power=float(power), reference=reference, names=names, progress=_progress

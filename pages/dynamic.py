@@ -10,7 +10,6 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from analysis import AnalysisError
-from analysis.corpora import flores_languages, flores_lines
 from analysis.dynamic import (
     BOUNDARIES,
     DynamicResult,
@@ -20,6 +19,8 @@ from analysis.dynamic import (
     merged_offsets,
     readable_token,
 )
+from analysis.flores import available_codes
+from analysis.flores import lines as flores_lines
 from ui import state
 from ui.render import token_spans_html
 
@@ -58,7 +59,7 @@ def page() -> None:
     # ------------------------------------------------------------------------------------- batch
     src = st.radio("Batch", ["FLORES sentences", "My text"], horizontal=True, key="dyn-src")
     if src == "FLORES sentences":
-        langs = flores_languages()
+        langs = available_codes()
         if not langs:
             st.error(
                 "FLORES-200 devtest files were not found (set TOKLAB_ASSETS to the shared assets folder)."

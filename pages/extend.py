@@ -10,16 +10,10 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from analysis import AnalysisError, bpe
-from analysis.corpora import (
-    FLORES_TRAIN_LINES,
-    Corpus,
-    Source,
-    flores_languages,
-    flores_split,
-    shared_corpora,
-)
+from analysis.corpora import Corpus, Source, shared_corpora
 from analysis.export import zip_bytes
 from analysis.extension import ADDED_MARK, METHOD_LABELS, Plan, Preview, methods_for, plan
+from analysis.flores import FLORES_TRAIN_LINES, available_codes, split_lines
 from analysis.training import continue_training
 from ui import state
 
@@ -129,7 +123,7 @@ def page() -> None:
     )
 
     # -------------------------------------------------------------------------------------- text
-    langs = flores_languages()
+    langs = available_codes()
     if not langs:
         st.error("FLORES-200 devtest files were not found (set TOKLAB_ASSETS to the shared assets folder).")
         return
@@ -226,7 +220,7 @@ def page() -> None:
             + (f"; {len(tr.char_steps)} missing characters added first" if tr.char_steps else "")
         )
 
-    _, held = flores_split(lang)
+    _, held = split_lines(lang)
     texts = {f"{lang} held-out": held}
     for o in others:
         texts[o] = [ln for ln in Source("flores", o).units()]

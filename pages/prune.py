@@ -14,7 +14,9 @@ import streamlit as st
 from analysis import AnalysisError
 from analysis import pruning as P
 from analysis.bpe import iter_tree, merge_tree
-from analysis.corpora import flores_languages, flores_lines, iter_bytes
+from analysis.corpora import iter_bytes
+from analysis.flores import available_codes
+from analysis.flores import lines as flores_lines
 from ui import state
 
 MAX_ZIP_BYTES = 1_000_000_000
@@ -116,7 +118,7 @@ def page() -> None:
             "more under-trained). Only leaves of the merge graph are removed, so no surviving token becomes "
             "unreachable; ids without a score are pruned last."
         )
-    langs_all = flores_languages()
+    langs_all = available_codes()
     default_langs = [c for c in ("est_Latn", "eng_Latn") if c in langs_all]
     langs = c2.multiselect(
         "Text mix: FLORES-200 languages (equal byte shares) — also the languages of the bytes/token curve",

@@ -7,7 +7,7 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from analysis import reuse
-from analysis.corpora import FLORES_TRAIN_LINES, flores_split
+from analysis.flores import FLORES_TRAIN_LINES, split_lines
 from ui import state
 from ui.render import token_spans_html
 
@@ -46,7 +46,7 @@ def _classes(_tok, tok_hash: str) -> reuse.VocabClasses:
 @st.cache_data(show_spinner="Measuring on held-out FLORES and packing the export…", max_entries=4)
 def _results(key: tuple, _rt: reuse.ReuseTokenizer, lang: str) -> tuple[dict, dict, dict | None, bytes]:
     """Held-out metrics (target with parity, English), the reused-script demo and the zip, once per build."""
-    held, eng = flores_split(lang)[1], flores_split("eng_Latn")[1]
+    held, eng = split_lines(lang)[1], split_lines("eng_Latn")[1]
     return (
         reuse.compare(_rt, held, eng),
         reuse.compare(_rt, eng),
@@ -63,7 +63,7 @@ def _build(tok, target: str, preserved: tuple[str, ...], h: int, lang: str, corp
         target=target,
         preserved=preserved,
         min_reusable=h,
-        progress=lambda msg, frac: bar.progress(frac, text=msg),
+        progress=lambda done, total, msg="": bar.progress(min(done / total, 1.0), text=msg),
     )
 
 
@@ -159,7 +159,7 @@ def page() -> None:
 
     # ------------------------------------------------------------------------------------------ preview
     st.subheader("Before / after")
-    text = st.text_area("Text", SAMPLE.get(target, flores_split(lang)[1][0]), key="reuse-text", height=90)
+    text = st.text_area("Text", SAMPLE.get(target, split_lines(lang)[1][0]), key="reuse-text", height=90)
     before = tok.tokenizer.encode(text, add_special_tokens=False)
     ids, offs, _ = rt.encode_with_offsets(text)
     p1, p2 = st.columns(2)

@@ -160,7 +160,13 @@ def page() -> None:
             key = (*params, pr, sk)
             bar = st.progress(0.0, text=f"Training {label} …")
             runs[label] = _train(
-                key, base, words, n_vocab, pr, sk, lambda f, m, b=bar: b.progress(min(f, 1.0), m)
+                key,
+                base,
+                words,
+                n_vocab,
+                pr,
+                sk,
+                lambda d, t, m="", b=bar: b.progress(min(d / t, 1.0), f"{d:,} / {t:,} {m}"),
             )
             bar.empty()
         metrics = (

@@ -208,7 +208,7 @@ def page() -> None:
                         int(k),
                         batch_size=int(bs),
                         lm=lm,
-                        progress=lambda d, t: bar.progress(d / max(1, t), text=f"Verified {d}/{t}"),
+                        progress=lambda d, t, m="": bar.progress(d / max(1, t), text=f"Verified {d}/{t}"),
                     )
                 except AnalysisError as e:
                     state.show_error(e)

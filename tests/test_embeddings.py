@@ -204,7 +204,7 @@ def test_real_smollm2_pruned_logits(tmp_path: Path) -> None:
 
     tok = load_shared("smollm2-135m-instruct")
     # convert once (dequantizing the GGUF is slow) and reuse the safetensors copy
-    from analysis.defaults import cache_dir
+    from analysis.paths import cache_dir
 
     st = gguf.stat()
     conv = cache_dir() / f"converted-{gguf.stem}-{st.st_size}"

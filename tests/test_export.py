@@ -12,9 +12,9 @@ from conftest import flores_lines, load_shared
 from transformers import AutoTokenizer
 
 from analysis import cli
-from analysis.corpora import flores_split
 from analysis.export import export_document, folder_files, sync_post_processor, write_folder, zip_bytes
 from analysis.extension import PrefixSimulator, extension_report, plan
+from analysis.flores import split_lines as flores_split
 
 
 def _reload_matches(ext, folder, lines):

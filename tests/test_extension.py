@@ -7,7 +7,7 @@ from functools import cache
 import pytest
 from conftest import ASSETS, flores_lines, load_shared
 
-from analysis.corpora import Source, corpus, flores_split
+from analysis.corpora import Source, corpus
 from analysis.errors import DataError, UnsupportedTokenizerError
 from analysis.extension import (
     PrefixSimulator,
@@ -20,6 +20,7 @@ from analysis.extension import (
     simulated_unreachable,
     tokenization_change,
 )
+from analysis.flores import split_lines as flores_split
 from analysis.reachability import unreachable_ids
 
 EST_CORPUS = ASSETS / "corpora" / "text" / "est_Latn.txt.gz"

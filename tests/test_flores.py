@@ -3,10 +3,15 @@
 from __future__ import annotations
 
 import io
+import json
+import os
+import subprocess
+import sys
 import tarfile
+from pathlib import Path
 
 import pytest
-from conftest import FLORES
+from conftest import FLORES, TOKENIZERS
 
 from analysis import flores as fl
 from analysis.errors import DataError
@@ -95,7 +100,9 @@ def test_download_official_from_a_file_url_with_progress(tmp_path):
     with tarfile.open(archive, "w:gz") as tf:
         tf.add(tree / "flores200_dataset", arcname="flores200_dataset")
     seen = []
-    folder = fl.download_official(archive.as_uri(), progress=lambda done, total: seen.append(done))
+    folder = fl.download_official(
+        archive.as_uri(), progress=lambda done, total, message="": seen.append(done)
+    )
     assert seen and seen[-1] == archive.stat().st_size
     assert fl.open_flores(folder).codes == ["eng_Latn", "fra_Latn"]
 
@@ -194,4 +201,40 @@ def test_hub_download_offline_is_a_clear_error(monkeypatch, tmp_path):
         return
     seen = []
     with pytest.raises(DataError, match="could not fetch openlanguagedata/flores_plus"):
-        fl.download_flores_plus(progress=lambda done, total: seen.append(done))
+        fl.download_flores_plus(progress=lambda done, total, message="": seen.append(done))
+
+
+def test_every_command_reads_flores_from_toklab_flores_when_assets_have_none(tmp_path):
+    """One FLORES access: `compress` and `dynamic --flores` follow TOKLAB_FLORES when the shared assets have no
+    FLORES, as every page does (analysis.flores.default_flores_path)."""
+    root = Path(__file__).resolve().parents[1]
+    (tmp_path / "assets").mkdir()
+    env = dict(
+        os.environ, TOKLAB_ASSETS=str(tmp_path / "assets"), TOKLAB_FLORES=str(FLORES), HF_HUB_OFFLINE="1"
+    )
+    env["TOKLAB_CACHE"] = str(tmp_path / "cache")
+    gpt2 = str(TOKENIZERS / "gpt2")
+    for args in (
+        ["compress", "--tokenizer", gpt2, "--langs", "est_Latn", "--json"],
+        ["dynamic", gpt2, "--flores", "est_Latn", "--n", "4", "--merges", "3", "--json"],
+    ):
+        out = subprocess.run(
+            [sys.executable, "-m", "analysis", *args],
+            cwd=root,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert out.returncode == 0, out.stderr
+        assert json.loads(out.stdout)
+    env.pop("TOKLAB_FLORES")
+    out = subprocess.run(
+        [sys.executable, "-m", "analysis", "dynamic", gpt2, "--flores", "est_Latn", "--json"],
+        cwd=root,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert out.returncode == 2 and out.stderr.startswith("error: no FLORES data configured")

@@ -239,9 +239,9 @@ def test_compression_table_cache_memory_and_disk(tmp_path):
     assert rows[1]["family"] == "Uralic" and rows[1]["name"] == "Estonian"
     stats, cached = mx.language_stats(tok, data, "est_Latn")
     assert cached
-    files = list((tmp_path / "cache" / "compression").glob(f"{tok.content_hash}-*.json"))
+    files = list((tmp_path / "cache" / "store" / "compression").glob(f"{tok.content_hash}-*.json"))
     assert len(files) == 1
-    on_disk = json.loads(files[0].read_text())
+    on_disk = json.loads(files[0].read_text())["data"]
     assert any(k.startswith(f"{tok.content_hash}|est_Latn|{data.data_hash('est_Latn')}|") for k in on_disk)
     mx.clear_cache()  # memory only: the disk copy answers
     _, cached = mx.language_stats(tok, data, "est_Latn")

@@ -11,9 +11,9 @@ import unicodedata
 import pytest
 from conftest import ROOT, TOKENIZERS, flores_lines, load_shared
 
-from analysis import reuse
-from analysis.corpora import FLORES_TRAIN_LINES
+from analysis import reuse, unicode
 from analysis.errors import DataError, UnsupportedTokenizerError
+from analysis.flores import FLORES_TRAIN_LINES
 
 ARB = flores_lines("arb_Arab")
 ENG = flores_lines("eng_Latn")
@@ -33,7 +33,7 @@ def llama_rt() -> reuse.ReuseTokenizer:
 
 
 def test_block_table_agrees_with_character_names():
-    blocks = reuse.unicode_blocks()
+    blocks = unicode.blocks()
     assert all(a.end < b.start for a, b in zip(blocks, blocks[1:]))  # sorted, disjoint
     prefixes = {
         "Arabic": "ARABIC",
@@ -56,10 +56,10 @@ def test_block_table_agrees_with_character_names():
         assert named, block
         share = sum(unicodedata.name(c).startswith(prefix) for c in named) / len(named)
         assert share > 0.9, (block, share)
-        assert reuse.block_of(named[0]) == block
-    assert reuse.block_of("\ufffd") == "Specials"
-    assert reuse.block_of("\u2014") == "General Punctuation"
-    assert reuse.block_of(chr(0x0378)) == "Greek and Coptic"  # unassigned, inside the block
+        assert unicode.block(named[0]) == block
+    assert unicode.block("\ufffd") == "Specials"
+    assert unicode.block("\u2014") == "General Punctuation"
+    assert unicode.block(chr(0x0378)) == "Greek and Coptic"  # unassigned, inside the block
 
 
 def test_classification_sanity():
@@ -150,7 +150,7 @@ def test_reused_script_decodes_as_target(llama_rt):
     demo = reuse.reused_script_demo(llama_rt, "Привет, как дела?")
     assert demo["n_reused"] > 0
     assert demo["decoded"] != demo["text"]
-    assert any(reuse.block_of(c) == "Arabic" for c in demo["decoded"])
+    assert any(unicode.block(c) == "Arabic" for c in demo["decoded"])
 
 
 def test_deterministic_maps(llama_rt):

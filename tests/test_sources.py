@@ -265,10 +265,12 @@ def test_tiktoken_upload_with_explicit_pattern_and_specials():
 # the embedded default (Qwen's qwen.tiktoken) equals Qwen3's vocabulary, merges and tokenization
 # --------------------------------------------------------------------------------------------------
 def test_embedded_default_equals_qwen3():
-    from analysis.defaults import QWEN_SPECIALS, cache_dir, default_tokenizer
+    from analysis.cache import clear_memory, store_dir
+    from analysis.defaults import QWEN_SPECIALS, default_tokenizer
 
     d = default_tokenizer()  # converted once, then read from Tokenizer Lab's on-disk cache
-    assert list(cache_dir().glob("default-*.json"))
+    assert list((store_dir() / "default-tokenizer").glob("*.json"))
+    clear_memory()
     again = default_tokenizer()
     assert again.content_hash == d.content_hash and again.source == "embedded"
     q = load_shared("qwen3")

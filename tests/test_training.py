@@ -15,7 +15,6 @@ from analysis.corpora import (
     Corpus,
     Source,
     corpus,
-    flores_split,
     from_paths,
     iter_bytes,
     shared_corpora,
@@ -23,15 +22,16 @@ from analysis.corpora import (
 )
 from analysis.errors import DataError, UnsupportedTokenizerError
 from analysis.extension import append_to_model
+from analysis.flores import split_lines as flores_split
 from analysis.reachability import unreachable_ids
 from analysis.training import (
-    char_script,
     continue_training,
     missing_characters,
     sp_piece_valid,
     train_merges,
     training_mode,
 )
+from analysis.unicode import sentencepiece_script as char_script
 
 EST_TRAIN = flores_lines("est_Latn")[:300]
 

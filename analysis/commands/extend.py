@@ -7,10 +7,11 @@ import time
 from pathlib import Path
 
 from ..cli import print_json
-from ..corpora import FLORES_TRAIN_LINES, Corpus, Source, corpus, from_paths, iter_file
+from ..corpora import Corpus, Source, corpus, from_paths, iter_file
 from ..errors import DataError
 from ..export import write_folder
 from ..extension import METHODS, extension_report, plan
+from ..flores import FLORES_TRAIN_LINES
 from ._common import add_tokenizer_argument, load_from_args
 
 NAME = "extend"

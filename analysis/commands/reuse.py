@@ -7,7 +7,8 @@ import time
 from pathlib import Path
 
 from ..cli import print_json
-from ..corpora import FLORES_TRAIN_LINES, flores_split, iter_file
+from ..corpora import iter_file
+from ..flores import FLORES_TRAIN_LINES, split_lines
 from ..reuse import build_reuse_tokenizer, compare, reused_script_demo, target_training_texts
 from ._common import add_tokenizer_argument, load_from_args
 
@@ -70,8 +71,8 @@ def run(args: argparse.Namespace) -> int:
         min_reusable=args.min_reusable,
     )
     seconds = time.perf_counter() - t0
-    heldout = flores_split(args.train_lang)[1]
-    reference = flores_split(args.reference_lang)[1] if args.reference_lang else None
+    heldout = split_lines(args.train_lang)[1]
+    reference = split_lines(args.reference_lang)[1] if args.reference_lang else None
     cmp = compare(rt, heldout, reference)
     demo = reused_script_demo(rt)
     rep = {k: v for k, v in rt.info.items() if k not in ("classes", "reusable_blocks")}

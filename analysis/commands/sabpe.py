@@ -7,9 +7,9 @@ import csv
 from pathlib import Path
 
 from ..cli import print_json
-from ..corpora import assets_dir
 from ..errors import DataError
 from ..export import write_folder
+from ..paths import shared_assets
 from ..sabpe import (
     DEFAULT_PRIORITY,
     PRIORITIES,
@@ -81,7 +81,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def _default_base() -> str:
-    local = assets_dir() / "tokenizers" / "gpt2"
+    local = shared_assets() / "tokenizers" / "gpt2"
     return str(local) if local.is_dir() else "openai-community/gpt2"
 
 

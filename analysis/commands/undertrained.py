@@ -4,9 +4,9 @@ under-trained token detection from the model's own embedding matrices (methods.m
 from __future__ import annotations
 
 import argparse
-import sys
 
 from ..cli import print_json
+from ..progress import stderr_progress
 from ..sources import load
 from ..undertrained import (
     INDICATOR_LABELS,
@@ -63,11 +63,7 @@ def run(args: argparse.Namespace) -> int:
         src, tok, reference_ids=refs, remove_pc1=args.pc1, percentile=args.percentile, main=args.indicator
     )
     if args.verify > 0:
-
-        def progress(done: int, total: int) -> None:
-            if not args.json:
-                print(f"verified {done}/{total}", file=sys.stderr)
-
+        progress = stderr_progress("verification") if not args.json else None
         verify_result(
             res, src, tok, args.verify, device=args.device, batch_size=args.batch_size, progress=progress
         )

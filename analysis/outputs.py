@@ -1,0 +1,96 @@
+"""Writing outputs atomically: a reader sees the old file or folder, or the complete new one — never half.
+
+* :func:`atomic_write_bytes` / :func:`atomic_write_text`: write a temporary sibling, flush it to disk, rename it
+  over the target.
+* :func:`atomic_folder`: a context manager yielding a fresh temporary folder beside the target; on success the
+  folder is renamed into place (the target must not exist, or be empty, unless ``replace=True``, which swaps the
+  old folder out whole); on error the temporary folder is removed and the target is untouched.
+* :func:`strict_json`: JSON text that standard parsers accept (NaN/Infinity refused, numpy scalars converted).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from .errors import DataError
+
+
+def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> Path:
+    """Write `data` to `path` through a temporary sibling and a rename; returns the path."""
+    p = Path(path)
+    fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", suffix=".tmp", dir=p.parent)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, p)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return p
+
+
+def atomic_write_text(path: str | os.PathLike, text: str) -> Path:
+    """:func:`atomic_write_bytes` for UTF-8 text."""
+    return atomic_write_bytes(path, text.encode("utf-8"))
+
+
+def _json_default(o: Any) -> Any:
+    if hasattr(o, "tolist"):  # numpy arrays and scalars
+        return o.tolist()
+    if isinstance(o, (set, frozenset)):
+        return sorted(o)
+    if isinstance(o, Path):
+        return str(o)
+    raise TypeError(f"not JSON serialisable: {type(o).__name__}")
+
+
+def strict_json(obj: Any, *, indent: int | None = 2) -> str:
+    """JSON text that strict parsers accept: NaN and ±Infinity raise ValueError instead of being written."""
+    return json.dumps(obj, ensure_ascii=False, indent=indent, allow_nan=False, default=_json_default)
+
+
+@contextmanager
+def atomic_folder(target: str | os.PathLike, *, replace: bool = False) -> Iterator[Path]:
+    """Build an output folder in a temporary sibling and move it into place when the block succeeds.
+
+    Raises DataError before anything is written when `target` is an existing file, or a non-empty folder and
+    `replace` is False. With `replace`, the old folder is swapped out whole (never merged with the new files).
+    """
+    t = Path(target)
+    if t.exists() and not t.is_dir():
+        raise DataError(f"output {t} exists and is not a folder")
+    if t.is_dir() and any(t.iterdir()) and not replace:
+        raise DataError(f"output folder {t} is not empty (choose a new folder, or ask to replace it)")
+    parent = t.parent
+    try:
+        parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=f".{t.name}.", suffix=".partial", dir=parent))
+    except OSError as e:
+        raise DataError(f"cannot create the output folder {t}: {e.strerror or e}") from e
+    try:
+        yield tmp
+        old = None
+        if t.exists():
+            old = parent / f".{t.name}.{uuid.uuid4().hex[:8]}.old"
+            os.replace(t, old)
+        try:
+            os.replace(tmp, t)
+        except OSError:
+            if old is not None:
+                os.replace(old, t)  # put the previous output back
+            raise
+        if old is not None:
+            shutil.rmtree(old, ignore_errors=True)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise

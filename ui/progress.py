@@ -1,0 +1,27 @@
+"""The Streamlit side of the engine's progress protocol (`analysis.progress.Progress`)."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from analysis.progress import Progress, fraction
+
+
+def progress_bar(text: str, *, unit: str = "") -> tuple[Progress, object]:
+    """A progress bar and the engine callback that drives it (at most ~100 redraws); returns (callback, bar).
+
+    The bar shows `text`, the callback's message and, for byte counts (`unit="MB"`), the amount so far.
+    """
+    bar = st.progress(0.0, text=text)
+    last = [-1.0]
+
+    def update(done: float, total: float | None, message: str = "") -> None:
+        f = fraction(done, total)
+        shown = f if f is not None else 0.0
+        if f is not None and shown - last[0] < 0.01 and shown < 1.0:
+            return
+        last[0] = shown
+        amount = f" {done / 1e6:.1f} MB" if unit == "MB" else ""
+        bar.progress(shown, text=f"{text}{amount}{' · ' + message if message and unit != 'MB' else ''}")
+
+    return update, bar
