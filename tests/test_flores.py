@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import io
+import json
 import tarfile
 
+import pandas as pd
 import pytest
-from conftest import FLORES
+from support import FLORES
 
 from analysis import flores as fl
 from analysis.errors import DataError
@@ -135,8 +137,6 @@ def test_env_var_default(tmp_path, monkeypatch):
 
 @pytest.mark.skipif(not fl.parquet_available(), reason="pyarrow not installed")
 def test_flores_plus_parquet_layouts(tmp_path):
-    import pandas as pd
-
     d = tmp_path / "plus" / "devtest"
     d.mkdir(parents=True)
     for code in ("eng_Latn", "ekk_Latn", "cmn_Hans"):
@@ -166,8 +166,6 @@ def test_flores_plus_parquet_layouts(tmp_path):
 
 
 def test_flores_plus_jsonl_layout(tmp_path):
-    import json
-
     d = tmp_path / "plus" / "devtest"
     d.mkdir(parents=True)
     for code in ("eng_Latn", "ekk_Latn"):

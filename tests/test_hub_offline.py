@@ -14,9 +14,9 @@ import time
 import httpx2
 import huggingface_hub
 import pytest
-from conftest import ROOT, TOKENIZERS
 from huggingface_hub import constants as hf_constants
 from huggingface_hub import errors as hf_errors
+from support import ROOT, TOKENIZERS
 
 from analysis import TokenizerLoadError, load, load_hub
 from analysis import sources as src

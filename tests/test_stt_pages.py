@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 
 import pytest
-from conftest import ROOT, load_shared
 from streamlit.testing.v1 import AppTest
+from support import ROOT, load_shared
 
 from analysis import LoadedTokenizer
 from analysis.defaults import DEFAULT_NAME, default_tokenizer

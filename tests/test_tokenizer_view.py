@@ -7,7 +7,7 @@ import re
 import time
 
 import pytest
-from conftest import ALL_TOKENIZERS, BPE_TOKENIZERS, flores_lines, load_shared
+from support import ALL_TOKENIZERS, BPE_TOKENIZERS, flores_lines, load_shared
 
 from analysis import LoadedTokenizer, TokenizerLoadError
 from analysis.tokenizer import format_bytes, parse_merges, readable_from_bytes, script_of

