@@ -51,7 +51,7 @@ def new_unreachable(tok, res: P.PruneResult, orig: set[int]) -> list[int]:
 
 
 # ----------------------------------------------------------------------------------------- removal
-@pytest.mark.parametrize("name", ["llama-3.1", "llama-2"])
+@pytest.mark.parametrize("name", [pytest.param("llama-3.1", marks=pytest.mark.slow), "llama-2"])
 def test_removal_keeps_tokenizer_consistent(name: str) -> None:
     tok = load_shared(name)
     order = orders(name)["last-n"]
@@ -389,6 +389,7 @@ def test_prune_page_curves_and_export(tmp_path: Path) -> None:
 
 
 @need_smollm
+@pytest.mark.slow
 def test_prune_page_under_trained_first_order() -> None:
     """The page's under-trained order: leaves with the lowest indicator of SmolLM2's embeddings go first."""
 
