@@ -6,5 +6,5 @@ cd "$(dirname "$0")/.."
 source scripts/venv.sh
 VENV=${VENV:-.venv}
 ensure_venv "$VENV" requirements.txt
-exec "$VENV/bin/streamlit" run app.py --server.address 127.0.0.1 --server.port "${PORT:-8501}" \
+exec "$VENV/bin/python" -m streamlit run app.py --server.address 127.0.0.1 --server.port "${PORT:-8501}" \
   --server.fileWatcherType none --browser.gatherUsageStats false "$@"
