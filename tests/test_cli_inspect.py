@@ -9,7 +9,7 @@ import subprocess
 import sys
 
 import pytest
-from conftest import ROOT, TOKENIZERS
+from support import ROOT, TOKENIZERS
 
 from analysis.cli import main
 

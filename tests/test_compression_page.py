@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 
 import pytest
-from conftest import FLORES, ROOT, load_shared
 from streamlit.testing.v1 import AppTest
+from support import FLORES, ROOT, load_shared
 
 
 @pytest.fixture

@@ -8,7 +8,7 @@ import threading
 import time
 
 import pytest
-from conftest import load_shared
+from support import load_shared
 
 from analysis import cache, paths, progress
 from analysis.errors import DataError

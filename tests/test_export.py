@@ -8,13 +8,14 @@ import zipfile
 
 import pytest
 import tokenizers
-from conftest import flores_lines, load_shared
+from support import TOKENIZERS, flores_lines, load_shared
 from transformers import AutoTokenizer
 
 from analysis import cli
 from analysis.export import export_document, folder_files, sync_post_processor, write_folder, zip_bytes
 from analysis.extension import PrefixSimulator, extension_report, plan
 from analysis.flores import split_lines as flores_split
+from analysis.tokenizer import LoadedTokenizer
 
 
 def _reload_matches(ext, folder, lines):
@@ -95,7 +96,6 @@ def test_string_merges_are_written_as_lists():
     tok = load_shared("gpt2")
     doc = tok.document()
     doc["model"]["merges"] = [" ".join(m) for m in tok.merges]
-    from analysis.tokenizer import LoadedTokenizer
 
     legacy = LoadedTokenizer.from_document(doc, name="legacy")
     out = export_document(legacy)
@@ -131,7 +131,6 @@ def test_cli_extend_json(tmp_path, capsys):
     lines = flores_lines("est_Latn")
     train.write_text("\n".join(lines[:300]), encoding="utf-8")
     held.write_text("\n".join(lines[800:]), encoding="utf-8")
-    from conftest import TOKENIZERS
 
     rc = cli.main(
         [

@@ -10,8 +10,9 @@ import sys
 import tarfile
 from pathlib import Path
 
+import pandas as pd
 import pytest
-from conftest import FLORES, TOKENIZERS
+from support import FLORES, TOKENIZERS
 
 from analysis import flores as fl
 from analysis.errors import DataError
@@ -142,8 +143,6 @@ def test_env_var_default(tmp_path, monkeypatch):
 
 @pytest.mark.skipif(not fl.parquet_available(), reason="pyarrow not installed")
 def test_flores_plus_parquet_layouts(tmp_path):
-    import pandas as pd
-
     d = tmp_path / "plus" / "devtest"
     d.mkdir(parents=True)
     for code in ("eng_Latn", "ekk_Latn", "cmn_Hans"):
@@ -173,8 +172,6 @@ def test_flores_plus_parquet_layouts(tmp_path):
 
 
 def test_flores_plus_jsonl_layout(tmp_path):
-    import json
-
     d = tmp_path / "plus" / "devtest"
     d.mkdir(parents=True)
     for code in ("eng_Latn", "ekk_Latn"):

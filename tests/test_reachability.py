@@ -9,7 +9,7 @@ import random
 from contextlib import redirect_stdout
 
 import pytest
-from conftest import BPE_TOKENIZERS, TOKENIZERS, flores_lines, load_shared
+from support import BPE_TOKENIZERS, TOKENIZERS, flores_lines, load_shared
 
 from analysis import LoadedTokenizer
 from analysis.cli import main

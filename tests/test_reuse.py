@@ -9,7 +9,8 @@ import sys
 import unicodedata
 
 import pytest
-from conftest import ROOT, TOKENIZERS, flores_lines, load_shared
+from streamlit.testing.v1 import AppTest
+from support import ROOT, TOKENIZERS, flores_lines, load_shared
 
 from analysis import reuse, unicode
 from analysis.errors import DataError, UnsupportedTokenizerError
@@ -208,8 +209,6 @@ def test_cli_json(tmp_path):
 
 
 def test_page_trains_previews_and_exports():
-    from streamlit.testing.v1 import AppTest
-
     at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=60)
     at.switch_page("pages/reuse.py").run()
     assert not at.exception, [e.message for e in at.exception]

@@ -11,11 +11,13 @@ import zipfile
 
 import pytest
 import tokenizers
-from conftest import ALL_TOKENIZERS, TOKENIZERS, flores_lines, load_shared
+from support import ALL_TOKENIZERS, TOKENIZERS, flores_lines, load_shared
 
 from analysis import TokenizerLoadError, load, load_upload
 from analysis import sources as src
-from analysis.tokenizer import MODEL_TYPES
+from analysis.cache import clear_memory, store_dir
+from analysis.defaults import QWEN_SPECIALS, default_tokenizer
+from analysis.tokenizer import MODEL_TYPES, LoadedTokenizer
 
 #: 20 FLORES languages over many scripts (Latin, Cyrillic, Han, Kana, Hangul, Arabic, Indic, Thai, Ethiopic...)
 LANGS = [
@@ -252,7 +254,6 @@ def test_tiktoken_upload_with_explicit_pattern_and_specials():
     ranks = "\n".join(f"{base64.b64encode(bytes([b])).decode()} {b}" for b in range(256))
     ranks += "\n" + base64.b64encode(b"ab").decode() + " 256\n"
     doc = src.tiktoken_to_document(ranks.encode(), pattern="r50k / GPT-2", special_tokens={"<|eot|>": 257})
-    from analysis.tokenizer import LoadedTokenizer
 
     tok = LoadedTokenizer.from_document(doc, name="tiny")
     assert tok.vocab_size == 258 and tok.merges == [("a", "b")]
@@ -265,9 +266,6 @@ def test_tiktoken_upload_with_explicit_pattern_and_specials():
 # the embedded default (Qwen's qwen.tiktoken) equals Qwen3's vocabulary, merges and tokenization
 # --------------------------------------------------------------------------------------------------
 def test_embedded_default_equals_qwen3():
-    from analysis.cache import clear_memory, store_dir
-    from analysis.defaults import QWEN_SPECIALS, default_tokenizer
-
     d = default_tokenizer()  # converted once, then read from Tokenizer Lab's on-disk cache
     assert list((store_dir() / "default-tokenizer").glob("*.json"))
     clear_memory()

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import json
 
-import pytest
-from conftest import ROOT, load_shared
 from streamlit.testing.v1 import AppTest
+from support import ROOT, load_shared
 
 from analysis import LoadedTokenizer
 from analysis.defaults import DEFAULT_NAME, default_tokenizer
@@ -158,10 +157,8 @@ def test_token_health_never_produced_on_flores():
     assert m and 0 < int(m[0].value.replace(",", "")) < 32000
 
 
-@pytest.mark.parametrize("page", ["pages/token_health.py"])
-def test_token_health_refuses_wordpiece_clearly(page):
-    at = _app(page)
+def test_token_health_refuses_wordpiece_clearly():
+    at = _app("pages/token_health.py")
     at.selectbox(key="th-tok").set_value("bert").run()
     assert not at.exception
     assert any("BPE" in i.value for i in at.info)
-    assert DEFAULT_NAME  # the embedded default is not needed by these pages

@@ -5,11 +5,12 @@ from __future__ import annotations
 import gzip
 import io
 import json
+import random
 import zipfile
 from collections import Counter
 
 import pytest
-from conftest import ASSETS, BPE_TOKENIZERS, flores_lines, load_shared
+from support import ASSETS, BPE_TOKENIZERS, flores_lines, load_shared
 
 from analysis.corpora import (
     Corpus,
@@ -249,8 +250,6 @@ def _naive_bpe(words: Counter, n: int) -> list[tuple[tuple[str, str], int]]:
 
 
 def test_incremental_trainer_matches_naive_recount():
-    import random
-
     rng = random.Random(7)
     for _ in range(25):
         words: Counter = Counter()

@@ -4,7 +4,7 @@ view that names a token's script (Inspect, Prune by script, continued training, 
 from __future__ import annotations
 
 import regex
-from conftest import load_shared
+from support import load_shared
 
 from analysis import pruning, reuse, unicode
 from analysis.training import sp_piece_valid

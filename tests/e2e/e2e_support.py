@@ -1,16 +1,11 @@
-"""Helpers for real-browser tests (kept out of tests/conftest.py, which holds the fixtures)."""
+"""Helpers for real-browser tests: drive the Streamlit app through Playwright (the fixtures are in
+tests/e2e/conftest.py, paths in tests/support.py)."""
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 from playwright.sync_api import Page, expect
-
-ROOT = Path(__file__).resolve().parents[2]
-ASSETS = Path(os.environ.get("TOKLAB_ASSETS", ROOT.parent / "shared" / "assets")).resolve()
-TOKENIZERS = ASSETS / "tokenizers"
-FLORES = ASSETS / "flores200"
 
 
 def wait_idle(page: Page, timeout: int = 60_000) -> None:

@@ -7,7 +7,6 @@ import io
 import json
 import zipfile
 
-import pytest
 import tokenizers
 from e2e_support import add_example, download, pick_tokenizer, wait_idle
 from playwright.sync_api import Page, expect
@@ -19,7 +18,6 @@ def _zip_member(path, suffix: str) -> bytes:
         return zf.read(next(n for n in zf.namelist() if n.endswith(suffix)))
 
 
-@pytest.mark.e2e
 def test_dynamic_tokenization_page(page: Page, app_url, artifacts):
     page.goto(app_url + "/dynamic")
     wait_idle(page)
@@ -36,7 +34,6 @@ def test_dynamic_tokenization_page(page: Page, app_url, artifacts):
     assert curve == sorted(curve, reverse=True) and curve[10] < curve[0]
 
 
-@pytest.mark.e2e
 def test_token_reuse_page_trains_and_exports(page: Page, app_url, artifacts):
     page.goto(app_url + "/reuse")
     # the first render classifies the default tokenizer's vocabulary: let it finish before using the sidebar
@@ -56,7 +53,6 @@ def test_token_reuse_page_trains_and_exports(page: Page, app_url, artifacts):
     assert mapping and new.get_vocab_size() > 1000
 
 
-@pytest.mark.e2e
 def test_source_attributed_bpe_page(page: Page, app_url, artifacts):
     page.goto(app_url + "/sabpe")
     wait_idle(page)

@@ -4,12 +4,10 @@ from __future__ import annotations
 
 import csv
 
-import pytest
 from e2e_support import add_example, download, wait_idle
 from playwright.sync_api import Page, expect
 
 
-@pytest.mark.e2e
 def test_compare_three_tokenizers_on_ten_languages(page: Page, app_url, artifacts):
     page.goto(app_url + "/compression")
     wait_idle(page)

@@ -6,13 +6,11 @@ import io
 import json
 import zipfile
 
-import pytest
 import tokenizers
 from e2e_support import add_example, download, pick_tokenizer, wait_idle
 from playwright.sync_api import Page, expect
 
 
-@pytest.mark.e2e
 def test_extend_llama3_with_estonian_and_download(page: Page, app_url, artifacts):
     page.goto(app_url + "/extend")
     wait_idle(page)

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import pytest
-from e2e_support import TOKENIZERS, wait_idle
+from e2e_support import wait_idle
 from playwright.sync_api import Page, expect
+from support import TOKENIZERS
 
 
-@pytest.mark.e2e
 def test_load_folder_and_compare(page: Page, app_url, artifacts):
     page.set_default_timeout(90_000)  # a busy 2-core CI machine
     page.goto(app_url)

@@ -1,0 +1,20 @@
+# Sourced by scripts/start.sh and scripts/test.sh: create a virtual environment and install a requirements file
+# into it, skipping pip when nothing changed since the last successful install.
+#
+#   ensure_venv VENV REQUIREMENTS [FILES THAT REQUIREMENTS INCLUDES WITH -r ...]
+#
+# The stamp VENV/.toklab-<requirements file name>.sha256 holds the sha256 of the Python version and of every
+# requirements file given; pip runs only when the stamp is missing or differs, or when FORCE_PIP=1.
+
+ensure_venv() {
+  local venv="$1" req="$2"
+  [ -x "$venv/bin/python" ] || python3 -m venv "$venv"
+  local stamp="$venv/.toklab-$(basename "$req").sha256" want
+  want="$({ "$venv/bin/python" -VV; sha256sum "${@:2}"; } | sha256sum | cut -d' ' -f1)"
+  if [ "${FORCE_PIP:-0}" != 1 ] && [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ]; then
+    echo "[venv] $req unchanged since the last install: no pip run"
+    return 0
+  fi
+  PIP_DISABLE_PIP_VERSION_CHECK=1 "$venv/bin/pip" install -qq -r "$req"
+  echo "$want" >"$stamp"
+}

