@@ -14,13 +14,13 @@ torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
 from analysis.embeddings import (  # noqa: E402
-    fvt_pieces,
     id_map_by_string,
     load_model,
     remap_embeddings,
     save_model,
 )
 from analysis.errors import DataError, ModelLoadError  # noqa: E402
+from analysis.fvt import fvt_pieces  # noqa: E402
 from analysis.pruning import leaf_last_n_order, prune  # noqa: E402
 from analysis.tokenizer import LoadedTokenizer  # noqa: E402
 
@@ -142,7 +142,7 @@ def test_fvt_rows_are_mean_of_old_pieces(tmp_path: Path, smol) -> None:
             pieces = pruned.tokenizer.encode(extra, add_special_tokens=False).ids
         else:
             pieces = [t.id for t in pruned.tokenizer.model.tokenize(s)]
-        assert pieces == rep.pieces[j] == fvt_pieces(pruned, full, j)
+        assert pieces == rep.pieces[j] == fvt_pieces(pruned, s, text=j == tok.vocab_size)
         assert len(pieces) >= 2
         torch.testing.assert_close(e_new[j], e_old[pieces].mean(0))
         torch.testing.assert_close(w_new[j], w_old[pieces].mean(0))
