@@ -37,6 +37,7 @@ import numpy as np
 
 from .cache import DiskCache, SingleFlight, memoize
 from .errors import DataError
+from .flores import language
 from .progress import Progress, report
 from .tokenizer import LoadedTokenizer
 
@@ -511,8 +512,6 @@ def compression_table(
     see :func:`premium`), `parity_corpus` the ratio of totals; both need the reference language in the data and
     the same number of sentences (parallel data), otherwise they are None. `progress` is called per cell.
     """
-    from .flores import language
-
     if not tokenizers:
         raise DataError("choose at least one tokenizer")
     labels = list(names) if names is not None else [t.name for t in tokenizers]

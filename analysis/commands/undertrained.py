@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import argparse
 
-from ..cli import print_json
 from ..progress import stderr_progress
 from ..sources import load
 from ..undertrained import (
@@ -17,6 +16,7 @@ from ..undertrained import (
     verify_result,
 )
 from ..weights import resolve_model, tokenizer_for_model
+from ._common import print_json
 
 NAME = "undertrained"
 HELP = "find under-trained tokens from a model's embeddings (magikarp indicators + verification prompts)"
