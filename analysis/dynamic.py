@@ -1,4 +1,5 @@
-"""Batch-level dynamic tokenization (Feher, Vulić, Minixhofer, arXiv 2411.18553; methods.md §9).
+"""Batch-level dynamic tokenization (Feher, Vulić, Minixhofer, "Retrofitting Large Language Models with Dynamic
+Tokenization", arXiv 2411.18553, 2024).
 
 Every example of a batch is tokenized with the base tokenizer (Rust `encode_batch`, no special tokens, tokens
 as strings). Then, for up to `max_merges` iterations, the adjacent pairs of the whole batch are counted (valid

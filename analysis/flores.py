@@ -61,7 +61,7 @@ ALIASES: dict[str, str] = {
     "zho_Hani": "zho_Hans",
 }
 _CODE_RE = re.compile(r"^[a-z]{3}_[A-Z][a-z]{3}$")
-#: Scripts grouped as in paper 000 Table 2 (Simplified/Traditional Han count as Hani).
+#: Scripts grouped as in Purason et al., "Teaching Old Tokenizers New Words" (2025), Table 2 (Simplified/Traditional Han count as Hani).
 SCRIPT_GROUP = {"Hans": "Hani", "Hant": "Hani"}
 
 
@@ -81,7 +81,7 @@ class Language:
 
     @property
     def script_group(self) -> str:
-        """The script as paper 000 Table 2 groups it (Hans/Hant → Hani)."""
+        """The script as Purason et al. (2025), Table 2 group it (Hans/Hant → Hani)."""
         return SCRIPT_GROUP.get(self.script, self.script)
 
 

@@ -1,4 +1,5 @@
-"""R-BPE token reuse (Hamdan et al., EMNLP 2025; methods.md §8), implemented from the paper and the spec.
+"""R-BPE token reuse (Hamdan, Al Mraikhat, Zaraket, "R-BPE: Improving BPE-Tokenizers with Token Reuse", EMNLP
+2025), implemented from the paper.
 
 Pipeline: classify the vocabulary by Unicode *blocks* → choose reusable classes (not preserved, smallest first
 until the threshold h) → drop training samples that contain reusable characters → train a byte-level BPE on

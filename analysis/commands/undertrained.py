@@ -1,5 +1,6 @@
 """`python -m analysis undertrained --model M [--tokenizer T] [--verify K] --json`: magikarp-style
-under-trained token detection from the model's own embedding matrices (methods.md §7)."""
+under-trained token detection from the model's own embedding matrices (Land & Bartolo, "Fishing for
+Magikarp", EMNLP 2024)."""
 
 from __future__ import annotations
 
