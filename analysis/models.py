@@ -96,7 +96,7 @@ def load_causal_lm(
     if device_map is not None:
         kwargs["device_map"] = device_map
         if max_memory is not None:
-            kwargs["max_memory"] = max_memory
+            kwargs["max_memory"] = dict(max_memory)  # transformers rewrites the dict it gets (sizes → bytes)
     try:
         from transformers import AutoModelForCausalLM  # noqa: PLC0415 - heavy, only when a model is loaded
 

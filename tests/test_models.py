@@ -66,8 +66,9 @@ def test_dtype_and_accelerate_placement(tiny):
     folder, expect = tiny
     half = load_causal_lm(folder, dtype=torch.bfloat16)
     assert {p.dtype for p in half.model.parameters()} == {torch.bfloat16}
-    placed = load_causal_lm(folder, device_map="auto", max_memory={"cpu": "1GiB"})
-    assert placed.device == "cpu"
+    caps = {"cpu": "1GiB"}
+    placed = load_causal_lm(folder, device_map="auto", max_memory=caps)
+    assert placed.device == "cpu" and caps == {"cpu": "1GiB"}  # the caller's dict is left as it was
     np.testing.assert_allclose(_logits(placed.model, placed.device), expect, rtol=1e-5, atol=1e-6)
     model, device = load_lm(str(folder), device_map="auto", max_memory={"cpu": "1GiB"})
     assert device == "cpu"
