@@ -11,7 +11,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-import pandas as pd
 
 from ..errors import DataError, ModelLoadError, UnsupportedTokenizerError
 from ..progress import Progress
@@ -274,6 +273,8 @@ def stt_status(tok: LoadedTokenizer) -> dict[int, str]:
 
 def health_table(result: UndertrainedResult, stt: dict[int, str] | None = None) -> Any:
     """One row per token: indicators, rank, round-trip category, class, script, reference, verdict, STT."""
+    import pandas as pd  # noqa: PLC0415 - pandas loads pyarrow (heavy); only the table needs it
+
     n = result.n_rows
     main = result.main_values
     order = np.argsort(main, kind="stable")
