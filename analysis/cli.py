@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import json
 import pkgutil
 import sys
 from typing import Any
@@ -33,19 +32,6 @@ def build_parser() -> argparse.ArgumentParser:
         mod.add_arguments(p)
         p.set_defaults(_run=mod.run)
     return parser
-
-
-def print_json(obj: Any) -> None:
-    """Print one JSON document to stdout (UTF-8, no ASCII escaping)."""
-    sys.stdout.write(json.dumps(obj, ensure_ascii=False, indent=2, default=_json_default) + "\n")
-
-
-def _json_default(o: Any) -> Any:
-    if hasattr(o, "item"):
-        return o.item()
-    if isinstance(o, (set, frozenset)):
-        return sorted(o)
-    raise TypeError(f"not JSON serialisable: {type(o).__name__}")
 
 
 def main(argv: list[str] | None = None) -> int:

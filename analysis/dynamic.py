@@ -1,4 +1,5 @@
-"""Batch-level dynamic tokenization (Feher, Vulić, Minixhofer, arXiv 2411.18553; methods.md §9).
+"""Batch-level dynamic tokenization (Feher, Vulić, Minixhofer, "Retrofitting Large Language Models with Dynamic
+Tokenization", arXiv 2411.18553, 2024).
 
 Every example of a batch is tokenized with the base tokenizer (Rust `encode_batch`, no special tokens, tokens
 as strings). Then, for up to `max_merges` iterations, the adjacent pairs of the whole batch are counted (valid
@@ -30,6 +31,7 @@ from __future__ import annotations
 
 import heapq
 import re
+import time
 import unicodedata
 from collections import Counter
 from dataclasses import dataclass, field
@@ -38,8 +40,9 @@ from typing import Any
 import numpy as np
 
 from .errors import DataError, UnsupportedTokenizerError
+from .fvt import fvt_pieces, fvt_rows
 from .reachability import bare_tokenize_fn
-from .tokenizer import LoadedTokenizer
+from .tokenizer import LoadedTokenizer, readable_from_bytes
 
 BOUNDARIES = ("pretokens", "word", "word_hyphen", "sentence")
 SPACE_BYTES = frozenset(b" \n\t")
@@ -439,8 +442,6 @@ def dynamic_tokenize(
     tok: LoadedTokenizer, texts: list[str], max_merges: int = 100, boundary: str = "pretokens"
 ) -> DynamicResult:
     """Tokenize a batch with the base tokenizer, then merge its most frequent valid pairs up to max_merges times."""
-    import time
-
     texts = [t for t in texts if isinstance(t, str)]
     if not texts:
         raise DataError("dynamic tokenization needs at least one text in the batch")
@@ -477,8 +478,6 @@ def readable_token(tok: LoadedTokenizer, token: str, rules: PairRules | None = N
     """The text a (possibly merged) token string stands for; partial UTF-8 shown like ⟨E2 80⟩.
 
     Pass one `PairRules` when converting many tokens: it memoises their bytes."""
-    from .tokenizer import readable_from_bytes
-
     rules = rules or PairRules(tok, "sentence")
     if token in rules.specials:
         return token
@@ -494,58 +493,22 @@ def merged_ids(result: DynamicResult, k: int) -> list[int]:
 # --------------------------------------------------------------------------------------------------
 # FVT embeddings
 # --------------------------------------------------------------------------------------------------
-def fvt_pieces(tok: LoadedTokenizer, token: str, _tokenize: Any = None) -> list[int]:
-    """The base ids whose embedding rows FVT averages for a (merged) token string: `model.tokenize` of it.
-
-    A SentencePiece string's `<0xNN>` byte pieces map to their own ids; the text between goes through the
-    bare model (ignore_merges off, no dropout). Added tokens map to their own id.
-    """
-    added = {a.content: a.id for a in tok.added_tokens}
-    if token in added:
-        return [added[token]]
-    tokenize = _tokenize if _tokenize is not None else bare_tokenize_fn(tok)
-    if tok.is_byte_level or not _BYTE_PIECE.search(token):
-        return [t.id for t in tokenize(token)]
-    ids: list[int] = []
-    pos = 0
-    vocab = tok.vocab
-    for m in _BYTE_PIECE.finditer(token):
-        if m.start() > pos:
-            ids += [t.id for t in tokenize(token[pos : m.start()])]
-        piece = f"<0x{m.group(1).upper()}>"
-        if piece in vocab:
-            ids.append(vocab[piece])
-        else:
-            ids += [t.id for t in tokenize(m.group(0))]
-        pos = m.end()
-    if pos < len(token):
-        ids += [t.id for t in tokenize(token[pos:])]
-    return ids
-
-
 def fvt_embeddings(tok: LoadedTokenizer, tokens: list[str], matrix: Any) -> Any:
-    """FVT rows for token strings: the mean of the matrix rows of each one's base pieces (torch or numpy in/out).
+    """FVT rows for (merged) token strings: the mean of the matrix rows of each one's base pieces
+    (:func:`analysis.fvt.fvt_pieces` / :func:`analysis.fvt.fvt_rows`; torch or numpy in and out).
 
     A token with no pieces or a piece id outside the matrix gets the unk row (the mean of all rows when the
     tokenizer has no unk token or it lies outside the matrix).
     """
-    is_torch = type(matrix).__module__.startswith("torch")
-    arr = matrix.detach().cpu().float().numpy() if is_torch else np.asarray(matrix)
-    if arr.ndim != 2:
-        raise DataError(f"the embedding matrix must be 2-D, got shape {arr.shape}")
-    n_rows = arr.shape[0]
+    if not type(matrix).__module__.startswith("torch"):
+        matrix = np.asarray(matrix)
+    if matrix.ndim != 2:
+        raise DataError(f"the embedding matrix must be 2-D, got shape {tuple(matrix.shape)}")
+    n_rows = matrix.shape[0]
     unk_id = tok.vocab.get(tok.unk_token) if tok.unk_token else None
-    fallback = arr[unk_id] if unk_id is not None and unk_id < n_rows else arr.mean(axis=0)
+    if unk_id is not None and unk_id < n_rows:
+        fallback = matrix[unk_id]
+    else:
+        fallback = matrix.float().mean(0) if hasattr(matrix, "float") else matrix.mean(axis=0)
     tokenize = bare_tokenize_fn(tok)
-    out = np.empty((len(tokens), arr.shape[1]), dtype=np.result_type(arr.dtype, np.float32))
-    for r, t in enumerate(tokens):
-        ids = fvt_pieces(tok, t, tokenize)
-        if not ids or max(ids) >= n_rows or min(ids) < 0:
-            out[r] = fallback
-        else:
-            out[r] = arr[ids].mean(axis=0)
-    if is_torch:
-        import torch
-
-        return torch.from_numpy(out).to(dtype=matrix.dtype, device=matrix.device)
-    return out.astype(arr.dtype, copy=False) if np.issubdtype(arr.dtype, np.floating) else out
+    return fvt_rows(matrix, [fvt_pieces(tok, t, tokenize=tokenize) for t in tokens], fallback)

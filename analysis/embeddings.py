@@ -1,13 +1,12 @@
 """Carry a model's embeddings along when its tokenizer changes (pruning, extension).
 
 Given an old → new id map, the new input embedding and LM head rows are copied from the old ones; rows of
-new tokens are initialised by FVT (Fast Vocabulary Transfer, paper 000 App. E: the mean of the old rows of
-the token's pieces under the OLD tokenizer), by the mean of all old rows, or randomly (the model's init
-std). `config.vocab_size` and the special-token ids in the config are updated; tied weights stay tied.
+new tokens are initialised by FVT (:mod:`analysis.fvt`: the mean of the old rows of the token's pieces under
+the OLD tokenizer), by the mean of all old rows, or randomly (the model's init std). `config.vocab_size` and
+the special-token ids in the config are updated; tied weights stay tied.
 
-Models load with `AutoModelForCausalLM.from_pretrained` (safetensors preferred; `.bin` through
-transformers' `torch.load(weights_only=True)`; GGUF dequantized by transformers), never with
-`trust_remote_code`.
+Models load through the one causal-LM loader, :func:`analysis.models.load_causal_lm` (safetensors, `.bin`
+through `torch.load(weights_only=True)`, GGUF de-quantized; never remote code).
 """
 
 from __future__ import annotations
@@ -21,6 +20,9 @@ from typing import Any
 import numpy as np
 
 from .errors import DataError, ModelLoadError
+from .export import write_folder
+from .fvt import fvt_pieces, fvt_rows
+from .models import load_causal_lm
 from .reachability import bare_tokenize_fn
 from .tokenizer import LoadedTokenizer
 
@@ -31,47 +33,8 @@ INITS = ("fvt", "mean", "random")
 # Loading / saving
 # --------------------------------------------------------------------------------------------------
 def load_model(source: str | os.PathLike, *, revision: str | None = None, token: str | None = None) -> Any:
-    """A causal LM from a folder, a weight file's folder, a GGUF file or a hub id (no remote code)."""
-    try:
-        from transformers import AutoModelForCausalLM
-    except ImportError as e:  # pragma: no cover
-        raise ModelLoadError("transformers is not installed") from e
-    from .weights import resolve_model
-
-    src = resolve_model(source, revision=revision, token=token)
-    kwargs: dict[str, Any] = {"trust_remote_code": False}
-    if src.kind == "gguf":
-        kwargs["gguf_file"] = src.gguf_file
-    else:
-        kwargs["use_safetensors"] = src.kind == "safetensors"
-        if not (src.folder / "config.json").is_file():
-            raise ModelLoadError(f"{src.label}: no config.json next to the weights; cannot build the model")
-    try:
-        model = AutoModelForCausalLM.from_pretrained(str(src.folder), **kwargs)
-    except Exception as e:  # transformers raises many kinds (OSError, ValueError, pickling errors, …)
-        raise ModelLoadError(f"{src.label}: cannot load the model ({type(e).__name__}: {e})") from e
-    if src.kind == "gguf":
-        _drop_gguf_quantizer(model)
-    model.eval()
-    return model
-
-
-def _drop_gguf_quantizer(model) -> None:
-    """A GGUF checkpoint is de-quantized to float on load; forget the quantizer so the model can be saved."""
-    if getattr(model, "hf_quantizer", None) is not None:
-        model.hf_quantizer = None
-    for attr in ("is_quantized", "_is_quantized"):
-        if getattr(model, attr, False) is True:
-            try:
-                setattr(model, attr, False)
-            except AttributeError:
-                pass
-    cfg = model.config
-    if getattr(cfg, "quantization_config", None) is not None:
-        try:
-            del cfg.quantization_config
-        except AttributeError:
-            cfg.quantization_config = None
+    """A causal LM (on the CPU, in its stored dtype) from a folder, a weight file, a GGUF file or a hub id."""
+    return load_causal_lm(source, revision=revision, token=token).model
 
 
 def save_model(
@@ -85,36 +48,17 @@ def save_model(
     out.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(str(out), safe_serialization=True)
     if tokenizer is not None:
-        from .export import write_folder
-
         write_folder(tokenizer, out, report, base_config=tokenizer.config, report_name="prune_report.json")
     return out
 
 
 # --------------------------------------------------------------------------------------------------
-# Id maps and FVT pieces
+# Id maps
 # --------------------------------------------------------------------------------------------------
 def id_map_by_string(old_tok: LoadedTokenizer, new_tok: LoadedTokenizer) -> dict[int, int]:
     """old id → new id for every token string (model vocab and added tokens) present in both tokenizers."""
     new_ids = {s: i for i, s in new_tok.id_to_token.items()}
     return {o: new_ids[s] for o, s in old_tok.id_to_token.items() if s in new_ids}
-
-
-def fvt_pieces(
-    old_tok: LoadedTokenizer, new_tok: LoadedTokenizer, new_id: int, _tokenize: Any = None
-) -> list[int]:
-    """The OLD tokenizer's ids for a token of the NEW tokenizer (FVT constituents).
-
-    A model-vocabulary token (raw, byte-mapped / ▁ form) goes through the old model alone
-    (`model.tokenize`, ignore_merges off, no dropout); an added token's text through the old full pipeline.
-    """
-    s = new_tok.id_to_token.get(new_id)
-    if s is None:
-        raise DataError(f"id {new_id} is not in the new tokenizer")
-    if s in new_tok.vocab:
-        tokenize = _tokenize if _tokenize is not None else bare_tokenize_fn(old_tok)
-        return [t.id for t in tokenize(s)]
-    return list(old_tok.tokenizer.encode(s, add_special_tokens=False).ids)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -160,7 +104,7 @@ def remap_embeddings(
     tokens are matched by string. The LM head follows the same map (and its bias, if any); tied weights
     stay tied; config.vocab_size and the bos/eos/pad ids in the config are updated.
     """
-    import torch
+    import torch  # noqa: PLC0415 - heavy, only when a model is remapped
 
     if init not in INITS:
         raise DataError(f"unknown embedding init {init!r}; choose one of {', '.join(INITS)}")
@@ -204,36 +148,41 @@ def remap_embeddings(
     b_new = fill(b_old)
     pieces: dict[int, list[int]] = {}
     if missing:
-        gen = torch.Generator().manual_seed(seed)
-        std = float(getattr(model.config, "initializer_range", None) or 0.02)
-        old_tokenize = bare_tokenize_fn(old_tok) if init == "fvt" else None
         mean_e = old_token_rows.float().mean(0)
         mean_w = w_old[:n_old_tok].float().mean(0) if w_old is not None else None
         mean_b = b_old[:n_old_tok].float().mean() if b_old is not None else None
-        for j in missing:
-            if init == "fvt":
-                ids = [i for i in fvt_pieces(old_tok, new_tok, j, old_tokenize) if 0 <= i < n_old]
-                pieces[j] = ids
-                if ids:
-                    sel = torch.as_tensor(ids)
-                    e_new[j] = e_old[sel].float().mean(0).to(e_new.dtype)
-                    if w_new is not None:
-                        w_new[j] = w_old[sel].float().mean(0).to(w_new.dtype)
-                    if b_new is not None:
-                        b_new[j] = b_old[sel].float().mean().to(b_new.dtype)
-                    continue
-            if init == "random":
+        if init == "fvt":  # no pieces → the mean row
+            tokenize = bare_tokenize_fn(old_tok)
+            for j in missing:
+                s = new_tok.id_to_token.get(j)
+                ids = (
+                    []
+                    if s is None
+                    else fvt_pieces(old_tok, s, text=s not in new_tok.vocab, tokenize=tokenize)
+                )
+                pieces[j] = [i for i in ids if 0 <= i < n_old]
+            plist = [pieces[j] for j in missing]
+            rows = torch.as_tensor(missing)
+            e_new[rows] = fvt_rows(e_old, plist, mean_e)
+            if w_new is not None:
+                w_new[rows] = fvt_rows(w_old, plist, mean_w)
+            if b_new is not None:
+                b_new[rows] = fvt_rows(b_old, plist, mean_b)
+        elif init == "random":
+            gen = torch.Generator().manual_seed(seed)
+            std = float(getattr(model.config, "initializer_range", None) or 0.02)
+            for j in missing:
                 e_new[j] = (torch.randn(e_new.shape[1], generator=gen) * std).to(e_new.dtype)
                 if w_new is not None:
                     w_new[j] = (torch.randn(w_new.shape[1], generator=gen) * std).to(w_new.dtype)
                 if b_new is not None:
                     b_new[j] = 0
-            else:  # mean, or FVT without pieces
-                e_new[j] = mean_e.to(e_new.dtype)
-                if w_new is not None:
-                    w_new[j] = mean_w.to(w_new.dtype)
-                if b_new is not None:
-                    b_new[j] = mean_b.to(b_new.dtype)
+        else:  # mean
+            e_new[missing] = mean_e.to(e_new.dtype)
+            if w_new is not None:
+                w_new[missing] = mean_w.to(w_new.dtype)
+            if b_new is not None:
+                b_new[missing] = mean_b.to(b_new.dtype)
     _install(model, e_new, w_new, b_new, tied, has_head)
     dropped = _remap_config_ids(model, id_map)
     return RemapReport(
@@ -251,7 +200,7 @@ def remap_embeddings(
 
 def _install(model, e_new, w_new, b_new, tied: bool, has_head: bool) -> None:
     """Resize the model's matrices to the new row count and write the new rows (keeping ties)."""
-    import torch
+    import torch  # noqa: PLC0415 - heavy, only when a model is remapped
 
     n_new = e_new.shape[0]
     try:

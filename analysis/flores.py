@@ -7,8 +7,8 @@ Supported sources (:func:`open_flores`):
   (extracted once into the on-disk cache);
 * FLORES+ jsonl — ``<split>/<code>.jsonl`` records with a ``text`` field (newer hub revisions);
 * FLORES+ parquet — a folder of ``<split>/<code>.parquet`` files (the ``openlanguagedata/flores_plus`` hub
-  layout) or parquet files with ``iso_639_3``/``iso_15924``/``text`` columns. Needs pyarrow (or another pandas
-  parquet engine); without one, parquet sources raise a clear :class:`DataError`;
+  layout) or parquet files with ``iso_639_3``/``iso_15924``/``text`` columns. Needs pyarrow; without it,
+  parquet sources raise a clear :class:`DataError`;
 * on demand, when online: :func:`download_official` (the official archive, with a progress callback) and
   :func:`download_flores_plus` (the hub dataset through ``huggingface_hub``).
 
@@ -22,6 +22,7 @@ names (``ekk_Latn``, ``cmn_Hans``/``cmn_Hani``, ``fas_Arab``) are accepted as al
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import json
 import os
 import re
@@ -33,6 +34,8 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
+
+from tqdm.auto import tqdm
 
 from .errors import DataError
 from .paths import BUNDLED, cache_dir, flores_setting, shared_flores
@@ -58,7 +61,7 @@ ALIASES: dict[str, str] = {
     "zho_Hani": "zho_Hans",
 }
 _CODE_RE = re.compile(r"^[a-z]{3}_[A-Z][a-z]{3}$")
-#: Scripts grouped as in paper 000 Table 2 (Simplified/Traditional Han count as Hani).
+#: Scripts grouped as in Purason et al., "Teaching Old Tokenizers New Words" (2025), Table 2 (Simplified/Traditional Han count as Hani).
 SCRIPT_GROUP = {"Hans": "Hani", "Hant": "Hani"}
 
 
@@ -78,7 +81,7 @@ class Language:
 
     @property
     def script_group(self) -> str:
-        """The script as paper 000 Table 2 groups it (Hans/Hant → Hani)."""
+        """The script as Purason et al. (2025), Table 2 group it (Hans/Hant → Hani)."""
         return SCRIPT_GROUP.get(self.script, self.script)
 
 
@@ -133,14 +136,8 @@ def alias_names(code: str) -> list[str]:
 # Data sets
 # --------------------------------------------------------------------------------------------------
 def parquet_available() -> bool:
-    """True when pandas can read parquet (pyarrow or fastparquet installed)."""
-    for mod in ("pyarrow", "fastparquet"):
-        try:
-            __import__(mod)
-            return True
-        except ImportError:
-            continue
-    return False
+    """True when parquet files can be read (pyarrow is installed)."""
+    return importlib.util.find_spec("pyarrow") is not None
 
 
 class FloresData:
@@ -327,17 +324,20 @@ def _read_parquet_lines(path: Path, filt: str | None) -> list[str]:
         raise DataError(
             "reading FLORES+ parquet files needs pyarrow (pip install pyarrow); it is not installed"
         )
-    import pandas as pd
+    import pyarrow.parquet as pq  # noqa: PLC0415 - heavy, only for parquet sources
 
     cols = None if filt is None else ["iso_639_3", "iso_15924", "text"]
-    df = pd.read_parquet(path, columns=cols)
-    col = "text" if "text" in df.columns else ("sentence" if "sentence" in df.columns else None)
+    table = pq.read_table(path, columns=cols)
+    names = table.column_names
+    col = "text" if "text" in names else ("sentence" if "sentence" in names else None)
     if col is None:
         raise DataError(f"{path}: parquet file has no 'text' (or 'sentence') column")
+    texts = table.column(col).to_pylist()
     if filt is not None:
         lang, script = filt.split("_")
-        df = df[(df["iso_639_3"] == lang) & (df["iso_15924"] == script)]
-    return [str(s).replace("\n", " ") for s in df[col].tolist() if str(s).strip()]
+        keys = zip(table.column("iso_639_3").to_pylist(), table.column("iso_15924").to_pylist())
+        texts = [t for t, key in zip(texts, keys) if key == (lang, script)]
+    return [str(s).replace("\n", " ") for s in texts if str(s).strip()]
 
 
 def _text_files(folder: Path, split: str) -> dict[str, tuple[Path, str | None]]:
@@ -500,7 +500,7 @@ def _parquet_files_single(p: Path) -> dict[str, tuple[Path, str | None]]:
 def _parquet_files_multi(p: Path) -> dict[str, tuple[Path, str | None]]:
     if not parquet_available():
         raise DataError(f"{p} is a parquet file, but reading it needs pyarrow, which is not installed")
-    import pyarrow.parquet as pq
+    import pyarrow.parquet as pq  # noqa: PLC0415 - heavy, only for parquet sources
 
     try:
         t = pq.read_table(p, columns=["iso_639_3", "iso_15924"])
@@ -614,7 +614,7 @@ def download_flores_plus(
     if not parquet_available():
         raise DataError("FLORES+ is distributed as parquet, which needs pyarrow; it is not installed")
     try:
-        from huggingface_hub import snapshot_download
+        from huggingface_hub import snapshot_download  # noqa: PLC0415 - heavy, only when downloading
     except ImportError as e:
         raise DataError("huggingface_hub is not installed; cannot download FLORES+") from e
     tqdm_class = _progress_tqdm(progress) if progress else None
@@ -637,7 +637,6 @@ def download_flores_plus(
 
 def _progress_tqdm(progress: Progress):
     """A tqdm subclass forwarding byte progress to a callback (what huggingface_hub accepts as tqdm_class)."""
-    from tqdm.auto import tqdm
 
     class _CallbackTqdm(tqdm):  # type: ignore[misc]
         def update(self, n: float | None = 1) -> bool | None:

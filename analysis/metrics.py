@@ -1,4 +1,5 @@
-"""Corpus-level compression metrics (paper 000 §4.2, methods.md §6) and cross-language summaries.
+"""Corpus-level compression metrics and cross-language summaries, as Purason, Chizhov, Yamshchikov, Fishel,
+"Teaching Old Tokenizers New Words" (arXiv 2512.03989, 2025; "Purason et al." below) measure them (§4.2).
 
 Every metric is corpus-level: sums over sentences, then one ratio (never a mean of per-sentence ratios).
 Texts are encoded with ``tok.tokenizer.encode_batch(lines, add_special_tokens=False)`` (Rust, parallel),
@@ -17,8 +18,8 @@ Per tokenizer × language (:func:`corpus_stats`):
   whole UTF-8 characters), ``unk_rate``, ``continued_words`` (share of words split into ≥ 2 tokens, words
   delimited by the tokenizer's own word-start marks: a leading space/▁ or a non-``##`` WordPiece token).
 
-Across languages: :func:`gini`, :func:`summarize`, :func:`script_summary` (paper 000 Table 2) and
-:func:`compare` (Δrel and win rate, paper 000 Table 1). :func:`compression_table` runs a tokenizer ×
+Across languages: :func:`gini`, :func:`summarize`, :func:`script_summary` (Purason et al., Table 2) and
+:func:`compare` (Δrel and win rate, Purason et al., Table 1). :func:`compression_table` runs a tokenizer ×
 language grid with a JSON cache keyed by tokenizer content hash + data hash + metric parameters.
 """
 
@@ -37,6 +38,7 @@ import numpy as np
 
 from .cache import DiskCache, SingleFlight, memoize
 from .errors import DataError
+from .flores import language
 from .progress import Progress, report
 from .tokenizer import LoadedTokenizer
 
@@ -45,7 +47,7 @@ METRICS_VERSION = 7
 DEFAULT_POWER = 2.5
 #: Rényi vocabulary modes: the tokenizer's vocabulary size, or the number of observed token types.
 VOCAB_MODES = ("tokenizer", "observed")
-#: Script groups of paper 000 Table 2 (everything else is "Other").
+#: Script groups of Purason et al., Table 2 (everything else is "Other").
 TABLE2_GROUPS = ("Latn", "Cyrl", "Arab", "Jpan", "Hani")
 #: Main metrics and whether higher is better (used by charts, summaries and win rates).
 HIGHER_IS_BETTER = {
@@ -467,7 +469,8 @@ def _compute_language(tok: LoadedTokenizer, data: Any, code: str, key: str, powe
 def premium(tokens: Sequence[int], reference_tokens: Sequence[int]) -> float | None:
     """Tokenization premium vs a reference on parallel sentences: the mean of per-sentence token ratios.
 
-    This is the parity definition of Petrov et al. (2023) as paper 001 uses it (it reproduces paper 001 Table 3:
+    This is the parity definition of Petrov et al. (2023) as Hamdan, Al Mraikhat, Zaraket, "R-BPE: Improving
+    BPE-Tokenizers with Token Reuse" (EMNLP 2025) use it (it reproduces their Table 3:
     Arabic vs English on FLORES-200 devtest, LLaMA-3.1 1.67, Qwen 1.65); `parity_corpus` is Σ tokens / Σ ref tokens.
     """
     a = np.asarray(tokens, dtype=np.float64)
@@ -511,8 +514,6 @@ def compression_table(
     see :func:`premium`), `parity_corpus` the ratio of totals; both need the reference language in the data and
     the same number of sentences (parallel data), otherwise they are None. `progress` is called per cell.
     """
-    from .flores import language
-
     if not tokenizers:
         raise DataError("choose at least one tokenizer")
     labels = list(names) if names is not None else [t.name for t in tokenizers]
@@ -611,7 +612,7 @@ def summarize(rows: Sequence[dict], metric: str = "bytes_per_token") -> list[dic
 
 
 def script_group(script: str, table2: bool = True) -> str:
-    """A script's group: with table2=True the groups of paper 000 Table 2 (Latn, Cyrl, Arab, Jpan, Hani, Other)."""
+    """A script's group: with table2=True the groups of Purason et al., Table 2 (Latn, Cyrl, Arab, Jpan, Hani, Other)."""
     s = {"Hans": "Hani", "Hant": "Hani"}.get(script, script)
     if table2 and s not in TABLE2_GROUPS:
         return "Other"
@@ -621,7 +622,7 @@ def script_group(script: str, table2: bool = True) -> str:
 def script_summary(
     rows: Sequence[dict], metric: str = "bytes_per_token", table2: bool = True
 ) -> list[dict[str, Any]]:
-    """Mean of a metric per script group and tokenizer, with the language count n (paper 000 Table 2 layout)."""
+    """Mean of a metric per script group and tokenizer, with the language count n (Purason et al., Table 2 layout)."""
     groups: dict[tuple[str, str], list[float]] = {}
     for r in rows:
         v = r.get(metric)
@@ -645,7 +646,7 @@ def compare(
     metric: str = "bytes_per_token",
     higher_is_better: bool | None = None,
 ) -> dict[str, Any]:
-    """Tokenizer a vs b on the languages both have: mean Δrel = a/b − 1 and win rate of a (paper 000 Table 1).
+    """Tokenizer a vs b on the languages both have: mean Δrel = a/b − 1 and win rate of a (Purason et al., Table 1).
 
     For a lower-is-better metric (fertility, parity…) a "win" is a lower value, and Δrel is still a/b − 1.
     """
@@ -672,7 +673,7 @@ def compare(
 def script_compare(
     rows: Sequence[dict], a: str, b: str, metric: str = "bytes_per_token", table2: bool = True
 ) -> list[dict[str, Any]]:
-    """Mean Δrel (a/b − 1) per script group, as in paper 000 Table 2."""
+    """Mean Δrel (a/b − 1) per script group, as in Purason et al., Table 2."""
     script_of_lang = {r["lang"]: r["script"] for r in rows}
     per = compare(rows, a, b, metric)["per_language"]
     groups: dict[str, list[float]] = {}

@@ -1,4 +1,5 @@
-"""R-BPE token reuse (Hamdan et al., EMNLP 2025; methods.md §8), implemented from the paper and the spec.
+"""R-BPE token reuse (Hamdan, Al Mraikhat, Zaraket, "R-BPE: Improving BPE-Tokenizers with Token Reuse", EMNLP
+2025), implemented from the paper.
 
 Pipeline: classify the vocabulary by Unicode *blocks* → choose reusable classes (not preserved, smallest first
 until the threshold h) → drop training samples that contain reusable characters → train a byte-level BPE on
@@ -16,8 +17,10 @@ and the paper's hand-made Arabic normalisation map is not applied (its rules are
 from __future__ import annotations
 
 import gzip
+import io
 import json
 import re
+import zipfile
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from functools import cache
@@ -31,7 +34,10 @@ from tokenizers.trainers import BpeTrainer
 from . import flores, paths
 from .cache import memoize
 from .errors import DataError, UnsupportedTokenizerError
+from .export import folder_files
+from .metrics import text_counts
 from .progress import Progress, report
+from .sources import load
 from .tokenizer import LoadedTokenizer, bpe_model
 from .unicode import block, blocks, normalize_name, scripts
 
@@ -602,8 +608,6 @@ class ReuseTokenizer:
 
     def files(self) -> dict[str, bytes]:
         """Relative path → bytes of the saved folder (old_tokenizer/, new_tokenizer/, the mapping JSON)."""
-        from .export import folder_files
-
         out = {
             f"old_tokenizer/{k}": v for k, v in folder_files(self.old, base_config=self.old.config).items()
         }
@@ -622,9 +626,6 @@ class ReuseTokenizer:
 
     def zip_bytes(self, folder: str = "rbpe_tokenizer") -> bytes:
         """The saved folder as zip bytes, files under `folder/`."""
-        import io
-        import zipfile
-
         buf = io.BytesIO()
         with zipfile.ZipFile(buf, "w", compression=zipfile.ZIP_DEFLATED) as zf:
             for rel, data in sorted(self.files().items()):
@@ -634,8 +635,6 @@ class ReuseTokenizer:
     @classmethod
     def load(cls, path: str | Path) -> ReuseTokenizer:
         """Load a folder written by :meth:`save`."""
-        from .sources import load
-
         root = Path(path)
         mp = root / MAPPING_FILE
         if not mp.is_file():
@@ -718,8 +717,6 @@ def build_reuse_tokenizer(
 
 # ------------------------------------------------------------------------------------------ metrics
 def _stats(token_counts: Sequence[int], lines: Sequence[str]) -> dict[str, float]:
-    from .metrics import text_counts
-
     tc = text_counts(lines)
     toks = sum(token_counts)
     words = int(tc["words"].sum())

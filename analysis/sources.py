@@ -244,8 +244,8 @@ def load_hub(
     if not _HUB_ID.match(repo_id):
         raise TokenizerLoadError(f"{repo_id!r} is neither an existing path nor a valid hub id (owner/name)")
     try:
-        from huggingface_hub import errors as hf_errors
-        from huggingface_hub import snapshot_download
+        from huggingface_hub import errors as hf_errors  # noqa: PLC0415 - heavy, loaded on use
+        from huggingface_hub import snapshot_download  # noqa: PLC0415 - heavy, loaded on use
     except ImportError as e:  # pragma: no cover - huggingface_hub is a dependency of transformers
         raise TokenizerLoadError("huggingface_hub is not installed") from e
     label = f"{repo_id}@{revision}" if revision else repo_id
@@ -309,7 +309,7 @@ def hub_offline() -> bool:
     if _env_flag("HF_HUB_OFFLINE") is False:
         return False
     try:
-        from huggingface_hub import constants
+        from huggingface_hub import constants  # noqa: PLC0415 - heavy, loaded on use
     except ImportError:  # pragma: no cover
         return False
     return bool(constants.HF_HUB_OFFLINE)
@@ -321,7 +321,7 @@ def hub_cache_dir() -> str:
         return os.path.expanduser(os.environ["HF_HUB_CACHE"])
     if os.environ.get("HF_HOME"):
         return os.path.join(os.path.expanduser(os.environ["HF_HOME"]), "hub")
-    from huggingface_hub import constants
+    from huggingface_hub import constants  # noqa: PLC0415 - heavy, loaded on use
 
     return constants.HF_HUB_CACHE
 
@@ -401,7 +401,7 @@ def sentencepiece_to_document(model_bytes: bytes) -> dict:
     Llama's tokenizer.json when the model defines a BOS piece. Unigram: pieces with their scores.
     """
     try:
-        from sentencepiece import sentencepiece_model_pb2 as pb
+        from sentencepiece import sentencepiece_model_pb2 as pb  # noqa: PLC0415 - heavy, loaded on use
     except ImportError as e:  # pragma: no cover
         raise TokenizerLoadError("the sentencepiece package is needed to read .model files") from e
     m = pb.ModelProto()

@@ -17,15 +17,14 @@ import struct
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
 from .cache import DiskCache
-from .errors import ModelLoadError
-
-if TYPE_CHECKING:
-    from .tokenizer import LoadedTokenizer
+from .errors import ModelLoadError, TokenizerLoadError
+from .sources import HUB_TOKENIZER_PATTERNS, load_folder
+from .tokenizer import LoadedTokenizer
 
 #: Names of the input embedding tensor, most specific first (HF, original Llama, NeoX, T5, GGUF).
 INPUT_NAMES = (
@@ -113,7 +112,7 @@ class Matrix:
         if self.dtype == "BF16":
             return (a.astype(np.uint32) << 16).view(np.float32)
         if self.dtype in ("F8_E4M3", "F8_E5M2"):
-            import torch
+            import torch  # noqa: PLC0415 - heavy, loaded on use
 
             tdt = torch.float8_e4m3fn if self.dtype == "F8_E4M3" else torch.float8_e5m2
             return torch.from_numpy(np.ascontiguousarray(a)).view(tdt).float().numpy()
@@ -312,12 +311,10 @@ def _shards_from_index(index: Path) -> list[Path]:
 
 def _resolve_hub(repo_id: str, *, revision: str | None, token: str | None) -> ModelSource:
     try:
-        from huggingface_hub import errors as hf_errors
-        from huggingface_hub import snapshot_download
+        from huggingface_hub import errors as hf_errors  # noqa: PLC0415 - heavy, loaded on use
+        from huggingface_hub import snapshot_download  # noqa: PLC0415 - heavy, loaded on use
     except ImportError as e:  # pragma: no cover
         raise ModelLoadError("huggingface_hub is not installed") from e
-    from .sources import HUB_TOKENIZER_PATTERNS
-
     base = ["config.json", "generation_config.json", *HUB_TOKENIZER_PATTERNS]
     last: Exception | None = None
     for weights in (
@@ -577,7 +574,7 @@ def _load_safetensors(src: ModelSource, vocab_size: int | None) -> EmbeddingWeig
 
 def _load_gguf(src: ModelSource) -> EmbeddingWeights:
     try:
-        import gguf
+        import gguf  # noqa: PLC0415 - heavy, loaded on use
     except ImportError as e:  # pragma: no cover
         raise ModelLoadError("the `gguf` package is needed to read .gguf files") from e
     path = src.files[0]
@@ -640,7 +637,7 @@ def gguf_config(reader: Any) -> dict:
 
 
 def _load_pytorch(src: ModelSource, vocab_size: int | None) -> EmbeddingWeights:
-    import torch
+    import torch  # noqa: PLC0415 - heavy, loaded on use
 
     tensors: dict[str, Any] = {}
     for f in src.files:
@@ -712,9 +709,6 @@ def _torch_matrix(t: Any, name: str, torch: Any) -> Matrix:
 # --------------------------------------------------------------------------------------------------
 def tokenizer_for_model(src: ModelSource) -> LoadedTokenizer:
     """The tokenizer that belongs to a model: its folder's tokenizer files, or the one inside a GGUF."""
-    from .errors import TokenizerLoadError
-    from .sources import load_folder
-
     if src.kind == "gguf":
         try:
             return load_folder(src.folder)
@@ -730,8 +724,6 @@ def tokenizer_for_model(src: ModelSource) -> LoadedTokenizer:
 
 def tokenizer_from_gguf(path: Path) -> LoadedTokenizer:
     """Convert the tokenizer embedded in a GGUF file (via transformers) and cache the tokenizer.json."""
-    from .tokenizer import LoadedTokenizer
-
     st = path.stat()
     key = hashlib.sha256(f"{path.resolve()}|{st.st_size}|{st.st_mtime_ns}".encode()).hexdigest()[:16]
     cached = _GGUF_TOKENIZERS.get(key)
@@ -741,7 +733,7 @@ def tokenizer_from_gguf(path: Path) -> LoadedTokenizer:
         except Exception:  # noqa: BLE001 - a stale or damaged entry is rebuilt
             pass
     try:
-        from transformers import AutoTokenizer
+        from transformers import AutoTokenizer  # noqa: PLC0415 - heavy, loaded on use
 
         at = AutoTokenizer.from_pretrained(str(path.parent), gguf_file=path.name)
         text = at.backend_tokenizer.to_str()

@@ -20,11 +20,11 @@ from analysis.dynamic import (
     PairRules,
     dynamic_tokenize,
     fvt_embeddings,
-    fvt_pieces,
     merge_incremental,
     merged_offsets,
 )
 from analysis.errors import DataError, UnsupportedTokenizerError
+from analysis.fvt import fvt_pieces
 
 BATCH = flores_lines("eng_Latn", 24) + flores_lines("est_Latn", 8) + flores_lines("rus_Cyrl", 8)
 

@@ -14,8 +14,9 @@ import transformers
 from support import SMOLLM, TOKENIZERS, flores_lines, load_shared, need_smollm
 
 from analysis.cli import main
-from analysis.embeddings import fvt_pieces, id_map_by_string, load_model, remap_embeddings, save_model
+from analysis.embeddings import id_map_by_string, load_model, remap_embeddings, save_model
 from analysis.errors import DataError, ModelLoadError
+from analysis.fvt import fvt_pieces
 from analysis.paths import cache_dir
 from analysis.pruning import leaf_frequency_order, leaf_last_n_order, prune, token_counts
 from analysis.tokenizer import LoadedTokenizer
@@ -138,7 +139,7 @@ def test_fvt_rows_are_mean_of_old_pieces(tmp_path: Path, smol) -> None:
             pieces = pruned.tokenizer.encode(extra, add_special_tokens=False).ids
         else:
             pieces = [t.id for t in pruned.tokenizer.model.tokenize(s)]
-        assert pieces == rep.pieces[j] == fvt_pieces(pruned, full, j)
+        assert pieces == rep.pieces[j] == fvt_pieces(pruned, s, text=j == tok.vocab_size)
         assert len(pieces) >= 2
         torch.testing.assert_close(e_new[j], e_old[pieces].mean(0))
         torch.testing.assert_close(w_new[j], w_old[pieces].mean(0))

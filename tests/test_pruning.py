@@ -152,7 +152,7 @@ def test_safe_orders_create_no_unreachable_tokens_stt(name: str) -> None:
     """STT (Rust model) after pruning by leaf-last-n / leaf-frequency / merge-based at small and large N."""
     tok = load_shared(name)
     orig = unreachable_ids(tok)
-    pruner = P._Pruner(tok)
+    pruner = P.Pruner(tok)
     for oname in SAFE:
         order = orders(name)[oname]
         ns = _stt_ns(tok, len(order)) if oname != "leaf-last-n" else [len(order) // 2]
@@ -181,7 +181,7 @@ def test_llama31_english_bpt_leaf_frequency_vs_last_n() -> None:
     held_et = flores_lines("est_Latn")[800:]
     assert len(held_en) == 212
     base = P.bytes_per_token(tok, held_en)
-    pruner = P._Pruner(tok)
+    pruner = P.Pruner(tok)
     lf = pruner.prune(orders("llama-3.1")["leaf-frequency"].prefix(32000)).tokenizer
     ln = pruner.prune(orders("llama-3.1")["last-n"].prefix(32000)).tokenizer
     bpt_lf, bpt_ln = P.bytes_per_token(lf, held_en), P.bytes_per_token(ln, held_en)

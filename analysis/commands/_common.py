@@ -1,8 +1,11 @@
-"""Arguments shared by several sub-commands."""
+"""What several sub-commands share: the tokenizer argument and JSON output."""
 
 from __future__ import annotations
 
 import argparse
+import json
+import sys
+from typing import Any
 
 from ..sources import load
 from ..tokenizer import LoadedTokenizer
@@ -21,3 +24,16 @@ def add_tokenizer_argument(p: argparse.ArgumentParser, flag: str | None = None, 
 def load_from_args(args: argparse.Namespace, source: str | None = None) -> LoadedTokenizer:
     """Load the tokenizer an argument names."""
     return load(source or args.tokenizer, revision=args.revision, token=args.token)
+
+
+def print_json(obj: Any) -> None:
+    """Print one JSON document to stdout (UTF-8, no ASCII escaping; numpy scalars and sets converted)."""
+    sys.stdout.write(json.dumps(obj, ensure_ascii=False, indent=2, default=_json_default) + "\n")
+
+
+def _json_default(o: Any) -> Any:
+    if hasattr(o, "item"):
+        return o.item()
+    if isinstance(o, (set, frozenset)):
+        return sorted(o)
+    raise TypeError(f"not JSON serialisable: {type(o).__name__}")

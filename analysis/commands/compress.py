@@ -10,11 +10,11 @@ import argparse
 import csv
 import sys
 
-from ..cli import print_json
 from ..errors import DataError
 from ..flores import DEFAULT_SPLIT, open_flores
 from ..metrics import DEFAULT_POWER, ROW_COLUMNS, compare, compression_table, summarize
 from ..sources import load
+from ._common import print_json
 
 NAME = "compress"
 HELP = "compression metrics (bytes/token, fertility, parity, Rényi…) per tokenizer × FLORES language"

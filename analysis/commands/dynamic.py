@@ -11,10 +11,9 @@ import argparse
 from pathlib import Path
 
 from .. import flores
-from ..cli import print_json
 from ..dynamic import BOUNDARIES, dynamic_tokenize
 from ..errors import DataError
-from ._common import add_tokenizer_argument, load_from_args
+from ._common import add_tokenizer_argument, load_from_args, print_json
 
 NAME = "dynamic"
 HELP = "dynamic tokenization of a batch: merge its most frequent adjacent token pairs (Feher et al.)"

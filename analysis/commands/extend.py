@@ -6,13 +6,12 @@ import argparse
 import time
 from pathlib import Path
 
-from ..cli import print_json
 from ..corpora import Corpus, Source, corpus, from_paths, iter_file
 from ..errors import DataError
 from ..export import write_folder
 from ..extension import METHODS, extension_report, plan
 from ..flores import FLORES_TRAIN_LINES
-from ._common import add_tokenizer_argument, load_from_args
+from ._common import add_tokenizer_argument, load_from_args, print_json
 
 NAME = "extend"
 HELP = "extend a tokenizer: continued BPE training or a naive baseline; writes a Hugging Face folder"

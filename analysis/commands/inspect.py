@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from ..cli import print_json
-from ._common import add_tokenizer_argument, load_from_args
+from ._common import add_tokenizer_argument, load_from_args, print_json
 
 NAME = "inspect"
 HELP = "summarise a tokenizer: model type, sizes, flags, pipeline, special tokens"

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import argparse
+import json
 from pathlib import Path
 
-from ..cli import print_json
+from .. import pruning
+from ..embeddings import remap_model
 from ..errors import DataError
-from ._common import add_tokenizer_argument, load_from_args
+from ..export import write_folder
+from ._common import add_tokenizer_argument, load_from_args, print_json
 
 NAME = "prune"
 HELP = (
@@ -74,8 +77,6 @@ def _read_lines(files: list[str]) -> list[list[str]]:
 
 
 def _read_scores(path: str) -> dict[int, float]:
-    import json
-
     try:
         data = json.loads(Path(path).read_text(encoding="utf-8"))
     except (OSError, ValueError) as e:
@@ -90,9 +91,6 @@ def _read_scores(path: str) -> dict[int, float]:
 
 def run(args: argparse.Namespace) -> int:
     """Compute the order, prune, write the folder (and model), print a summary."""
-    from .. import pruning
-    from ..export import write_folder
-
     tok = load_from_args(args)
     pruning.check_prunable(tok)
     parts = _read_lines(args.text)
@@ -135,8 +133,6 @@ def run(args: argparse.Namespace) -> int:
     report["id_map"] = {str(k): v for k, v in id_map.items()}
     write_folder(final, args.out, report, base_config=final.config, report_name="prune_report.json")
     if args.model:
-        from ..embeddings import remap_model
-
         rep = remap_model(args.model, tok, final, id_map, args.out, init=args.init, report=report)
         summary["model"] = {k: v for k, v in rep.to_json().items() if k != "pieces_sample"}
     if args.json:

@@ -6,11 +6,10 @@ import argparse
 import time
 from pathlib import Path
 
-from ..cli import print_json
 from ..corpora import iter_file
 from ..flores import FLORES_TRAIN_LINES, split_lines
 from ..reuse import build_reuse_tokenizer, compare, reused_script_demo, target_training_texts
-from ._common import add_tokenizer_argument, load_from_args
+from ._common import add_tokenizer_argument, load_from_args, print_json
 
 NAME = "reuse"
 HELP = (

@@ -6,7 +6,6 @@ import argparse
 import csv
 from pathlib import Path
 
-from ..cli import print_json
 from ..errors import DataError
 from ..export import write_folder
 from ..paths import shared_assets
@@ -22,6 +21,7 @@ from ..sabpe import (
     train,
 )
 from ..sources import load
+from ._common import print_json
 
 NAME = "sabpe"
 HELP = (

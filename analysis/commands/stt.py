@@ -12,10 +12,9 @@ import sys
 from pathlib import Path
 
 from ..bpe import iter_tree, merge_tree
-from ..cli import print_json
 from ..errors import DataError
 from ..reachability import CATEGORIES, explain_unreachable, never_produced, stt_report
-from ._common import add_tokenizer_argument, load_from_args
+from ._common import add_tokenizer_argument, load_from_args, print_json
 
 NAME = "stt"
 HELP = "Self-Tokenization Test: which BPE vocabulary tokens the merges can never produce"

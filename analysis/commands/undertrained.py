@@ -1,11 +1,11 @@
 """`python -m analysis undertrained --model M [--tokenizer T] [--verify K] --json`: magikarp-style
-under-trained token detection from the model's own embedding matrices (methods.md §7)."""
+under-trained token detection from the model's own embedding matrices (Land & Bartolo, "Fishing for
+Magikarp", EMNLP 2024)."""
 
 from __future__ import annotations
 
 import argparse
 
-from ..cli import print_json
 from ..progress import stderr_progress
 from ..sources import load
 from ..undertrained import (
@@ -17,6 +17,7 @@ from ..undertrained import (
     verify_result,
 )
 from ..weights import resolve_model, tokenizer_for_model
+from ._common import print_json
 
 NAME = "undertrained"
 HELP = "find under-trained tokens from a model's embeddings (magikarp indicators + verification prompts)"

@@ -1,0 +1,303 @@
+"""The whole under-trained analysis of one model + tokenizer: :func:`analyze` (indicators, references, round
+trip, candidates), :func:`verify_result` (verification of the first candidates), the typed result with its
+``to_json()`` for the CLI and the page, and the token-health table joined with the STT."""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ..errors import DataError, ModelLoadError, UnsupportedTokenizerError
+from ..progress import Progress
+from ..reachability import stt_report
+from ..tokenizer import LoadedTokenizer
+from ..unicode import text_script
+from ..weights import (
+    EmbeddingWeights,
+    Matrix,
+    ModelSource,
+    load_embeddings,
+    resolve_model,
+    tokenizer_for_model,
+)
+from .classes import token_class
+from .indicators import (
+    INDICATOR_LABELS,
+    compute_indicators,
+    default_main_indicator,
+    duplicate_row_groups,
+    row_norms,
+    select_candidates,
+)
+from .references import References, auto_references, user_references
+from .roundtrip import PADDING_ROW, RoundTrip, round_trip_categories, special_ids
+from .verification import Verification, Verifier, load_lm
+
+
+@dataclass
+class UndertrainedResult:
+    """Everything the page and the CLI show for one model + tokenizer."""
+
+    model_label: str
+    tokenizer_name: str
+    weights: dict[str, Any]
+    tied: bool
+    has_lm_head: bool
+    n_rows: int
+    n_tokens: int
+    references: References
+    indicators: dict[str, np.ndarray]
+    main: str
+    round_trip: RoundTrip
+    tokens: list[str]
+    specials: set[int]
+    threshold: float
+    percentile: float
+    candidates: list[int]
+    verifications: dict[int, Verification] = field(default_factory=dict)
+    timings: dict[str, float] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def main_values(self) -> np.ndarray:
+        """The main indicator over all rows."""
+        return self.indicators[self.main]
+
+    def stats(self) -> dict[str, float]:
+        """Mean ± std of the main indicator over the tokenizer's tokens."""
+        v = self.main_values[: self.n_tokens].astype(np.float64)
+        return {"mean": float(v.mean()), "std": float(v.std())}
+
+    def category(self, i: int) -> str:
+        """Round-trip category of an id (PADDING_ROW beyond the tokenizer)."""
+        return self.round_trip.categories[i] if i < len(self.round_trip.categories) else PADDING_ROW
+
+    def token_class(self, i: int) -> str:
+        """Rule-based token class of an id (:func:`token_class`)."""
+        if i >= self.n_tokens:
+            return "Other"
+        return token_class(self.tokens[i], special=i in self.specials)
+
+    def candidate_rows(self, limit: int | None = None) -> list[dict[str, Any]]:
+        """The candidates as `{"id", "token", "indicator", …}` (+ max_prob, verdict when verified)."""
+        out = []
+        refs = set(self.references.ids)
+        for i in self.candidates[:limit]:
+            row: dict[str, Any] = {
+                "id": i,
+                "token": self.tokens[i],
+                "indicator": float(self.main_values[i]),
+                "category": self.category(i),
+                "class": self.token_class(i),
+                "script": text_script(self.tokens[i]),
+                "reference": i in refs,
+            }
+            v = self.verifications.get(i)
+            if v is not None:
+                row["max_prob"] = v.max_prob
+                row["verdict"] = v.verdict
+            out.append(row)
+        return out
+
+    def reference_validation(self) -> dict[str, Any] | None:
+        """How the held-out known-unused tokens rank under the main indicator (share in the lowest 5%)."""
+        held = [i for i in self.references.held_out if i < self.n_tokens]
+        if not held:
+            return None
+        v = self.main_values[: self.n_tokens]
+        ranks = np.argsort(np.argsort(v, kind="stable"), kind="stable")
+        pct = ranks[held] / len(v)
+        return {
+            "held_out": len(held),
+            "share_lowest_5pct": float((pct < 0.05).mean()),
+            "median_percentile": float(np.median(pct) * 100),
+        }
+
+    def to_json(self, *, max_candidates: int | None = None) -> dict[str, Any]:
+        """The CLI's JSON document."""
+        return {
+            "model": self.model_label,
+            "tokenizer": self.tokenizer_name,
+            "tied": self.tied,
+            "has_lm_head": self.has_lm_head,
+            "weights": self.weights,
+            "rows": self.n_rows,
+            "tokens": self.n_tokens,
+            "reference_ids": self.references.ids,
+            "reference_source": self.references.source,
+            "reference_reasons": {str(i): self.references.reasons.get(i, "") for i in self.references.ids},
+            "indicator": self.main,
+            "indicator_label": INDICATOR_LABELS.get(self.main, self.main),
+            "indicator_names": list(self.indicators),
+            "indicator_stats": self.stats(),
+            "percentile": self.percentile,
+            "threshold": self.threshold,
+            "n_candidates": len(self.candidates),
+            "reference_validation": self.reference_validation(),
+            "candidates": self.candidate_rows(max_candidates),
+            "verified": len(self.verifications),
+            "verdict_counts": _count(v.verdict for v in self.verifications.values()),
+            "timings_s": {k: round(v, 3) for k, v in self.timings.items()},
+            "notes": self.notes,
+        }
+
+
+def _count(xs: Iterable[str]) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for x in xs:
+        out[x] = out.get(x, 0) + 1
+    return out
+
+
+def analyze(
+    model: str | ModelSource,
+    tokenizer: LoadedTokenizer | None = None,
+    *,
+    reference_ids: list[int] | None = None,
+    remove_pc1: bool = False,
+    percentile: float = 2.0,
+    main: str | None = None,
+    weights: EmbeddingWeights | None = None,
+) -> UndertrainedResult:
+    """Indicators, references, round-trip categories and candidates for a model (no verification)."""
+    t0 = time.perf_counter()
+    src = model if isinstance(model, ModelSource) else resolve_model(model)
+    tok = tokenizer or tokenizer_for_model(src)
+    t1 = time.perf_counter()
+    w = weights or load_embeddings(src, vocab_size=tok.vocab_size)
+    t2 = time.perf_counter()
+    notes = list(w.notes)
+    n_rows = w.n_rows
+    n_tokens = min(tok.vocab_size, n_rows)
+    if n_rows < tok.vocab_size:
+        notes.append(
+            f"the tokenizer has {tok.vocab_size} tokens but the model only {n_rows} rows; "
+            "ids ≥ rows are ignored (wrong tokenizer?)"
+        )
+    rt = round_trip_categories(tok)
+    t3 = time.perf_counter()
+    if reference_ids:
+        refs = user_references(reference_ids, tok)
+    else:
+        pad = row_norms(_row_slice(w.unembedding, tok.vocab_size)) if n_rows > tok.vocab_size else None
+        dups = duplicate_row_groups(w.unembedding)
+        refs = auto_references(tok, n_rows, padding_norms=pad, round_trip=rt, duplicate_groups=dups)
+    refs.ids = [i for i in refs.ids if i < n_rows]
+    indicators = compute_indicators(w, refs.ids or None, remove_pc1=remove_pc1)
+    t4 = time.perf_counter()
+    names = list(indicators)
+    main = main or default_main_indicator(names, remove_pc1)
+    if main not in indicators:
+        raise DataError(f"indicator {main!r} is not available here; choose one of {', '.join(names)}")
+    id_to_tok = tok.id_to_token
+    tokens = [tok.readable(id_to_tok[i]) if i in id_to_tok else f"⟨row {i}⟩" for i in range(n_rows)]
+    thr, cands = select_candidates(indicators[main], rt.categories, percentile=percentile, n_tokens=n_tokens)
+    return UndertrainedResult(
+        model_label=src.label,
+        tokenizer_name=tok.name,
+        weights=w.summary(),
+        tied=w.tied,
+        has_lm_head=w.has_lm_head,
+        n_rows=n_rows,
+        n_tokens=n_tokens,
+        references=refs,
+        indicators=indicators,
+        main=main,
+        round_trip=rt,
+        tokens=tokens,
+        specials=special_ids(tok),
+        threshold=thr,
+        percentile=percentile,
+        candidates=cands,
+        timings={"tokenizer": t1 - t0, "read_weights": t2 - t1, "round_trip": t3 - t2, "indicators": t4 - t3},
+        notes=notes,
+    )
+
+
+def _row_slice(m: Matrix, start: int) -> Matrix:
+    return Matrix(m.raw[start:], m.dtype, m.name)
+
+
+def verify_result(
+    result: UndertrainedResult,
+    model: str | ModelSource,
+    tok: LoadedTokenizer,
+    k: int,
+    *,
+    device: str | None = None,
+    batch_size: int = 8,
+    progress: Progress | None = None,
+    should_stop: Callable[[], bool] | None = None,
+    lm: tuple[Any, str] | None = None,
+) -> list[Verification]:
+    """Verify the first `k` candidates of a result (stored in `result.verifications`); returns them."""
+    src = model if isinstance(model, ModelSource) else resolve_model(model)
+    if not result.has_lm_head:
+        raise ModelLoadError(
+            f"{src.label} has no LM head: verification is not possible (the indicators still work)"
+        )
+    t0 = time.perf_counter()
+    net, dev = lm or load_lm(src, device=device)
+    t1 = time.perf_counter()
+    ver = Verifier(net, tok, device=dev, round_trip=result.round_trip)
+    todo = [i for i in result.candidates[:k] if i not in result.verifications]
+    out = ver.verify(
+        todo,
+        batch_size=batch_size,
+        progress=progress,
+        should_stop=should_stop,
+        on_result=lambda v: result.verifications.__setitem__(v.id, v),
+    )
+    result.timings["load_lm"] = t1 - t0
+    result.timings["verify"] = time.perf_counter() - t1
+    result.timings["verify_device_" + dev] = 1.0
+    return out
+
+
+# --------------------------------------------------------------------------------------------------
+# Token-health table (joined with STT)
+# --------------------------------------------------------------------------------------------------
+def stt_status(tok: LoadedTokenizer) -> dict[int, str]:
+    """STT category per id from :func:`analysis.reachability.stt_report` (reachable, unreachable_multi, special,
+    …); {} for tokenizers the STT does not apply to (non-BPE)."""
+    try:
+        return {r.id: r.category for r in stt_report(tok).rows}
+    except UnsupportedTokenizerError:
+        return {}
+
+
+def health_table(result: UndertrainedResult, stt: dict[int, str] | None = None) -> Any:
+    """One row per token: indicators, rank, round-trip category, class, script, reference, verdict, STT."""
+    import pandas as pd  # noqa: PLC0415 - pandas loads pyarrow (heavy); only the table needs it
+
+    n = result.n_rows
+    main = result.main_values
+    order = np.argsort(main, kind="stable")
+    pct = np.empty(n, dtype=np.float64)
+    pct[order] = np.arange(n) / max(1, n)
+    data: dict[str, Any] = {
+        "id": np.arange(n),
+        "token": result.tokens,
+        "round_trip": [result.category(i) for i in range(n)],
+        "class": [result.token_class(i) for i in range(n)],
+        "script": [text_script(t) if i < result.n_tokens else "" for i, t in enumerate(result.tokens)],
+    }
+    for k, v in result.indicators.items():
+        data[k] = v
+    data["percentile"] = np.round(pct * 100, 3)
+    refs = set(result.references.ids)
+    data["reference"] = [i in refs for i in range(n)]
+    cset = set(result.candidates)
+    data["candidate"] = [i in cset for i in range(n)]
+    data["max_prob"] = [
+        result.verifications[i].max_prob if i in result.verifications else math.nan for i in range(n)
+    ]
+    data["verdict"] = [result.verifications[i].verdict if i in result.verifications else "" for i in range(n)]
+    if stt is not None:
+        data["stt"] = [stt.get(i, "n/a") for i in range(n)]
+    return pd.DataFrame(data)
