@@ -31,15 +31,16 @@ def prune_report(
     id_map: Mapping[int, int] | None = None,
     added: Sequence[str] = (),
     stt: bool = False,
+    out: str | os.PathLike | None = None,
 ) -> dict[str, Any]:
     """The report of one pruning run (`final`/`id_map`/`added` when the pruned tokenizer was extended again).
 
     With `stt`, the STT-unreachable counts before and after are measured (seconds on a large vocabulary);
-    otherwise they are None, as with the CLI's `--no-stt`.
+    otherwise they are None, as with the CLI's `--no-stt`. `out` is the folder the run is written to, if any.
     """
     final = final or res.tokenizer
     id_map = res.id_map if id_map is None else id_map
-    return {
+    report: dict[str, Any] = {
         "tokenizer": tok.name,
         "order": order,
         "removed": len(res.removed),
@@ -51,8 +52,11 @@ def prune_report(
         "unreachable_before": len(unreachable_ids(tok)) if stt else None,
         "unreachable": len(unreachable_ids(final)) if stt else None,
         "removed_sample": [tok.readable(tok.id_to_token[i]) for i in res.removed[:20]],
-        "id_map": {str(k): v for k, v in id_map.items()},
     }
+    if out is not None:
+        report["out"] = str(Path(out).resolve())
+    report["id_map"] = {str(k): v for k, v in id_map.items()}
+    return report
 
 
 def pruned_zip(res: PruneResult, report: dict[str, Any], folder: str) -> bytes:

@@ -170,9 +170,8 @@ def export(tok: LoadedTokenizer, method: str, res: P.PruneResult, held: dict[str
     init = st.radio("Init of new rows", ["fvt", "mean", "random"], horizontal=True, key="prune-init")
     if st.button("Write folder" + (" with model" if model else ""), key="prune-write", disabled=not out_dir):
         with st.spinner("Writing" + (" and remapping the model's embeddings…" if model else "…")):
-            rep = write_pruned(
-                tok, res, out_dir, prune_report(tok, method, res, stt=True), model=model or None, init=init
-            )
+            report = prune_report(tok, method, res, stt=True, out=out_dir)
+            rep = write_pruned(tok, res, out_dir, report, model=model or None, init=init)
         if rep is None:
             st.success(f"Wrote the tokenizer folder to {out_dir}.")
         else:
