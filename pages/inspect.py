@@ -166,8 +166,8 @@ def page() -> None:
     with st.expander("Load a tokenizer", expanded=len(library()) <= 1):
         tabs = st.tabs(["Examples", "Local folder or file", "Hugging Face hub", "Upload"])
         for tab, loader in zip(tabs, (load_examples, load_path, load_hub, load_upload)):
-            with tab:
-                loader()
+            with tab:  # a failed load shows its error here; the current tokenizer stays on the page
+                try_step(loader)
     lib = library()
     names = list(lib)
     if st.session_state.get("inspect-pick") not in names:

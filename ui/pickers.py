@@ -63,7 +63,7 @@ def pick_tokenizer(
     tok = lib[name]
     if needs is not None and not needs.ok(tok):
         st.info(
-            f"**{name}** is a {tok.flavour} tokenizer with a {tok.model_type} model. {feature} needs {needs.what}: "
+            f"**{name}** has a {tok.model_type} model ({tok.flavour}). {feature} needs {needs.what}: "
             "pick another one here, add an example from the sidebar or load one on *Load & inspect*."
         )
         return None
