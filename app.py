@@ -1,8 +1,13 @@
-"""Tokenizer Lab: the router and frame. Pages live in pages/, the work in analysis/."""
+"""Tokenizer Lab: the router and frame. Pages live in pages/, shared widgets in ui/, the work in analysis/.
+
+Every page runs inside the one error boundary (`ui.errors.boundary`); the sidebar library is drawn after the
+page, also when the page failed or returned early, so it shows what the page loaded.
+"""
 
 import streamlit as st
 
-from ui import state
+from ui import errors, links
+from ui.library import sidebar_library
 
 st.set_page_config(page_title="Tokenizer Lab", page_icon=":material/biotech:", layout="wide")
 
@@ -34,9 +39,11 @@ PAGES = {
 }
 
 nav = st.navigation(PAGES)
-library_box = st.sidebar.container()  # filled after the page ran, so it shows what the page loaded
+links.enter(nav.url_path)
+library_box = st.sidebar.container()
 try:
-    nav.run()
-finally:  # also after an early return; pages never call st.stop(), which drops everything after it
-    with library_box:
-        state.sidebar_library()
+    with errors.boundary():
+        nav.run()
+finally:  # pages never call st.stop(): it would drop everything after it, this library included
+    with library_box, errors.boundary():
+        sidebar_library()

@@ -1,6 +1,22 @@
 """Tokenizer Lab's analysis engine: plain Python, no Streamlit.
 
 Usable from a notebook (`from analysis import load`) and from the command line (`python -m analysis …`).
+
+Which page (pages/*.py) calls which engine modules:
+
+=====================  ===============================================================================
+Load & inspect         sources, tokenizer, vocab_table, vocab_views (search), playground (pre_tokens)
+Playground             playground
+Merge trees            bpe (replay, merge trees, vocabulary structure), reachability, vocab_views
+Token health           reachability (STT), vocab_views (STT table), flores
+Under-trained tokens   undertrained, weights
+Compression            metrics, flores
+Extend                 extension (Preview, extension_report), training, corpora, flores, export
+Prune                  pruning, prune_export (report, folder, zip), undertrained (score order), flores
+Token reuse (R-BPE)    reuse, flores
+Dynamic tokenization   dynamic, flores
+Source-attributed BPE  sabpe, export
+=====================  ===============================================================================
 """
 
 from .errors import AnalysisError, DataError, ModelLoadError, TokenizerLoadError, UnsupportedTokenizerError

@@ -62,3 +62,12 @@ def compare_encodings(
         v.common_boundaries = common
         v.n_differing = len(v.boundaries - common)
     return views
+
+
+def pre_tokens(tok: LoadedTokenizer, text: str) -> tuple[str, list[tuple[str, tuple[int, int]]]]:
+    """The tokenizer's normalizer and pre-tokenizer applied to `text`: (normalized text, [(pre-token, offsets)])."""
+    rust = tok.tokenizer
+    normalized = rust.normalizer.normalize_str(text) if rust.normalizer is not None else text
+    if rust.pre_tokenizer is None:
+        return normalized, [(normalized, (0, len(normalized)))]
+    return normalized, rust.pre_tokenizer.pre_tokenize_str(normalized)

@@ -1,24 +1,21 @@
 """Compression: FLORES-200 languages × tokenizers with the metrics of the papers (bytes/token, fertility…)."""
 
+from __future__ import annotations
+
 import json
 
 import pandas as pd
 import plotly.express as px
 import streamlit as st
 
-from analysis import AnalysisError
 from analysis import flores as fl
 from analysis import metrics as mx
-from ui import state
-from ui.progress import progress_bar
-from ui.render import token_spans_html
-
-st.title("Compression across FLORES-200 languages")
-st.caption(
-    "Corpus-level metrics on parallel FLORES sentences (sums over sentences, no special tokens): bytes/token as in "
-    "paper 000 §4.2, fertility and parity (premium vs English) as in paper 001, Rényi efficiency (α = 2.5) on "
-    "token ids. Results are cached by tokenizer content hash and data hash."
-)
+from analysis.flores import FloresData
+from ui.errors import try_step
+from ui.library import library
+from ui.pickers import pick_tokenizers
+from ui.progress import progress
+from ui.spans import token_spans_html
 
 METRIC_LABELS = {
     "bytes_per_token": "bytes / token",
@@ -38,17 +35,15 @@ METRIC_LABELS = {
     "continued_words": "continued words",
     "tokens": "tokens",
 }
+TABLE_COLUMNS = ["tokenizer", "lang", "name", "script", "family", *[m for m in METRIC_LABELS if m != "parity_corpus"],
+                 "spaceless"]  # fmt: skip
 DEFAULT_LANGS = ["eng_Latn", "est_Latn", "deu_Latn", "fra_Latn", "rus_Cyrl", "arb_Arab", "hin_Deva", "zho_Hans",
                  "jpn_Jpan", "kor_Hang"]  # fmt: skip
+MARGIN = {"l": 10, "r": 10, "t": 30, "b": 10}
 
 
-def page() -> None:
-    """The whole page (a function, so bad input can `return` and the sidebar still renders)."""
-    # ------------------------------------------------------------------------------------------ inputs
-    lib = state.library()
-    names = state.pick_tokenizers("Tokenizers (1–8)", key="cmp-toks", max_n=8, default=list(lib)[:1])
-    st.caption("Add more tokenizers from the sidebar (examples) or the Load & inspect page.")
-
+def flores_source() -> tuple[str, str]:
+    """The FLORES location and split, with one-click downloads; returns (path, split)."""
     with st.expander("FLORES data", expanded=False):
         if "cmp-flores-next" in st.session_state:  # a finished download (set before the widget exists)
             st.session_state["cmp-flores"] = st.session_state.pop("cmp-flores-next")
@@ -63,64 +58,196 @@ def page() -> None:
         )
         split = st.selectbox("Split", fl.SPLITS, key="cmp-split")
         c1, c2 = st.columns(2)
+        got = None
         if c1.button("Download official FLORES-200 archive", key="cmp-dl-official"):
-            _dl, _ = progress_bar("Downloading FLORES-200…", unit="MB")
-            got = state.guarded(fl.download_official, progress=_dl)
-            if got is not None:
-                st.session_state["cmp-flores-next"] = str(got)
-                st.rerun()
+            with progress("Downloading FLORES-200…", unit="MB") as cb:
+                got = fl.download_official(progress=cb)
         if c2.button("Download FLORES+ from the hub", key="cmp-dl-plus"):
-            _dlp, _ = progress_bar("Downloading FLORES+…", unit="MB")
-            got = state.guarded(fl.download_flores_plus, split=split, progress=_dlp)
-            if got is not None:
-                st.session_state["cmp-flores-next"] = str(got)
-                st.rerun()
+            with progress("Downloading FLORES+…", unit="MB") as cb:
+                got = fl.download_flores_plus(split=split, progress=cb)
+        if got is not None:
+            st.session_state["cmp-flores-next"] = str(got)
+            st.rerun()
         if not fl.parquet_available():
             st.caption("pyarrow is not installed: FLORES+ parquet sources cannot be read.")
+    return path, split
 
-    try:
-        data = fl.open_flores(path or None, split=split)
-    except AnalysisError as e:
-        state.show_error(e)
-        return
 
+def pick_languages(data: FloresData) -> list[str]:
+    """A custom list, all languages, or the languages of chosen scripts or families."""
     meta = {c: fl.language(c) for c in data.codes}
     mode = st.radio(
         "Languages", ["Custom list", "All", "By script", "By family"], horizontal=True, key="cmp-mode"
     )
     if mode == "All":
-        langs = data.codes
-    elif mode == "By script":
-        scripts = sorted({m.script for m in meta.values()})
-        chosen = st.multiselect(
-            "Scripts", scripts, default=["Cyrl"] if "Cyrl" in scripts else scripts[:1], key="cmp-scripts",
-            format_func=lambda s: f"{s} ({sum(m.script == s for m in meta.values())})",
-        )  # fmt: skip
-        langs = [c for c, m in meta.items() if m.script in chosen]
-    elif mode == "By family":
-        families = sorted({m.family for m in meta.values()})
-        chosen = st.multiselect(
-            "Families", families, default=["Uralic"] if "Uralic" in families else families[:1], key="cmp-families",
-            format_func=lambda s: f"{s} ({sum(m.family == s for m in meta.values())})",
-        )  # fmt: skip
-        langs = [c for c, m in meta.items() if m.family in chosen]
-    else:
-        langs = st.multiselect(
-            "Languages", data.codes, default=[c for c in DEFAULT_LANGS if c in meta], key="cmp-langs",
-            format_func=lambda c: f"{c} · {meta[c].name}",
-        )  # fmt: skip
-
-    c1, c2, c3 = st.columns(3)
-    power = c1.number_input(
-        "Rényi power α", min_value=0.1, max_value=10.0, value=mx.DEFAULT_POWER, step=0.5, key="cmp-power"
-    )
-    ref_options = data.codes
-    reference = c2.selectbox(
-        "Parity reference", ref_options, index=ref_options.index("eng_Latn") if "eng_Latn" in ref_options else 0,
-        key="cmp-ref", format_func=lambda c: f"{c} · {meta[c].name}",
+        return data.codes
+    if mode == "Custom list":
+        return st.multiselect("Languages", data.codes, default=[c for c in DEFAULT_LANGS if c in meta],
+                              key="cmp-langs", format_func=lambda c: f"{c} · {meta[c].name}")  # fmt: skip
+    field, label, key, preferred = (
+        ("script", "Scripts", "cmp-scripts", "Cyrl") if mode == "By script" else ("family", "Families", "cmp-families", "Uralic")
     )  # fmt: skip
-    run = c3.button("Compute", type="primary", key="cmp-run")
+    values = sorted({getattr(m, field) for m in meta.values()})
+    chosen = st.multiselect(
+        label, values, default=[preferred] if preferred in values else values[:1], key=key,
+        format_func=lambda s: f"{s} ({sum(getattr(m, field) == s for m in meta.values())})",
+    )  # fmt: skip
+    return [c for c, m in meta.items() if getattr(m, field) in chosen]
 
+
+def heatmap(df: pd.DataFrame, names: list[str], metric: str) -> pd.DataFrame:
+    """Languages × tokenizers; returns the pivot (also the LaTeX table)."""
+    pv = df.pivot_table(index="lang", columns="tokenizer", values=metric, aggfunc="first", sort=False)
+    pv = pv[[n for n in names if n in pv.columns]]
+    fig = px.imshow(
+        pv, aspect="auto", color_continuous_scale="Viridis" if mx.HIGHER_IS_BETTER.get(metric, True) else "Viridis_r",
+        labels={"color": METRIC_LABELS[metric]}, text_auto=".2f" if len(pv) <= 40 else False,
+    )  # fmt: skip
+    fig.update_layout(height=max(320, 22 * len(pv) + 120), margin=MARGIN)
+    st.plotly_chart(fig, key="cmp-heatmap")
+    return pv
+
+
+def bars_and_scatter(tabs, df: pd.DataFrame, metric: str) -> None:
+    """Bars per language (ordered by the mean) and a scatter of two metrics."""
+    with tabs[0]:
+        order = df.groupby("lang")[metric].mean().sort_values().index.tolist()
+        fig = px.bar(df, x="lang", y=metric, color="tokenizer", barmode="group", category_orders={"lang": order},
+                     hover_data=["name", "script", "family"], labels={metric: METRIC_LABELS[metric]})  # fmt: skip
+        fig.update_layout(height=460, margin=MARGIN)
+        st.plotly_chart(fig, key="cmp-bars")
+    with tabs[1]:
+        c1, c2 = st.columns(2)
+        xm = c1.selectbox("x", list(METRIC_LABELS), index=0, format_func=METRIC_LABELS.get, key="cmp-sx")
+        ym = c2.selectbox("y", list(METRIC_LABELS), index=7, format_func=METRIC_LABELS.get, key="cmp-sy")
+        fig = px.scatter(df, x=xm, y=ym, color="tokenizer", hover_name="lang", hover_data=["name", "script"],
+                         labels={xm: METRIC_LABELS[xm], ym: METRIC_LABELS[ym]})  # fmt: skip
+        fig.update_layout(height=460, margin=MARGIN)
+        st.plotly_chart(fig, key="cmp-scatter")
+
+
+def per_script(rows: list[dict], metric: str) -> None:
+    """Means per script (optionally grouped as in paper 000 Table 2) and across languages."""
+    table2 = st.toggle(
+        "Group as in paper 000 Table 2 (Latn, Cyrl, Arab, Jpan, Hani, Other)", value=True, key="cmp-t2"
+    )
+    ss = pd.DataFrame(mx.script_summary(rows, metric, table2=table2))
+    if not ss.empty:
+        wide = ss.pivot_table(index="script", columns="tokenizer", values="mean", sort=False)
+        wide.insert(0, "n", ss.groupby("script", sort=False)["n"].max())
+        st.dataframe(wide, key="cmp-script-table")
+    st.markdown("**Across languages**")
+    st.dataframe(pd.DataFrame(mx.summarize(rows, metric)), hide_index=True, key="cmp-summary")
+
+
+def compare_two(rows: list[dict], names: list[str], metric: str) -> None:
+    """Δrel and win rate of A against B (paper 000 Table 1), per script and per language."""
+    if len(names) < 2:
+        st.info("Pick two or more tokenizers to compare them.")
+        return
+    c1, c2 = st.columns(2)
+    a = c1.selectbox("A (e.g. ours)", names, index=1, key="cmp-a")
+    b = c2.selectbox("B (baseline)", names, index=0, key="cmp-b")
+    cmpr = mx.compare(rows, a, b, metric)
+    if not cmpr["languages"]:
+        return
+    m1, m2, m3 = st.columns(3)
+    m1.metric("Δrel (mean A/B − 1)", f"{cmpr['delta_rel']:+.2%}")
+    m2.metric("Win rate of A", f"{cmpr['win_rate']:.1%}")
+    m3.metric("Languages", cmpr["languages"])
+    st.caption(
+        "As in paper 000 Table 1. A win is a higher value for higher-is-better metrics and a lower one otherwise."
+    )
+    st.dataframe(pd.DataFrame(mx.script_compare(rows, a, b, metric)), hide_index=True, key="cmp-sc")
+    st.dataframe(pd.DataFrame(cmpr["per_language"]), hide_index=True, key="cmp-per-lang")
+
+
+def drill_down(data: FloresData, names: list[str], langs: list[str], reference: str) -> None:
+    """The worst-compressed sentences of one language, tokenized, with the reference translation."""
+    c1, c2, c3 = st.columns([2, 2, 1])
+    lang = c1.selectbox(
+        "Language", langs, format_func=lambda c: f"{c} · {fl.language(c).name}", key="cmp-dl-lang"
+    )
+    name = c2.selectbox("Tokenizer", names, key="cmp-dl-tok")
+    k = c3.number_input("Sentences", 1, 50, 5, key="cmp-dl-k")
+    tok = library()[name]
+    worst = try_step(mx.worst_sentences, tok, data.lines(lang), int(k)) or []  # the other tabs stay usable
+    ref_lines = data.lines(reference) if reference in data else None
+    for w in worst:
+        st.markdown(f"**#{w['index'] + 1}** · {w['tokens']} tokens · {w['bytes']} bytes · "
+                    f"**{w['bytes_per_token']:.2f}** bytes/token")  # fmt: skip
+        st.html(token_spans_html(tok, w["text"], w["ids"], w["offsets"]))
+        if ref_lines and w["index"] < len(ref_lines) and lang != reference:
+            st.caption(f"{reference}: {ref_lines[w['index']]}")
+
+
+def downloads(df: pd.DataFrame, rows: list[dict], pv: pd.DataFrame, metric: str, split: str) -> None:
+    """CSV, JSON and a LaTeX table of the chosen metric."""
+    st.download_button(
+        "Download CSV", df.to_csv(index=False).encode("utf-8"), "compression.csv", "text/csv", key="cmp-csv"
+    )
+    st.download_button("Download JSON", json.dumps(rows, ensure_ascii=False, indent=1).encode("utf-8"),
+                       "compression.json", "application/json", key="cmp-json")  # fmt: skip
+    wide_rows = [{"lang": lang, **r} for lang, r in pv.to_dict(orient="index").items()]
+    latex = mx.to_latex(
+        wide_rows, ["lang", *pv.columns], caption=f"{METRIC_LABELS[metric]} on FLORES-200 {split}"
+    )
+    st.download_button(
+        "Download LaTeX table", latex.encode("utf-8"), "compression.tex", "text/x-tex", key="cmp-tex"
+    )
+    st.code(latex, language="latex")
+
+
+def results(data: FloresData, names: list[str], langs: list[str], rows: list[dict], reference: str) -> None:
+    """Metric choice, then heatmap, bars, scatter, per script, compare, table, drill down and downloads."""
+    df = pd.DataFrame(rows)
+    metric = st.selectbox(
+        "Metric", list(METRIC_LABELS), format_func=lambda m: METRIC_LABELS[m], key="cmp-metric"
+    )
+    if metric == "fertility" and df["spaceless"].any():
+        spaceless = sorted(df.loc[df["spaceless"], "lang"].unique())
+        st.warning(
+            f"{len(spaceless)} language(s) are written without spaces ({', '.join(spaceless[:12])}"
+            f"{'…' if len(spaceless) > 12 else ''}): tokens per whitespace word is meaningless there. "
+            "Use tokens / char instead."
+        )
+    tabs = st.tabs(["Heatmap", "Bars", "Scatter", "Per script", "Compare", "Table", "Drill down", "Download"])
+    with tabs[0]:
+        pv = heatmap(df, names, metric)
+    bars_and_scatter(tabs[1:3], df, metric)
+    with tabs[3]:
+        per_script(rows, metric)
+    with tabs[4]:
+        compare_two(rows, names, metric)
+    with tabs[5]:
+        st.dataframe(df[TABLE_COLUMNS], hide_index=True, key="cmp-table")
+    with tabs[6]:
+        drill_down(data, names, langs, reference)
+    with tabs[7]:
+        downloads(df, rows, pv, metric, data.split)
+
+
+def page() -> None:
+    """Tokenizers, FLORES languages and options → `metrics.compression_table` → charts and downloads."""
+    st.title("Compression across FLORES-200 languages")
+    st.caption(
+        "Corpus-level metrics on parallel FLORES sentences (sums over sentences, no special tokens): bytes/token as "
+        "in paper 000 §4.2, fertility and parity (premium vs English) as in paper 001, Rényi efficiency (α = 2.5) "
+        "on token ids. Results are cached by tokenizer content hash and data hash."
+    )
+    lib = library()
+    names = pick_tokenizers("Tokenizers (1–8)", key="cmp-toks", max_n=8, default=list(lib)[:1])
+    st.caption("Add more tokenizers from the sidebar (examples) or the Load & inspect page.")
+    path, split = flores_source()
+    data = fl.open_flores(path or None, split=split)
+    langs = pick_languages(data)
+    c1, c2, c3 = st.columns(3)
+    power = c1.number_input("Rényi power α", min_value=0.1, max_value=10.0, value=mx.DEFAULT_POWER, step=0.5,
+                            key="cmp-power")  # fmt: skip
+    codes = data.codes
+    reference = c2.selectbox("Parity reference", codes, index=codes.index("eng_Latn") if "eng_Latn" in codes else 0,
+                             key="cmp-ref", format_func=lambda c: f"{c} · {fl.language(c).name}")  # fmt: skip
+    run = c3.button("Compute", type="primary", key="cmp-run")
     if not names:
         st.info("Pick at least one tokenizer (up to 8).")
         return
@@ -135,145 +262,11 @@ def page() -> None:
             "recompute automatically (cached cells are instant)."
         )
         return
-
-    # ------------------------------------------------------------------------------------------ compute
-    toks = [lib[n] for n in names]
-    _progress, bar = progress_bar("Computing")
-    try:
-        rows = mx.compression_table(
-            toks, data, langs, power=float(power), reference=reference, names=names, progress=_progress
-        )
-    except AnalysisError as e:
-        bar.empty()
-        state.show_error(e)
-        return
-    bar.empty()
-    df = pd.DataFrame(rows)
+    with progress("Computing") as cb:
+        rows = mx.compression_table([lib[n] for n in names], data, langs, power=float(power), reference=reference,
+                                    names=names, progress=cb)  # fmt: skip
     st.success(f"{len(names)} tokenizer(s) × {len(langs)} language(s) on {data.root} ({data.split}).")
-
-    metric = st.selectbox(
-        "Metric", list(METRIC_LABELS), format_func=lambda m: METRIC_LABELS[m], key="cmp-metric"
-    )
-    label = METRIC_LABELS[metric]
-    if metric == "fertility" and df["spaceless"].any():
-        spaceless = sorted(df.loc[df["spaceless"], "lang"].unique())
-        st.warning(
-            f"{len(spaceless)} language(s) are written without spaces ({', '.join(spaceless[:12])}"
-            f"{'…' if len(spaceless) > 12 else ''}): tokens per whitespace word is meaningless there. "
-            "Use tokens / char instead."
-        )
-
-    tabs = st.tabs(["Heatmap", "Bars", "Scatter", "Per script", "Compare", "Table", "Drill down", "Download"])
-
-    with tabs[0]:
-        pv = df.pivot_table(index="lang", columns="tokenizer", values=metric, aggfunc="first", sort=False)
-        pv = pv[[n for n in names if n in pv.columns]]
-        fig = px.imshow(
-            pv, aspect="auto", color_continuous_scale="Viridis" if mx.HIGHER_IS_BETTER.get(metric, True) else "Viridis_r",
-            labels={"color": label}, text_auto=".2f" if len(pv) <= 40 else False,
-        )  # fmt: skip
-        fig.update_layout(height=max(320, 22 * len(pv) + 120), margin=dict(l=10, r=10, t=30, b=10))
-        st.plotly_chart(fig, key="cmp-heatmap")
-
-    with tabs[1]:
-        order = df.groupby("lang")[metric].mean().sort_values().index.tolist()
-        fig = px.bar(
-            df, x="lang", y=metric, color="tokenizer", barmode="group", category_orders={"lang": order},
-            hover_data=["name", "script", "family"], labels={metric: label},
-        )  # fmt: skip
-        fig.update_layout(height=460, margin=dict(l=10, r=10, t=30, b=10))
-        st.plotly_chart(fig, key="cmp-bars")
-
-    with tabs[2]:
-        c1, c2 = st.columns(2)
-        xm = c1.selectbox("x", list(METRIC_LABELS), index=0, format_func=METRIC_LABELS.get, key="cmp-sx")
-        ym = c2.selectbox("y", list(METRIC_LABELS), index=7, format_func=METRIC_LABELS.get, key="cmp-sy")
-        fig = px.scatter(
-            df, x=xm, y=ym, color="tokenizer", hover_name="lang", hover_data=["name", "script"],
-            labels={xm: METRIC_LABELS[xm], ym: METRIC_LABELS[ym]},
-        )  # fmt: skip
-        fig.update_layout(height=460, margin=dict(l=10, r=10, t=30, b=10))
-        st.plotly_chart(fig, key="cmp-scatter")
-
-    with tabs[3]:
-        table2 = st.toggle(
-            "Group as in paper 000 Table 2 (Latn, Cyrl, Arab, Jpan, Hani, Other)", value=True, key="cmp-t2"
-        )
-        ss = pd.DataFrame(mx.script_summary(rows, metric, table2=table2))
-        if not ss.empty:
-            wide = ss.pivot_table(index="script", columns="tokenizer", values="mean", sort=False)
-            counts = ss.groupby("script", sort=False)["n"].max()
-            wide.insert(0, "n", counts)
-            st.dataframe(wide, key="cmp-script-table")
-        st.markdown("**Across languages**")
-        st.dataframe(pd.DataFrame(mx.summarize(rows, metric)), hide_index=True, key="cmp-summary")
-
-    with tabs[4]:
-        if len(names) < 2:
-            st.info("Pick two or more tokenizers to compare them.")
-        else:
-            c1, c2 = st.columns(2)
-            a = c1.selectbox("A (e.g. ours)", names, index=1 if len(names) > 1 else 0, key="cmp-a")
-            b = c2.selectbox("B (baseline)", names, index=0, key="cmp-b")
-            cmpr = mx.compare(rows, a, b, metric)
-            if cmpr["languages"]:
-                m1, m2, m3 = st.columns(3)
-                m1.metric("Δrel (mean A/B − 1)", f"{cmpr['delta_rel']:+.2%}")
-                m2.metric("Win rate of A", f"{cmpr['win_rate']:.1%}")
-                m3.metric("Languages", cmpr["languages"])
-                st.caption(
-                    "As in paper 000 Table 1. A win is a higher value for higher-is-better metrics and a lower one "
-                    "otherwise."
-                )
-                st.dataframe(
-                    pd.DataFrame(mx.script_compare(rows, a, b, metric)), hide_index=True, key="cmp-sc"
-                )
-                st.dataframe(pd.DataFrame(cmpr["per_language"]), hide_index=True, key="cmp-per-lang")
-
-    with tabs[5]:
-        shown = ["tokenizer", "lang", "name", "script", "family", "bytes_per_token", "chars_per_token",
-                 "tokens_per_sentence", "fertility", "tokens_per_char", "parity", "renyi_efficiency",
-                 "renyi_efficiency_observed", "distinct_tokens", "mean_token_length", "byte_fallback_rate",
-                 "partial_char_rate", "unk_rate", "continued_words", "tokens", "spaceless"]  # fmt: skip
-        st.dataframe(df[shown], hide_index=True, key="cmp-table")
-
-    with tabs[6]:
-        c1, c2, c3 = st.columns([2, 2, 1])
-        dl_lang = c1.selectbox(
-            "Language", langs, format_func=lambda c: f"{c} · {meta[c].name}", key="cmp-dl-lang"
-        )
-        dl_tok = c2.selectbox("Tokenizer", names, key="cmp-dl-tok")
-        k = c3.number_input("Sentences", 1, 50, 5, key="cmp-dl-k")
-        try:
-            worst = mx.worst_sentences(lib[dl_tok], data.lines(dl_lang), int(k))
-        except AnalysisError as e:
-            state.show_error(e)
-            worst = []
-        ref_lines = data.lines(reference) if reference in data else None
-        for w in worst:
-            st.markdown(
-                f"**#{w['index'] + 1}** · {w['tokens']} tokens · {w['bytes']} bytes · "
-                f"**{w['bytes_per_token']:.2f}** bytes/token"
-            )
-            st.html(token_spans_html(lib[dl_tok], w["text"], w["ids"], w["offsets"]))
-            if ref_lines and w["index"] < len(ref_lines) and dl_lang != reference:
-                st.caption(f"{reference}: {ref_lines[w['index']]}")
-
-    with tabs[7]:
-        csv_bytes = df.to_csv(index=False).encode("utf-8")
-        st.download_button("Download CSV", csv_bytes, "compression.csv", "text/csv", key="cmp-csv")
-        st.download_button(
-            "Download JSON", json.dumps(rows, ensure_ascii=False, indent=1).encode("utf-8"), "compression.json",
-            "application/json", key="cmp-json",
-        )  # fmt: skip
-        wide_rows = [
-            {"lang": lang, **{n: v for n, v in r.items()}} for lang, r in pv.to_dict(orient="index").items()
-        ]
-        latex = mx.to_latex(wide_rows, ["lang", *pv.columns], caption=f"{label} on FLORES-200 {data.split}")
-        st.download_button(
-            "Download LaTeX table", latex.encode("utf-8"), "compression.tex", "text/x-tex", key="cmp-tex"
-        )
-        st.code(latex, language="latex")
+    results(data, names, langs, rows, reference)
 
 
 page()

@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-import hashlib
 import json
 
 import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 
-from analysis import AnalysisError
+from analysis import DataError, LoadedTokenizer
+from analysis.defaults import SAMPLE_TEXT
 from analysis.dynamic import (
     BOUNDARIES,
     DynamicResult,
@@ -21,9 +21,11 @@ from analysis.dynamic import (
 )
 from analysis.flores import available_codes
 from analysis.flores import lines as flores_lines
-from ui import state
-from ui.render import token_spans_html
+from ui.caching import cache_resource
+from ui.pickers import pick_tokenizer
+from ui.spans import token_spans_html
 
+NO_FLORES = "FLORES-200 was not found: set TOKLAB_FLORES (or TOKLAB_ASSETS to the shared assets folder)."
 MAX_MERGES = 5000  # the full curve: until no valid pair is left, at most this many merges
 BOUNDARY_HELP = {
     "pretokens": "never across the base pre-tokenizer's pieces",
@@ -31,95 +33,54 @@ BOUNDARY_HELP = {
     "word_hyphen": "as word, but punctuation joins a word only when it is '-'",
     "sentence": "anything but special tokens (the space-marker rule still holds)",
 }
-
-st.title("Dynamic tokenization")
-st.caption(
-    "Batch-level dynamic tokenization (Feher, Vulić & Minixhofer, arXiv 2411.18553): tokenize a batch with the "
-    "base tokenizer, then repeatedly merge the most frequent valid adjacent pair across the whole batch. The "
-    "merged strings need not be in any vocabulary; a model gets their embeddings from a hypernetwork or FVT."
-)
+MERGE_COLUMNS = ["k", "left", "right", "merged", "merged (raw)", "count", "replaced", "avg length after"]
 
 
-@st.cache_resource(show_spinner="Merging…", max_entries=16)
-def _run(key: str, _tok, texts: tuple[str, ...], merges: int, boundary: str) -> DynamicResult:
-    return dynamic_tokenize(_tok, list(texts), merges, boundary)
+@cache_resource(show_spinner="Merging…", max_entries=16)
+def _run(tok: LoadedTokenizer, texts: tuple[str, ...], merges: int, boundary: str) -> DynamicResult:
+    return dynamic_tokenize(tok, list(texts), merges, boundary)
 
 
-def _key(tok, texts: tuple[str, ...], boundary: str, merges: int) -> str:
-    h = hashlib.sha256("\x00".join(texts).encode("utf-8")).hexdigest()[:16]
-    return f"{tok.content_hash}:{h}:{boundary}:{merges}"
-
-
-def page() -> None:
-    """The whole page."""
-    state.preselect_from_link("dyn-init", "dyn-tok")
-    tok = state.pick_tokenizer("Tokenizer", key="dyn-tok")
-    st.caption(f"{tok.name}: {tok.model_type}, {tok.flavour}, {tok.vocab_size:,} tokens")
-
-    # ------------------------------------------------------------------------------------- batch
-    src = st.radio("Batch", ["FLORES sentences", "My text"], horizontal=True, key="dyn-src")
-    if src == "FLORES sentences":
+def batch() -> list[str]:
+    """FLORES sentences of one language, or the user's lines (one example each)."""
+    if (
+        st.radio("Batch", ["FLORES sentences", "My text"], horizontal=True, key="dyn-src")
+        == "FLORES sentences"
+    ):
         langs = available_codes()
         if not langs:
-            st.error(
-                "FLORES-200 devtest files were not found (set TOKLAB_ASSETS to the shared assets folder)."
-            )
-            return
+            raise DataError(NO_FLORES)
         c1, c2 = st.columns(2)
-        lang = c1.selectbox(
-            "Language", langs, index=langs.index("eng_Latn") if "eng_Latn" in langs else 0, key="dyn-lang"
-        )
+        lang = c1.selectbox("Language", langs, index=langs.index("eng_Latn") if "eng_Latn" in langs else 0,
+                            key="dyn-lang")  # fmt: skip
         n = c2.slider("Sentences in the batch", 1, 128, 32, key="dyn-n")
-        try:
-            texts = flores_lines(lang)[:n]
-        except AnalysisError as e:
-            state.show_error(e)
-            return
-    else:
-        raw = st.text_area("One example per line", value=state.sample_text(), height=160, key="dyn-text")
-        texts = [ln for ln in raw.splitlines() if ln.strip()]
-        if not texts:
-            st.warning("Type some text: each non-empty line is one example of the batch.")
-            return
-    texts_t = tuple(texts)
+        return flores_lines(lang)[:n]
+    raw = st.text_area("One example per line", value=SAMPLE_TEXT, height=160, key="dyn-text")
+    return [ln for ln in raw.splitlines() if ln.strip()]
 
-    c1, c2 = st.columns([1, 2])
-    boundary = c1.selectbox(
-        "Merge boundary", BOUNDARIES, key="dyn-boundary", format_func=lambda b: f"{b} — {BOUNDARY_HELP[b]}"
-    )
-    full = state.guarded(_run, _key(tok, texts_t, boundary, MAX_MERGES), tok, texts_t, MAX_MERGES, boundary)
-    if full is None:
-        return
-    n_max = len(full.merges)
-    if n_max == 0:
-        st.info("No valid pair to merge in this batch: it is already at the boundary level.")
-    k = c2.slider("Merges", 0, max(n_max, 1), min(10, n_max), key="dyn-merges", disabled=n_max == 0)
-    k = min(k, n_max)
-    res = state.guarded(_run, _key(tok, texts_t, boundary, k), tok, texts_t, k, boundary)
-    if res is None:
-        return
 
-    # ------------------------------------------------------------------------------------- numbers
+def numbers(res: DynamicResult, full: DynamicResult) -> None:
+    """Tokens before/after, reduction, unique tokens, merges available at the boundary level."""
     before, after = sum(res.lengths_before), sum(res.lengths_after)
     m = st.columns(5)
     m[0].metric("Tokens before", f"{before:,}")
     m[1].metric("Tokens after", f"{after:,}", delta=f"{after - before:,}", delta_color="inverse")
     m[2].metric("Reduction", f"{res.reduction_pct:.1f}%")
     m[3].metric("Unique tokens after", f"{len(res.unique_tokens):,}")
-    m[4].metric("Max. merges (boundary level)", f"{n_max:,}" + ("" if full.exhausted else "+"))
+    m[4].metric("Max. merges (boundary level)", f"{len(full.merges):,}" + ("" if full.exhausted else "+"))
 
-    # ------------------------------------------------------------------------------------- curve + inverse
+
+def curve(full: DynamicResult, k: int) -> None:
+    """Average sequence length against merges, and the merges needed for a target reduction."""
+    n_max = len(full.merges)
     c1, c2 = st.columns([1, 3])
     target = c1.number_input("Target reduction %", 0.0, 100.0, 10.0, step=1.0, key="dyn-target")
     need = full.merges_for_reduction(target)
     c1.metric("Merges needed", "not reachable" if need is None else f"{need:,}")
     if full.exhausted and n_max:
         need_rel = full.merges_for_reduction(target, relative_to_max=True)
-        c1.metric(
-            f"Merges for {target:g}% of the max. reduction",
-            "—" if need_rel is None else f"{need_rel:,}",
-            help="the paper's scale: 100% = the boundary-level (word / pre-token) length",
-        )
+        c1.metric(f"Merges for {target:g}% of the max. reduction", "—" if need_rel is None else f"{need_rel:,}",
+                  help="the paper's scale: 100% = the boundary-level (word / pre-token) length")  # fmt: skip
     fig = go.Figure(
         go.Scatter(x=list(range(n_max + 1)), y=full.merges2seqlen, mode="lines", name="avg length")
     )
@@ -128,12 +89,13 @@ def page() -> None:
         fig.add_trace(
             go.Scatter(x=[need], y=[full.merges2seqlen[need]], mode="markers", name=f"{target:g}% target")
         )
-    fig.update_layout(
-        xaxis_title="merges k", yaxis_title="average sequence length", height=340, margin=dict(t=30, b=10)
-    )
+    fig.update_layout(xaxis_title="merges k", yaxis_title="average sequence length", height=340,
+                      margin=dict(t=30, b=10))  # fmt: skip
     c2.plotly_chart(fig, width="stretch", key="dyn-curve")
 
-    # ------------------------------------------------------------------------------------- spans
+
+def spans(tok: LoadedTokenizer, texts: list[str], res: DynamicResult, k: int) -> None:
+    """One example before and after the merges."""
     i = st.selectbox(
         "Example", range(len(texts)), format_func=lambda j: f"{j + 1}: {texts[j][:80]}", key="dyn-seq"
     )
@@ -141,40 +103,60 @@ def page() -> None:
     st.markdown(f"**Before** — {len(res.base_tokens[i])} tokens")
     st.html(token_spans_html(tok, texts[i], res.base_ids[i], res.base_offsets[i], show_whitespace=ws))
     st.markdown(f"**After {k} merges** — {len(res.tokens[i])} tokens")
-    st.html(
-        token_spans_html(
-            tok, texts[i], merged_ids(res, i), merged_offsets(res, i), show_whitespace=ws, raws=res.tokens[i]
-        )
-    )
+    st.html(token_spans_html(tok, texts[i], merged_ids(res, i), merged_offsets(res, i), show_whitespace=ws,
+                             raws=res.tokens[i]))  # fmt: skip
 
-    # ------------------------------------------------------------------------------------- merges table
+
+def merges_table(
+    tok: LoadedTokenizer, res: DynamicResult, full: DynamicResult, boundary: str, k: int
+) -> None:
+    """The merges in order, with counts, and the JSON download (with the full curve)."""
     rules = PairRules(tok, "sentence")  # one byte memo for every token shown
     rows = [
-        {
-            "k": j + 1,
-            "left": readable_token(tok, s.left, rules),
-            "right": readable_token(tok, s.right, rules),
-            "merged": readable_token(tok, s.merged, rules),
-            "merged (raw)": s.merged,
-            "count": s.count,
-            "replaced": s.replaced,
-            "avg length after": round(res.merges2seqlen[j + 1], 3),
-        }
+        {"k": j + 1, "left": readable_token(tok, s.left, rules), "right": readable_token(tok, s.right, rules),
+         "merged": readable_token(tok, s.merged, rules), "merged (raw)": s.merged, "count": s.count,
+         "replaced": s.replaced, "avg length after": round(res.merges2seqlen[j + 1], 3)}
         for j, s in enumerate(res.merges)
-    ]
+    ]  # fmt: skip
     st.subheader(f"Merges ({len(rows)})")
-    st.dataframe(pd.DataFrame(rows, columns=[
-        "k", "left", "right", "merged", "merged (raw)", "count", "replaced", "avg length after"
-    ]), hide_index=True, width="stretch")  # fmt: skip
-    payload = res.to_json()
-    payload["full_curve"] = {"merges2seqLen": full.merges2seqlen, "exhausted": full.exhausted}
-    st.download_button(
-        "Download JSON",
-        json.dumps(payload, ensure_ascii=False, indent=1),
-        file_name=f"dynamic_{tok.name}_{boundary}_{k}.json",
-        mime="application/json",
-        key="dyn-download",
+    st.dataframe(pd.DataFrame(rows, columns=MERGE_COLUMNS), hide_index=True, width="stretch")
+    payload = res.to_json() | {
+        "full_curve": {"merges2seqLen": full.merges2seqlen, "exhausted": full.exhausted}
+    }
+    st.download_button("Download JSON", json.dumps(payload, ensure_ascii=False, indent=1),
+                       file_name=f"dynamic_{tok.name}_{boundary}_{k}.json", mime="application/json",
+                       key="dyn-download")  # fmt: skip
+
+
+def page() -> None:
+    """Tokenizer, batch, boundary and k → `dynamic.dynamic_tokenize` → numbers, curve, spans, merges."""
+    st.title("Dynamic tokenization")
+    st.caption(
+        "Batch-level dynamic tokenization (Feher, Vulić & Minixhofer, arXiv 2411.18553): tokenize a batch with the "
+        "base tokenizer, then repeatedly merge the most frequent valid adjacent pair across the whole batch. The "
+        "merged strings need not be in any vocabulary; a model gets their embeddings from a hypernetwork or FVT."
     )
+    tok = pick_tokenizer("Tokenizer", key="dyn-tok")
+    st.caption(f"{tok.name}: {tok.model_type}, {tok.flavour}, {tok.vocab_size:,} tokens")
+    texts = batch()
+    if not texts:
+        st.warning("Type some text: each non-empty line is one example of the batch.")
+        return
+    c1, c2 = st.columns([1, 2])
+    boundary = c1.selectbox("Merge boundary", BOUNDARIES, key="dyn-boundary",
+                            format_func=lambda b: f"{b} — {BOUNDARY_HELP[b]}")  # fmt: skip
+    full = _run(tok, tuple(texts), MAX_MERGES, boundary)
+    n_max = len(full.merges)
+    if n_max == 0:
+        st.info("No valid pair to merge in this batch: it is already at the boundary level.")
+    k = min(
+        c2.slider("Merges", 0, max(n_max, 1), min(10, n_max), key="dyn-merges", disabled=n_max == 0), n_max
+    )
+    res = _run(tok, tuple(texts), k, boundary)
+    numbers(res, full)
+    curve(full, k)
+    spans(tok, texts, res, k)
+    merges_table(tok, res, full, boundary, k)
 
 
 page()

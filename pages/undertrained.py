@@ -10,46 +10,38 @@ import pandas as pd
 import plotly.express as px
 import streamlit as st
 
-from analysis import AnalysisError
+from analysis import LoadedTokenizer
 from analysis import undertrained as ut
-from analysis.weights import resolve_model, tokenizer_for_model
-from ui import state
+from analysis.weights import ModelSource, resolve_model, tokenizer_for_model
+from ui.caching import cache_resource
+from ui.errors import try_step
+from ui.library import library
+from ui.pickers import pick_model
 
 OWN = "the model's own tokenizer"
-
-st.title("Under-trained tokens")
-st.caption(
-    "Tokens a model (almost) never saw in training keep untrained embeddings and can cause glitches "
-    "(Land & Bartolo 2024, “Fishing for Magikarp”; paper 003). Indicators come straight from the embedding "
-    "matrices (L2 norm of input rows for untied models; cosine / L2 distance of unembedding rows to the mean of "
-    "known-unused reference tokens); the lowest percentile of tokens that round-trip is verified with three "
-    "repeat prompts. Lower indicator = more under-trained."
+REFS_HELP = (
+    "ids, ranges or token strings, e.g. `1-10, [unused20]`. Automatic: bytes that never occur in UTF-8, "
+    "<unused…>/reserved specials, rows beyond the tokenizer, identical (never updated) rows, then STT/round-trip "
+    "unreachable tokens."
 )
 
 
-# ------------------------------------------------------------------------------------------ cached work
-@st.cache_resource(show_spinner=False, max_entries=6)
-def _analysis(model: str, fingerprint: str, tok_key: str, refs: tuple[int, ...], pc1: bool, pct: float, _tok):
-    """Indicators + candidates, cached by model files (path/size/mtime) and tokenizer content hash."""
-    return ut.analyze(model, _tok, reference_ids=list(refs) or None, remove_pc1=pc1, percentile=pct)
+@cache_resource(show_spinner="Reading embeddings and computing indicators…", max_entries=6)
+def _analysis(
+    model: str, fingerprint: str, tok: LoadedTokenizer, refs: tuple[int, ...], pc1: bool, pct: float
+):
+    """Indicators + candidates, cached by model files (path/size/mtime) and tokenizer content."""
+    return ut.analyze(model, tok, reference_ids=list(refs) or None, remove_pc1=pc1, percentile=pct)
 
 
-@st.cache_resource(show_spinner=False, max_entries=4)
-def _own_tokenizer(model: str, fingerprint: str):
+@st.cache_resource(show_spinner="Reading the tokenizer…", max_entries=4)
+def _own_tokenizer(model: str, fingerprint: str) -> LoadedTokenizer:
     return tokenizer_for_model(resolve_model(model))
 
 
 @st.cache_resource(show_spinner=False, max_entries=2)
 def _lm(model: str, fingerprint: str, device: str):
     return ut.load_lm(model, device=device)
-
-
-@st.cache_data(show_spinner=False, max_entries=8)
-def _stt(tok_key: str, _tok) -> dict[int, str]:
-    try:
-        return ut.stt_status(_tok)
-    except AnalysisError:
-        return {}
 
 
 def _download(df: pd.DataFrame, name: str, key: str) -> None:
@@ -59,48 +51,25 @@ def _download(df: pd.DataFrame, name: str, key: str) -> None:
     c2.download_button("JSONL", jl.encode(), f"{name}.jsonl", "application/jsonl", key=f"{key}-jsonl")
 
 
-def page() -> None:
-    """The whole page (a function, so bad input can `return` and the sidebar still renders)."""
-    # ------------------------------------------------------------------------------------------ inputs
-    model = state.pick_model("ut-model")
-    lib = state.library()
-    tok_choice = st.selectbox("Tokenizer", [OWN, *lib], key="ut-tok")
+def inputs() -> tuple | None:
+    """Model, tokenizer, reference tokens and options; the settings of the last "Compute" (None before)."""
+    model = pick_model("ut-model")
+    tok_choice = st.selectbox("Tokenizer", [OWN, *library()], key="ut-tok")
     with st.expander("Reference tokens and options", expanded=False):
-        refs_spec = st.text_input(
-            "Reference tokens (empty = automatic)",
-            key="ut-refs",
-            help="ids, ranges or token strings, e.g. `1-10, [unused20]`. Automatic: bytes that never occur in "
-            "UTF-8, <unused…>/reserved specials, rows beyond the tokenizer, identical (never updated) rows, "
-            "then STT/round-trip unreachable tokens.",
-        )
+        refs_spec = st.text_input("Reference tokens (empty = automatic)", key="ut-refs", help=REFS_HELP)
         o1, o2 = st.columns(2)
         pct = o1.number_input("Candidate percentile", 0.1, 20.0, 2.0, 0.1, key="ut-pct")
         pc1 = o2.checkbox("Also cosine with the 1st principal component removed", key="ut-pc1")
     if not model:
         st.info("Choose a model: a fetched one, a local folder/file, or a hub id.")
-        return
+        return None
     if st.button("Compute indicators", type="primary", key="ut-run"):
         st.session_state["ut-active"] = (model, tok_choice, refs_spec, pc1, pct)
-    active = st.session_state.get("ut-active")
-    if not active:
-        return
-    model, tok_choice, refs_spec, pc1, pct = active
-    try:
-        src = resolve_model(model)
-        fp = src.fingerprint()
-        with st.spinner("Reading the tokenizer…"):
-            tok = _own_tokenizer(model, fp) if tok_choice == OWN else lib[tok_choice]
-        refs = tuple(ut.parse_reference_spec(refs_spec, tok)) if refs_spec.strip() else ()
-        with st.spinner("Reading embeddings and computing indicators…"):
-            base = _analysis(model, fp, tok.content_hash, refs, pc1, float(pct), tok)
-    except (AnalysisError, KeyError) as e:
-        state.show_error(e)
-        return
-    key = f"ut-ver-{fp}-{tok.content_hash}-{refs}-{pc1}-{pct}"
-    ver = st.session_state.setdefault(key, {})
-    res = dataclasses.replace(base, verifications=ver)  # this session's verifications only
+    return st.session_state.get("ut-active")
 
-    # ------------------------------------------------------------------------------------------ summary
+
+def summary(res: ut.UndertrainedResult) -> None:
+    """Model facts, the indicator's statistics and the reference tokens used."""
     m = st.columns(5)
     m[0].metric("Tied embeddings", "yes" if res.tied else "no")
     m[1].metric("LM head", "yes" if res.has_lm_head else "no")
@@ -115,20 +84,11 @@ def page() -> None:
     )
     for n in res.notes:
         st.info(n)
-    with st.expander(
-        f"Reference tokens used ({len(res.references.ids)}, {res.references.source})", expanded=False
-    ):
-        st.dataframe(
-            pd.DataFrame(
-                {
-                    "id": res.references.ids,
-                    "token": [res.tokens[i] for i in res.references.ids],
-                    "why": [res.references.reasons.get(i, "") for i in res.references.ids],
-                }
-            ),
-            hide_index=True,
-            width="stretch",
-        )
+    refs = res.references
+    with st.expander(f"Reference tokens used ({len(refs.ids)}, {refs.source})", expanded=False):
+        st.dataframe(pd.DataFrame({"id": refs.ids, "token": [res.tokens[i] for i in refs.ids],
+                                   "why": [refs.reasons.get(i, "") for i in refs.ids]}),
+                     hide_index=True, width="stretch")  # fmt: skip
         val = res.reference_validation()
         if val:
             st.caption(
@@ -136,117 +96,141 @@ def page() -> None:
                 f"the lowest 5% (median percentile {val['median_percentile']:.2f})."
             )
 
-    table = ut.health_table(res, _stt(tok.content_hash, tok))
-    table = table[table["id"] < res.n_tokens]
-    names = list(res.indicators)
 
-    # ------------------------------------------------------------------------------------------ charts
+def histograms(res: ut.UndertrainedResult, table: pd.DataFrame) -> None:
+    """One histogram per indicator; the candidate threshold on the main one."""
+    names = list(res.indicators)
+    cols = st.columns(min(3, len(names)))
+    for k, name in enumerate(names):
+        fig = px.histogram(table, x=name, nbins=120, log_y=True, title=ut.INDICATOR_LABELS.get(name, name))
+        if name == res.main:
+            fig.add_vline(x=res.threshold, line_dash="dot", line_color="red")
+        fig.update_layout(height=320, margin=dict(l=10, r=10, t=40, b=10))
+        cols[k % len(cols)].plotly_chart(fig, key=f"ut-hist-{name}")
+
+
+def scatter(res: ut.UndertrainedResult, table: pd.DataFrame) -> None:
+    """Two indicators against each other, coloured by a token property."""
+    names = list(res.indicators)
+    if len(names) < 2:
+        st.info("Only one indicator is available for this model.")
+        return
+    s1, s2, s3 = st.columns(3)
+    x = s1.selectbox("x", names, index=names.index("cosine" if "cosine" in names else names[0]), key="ut-sx")
+    y = s2.selectbox(
+        "y", names, index=names.index("l2_distance" if "l2_distance" in names else names[1]), key="ut-sy"
+    )
+    color = s3.selectbox(
+        "colour by", ["class", "round_trip", "script", "candidate", "reference"], key="ut-scol"
+    )
+    fig = px.scatter(table, x=x, y=y, color=table[color].astype(str), hover_data=["id", "token", "class"],
+                     render_mode="webgl", opacity=0.6, title="Tokens near (0, 0) resemble the references")  # fmt: skip
+    fig.update_traces(marker=dict(size=4))
+    fig.update_layout(height=560, legend_title_text=color)
+    st.plotly_chart(fig, key="ut-scatter")
+
+
+def _verify(
+    res: ut.UndertrainedResult, model: str, src: ModelSource, tok: LoadedTokenizer, k: int, bs: int, dev: str
+) -> None:
+    """Load the LM (cached) and verify the first `k` candidates into `res.verifications`, with a progress bar."""
+    device = ut.pick_device(None if dev == "auto" else dev)
+    bar = st.progress(0.0, text="Loading the model…")
+    lm = _lm(model, src.fingerprint(), device)
+    ut.verify_result(res, src, tok, k, batch_size=bs, lm=lm,
+                     progress=lambda d, t, m="": bar.progress(d / max(1, t), text=f"Verified {d}/{t}"))  # fmt: skip
+
+
+def verification(
+    res: ut.UndertrainedResult, model: str, src: ModelSource, tok: LoadedTokenizer, table: pd.DataFrame
+) -> None:
+    """Verify the lowest candidates with the model's own predictions (three repeat prompts per token)."""
+    if not res.has_lm_head:
+        st.warning("This model has no LM head: verification is not possible (the indicators still work).")
+        return
+    v1, v2, v3 = st.columns(3)
+    n_cand = max(1, len(res.candidates))
+    k = v1.number_input("Candidates to verify", 1, n_cand, min(20, n_cand), key="ut-k")
+    bs = v2.number_input("Batch size", 1, 64, 8, key="ut-bs")
+    dev = v3.selectbox("Device", ["auto", "cpu", "cuda"], key="ut-dev")
+    b1, b2 = st.columns(2)
+    go = b1.button("Verify", type="primary", key="ut-verify")
+    b2.button("Stop", key="ut-stop", help="Stops after the current batch; finished results are kept.")
+    if go:  # a failed run keeps the finished verifications on screen
+        try_step(_verify, res, model, src, tok, int(k), int(bs), dev)
+    done = [i for i in res.candidates if i in res.verifications]
+    if not done:
+        return
+    vt = table.set_index("id").loc[done].reset_index()
+    st.caption(f"{len(done)} verified so far; {int((vt['max_prob'] < 0.01).sum())} with max probability < 0.01 "
+               "(under-trained).")  # fmt: skip
+    fig = px.scatter(vt, x=res.main, y="max_prob", color="verdict", log_y=True, hover_data=["id", "token", "class"],
+                     title="Verification: indicator vs max probability")  # fmt: skip
+    fig.add_hline(y=0.01, line_dash="dot")
+    fig.update_layout(height=480)
+    st.plotly_chart(fig, key="ut-ver-scatter")
+
+
+def tables(res: ut.UndertrainedResult, table: pd.DataFrame) -> None:
+    """Candidates, the token-health table (filterable by class) and candidates per class, with downloads."""
+    cand = pd.DataFrame(res.candidate_rows())
+    st.markdown(f"**Candidates** (lowest {res.percentile:g}% of round-trip tokens, {len(cand):,})")
+    st.dataframe(cand, hide_index=True, width="stretch", height=320)
+    if len(cand):
+        _download(cand, "undertrained-candidates", "ut-dl-cand")
+    st.markdown(
+        "**Token health** (all tokens: indicators, percentile, round trip, class, script, STT, verdict)"
+    )
+    cls_filter = st.multiselect("Classes", list(ut.TOKEN_CLASSES), key="ut-cls")
+    view = table[table["class"].isin(cls_filter)] if cls_filter else table
+    st.dataframe(view.sort_values(res.main).head(5000), hide_index=True, width="stretch", height=360)
+    _download(view, "token-health", "ut-dl-health")
+    counts = table[table["candidate"]].groupby("class").size().reindex(ut.TOKEN_CLASSES, fill_value=0)
+    st.markdown("**Candidates by class** (paper 003 App. A rules)")
+    st.dataframe(counts.rename("tokens").reset_index(), hide_index=True)
+
+
+def page() -> None:
+    """Model and tokenizer → `undertrained.analyze` → indicators, verification, tables."""
+    st.title("Under-trained tokens")
+    st.caption(
+        "Tokens a model (almost) never saw in training keep untrained embeddings and can cause glitches "
+        "(Land & Bartolo 2024, “Fishing for Magikarp”; paper 003). Indicators come straight from the embedding "
+        "matrices (L2 norm of input rows for untied models; cosine / L2 distance of unembedding rows to the mean of "
+        "known-unused reference tokens); the lowest percentile of tokens that round-trip is verified with three "
+        "repeat prompts. Lower indicator = more under-trained."
+    )
+    active = inputs()
+    if not active:
+        return
+    model, tok_choice, refs_spec, pc1, pct = active
+    lib = library()
+    if tok_choice != OWN and tok_choice not in lib:
+        st.info(f"{tok_choice} is no longer in the library: choose a tokenizer and compute again.")
+        return
+    src = resolve_model(model)
+    fp = src.fingerprint()
+    tok = _own_tokenizer(model, fp) if tok_choice == OWN else lib[tok_choice]
+    refs = tuple(ut.parse_reference_spec(refs_spec, tok)) if refs_spec.strip() else ()
+    base = _analysis(model, fp, tok, refs, pc1, float(pct))
+    ver = st.session_state.setdefault(f"ut-ver-{fp}-{tok.content_hash}-{refs}-{pc1}-{pct}", {})
+    res = dataclasses.replace(
+        base, verifications=ver
+    )  # this session's verifications only; the cached one is shared
+    summary(res)
+    table = ut.health_table(res, ut.stt_status(tok))
+    table = table[table["id"] < res.n_tokens]
     t_hist, t_scatter, t_ver, t_tables = st.tabs(
         ["Histograms", "Indicator scatter", "Verification", "Tables"]
     )
     with t_hist:
-        cols = st.columns(min(3, len(names)))
-        for k, name in enumerate(names):
-            fig = px.histogram(
-                table, x=name, nbins=120, log_y=True, title=ut.INDICATOR_LABELS.get(name, name)
-            )
-            if name == res.main:  # the candidate threshold
-                fig.add_vline(x=res.threshold, line_dash="dot", line_color="red")
-            fig.update_layout(height=320, margin=dict(l=10, r=10, t=40, b=10))
-            cols[k % len(cols)].plotly_chart(fig, key=f"ut-hist-{name}")
+        histograms(res, table)
     with t_scatter:
-        if len(names) >= 2:
-            s1, s2, s3 = st.columns(3)
-            default_x = "cosine" if "cosine" in names else names[0]
-            default_y = "l2_distance" if "l2_distance" in names else names[1]
-            x = s1.selectbox("x", names, index=names.index(default_x), key="ut-sx")
-            y = s2.selectbox("y", names, index=names.index(default_y), key="ut-sy")
-            color = s3.selectbox(
-                "colour by", ["class", "round_trip", "script", "candidate", "reference"], key="ut-scol"
-            )
-            fig = px.scatter(
-                table,
-                x=x,
-                y=y,
-                color=table[color].astype(str),
-                hover_data=["id", "token", "class"],
-                render_mode="webgl",
-                opacity=0.6,
-                title="Tokens near (0, 0) resemble the references",
-            )
-            fig.update_traces(marker=dict(size=4))
-            fig.update_layout(height=560, legend_title_text=color)
-            st.plotly_chart(fig, key="ut-scatter")
-        else:
-            st.info("Only one indicator is available for this model.")
+        scatter(res, table)
     with t_ver:
-        if not res.has_lm_head:
-            st.warning("This model has no LM head: verification is not possible (the indicators still work).")
-        else:
-            v1, v2, v3 = st.columns(3)
-            k = v1.number_input(
-                "Candidates to verify",
-                1,
-                max(1, len(res.candidates)),
-                min(20, max(1, len(res.candidates))),
-                key="ut-k",
-            )
-            bs = v2.number_input("Batch size", 1, 64, 8, key="ut-bs")
-            dev = v3.selectbox("Device", ["auto", "cpu", "cuda"], key="ut-dev")
-            b1, b2 = st.columns(2)
-            go = b1.button("Verify", type="primary", key="ut-verify")
-            b2.button("Stop", key="ut-stop", help="Stops after the current batch; finished results are kept.")
-            if go:
-                device = ut.pick_device(None if dev == "auto" else dev)
-                bar = st.progress(0.0, text="Loading the model…")
-                try:
-                    lm = _lm(model, fp, device)
-                    ut.verify_result(
-                        res,
-                        src,
-                        tok,
-                        int(k),
-                        batch_size=int(bs),
-                        lm=lm,
-                        progress=lambda d, t, m="": bar.progress(d / max(1, t), text=f"Verified {d}/{t}"),
-                    )
-                except AnalysisError as e:
-                    state.show_error(e)
-            done = [i for i in res.candidates if i in ver]
-            if done:
-                vt = table.set_index("id").loc[done].reset_index()
-                n_ver = int((vt["max_prob"] < 0.01).sum())
-                st.caption(
-                    f"{len(done)} verified so far; {n_ver} with max probability < 0.01 (under-trained)."
-                )
-                fig = px.scatter(
-                    vt,
-                    x=res.main,
-                    y="max_prob",
-                    color="verdict",
-                    log_y=True,
-                    hover_data=["id", "token", "class"],
-                    title="Verification: indicator vs max probability",
-                )
-                fig.add_hline(y=0.01, line_dash="dot")
-                fig.update_layout(height=480)
-                st.plotly_chart(fig, key="ut-ver-scatter")
+        verification(res, model, src, tok, table)
     with t_tables:
-        cand = pd.DataFrame(res.candidate_rows())
-        st.markdown(f"**Candidates** (lowest {res.percentile:g}% of round-trip tokens, {len(cand):,})")
-        st.dataframe(cand, hide_index=True, width="stretch", height=320)
-        if len(cand):
-            _download(cand, "undertrained-candidates", "ut-dl-cand")
-        st.markdown(
-            "**Token health** (all tokens: indicators, percentile, round trip, class, script, STT, verdict)"
-        )
-        cls_filter = st.multiselect("Classes", list(ut.TOKEN_CLASSES), key="ut-cls")
-        view = table[table["class"].isin(cls_filter)] if cls_filter else table
-        st.dataframe(view.sort_values(res.main).head(5000), hide_index=True, width="stretch", height=360)
-        _download(view, "token-health", "ut-dl-health")
-        counts = table[table["candidate"]].groupby("class").size().reindex(ut.TOKEN_CLASSES, fill_value=0)
-        st.markdown("**Candidates by class** (paper 003 App. A rules)")
-        st.dataframe(counts.rename("tokens").reset_index(), hide_index=True)
+        tables(res, table)
 
 
 page()

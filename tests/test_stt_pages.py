@@ -162,3 +162,26 @@ def test_token_health_refuses_wordpiece_clearly():
     at.selectbox(key="th-tok").set_value("bert").run()
     assert not at.exception
     assert any("BPE" in i.value for i in at.info)
+
+
+def test_token_health_opens_the_merge_tree_through_the_url():
+    at = _app("pages/token_health.py")
+    at.selectbox(key="th-tok").set_value("toy").run()
+    at.button(key="th-open-tree").click().run()
+    assert not at.exception, [e.message for e in at.exception]
+    assert at.title[0].value == "Merge trees"
+    assert at.query_params["t"] == "toy"  # no shareable source: the library name (same session only)
+    assert at.selectbox(key="mt-tok").value == "toy"
+    assert at.text_input(key="mt-q").value == "#7"
+    assert {m.label: m.value for m in at.metric}["Reachable"] == "NO"
+
+
+def test_pickers_tag_and_explain_unsupported_tokenizers():
+    at = _app("pages/reuse.py")
+    options = at.selectbox(key="reuse-tok").options
+    assert "bert · needs byte-level BPE" in options and "llama-2 · needs byte-level BPE" in options
+    assert DEFAULT_NAME in options  # Qwen is byte-level BPE: not tagged
+    at.selectbox(key="reuse-tok").set_value("llama-2").run()
+    assert not at.exception and not at.error
+    assert any("R-BPE token reuse needs a byte-level BPE model" in i.value for i in at.info)
+    assert not at.get("plotly_chart")  # nothing else is drawn for an unsupported tokenizer

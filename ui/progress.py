@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+
 import streamlit as st
 
 from analysis.progress import Progress, fraction
@@ -25,3 +28,14 @@ def progress_bar(text: str, *, unit: str = "") -> tuple[Progress, object]:
         bar.progress(shown, text=f"{text}{amount}{' · ' + message if message and unit != 'MB' else ''}")
 
     return update, bar
+
+
+@contextmanager
+def progress(text: str, *, unit: str = "") -> Iterator[Progress]:
+    """`with progress("Training…") as cb: engine(..., progress=cb)`: a bar that disappears when the block ends,
+    also when it raises."""
+    update, bar = progress_bar(text, unit=unit)
+    try:
+        yield update
+    finally:
+        bar.empty()

@@ -11,6 +11,7 @@ import sys
 import time
 import urllib.request
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -44,13 +45,13 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-@pytest.fixture(scope="session")
-def app_url() -> Iterator[str]:
-    """Start `streamlit run app.py` on a free 127.0.0.1 port and yield its URL."""
+@contextmanager
+def serve(log_name: str) -> Iterator[str]:
+    """Run `streamlit run app.py` on a free 127.0.0.1 port (log in `log_name`) and yield its URL; stop it after."""
     if not Path(CHROMIUM).exists():
         pytest.fail(f"{CHROMIUM} not found: install Debian chromium (bash .ci/run does)")
     port = _free_port()
-    log_path = ROOT / "streamlit-e2e.log"
+    log_path = ROOT / log_name
     log = open(log_path, "w")
     env = {**os.environ, "HF_HUB_OFFLINE": "1"}
     proc = subprocess.Popen(
@@ -96,6 +97,20 @@ def app_url() -> Iterator[str]:
         except subprocess.TimeoutExpired:
             proc.kill()
         log.close()
+
+
+@pytest.fixture(scope="session")
+def app_url() -> Iterator[str]:
+    """One server for the whole session: its URL."""
+    with serve("streamlit-e2e.log") as url:
+        yield url
+
+
+@pytest.fixture
+def fresh_app_url() -> Iterator[str]:
+    """A server of its own that has answered no request yet (for first-request behaviour): its URL."""
+    with serve("streamlit-e2e-fresh.log") as url:
+        yield url
 
 
 @pytest.fixture(scope="session")

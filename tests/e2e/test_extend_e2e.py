@@ -37,4 +37,7 @@ def test_extend_llama3_with_estonian_and_download(page: Page, app_url, artifacts
     assert report["method"] == "continued" and report["added"] == 1000 and report["unreachable_added"] == 0
     assert tok.get_vocab_size() == 128256 + 1000
     assert tok.token_to_id("<|begin_of_text|>") == 128000
-    assert report["metrics"]["est_Latn held-out"]["after"] > report["metrics"]["est_Latn held-out"]["before"]
+    # the CLI's extension_report.json (python -m analysis extend writes the same schema)
+    held = report["heldout"]["est_Latn held-out"]
+    assert held["bytes_per_token_after"] > held["bytes_per_token_before"]
+    assert report["n_requested"] == 1000 and len(report["added_tokens"]) == 1000

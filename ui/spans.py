@@ -1,4 +1,7 @@
-"""HTML rendering of token spans (coloured, with id and bytes on hover) for the pages."""
+"""Token spans: one text as coloured tokens (id and bytes on hover), the one rendering every page uses.
+
+Show them with `st.html(...)`.
+"""
 
 from __future__ import annotations
 
@@ -67,5 +70,16 @@ def token_spans_html(
             f'<span class="{cls}" style="background:{colour}" title="{html.escape(title)}">'
             f"{html.escape(shown)}</span>"
         )
+    parts.append("</div>")
+    return "".join(parts)
+
+
+def pieces_html(pieces: list[str], *, show_whitespace: bool = True) -> str:
+    """Coloured spans for token strings without offsets (e.g. an edited tokenizer's pieces), same style."""
+    parts = [CSS, '<div class="tl-spans">']
+    for k, piece in enumerate(pieces):
+        shown = visible_whitespace(piece).replace("\n", "") if show_whitespace else piece
+        colour = PALETTE[k % len(PALETTE)]
+        parts.append(f'<span class="tl-tok" style="background:{colour}">{html.escape(shown)}</span>')
     parts.append("</div>")
     return "".join(parts)

@@ -1,0 +1,106 @@
+"""What a pruning run hands over: its JSON report (the schema `python -m analysis prune` writes as
+`prune_report.json`), the tokenizer folder (optionally with the model's remapped embeddings) and a zip of it.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import zipfile
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from .embeddings import RemapReport, remap_model
+from .errors import DataError
+from .export import write_folder, zip_bytes
+from .pruning import PruneResult, unreachable_ids
+from .tokenizer import LoadedTokenizer
+
+REPORT_NAME = "prune_report.json"
+#: folders larger than this are not zipped in memory for a download
+MAX_ZIP_BYTES = 1_000_000_000
+
+
+def prune_report(
+    tok: LoadedTokenizer,
+    order: str,
+    res: PruneResult,
+    *,
+    final: LoadedTokenizer | None = None,
+    id_map: Mapping[int, int] | None = None,
+    added: Sequence[str] = (),
+    stt: bool = False,
+    out: str | os.PathLike | None = None,
+) -> dict[str, Any]:
+    """The report of one pruning run (`final`/`id_map`/`added` when the pruned tokenizer was extended again).
+
+    With `stt`, the STT-unreachable counts before and after are measured (seconds on a large vocabulary);
+    otherwise they are None, as with the CLI's `--no-stt`. `out` is the folder the run is written to, if any.
+    """
+    final = final or res.tokenizer
+    id_map = res.id_map if id_map is None else id_map
+    report: dict[str, Any] = {
+        "tokenizer": tok.name,
+        "order": order,
+        "removed": len(res.removed),
+        "added": len(added),
+        "original_vocab_size": tok.vocab_size,
+        "vocab_size": final.vocab_size,
+        "merges_removed": res.merges_removed,
+        "merges": len(final.merges),
+        "unreachable_before": len(unreachable_ids(tok)) if stt else None,
+        "unreachable": len(unreachable_ids(final)) if stt else None,
+        "removed_sample": [tok.readable(tok.id_to_token[i]) for i in res.removed[:20]],
+    }
+    if out is not None:
+        report["out"] = str(Path(out).resolve())
+    report["id_map"] = {str(k): v for k, v in id_map.items()}
+    return report
+
+
+def pruned_zip(res: PruneResult, report: dict[str, Any], folder: str) -> bytes:
+    """The pruned tokenizer's Hugging Face folder (with the report) as zip bytes."""
+    return zip_bytes(
+        res.tokenizer, report, folder=folder, base_config=res.tokenizer.config, report_name=REPORT_NAME
+    )
+
+
+def write_pruned(
+    tok: LoadedTokenizer,
+    res: PruneResult,
+    out_dir: str | os.PathLike,
+    report: dict[str, Any],
+    *,
+    model: str | None = None,
+    init: str = "fvt",
+) -> RemapReport | None:
+    """Write the pruned tokenizer folder to `out_dir` and, given a model, the model with its embeddings and LM
+    head remapped to the new ids (new rows: `init`). Raises DataError when the folder cannot be written."""
+    new = res.tokenizer
+    try:
+        write_folder(new, out_dir, report, base_config=new.config, report_name=REPORT_NAME)
+        if model:
+            return remap_model(model, tok, new, res.id_map, out_dir, init=init, report=report)
+    except OSError as e:
+        raise DataError(f"cannot write {out_dir}: {e}") from e
+    return None
+
+
+def folder_size(folder: str | os.PathLike) -> int:
+    """Total bytes of the files under a folder."""
+    return sum(f.stat().st_size for f in Path(folder).rglob("*") if f.is_file())
+
+
+def zip_folder(folder: str | os.PathLike, max_bytes: int = MAX_ZIP_BYTES) -> bytes:
+    """A folder (tokenizer + model) as zip bytes, its files under the folder's name; DataError above `max_bytes`."""
+    root = Path(folder)
+    files = [f for f in root.rglob("*") if f.is_file()]
+    total = sum(f.stat().st_size for f in files)
+    if total > max_bytes:
+        raise DataError(f"{root} holds {total / 1e6:.0f} MB: too large to zip in memory")
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w", compression=zipfile.ZIP_DEFLATED) as zf:
+        for f in files:
+            zf.write(f, f"{root.name}/{f.relative_to(root)}")
+    return buf.getvalue()

@@ -1,0 +1,45 @@
+"""analysis.prune_export: the page's prune report is the CLI's, folders are written or refused clearly, zips."""
+
+from __future__ import annotations
+
+import io
+import json
+import zipfile
+
+import pytest
+from support import TOKENIZERS, load_shared
+
+from analysis import DataError, load
+from analysis import pruning as P
+from analysis.cli import main
+from analysis.prune_export import prune_report, pruned_zip, write_pruned, zip_folder
+
+
+def test_report_is_the_clis_report(tmp_path, capsys):
+    out = tmp_path / "cli"
+    assert main(["prune", "--tokenizer", str(TOKENIZERS / "llama-2"), "--order", "leaf-last-n", "--n", "100",
+                 "--out", str(out), "--no-stt", "--json"]) == 0  # fmt: skip
+    capsys.readouterr()
+    cli = json.loads((out / "prune_report.json").read_text(encoding="utf-8"))
+    tok = load_shared("llama-2")
+    res = P.prune_by_order(tok, P.compute_order(tok, "leaf-last-n"), 100)
+    assert prune_report(tok, "leaf-last-n", res, out=out) == cli
+    assert set(prune_report(tok, "leaf-last-n", res)) == set(cli) - {"out"}
+
+
+def test_write_zip_and_refusals(tmp_path):
+    tok = load_shared("llama-2")
+    res = P.prune_by_order(tok, P.compute_order(tok, "leaf-last-n"), 50)
+    report = prune_report(tok, "leaf-last-n", res, stt=True)
+    assert report["unreachable"] == report["unreachable_before"] == 0  # leaf orders never break reachability
+    with zipfile.ZipFile(io.BytesIO(pruned_zip(res, report, "pruned"))) as zf:
+        assert json.loads(zf.read("pruned/prune_report.json"))["removed"] == 50
+    assert write_pruned(tok, res, tmp_path / "out", report) is None
+    assert load(tmp_path / "out").vocab_size == 32000 - 50
+    with zipfile.ZipFile(io.BytesIO(zip_folder(tmp_path / "out"))) as zf:
+        assert "out/tokenizer.json" in zf.namelist()
+    with pytest.raises(DataError, match="too large"):
+        zip_folder(tmp_path / "out", max_bytes=10)
+    (tmp_path / "file").write_text("x")
+    with pytest.raises(DataError, match="cannot write"):
+        write_pruned(tok, res, tmp_path / "file" / "sub", report)

@@ -1,0 +1,59 @@
+"""The app's one error boundary (app.py runs every page and the sidebar inside it) and the one helper for a
+sub-step whose failure must not stop the rest of the page.
+
+An `AnalysisError` (bad input: a corrupt file, an unknown language, a feature that does not apply) is shown as
+its message. Anything else is a bug: the user sees a short box with the exception's type and message, the
+traceback goes to the server log and into a collapsed "Details" expander. Streamlit's own control flow
+(`st.rerun`, `st.stop`, `st.switch_page`) raises `BaseException` subclasses, which pass through untouched.
+"""
+
+from __future__ import annotations
+
+import logging
+import traceback
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any, TypeVar
+
+import streamlit as st
+
+from analysis import AnalysisError
+
+LOG = logging.getLogger("toklab.ui")
+T = TypeVar("T")
+
+
+def show_error(e: Exception) -> None:
+    """Show an exception in the page: an AnalysisError's message, or a short box for a bug (traceback logged)."""
+    if isinstance(e, AnalysisError):
+        st.error(str(e), icon=":material/error:")
+        return
+    LOG.error("unexpected %s in the app", type(e).__name__, exc_info=e)
+    st.error(
+        f"Something went wrong: {type(e).__name__}: {e}. This is a bug in Tokenizer Lab, not in your input.",
+        icon=":material/bug_report:",
+    )
+    with st.expander("Details", expanded=False):
+        st.code("".join(traceback.format_exception(e)), language=None)
+
+
+@contextmanager
+def boundary() -> Iterator[None]:
+    """Show any `Exception` raised inside the block (see `show_error`) instead of a traceback page."""
+    try:
+        yield
+    except Exception as e:  # noqa: BLE001 - the boundary; Streamlit's rerun/stop signals are BaseExceptions
+        show_error(e)
+
+
+def try_step(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T | None:
+    """`fn(*args, **kwargs)`, or None after showing its AnalysisError, so that the page goes on rendering.
+
+    Only for a step the rest of the page does not need (one tokenizer among several, one optional panel);
+    everything else lets the error reach the boundary. Other exceptions always propagate.
+    """
+    try:
+        return fn(*args, **kwargs)
+    except AnalysisError as e:
+        show_error(e)
+        return None

@@ -1,0 +1,60 @@
+"""Links between pages go through the URL: `st.switch_page(page, query_params=…)` or a link column, never another
+page's session-state keys. A page reads its query parameters when it is opened (a link, the menu, a new
+session), not on its own reruns, through an allow-list: `?t=` names a tokenizer only as a shareable source
+(`example:NAME`, `hub:owner/name[@rev]`, `embedded:`) or as a tokenizer already in this session's library —
+never an arbitrary local path.
+"""
+
+from __future__ import annotations
+
+from urllib.parse import quote
+
+import streamlit as st
+
+from analysis import AnalysisError
+from ui.library import ensure_from_source, library, source_of
+
+#: Tokenizer sources a link may name (never arbitrary local paths).
+URL_SOURCES = ("example:", "hub:", "embedded:")
+MERGE_TREES = "pages/merge_trees.py"
+_PAGE_KEY = "toklab-page"
+_OPENED_KEY = "toklab-opened"
+
+
+def enter(url_path: str) -> None:
+    """Called by app.py before a page runs: remember whether this run opens the page."""
+    st.session_state[_OPENED_KEY] = st.session_state.get(_PAGE_KEY) != url_path
+    st.session_state[_PAGE_KEY] = url_path
+
+
+def opened() -> bool:
+    """True on the run that opens a page (follow its link parameters), False on the page's own reruns."""
+    return bool(st.session_state.get(_OPENED_KEY, True))
+
+
+def name_from_link(value: str) -> str | None:
+    """The library name for a `?t=` value: a shareable source (loaded if needed) or an already loaded name."""
+    if value.startswith(URL_SOURCES):
+        try:
+            return ensure_from_source(value)
+        except AnalysisError as e:
+            st.warning(f"Could not restore {value!r} from the link: {e}")
+            return None
+    return value if value in library() else None
+
+
+def tokenizer_ref(name: str) -> str:
+    """What a link carries for a library tokenizer: its shareable source, else its name (same session only)."""
+    return source_of(name) or name
+
+
+def open_merge_tree(name: str, token_id: int) -> None:
+    """Switch to the Merge trees page on one token of a library tokenizer."""
+    st.switch_page(MERGE_TREES, query_params={"t": tokenizer_ref(name), "token": f"#{token_id}"})
+
+
+def merge_tree_url(name: str) -> str:
+    """The start of a link to the Merge trees page for `name` (append the URL-quoted raw token); a link opens a
+    new browser session, so only a shareable source is carried."""
+    src = source_of(name)
+    return "./merge_trees?" + (f"t={quote(src, safe='')}&" if src else "") + "token="

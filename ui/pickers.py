@@ -1,0 +1,102 @@
+"""Pickers: tokenizers from this session's library (aware of what a page needs) and models to read weights from."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import streamlit as st
+
+from analysis import LoadedTokenizer, paths
+from ui.library import library
+from ui.links import name_from_link, opened
+from ui.loaders import fetched_models
+
+
+@dataclass(frozen=True)
+class Needs:
+    """What a page needs of a tokenizer: a test, a short tag for the picker and the words that explain it."""
+
+    tag: str
+    what: str
+    ok: Callable[[LoadedTokenizer], bool]
+
+
+BPE = Needs("needs BPE", "a BPE model (GPT-2, Llama, Qwen, Mistral, Gemma…)", lambda t: t.model_type == "BPE")
+BYTE_LEVEL_BPE = Needs(
+    "needs byte-level BPE",
+    "a byte-level BPE model (GPT-2, Llama-3, Qwen, SmolLM…)",
+    lambda t: t.model_type == "BPE" and t.is_byte_level,
+)
+BYTE_LEVEL = Needs(
+    "needs byte-level", "a byte-level pre-tokenizer (GPT-2, Qwen, Llama-3…)", lambda t: t.is_byte_level
+)
+
+
+def _preselect_from_link(key: str) -> None:
+    """When the page is opened with `?t=`, preselect that tokenizer (through the allow-list)."""
+    if not opened():
+        return
+    value = st.query_params.get("t")
+    name = name_from_link(value) if value else None
+    if name:
+        st.session_state[key] = name
+
+
+def pick_tokenizer(
+    label: str, key: str, *, needs: Needs | None = None, feature: str = "This page"
+) -> LoadedTokenizer | None:
+    """A selectbox over the session library; returns the chosen tokenizer.
+
+    A `?t=` link preselects its tokenizer when the page is opened. With `needs`, tokenizers the page cannot use
+    are tagged in the list; choosing one explains why and returns None (the page then shows nothing more).
+    """
+    lib = library()
+    _preselect_from_link(key)
+    if st.session_state.get(key) not in lib:
+        st.session_state.pop(key, None)
+
+    def shown(name: str) -> str:
+        return name if needs is None or needs.ok(lib[name]) else f"{name} · {needs.tag}"
+
+    name = st.selectbox(label, list(lib), key=key, format_func=shown)
+    tok = lib[name]
+    if needs is not None and not needs.ok(tok):
+        st.info(
+            f"**{name}** has a {tok.model_type} model ({tok.flavour}). {feature} needs {needs.what}: "
+            "pick another one here, add an example from the sidebar or load one on *Load & inspect*."
+        )
+        return None
+    return tok
+
+
+def pick_tokenizers(label: str, key: str, max_n: int = 8, default: list[str] | None = None) -> list[str]:
+    """A multiselect over the session library; returns the chosen names (names no longer loaded are dropped)."""
+    names = list(library())
+    if key in st.session_state:  # keep the user's (or the URL's) choice
+        st.session_state[key] = [n for n in st.session_state[key] if n in names][:max_n]
+        return st.multiselect(label, names, key=key, max_selections=max_n)
+    default = [d for d in (default or names[:1]) if d in names][:max_n]
+    return st.multiselect(label, names, default=default, key=key, max_selections=max_n)
+
+
+def pick_model(key: str, label: str = "Model") -> str:
+    """A model picker: a fetched model, a local folder/file or a hub id; returns the source ('' = none yet)."""
+    fetched = {k: v for k, v in fetched_models().items() if v.exists()}
+    options = list(fetched) + ["Folder or file path", "Hugging Face hub id"]
+    c1, c2 = st.columns([2, 3])
+    choice = c1.selectbox(label, options, key=f"{key}-kind")
+    if choice in fetched:
+        model = str(fetched[choice])
+        c2.text_input("Weights", model, disabled=True, key=f"{key}-shown")
+    elif choice == "Folder or file path":
+        model = c2.text_input("Folder, .safetensors, .gguf or .bin file", key=f"{key}-path").strip()
+    else:
+        model = c2.text_input(
+            "Hub id (owner/name; uses the local cache when offline)", key=f"{key}-hub"
+        ).strip()
+    if not fetched:
+        st.caption(
+            f"Run `tests/fetch_models.sh` to fetch SmolLM2 and all-MiniLM-L6-v2 into {paths.models_dir()}."
+        )
+    return model
