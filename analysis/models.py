@@ -8,7 +8,8 @@ matrices, see :mod:`analysis.weights`) loads it through :func:`load_causal_lm`.
   transformers. Remote code is never run (``trust_remote_code=False``).
 * `dtype` and `device` place a model on one device; `device_map` (e.g. ``"auto"``) and `max_memory` (e.g.
   ``{0: "70GiB", "cpu": "100GiB"}``) go to ``from_pretrained`` as they are, so accelerate spreads a big model
-  over several devices.
+  over several devices (GPUs, then CPU memory, then an offload folder on disk).
+* :func:`plan_placement` decides between the two: one device when the model fits it, else ``device_map="auto"``.
 """
 
 from __future__ import annotations
@@ -16,11 +17,14 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
+import tempfile
+import weakref
 from dataclasses import dataclass, field
 from typing import Any
 
-from .errors import ModelLoadError
-from .weights import ModelSource, resolve_model
+from .errors import DataError, ModelLoadError
+from .weights import ModelSource, read_safetensors_header, resolve_model
 
 _CAUSAL_ARCH = re.compile(r"(CausalLM|LMHead)")
 
@@ -93,18 +97,28 @@ def load_causal_lm(
         kwargs["use_safetensors"] = src.kind == "safetensors"
     if dtype is not None:
         kwargs["dtype"] = dtype
+    offload = None
     if device_map is not None:
         kwargs["device_map"] = device_map
         if max_memory is not None:
             kwargs["max_memory"] = dict(max_memory)  # transformers rewrites the dict it gets (sizes → bytes)
+        # layers that fit neither a GPU nor the CPU cap go to disk: a private folder, removed with the model
+        offload = tempfile.mkdtemp(prefix="toklab-offload-")
+        kwargs["offload_folder"] = offload
     try:
         from transformers import AutoModelForCausalLM  # noqa: PLC0415 - heavy, only when a model is loaded
 
         model, info = AutoModelForCausalLM.from_pretrained(str(src.folder), **kwargs)
     except ModelLoadError:
+        if offload:
+            shutil.rmtree(offload, ignore_errors=True)
         raise
     except Exception as e:  # transformers raises many kinds (OSError, ValueError, pickling errors, …)
+        if offload:
+            shutil.rmtree(offload, ignore_errors=True)
         raise ModelLoadError(f"{src.label}: cannot load the model ({type(e).__name__}: {e})") from e
+    if offload:
+        weakref.finalize(model, shutil.rmtree, offload, True)
     if src.kind == "gguf":
         _drop_gguf_quantizer(model)
     model.eval()
@@ -115,6 +129,112 @@ def load_causal_lm(
     else:
         where = str(model.get_input_embeddings().weight.device)
     return CausalLM(model, src, where, dict(info or {}))
+
+
+_MEM_SPEC = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(B|KB|MB|GB|TB|KIB|MIB|GIB|TIB)\s*$", re.IGNORECASE)
+
+
+def parse_max_memory(spec: str | None) -> dict[Any, str] | None:
+    """``"0=20GiB,cpu=64GiB"`` → ``{0: "20GiB", "cpu": "64GiB"}`` (accelerate's `max_memory`); None/"" → None.
+
+    Keys are GPU indices, ``cuda:N``, ``cpu`` or ``disk``; sizes need a unit (B, KB, MB, GB, TB, KiB … TiB).
+    """
+    if spec is None or not spec.strip():
+        return None
+    out: dict[Any, str] = {}
+    for part in spec.split(","):
+        key, sep, size = part.partition("=")
+        key = key.strip().lower()
+        if not sep or not _MEM_SPEC.match(size):
+            raise DataError(
+                f"max memory entry {part.strip()!r} is not DEVICE=SIZE with a unit (e.g. 0=20GiB)"
+            )
+        if key.startswith("cuda:"):
+            key = key[5:]
+        if key.isdigit():
+            out[int(key)] = size.strip()
+        elif key in ("cpu", "disk"):
+            out[key] = size.strip()
+        else:
+            raise DataError(f"max memory device {key!r} must be a GPU index, cuda:N, cpu or disk")
+    return out
+
+
+_DTYPE_BYTES = {"F64": 8, "F32": 4, "F16": 2, "BF16": 2, "I64": 8, "I32": 4, "I16": 2, "I8": 1, "U8": 1}
+
+
+def parameter_bytes(src: ModelSource, bytes_per_param: int = 2) -> int:
+    """Estimated memory of the model's parameters at `bytes_per_param` (2 for bf16).
+
+    Exact for safetensors (element counts from the headers); for GGUF and PyTorch files an upper estimate
+    from the file sizes (quantized GGUF blocks expand to at most ~4× their bytes in 16 bits).
+    """
+    if src.kind == "safetensors":
+        n = 0
+        for f in src.files:
+            header, _ = read_safetensors_header(f)
+            for name, t in header.items():
+                if name == "__metadata__" or not isinstance(t, dict):
+                    continue
+                count = 1
+                for d in t.get("shape") or []:
+                    count *= int(d)
+                n += count
+        return n * bytes_per_param
+    size = sum(f.stat().st_size for f in src.files)
+    return size * 4 if src.kind == "gguf" else size * bytes_per_param // 4
+
+
+@dataclass
+class Placement:
+    """Where a model goes: one `device`, or `device_map="auto"` with per-device `max_memory` caps."""
+
+    device: str
+    device_map: str | None
+    max_memory: dict[Any, str] | None
+    needed_bytes: int
+    free_bytes: int | None
+    reason: str
+
+    def to_json(self) -> dict[str, Any]:
+        """A JSON-ready record."""
+        return {
+            "device": self.device,
+            "device_map": self.device_map,
+            "max_memory": {str(k): v for k, v in (self.max_memory or {}).items()} or None,
+            "needed_bytes": self.needed_bytes,
+            "free_bytes": self.free_bytes,
+            "reason": self.reason,
+        }
+
+
+def plan_placement(
+    src: ModelSource,
+    *,
+    device: str | None = None,
+    device_map: str | None = None,
+    max_memory: dict[Any, str] | None = None,
+    headroom: float = 1.2,
+) -> Placement:
+    """One device when the model (bf16 on CUDA, float32 on the CPU, × `headroom` for activations) fits its free
+    memory; else ``device_map="auto"`` spreading it over every GPU, then the CPU (accelerate's offload).
+
+    An explicit `device_map` or `max_memory` always gives ``device_map="auto"`` (or the map given).
+    """
+    import torch  # noqa: PLC0415 - heavy, only when a model is placed
+
+    dev = pick_device(device)
+    on_gpu = dev.startswith("cuda")
+    need = int(parameter_bytes(src, 2 if on_gpu else 4) * headroom)
+    if device_map is not None or max_memory is not None:
+        return Placement(dev, device_map or "auto", max_memory, need, None, "asked for")
+    if not on_gpu:
+        return Placement(dev, None, None, need, None, "CPU")
+    index = torch.device(dev).index or 0
+    free, _total = torch.cuda.mem_get_info(index)
+    if need <= free:
+        return Placement(dev, None, None, need, int(free), "fits one GPU")
+    return Placement(dev, "auto", None, need, int(free), "larger than the free memory of one GPU")
 
 
 def _drop_gguf_quantizer(model: Any) -> None:

@@ -498,3 +498,34 @@ def test_page_smollm2_pipeline(monkeypatch, tmp_path):
     at.button(key="ut-verify").click().run()
     assert not at.exception, [e.message for e in at.exception]
     assert any("3 verified so far" in c.value for c in at.caption)
+
+
+@pytest.mark.slow
+def test_verification_with_device_map_split_by_max_memory(tiny_model):
+    """The device_map path on CPU: a max_memory cap splits the tiny model between CPU memory and disk offload;
+    verification gives the same probabilities and verdicts as the model on one device."""
+    folder = tiny_model["folder"]
+    tok = load(folder)
+    res = analyze(str(folder), tok)
+    one = verify_result(res, str(folder), tok, 4, device="cpu", batch_size=2)
+    assert res.placement["device_map"] is None and res.placement["reason"] == "CPU"
+    assert res.timings["verify_per_candidate"] > 0
+    split = analyze(str(folder), tok)
+    # the embeddings (600 × 48 float32 = 113 KiB) and a layer fit under 300 KiB, the rest goes to disk
+    got = verify_result(split, str(folder), tok, 4, device="cpu", max_memory={"cpu": "300KiB"}, batch_size=2)
+    summary = split.placement["device_map_summary"]
+    assert split.placement["device_map"] == "auto" and set(summary) == {"cpu", "disk"}, split.placement
+    assert [v.id for v in got] == [v.id for v in one]
+    for a, b in zip(one, got):
+        assert a.verdict == b.verdict
+        assert abs(a.max_prob - b.max_prob) <= 1e-6 + 1e-4 * a.max_prob
+
+
+def test_placement_and_max_memory_spec(tmp_path):
+    from analysis.models import parse_max_memory
+
+    assert parse_max_memory("0=20GiB, cuda:1=10GB,cpu=64GiB") == {0: "20GiB", 1: "10GB", "cpu": "64GiB"}
+    assert parse_max_memory("") is None
+    for bad in ("0=20", "gpu=3GiB", "cpu"):
+        with pytest.raises(DataError):
+            parse_max_memory(bad)

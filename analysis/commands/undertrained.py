@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 
+from ..models import parse_max_memory
 from ..progress import stderr_progress
 from ..sources import load
 from ..undertrained import (
@@ -42,7 +43,27 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--pc1", action="store_true", help="also compute the cosine with the 1st principal component removed"
     )
-    p.add_argument("--device", default=None, help="cpu, cuda, cuda:1 … (default: CUDA if available)")
+    p.add_argument(
+        "--device", default=None, help="verification device: cpu, cuda, cuda:1 … (default: CUDA if available)"
+    )
+    p.add_argument(
+        "--indicator-device",
+        default="cpu",
+        help="where the indicators run: cpu (default), cuda, cuda:N, or auto (CUDA when present)",
+    )
+    p.add_argument(
+        "--device-map",
+        default=None,
+        choices=["auto"],
+        help="spread the model over GPUs, CPU memory and disk with accelerate (default: only when it does not "
+        "fit one device)",
+    )
+    p.add_argument(
+        "--max-memory",
+        default=None,
+        metavar="SPEC",
+        help="per-device caps for --device-map, e.g. '0=20GiB,1=20GiB,cpu=64GiB' (implies --device-map auto)",
+    )
     p.add_argument("--batch-size", type=int, default=8, help="verification batch size")
     p.add_argument("--max-candidates", type=int, default=None, help="list at most this many candidates")
     p.add_argument(
@@ -60,13 +81,28 @@ def run(args: argparse.Namespace) -> int:
         else tokenizer_for_model(src)
     )
     refs = parse_reference_spec(args.refs, tok) if args.refs else None
+    max_memory = parse_max_memory(args.max_memory)
     res = analyze(
-        src, tok, reference_ids=refs, remove_pc1=args.pc1, percentile=args.percentile, main=args.indicator
+        src,
+        tok,
+        reference_ids=refs,
+        remove_pc1=args.pc1,
+        percentile=args.percentile,
+        main=args.indicator,
+        device=args.indicator_device,
     )
     if args.verify > 0:
         progress = stderr_progress("verification") if not args.json else None
         verify_result(
-            res, src, tok, args.verify, device=args.device, batch_size=args.batch_size, progress=progress
+            res,
+            src,
+            tok,
+            args.verify,
+            device=args.device,
+            device_map=args.device_map,
+            max_memory=max_memory,
+            batch_size=args.batch_size,
+            progress=progress,
         )
     if args.csv:
         try:

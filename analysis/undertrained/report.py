@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import DataError, ModelLoadError, UnsupportedTokenizerError
+from ..models import plan_placement
 from ..progress import Progress
 from ..reachability import stt_report
 from ..tokenizer import LoadedTokenizer
@@ -31,6 +32,7 @@ from .indicators import (
     compute_indicators,
     default_main_indicator,
     duplicate_row_groups,
+    resolve_device,
     row_norms,
     select_candidates,
 )
@@ -62,6 +64,8 @@ class UndertrainedResult:
     verifications: dict[int, Verification] = field(default_factory=dict)
     timings: dict[str, float] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    #: where the indicators ran and where verification placed the model (analysis.models.Placement)
+    placement: dict[str, Any] = field(default_factory=dict)
 
     @property
     def main_values(self) -> np.ndarray:
@@ -142,7 +146,8 @@ class UndertrainedResult:
             "candidates": self.candidate_rows(max_candidates),
             "verified": len(self.verifications),
             "verdict_counts": _count(v.verdict for v in self.verifications.values()),
-            "timings_s": {k: round(v, 3) for k, v in self.timings.items()},
+            "timings_s": {k: round(v, 6) for k, v in self.timings.items()},
+            "placement": self.placement,
             "notes": self.notes,
         }
 
@@ -163,8 +168,11 @@ def analyze(
     percentile: float = 2.0,
     main: str | None = None,
     weights: EmbeddingWeights | None = None,
+    device: str | None = None,
 ) -> UndertrainedResult:
-    """Indicators, references, round-trip categories and candidates for a model (no verification)."""
+    """Indicators, references, round-trip categories and candidates for a model (no verification).
+
+    `device` runs the indicators on a GPU (`cuda`, `cuda:N`, or `auto` = CUDA when present); None = CPU."""
     t0 = time.perf_counter()
     src = model if isinstance(model, ModelSource) else resolve_model(model)
     tok = tokenizer or tokenizer_for_model(src)
@@ -188,7 +196,8 @@ def analyze(
         dups = duplicate_row_groups(w.unembedding)
         refs = auto_references(tok, n_rows, padding_norms=pad, round_trip=rt, duplicate_groups=dups)
     refs.ids = [i for i in refs.ids if i < n_rows]
-    indicators = compute_indicators(w, refs.ids or None, remove_pc1=remove_pc1)
+    dev = resolve_device(device, w.unembedding.nbytes)
+    indicators = compute_indicators(w, refs.ids or None, remove_pc1=remove_pc1, device=dev)
     t4 = time.perf_counter()
     names = list(indicators)
     main = main or default_main_indicator(names, remove_pc1)
@@ -216,6 +225,7 @@ def analyze(
         candidates=cands,
         timings={"tokenizer": t1 - t0, "read_weights": t2 - t1, "round_trip": t3 - t2, "indicators": t4 - t3},
         notes=notes,
+        placement={"indicators_device": dev},
     )
 
 
@@ -230,19 +240,33 @@ def verify_result(
     k: int,
     *,
     device: str | None = None,
+    device_map: str | None = None,
+    max_memory: dict[Any, str] | None = None,
     batch_size: int = 8,
     progress: Progress | None = None,
     should_stop: Callable[[], bool] | None = None,
     lm: tuple[Any, str] | None = None,
 ) -> list[Verification]:
-    """Verify the first `k` candidates of a result (stored in `result.verifications`); returns them."""
+    """Verify the first `k` candidates of a result (stored in `result.verifications`); returns them.
+
+    The model goes on one device when it fits (CUDA if present), else accelerate spreads it with
+    ``device_map="auto"`` over the GPUs and CPU memory (:func:`analysis.models.plan_placement`); an explicit
+    `device_map`/`max_memory` forces that. Candidates are batched on the device holding the input embeddings.
+    `result.placement` records where the model went and `result.timings` the per-candidate cost.
+    """
     src = model if isinstance(model, ModelSource) else resolve_model(model)
     if not result.has_lm_head:
         raise ModelLoadError(
             f"{src.label} has no LM head: verification is not possible (the indicators still work)"
         )
     t0 = time.perf_counter()
-    net, dev = lm or load_lm(src, device=device)
+    if lm is None:
+        plan = plan_placement(src, device=device, device_map=device_map, max_memory=max_memory)
+        result.placement = plan.to_json()
+        net, dev = load_lm(src, device=plan.device, device_map=plan.device_map, max_memory=plan.max_memory)
+        result.placement["device_map_summary"] = _device_map_summary(net)
+    else:
+        net, dev = lm
     t1 = time.perf_counter()
     ver = Verifier(net, tok, device=dev, round_trip=result.round_trip)
     todo = [i for i in result.candidates[:k] if i not in result.verifications]
@@ -255,7 +279,20 @@ def verify_result(
     )
     result.timings["load_lm"] = t1 - t0
     result.timings["verify"] = time.perf_counter() - t1
-    result.timings["verify_device_" + dev] = 1.0
+    if out:
+        result.timings["verify_per_candidate"] = result.timings["verify"] / len(out)
+    result.placement["input_device"] = dev
+    return out
+
+
+def _device_map_summary(model: Any) -> dict[str, int] | None:
+    """Number of modules accelerate put on each device (None when the model sits on one device)."""
+    dm = getattr(model, "hf_device_map", None)
+    if not dm or len(set(map(str, dm.values()))) < 2:
+        return None
+    out: dict[str, int] = {}
+    for where in dm.values():
+        out[str(where)] = out.get(str(where), 0) + 1
     return out
 
 

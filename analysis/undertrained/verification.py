@@ -186,37 +186,34 @@ class Verifier:
         cand = torch.tensor(ids, dtype=torch.long)
         x[:, mask] = cand[:, None]
         x = x.to(self.device)
-        cand_d = cand.to(self.device)
         probs = np.zeros((len(ids), 3), dtype=np.float64)
         gen: list[list[int]] = [[] for _ in ids]
-        rows = torch.arange(len(ids), device=self.device)
         with torch.inference_mode():
-            try:
-                out = self.model(input_ids=x, use_cache=True, logits_to_keep=1)
-            except TypeError:
-                out = self.model(input_ids=x, use_cache=True)
+            out = self._forward(input_ids=x, use_cache=True)
             for step in range(3):
+                # with a device_map the logits come out where the last layer runs: index them there
                 logits = out.logits[:, -1, :].float()
                 pr = torch.softmax(logits, dim=-1)
-                probs[:, step] = (
-                    pr[rows, cand_d].double().cpu().numpy() if cand_d.max() < pr.shape[1] else 0.0
-                )
+                if int(cand.max()) < pr.shape[1]:
+                    at = torch.arange(len(ids), device=pr.device)
+                    probs[:, step] = pr[at, cand.to(pr.device)].double().cpu().numpy()
                 nxt = logits.argmax(dim=-1)
                 for r, t in enumerate(nxt.tolist()):
                     gen[r].append(t)
                 if step < 2:
-                    try:
-                        out = self.model(
-                            input_ids=nxt[:, None],
-                            past_key_values=out.past_key_values,
-                            use_cache=True,
-                            logits_to_keep=1,
-                        )
-                    except TypeError:
-                        out = self.model(
-                            input_ids=nxt[:, None], past_key_values=out.past_key_values, use_cache=True
-                        )
+                    out = self._forward(
+                        input_ids=nxt[:, None].to(self.device),
+                        past_key_values=out.past_key_values,
+                        use_cache=True,
+                    )
         return probs, gen
+
+    def _forward(self, **kw: Any) -> Any:
+        """One forward pass keeping only the last position's logits when the model supports it."""
+        try:
+            return self.model(logits_to_keep=1, **kw)
+        except TypeError:
+            return self.model(**kw)
 
     def _encodeable(self, prompt: list[int], p: int, cid: int) -> bool:
         ids = [cid if t == p else t for t in prompt]
