@@ -37,8 +37,8 @@ from typing import Any
 
 import numpy as np
 
+from .bpe import bare_tokenize_fn
 from .errors import DataError, UnsupportedTokenizerError
-from .reachability import bare_tokenize_fn
 from .tokenizer import LoadedTokenizer
 
 BOUNDARIES = ("pretokens", "word", "word_hyphen", "sentence")

@@ -20,8 +20,8 @@ from typing import Any
 
 import numpy as np
 
+from .bpe import bare_tokenize_fn
 from .errors import DataError, ModelLoadError
-from .reachability import bare_tokenize_fn
 from .tokenizer import LoadedTokenizer
 
 INITS = ("fvt", "mean", "random")

@@ -33,6 +33,7 @@ from typing import Any
 import tokenizers
 from tokenizers import pre_tokenizers, trainers
 
+from .bpe import stt_tokenize_fn, unreachable_ids
 from .errors import DataError, UnsupportedTokenizerError
 from .tokenizer import SPIECE_UNDERLINE, LoadedTokenizer, added_token_entry, bpe_model
 from .training import TrainingResult, continue_training, training_mode
@@ -783,8 +784,6 @@ def unreachable_added(ext: Extension) -> list[str]:
     """Added tokens that the Self-Tokenization Test cannot reach (methods.md §2; 0 for non-BPE / added)."""
     if ext.tokenizer.model_type != "BPE" or ext.method == "add-tokens":
         return []
-    from .reachability import unreachable_ids
-
     bad = unreachable_ids(ext.tokenizer)
     ids = set(ext.added_ids)
     return [ext.tokenizer.id_to_token[i] for i in sorted(bad & ids)]
@@ -843,8 +842,6 @@ def extension_report(
 def stt_model_tokenize(base: LoadedTokenizer, extra_chars: Sequence[str] = ()) -> Callable[[str], list]:
     """`model.tokenize` with ignore_merges off and no dropout (of base plus extra characters, if any)."""
     if not extra_chars:
-        from .reachability import stt_tokenize_fn
-
         return stt_tokenize_fn(base)
     from .training import with_characters
 

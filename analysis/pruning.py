@@ -19,7 +19,8 @@ from typing import Any
 
 import numpy as np
 
-from .errors import DataError, UnsupportedTokenizerError
+from .bpe import require_bpe
+from .errors import DataError
 from .progress import Progress, report
 from .tokenizer import BYTE_TO_CHAR, LoadedTokenizer
 from .unicode import NEUTRAL_SCRIPTS, find_script, text_scripts
@@ -46,10 +47,7 @@ ORDER_DESCRIPTIONS = {
 # --------------------------------------------------------------------------------------------------
 def check_prunable(tok: LoadedTokenizer) -> None:
     """Raise UnsupportedTokenizerError unless the tokenizer is a BPE model (byte-level or SentencePiece-style)."""
-    if tok.model_type != "BPE":
-        raise UnsupportedTokenizerError(
-            f"pruning needs a BPE tokenizer; {tok.name} is a {tok.model_type} model"
-        )
+    require_bpe(tok, "pruning")
 
 
 def alphabet_ids(tok: LoadedTokenizer) -> set[int]:
@@ -947,7 +945,7 @@ class _FastPruner:
 
 def unreachable_ids(tok: LoadedTokenizer) -> set[int]:
     """STT-unreachable model-vocabulary ids (analysis.reachability)."""
-    from .reachability import unreachable_ids as _u
+    from .bpe import unreachable_ids as _u
 
     return _u(tok)
 

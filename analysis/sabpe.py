@@ -41,7 +41,9 @@ from typing import Any
 import numpy as np
 
 from . import paths
+from .bpe import unreachable_ids
 from .errors import DataError, UnsupportedTokenizerError
+from .metrics import encode_ids, gini, text_counts
 from .progress import Progress, report
 from .tokenizer import BYTE_TO_CHAR, LoadedTokenizer, bpe_model
 from .training import added_token_splitter, symbol_table
@@ -702,9 +704,6 @@ def evaluate(
     result: SABPEResult, heldout: Sequence[str], threshold: float = CONCENTRATION_THRESHOLD
 ) -> dict[str, Any]:
     """Held-out bytes/token, coverage, Gini of token frequencies, vocabulary MTL, single-repo share and STT count."""
-    from .metrics import encode_ids, gini, text_counts
-    from .reachability import unreachable_ids
-
     tok = result.tokenizer
     texts = [t for t in heldout if t]
     if not texts:

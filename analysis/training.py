@@ -25,6 +25,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from functools import lru_cache
 
+from .bpe import require_bpe
 from .errors import DataError, UnsupportedTokenizerError
 from .tokenizer import SPIECE_UNDERLINE, LoadedTokenizer
 from .unicode import sentencepiece_script
@@ -158,11 +159,8 @@ def sp_piece_valid(
 # --------------------------------------------------------------------------------------------------
 def training_mode(tok: LoadedTokenizer) -> str:
     """`byte-level`, `sentencepiece` or `pretokenized`: how continued training collects words for tok."""
-    if tok.model_type != "BPE":
-        raise UnsupportedTokenizerError(
-            f"continued BPE training needs a BPE tokenizer; {tok.name} is {tok.model_type}"
-            + (" (use the WordPiece extension method instead)" if tok.model_type == "WordPiece" else "")
-        )
+    hint = "use the WordPiece extension method instead" if tok.model_type == "WordPiece" else ""
+    require_bpe(tok, "continued BPE training", hint=hint)
     if tok.continuing_subword_prefix or tok.end_of_word_suffix:
         raise UnsupportedTokenizerError(
             f"{tok.name}: BPE with a continuing-subword prefix or end-of-word suffix is not supported"

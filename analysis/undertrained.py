@@ -254,7 +254,7 @@ def auto_references(
     # (d) STT-unreachable tokens, as a fallback
     if not reasons and use_unreachable:
         try:
-            from .reachability import unreachable_ids
+            from .bpe import unreachable_ids
 
             un = sorted(unreachable_ids(tok))
         except UnsupportedTokenizerError:
@@ -1023,7 +1023,7 @@ def verify_result(
 # --------------------------------------------------------------------------------------------------
 def stt_status(tok: LoadedTokenizer) -> dict[int, str]:
     """STT category per id from analysis.reachability (reachable, unreachable_multi, special, …); {} for non-BPE."""
-    from . import reachability as rb
+    from .bpe import stt as rb
 
     try:
         if hasattr(rb, "stt_report"):

@@ -11,13 +11,13 @@ import streamlit as st
 from analysis import AnalysisError
 from analysis.bpe import (
     collapse_tree,
+    explain_unreachable,
     get_replay,
     layout_forest,
     merge_tree,
     tree_depth,
     vocabulary_structure,
 )
-from analysis.reachability import explain_unreachable
 from ui import state
 
 MAX_MATCHES = 200

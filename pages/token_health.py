@@ -11,8 +11,14 @@ import streamlit as st
 
 from analysis import AnalysisError
 from analysis import flores as fl
-from analysis.bpe import merge_candidates_for
-from analysis.reachability import CATEGORIES, CATEGORY_HELP, explain_unreachable, never_produced, stt_report
+from analysis.bpe import (
+    CATEGORIES,
+    CATEGORY_HELP,
+    explain_unreachable,
+    merge_candidates_for,
+    never_produced,
+    stt_report,
+)
 from ui import state
 
 UNREACHABLE = ["unreachable_multi", "unreachable_other_single", "merge_skip_only"]

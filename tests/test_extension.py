@@ -7,6 +7,7 @@ from functools import cache
 import pytest
 from conftest import ASSETS, flores_lines, load_shared
 
+from analysis.bpe import unreachable_ids
 from analysis.corpora import Source, corpus
 from analysis.errors import DataError, UnsupportedTokenizerError
 from analysis.extension import (
@@ -21,7 +22,6 @@ from analysis.extension import (
     tokenization_change,
 )
 from analysis.flores import split_lines as flores_split
-from analysis.reachability import unreachable_ids
 
 EST_CORPUS = ASSETS / "corpora" / "text" / "est_Latn.txt.gz"
 

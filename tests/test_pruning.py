@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 
 from analysis import pruning as P
+from analysis.bpe import unreachable_ids
 from analysis.errors import DataError, UnsupportedTokenizerError
-from analysis.reachability import unreachable_ids
 from tests.conftest import flores_lines, load_shared
 
 SAFE = ("leaf-last-n", "leaf-frequency", "merge-based")

@@ -11,9 +11,8 @@ import tokenizers
 from conftest import ASSETS, ROOT, load_shared
 
 from analysis import sabpe
-from analysis.bpe import BPEReplay
+from analysis.bpe import BPEReplay, unreachable_ids
 from analysis.errors import DataError, UnsupportedTokenizerError
-from analysis.reachability import unreachable_ids
 from analysis.training import train_merges
 
 CODE = ASSETS / "corpora" / "code"

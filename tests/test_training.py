@@ -11,6 +11,7 @@ from collections import Counter
 import pytest
 from conftest import ASSETS, BPE_TOKENIZERS, flores_lines, load_shared
 
+from analysis.bpe import unreachable_ids
 from analysis.corpora import (
     Corpus,
     Source,
@@ -23,7 +24,6 @@ from analysis.corpora import (
 from analysis.errors import DataError, UnsupportedTokenizerError
 from analysis.extension import append_to_model
 from analysis.flores import split_lines as flores_split
-from analysis.reachability import unreachable_ids
 from analysis.training import (
     continue_training,
     missing_characters,
