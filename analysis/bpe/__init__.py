@@ -51,17 +51,23 @@ from .stt import (
     stt_tokenize_fn,
     unreachable_ids,
 )
+from .trainer import FrequencyStats, Pop, SkipRule, SourceStats, TrainRun, learn
 from .trees import collapse_tree, iter_tree, layout_forest, merge_candidates_for, merge_tree, tree_depth
 
 __all__ = [
     "CATEGORIES",
     "CATEGORY_HELP",
     "BPEReplay",
+    "FrequencyStats",
     "MergeEvent",
+    "Pop",
     "STTReport",
     "STTResult",
     "STTRow",
+    "SkipRule",
     "SortedPairs",
+    "SourceStats",
+    "TrainRun",
     "VocabStructure",
     "bare_tokenize_fn",
     "collapse_tree",
@@ -69,6 +75,7 @@ __all__ = [
     "explain_unreachable",
     "get_replay",
     "iter_tree",
+    "learn",
     "layout_forest",
     "merge_arrays",
     "merge_candidates_for",
