@@ -33,7 +33,7 @@ from typing import Any
 import tokenizers
 from tokenizers import pre_tokenizers, trainers
 
-from .bpe import stt_tokenize_fn, unreachable_ids
+from .bpe import MergeTable, fold_merges, stt_tokenize_fn, unreachable_ids
 from .errors import DataError, UnsupportedTokenizerError
 from .tokenizer import SPIECE_UNDERLINE, LoadedTokenizer, added_token_entry, bpe_model
 from .training import TrainingResult, continue_training, training_mode
@@ -511,6 +511,23 @@ def _bytes_of_piece(t: str) -> list[str]:
     return [f"<0x{b:02X}>" for b in t.encode("utf-8")]
 
 
+def _without(unit: tuple[str, ...], drop: set[str]) -> tuple[str, ...]:
+    """A unit with the characters of a prefix that lacks them (`drop`) spelled as byte-fallback pieces."""
+    if drop and any(t in drop for t in unit):
+        return tuple(x for t in unit for x in (_bytes_of_piece(t) if t in drop else (t,)))
+    return unit
+
+
+def _merged(unit: tuple[str, ...], table: MergeTable, whole: set[str] | None = None) -> tuple[str, ...]:
+    """A unit after the appended merges; with `whole` (ignore_merges), a unit that spells one of those tokens
+    becomes that token without merging."""
+    if whole and len(unit) > 1:
+        joined = "".join(unit)
+        if joined in whole:
+            return (joined,)
+    return table.apply(unit)
+
+
 class PrefixSimulator:
     """Tokenize fixed texts with base + appended merges of a prefix, without building the tokenizer.
 
@@ -581,51 +598,30 @@ class PrefixSimulator:
         self._base_line_tokens = {name: self.line_tokens(name, {}) for name in self.lines}
 
     # ------------------------------------------------------------------ core
-    def _merge_unit(
-        self, unit: tuple[str, ...], ranks: dict[tuple[str, str], int], newset: set[str], drop_chars: set[str]
-    ) -> tuple[str, ...]:
-        if drop_chars and any(t in drop_chars for t in unit):
-            unit = tuple(x for t in unit for x in (_bytes_of_piece(t) if t in drop_chars else (t,)))
-        if len(unit) < 2:
-            return unit
-        if self.ignore_merges and newset:
-            joined = "".join(unit)
-            if joined in newset:
-                return (joined,)
-        syms = list(unit)
-        while len(syms) > 1:
-            best = None
-            best_i = -1
-            for i in range(len(syms) - 1):
-                r = ranks.get((syms[i], syms[i + 1]))
-                if r is not None and (best is None or r < best):
-                    best = r
-                    best_i = i
-            if best is None:
-                break
-            syms[best_i : best_i + 2] = [syms[best_i] + syms[best_i + 1]]
-        return tuple(syms)
-
     def segment(
         self, merges: Sequence[tuple[str, str]], new_tokens: Sequence[str], names: Iterable[str] | None = None
     ) -> dict[int, tuple[str, ...]]:
-        """unit index → its segmentation under base + appended merges (only units that change)."""
-        ranks = {m: i for i, m in enumerate(merges)}
+        """unit index → its segmentation under base + appended merges (only units that change).
+
+        Each unit is the base segmentation of a pre-token (final under the base merges); the appended merges
+        run over it by the replay's merge loop (:class:`analysis.bpe.MergeTable`).
+        """
+        table = MergeTable(merges)
         newset = set(new_tokens)
         drop = {c for c in self.extra_chars if c not in newset}
         wanted = set()
         for name in names or self.lines:
             wanted.update(self.unit_counts[name])
         out: dict[int, tuple[str, ...]] = {}
-        if not ranks and not drop:
+        if not len(table) and not drop:
             return out
-        lefts = {a for a, _ in ranks}
+        lefts = {a for a, _ in merges}
         for i in wanted:
             u = self.units[i]
             if not drop and (len(u) < 2 or not any(t in lefts for t in u[:-1])):
                 if not (self.ignore_merges and len(u) > 1 and "".join(u) in newset):
                     continue
-            seg = self._merge_unit(u, ranks, newset, drop)
+            seg = _merged(_without(u, drop), table, newset if self.ignore_merges else None)
             if seg != u:
                 out[i] = seg
         return out
@@ -862,7 +858,7 @@ def simulated_unreachable(
     """
     if tokenize is None:
         tokenize = stt_model_tokenize(base, extra_chars)
-    ranks = {m: i for i, m in enumerate(merges)}
+    table = MergeTable(merges)
     newset = set(new_tokens)
     chars = set(extra_chars)
     drop = {c for c in chars if c not in newset}
@@ -870,20 +866,8 @@ def simulated_unreachable(
     for t in new_tokens:
         if t in chars:
             continue
-        unit = tuple(x.value for x in tokenize(t))
-        if drop and any(x in drop for x in unit):
-            unit = tuple(y for x in unit for y in (_bytes_of_piece(x) if x in drop else (x,)))
-        syms = list(unit)
-        while len(syms) > 1:
-            best, best_i = None, -1
-            for i in range(len(syms) - 1):
-                r = ranks.get((syms[i], syms[i + 1]))
-                if r is not None and (best is None or r < best):
-                    best, best_i = r, i
-            if best is None:
-                break
-            syms[best_i : best_i + 2] = [syms[best_i] + syms[best_i + 1]]
-        if syms != [t]:
+        unit = _without(tuple(x.value for x in tokenize(t)), drop)
+        if table.apply(unit) != (t,):
             out.append(t)
     return out
 
@@ -1078,38 +1062,31 @@ class Preview:
         root is the token itself.
         """
         p = self.plans[method]
-        merges = p.merges(min(n, p.n_available))
-        ranks = {m: i for i, m in enumerate(merges)}
+        table = MergeTable(p.merges(min(n, p.n_available)))
         extra = tuple(_single_chars(self.base, p.all_tokens()))
-        nodes = [
-            {"token": x.value, "text": self.base.readable(x.value), "new": False, "children": []}
-            for x in self.stt_tokenize(extra)(token)
-        ]
-        while len(nodes) > 1:
-            best, bi = None, -1
-            for i in range(len(nodes) - 1):
-                r = ranks.get((nodes[i]["token"], nodes[i + 1]["token"]))
-                if r is not None and (best is None or r < best):
-                    best, bi = r, i
-            if best is None:
-                break
-            s = nodes[bi]["token"] + nodes[bi + 1]["token"]
-            nodes[bi : bi + 2] = [
-                {
-                    "token": s,
-                    "text": self.base.readable(s),
-                    "new": s not in self.base.vocab,
-                    "rank": best + 1,
-                    "children": nodes[bi : bi + 2],
-                }
-            ]
+        base = self.base
+        leaves = [x.value for x in self.stt_tokenize(extra)(token)]
+        _final, events = table.run(leaves)
+
+        def node(s: str, children: list[dict], rank: int | None = None) -> dict:
+            out = {"token": s, "text": base.readable(s), "new": bool(children) and s not in base.vocab}
+            if children:
+                out["rank"] = rank
+            out["children"] = children
+            return out
+
+        nodes = fold_merges(
+            [node(s, []) for s in leaves],
+            events,
+            lambda a, b, ev: node(table.symbols[ev[2]], [a, b], ev[3] + 1),
+        )
         if len(nodes) == 1 and nodes[0]["token"] == token:
             root = nodes[0]
             root["reachable"] = True
             return root
         return {
             "token": token,
-            "text": self.base.readable(token),
+            "text": base.readable(token),
             "new": True,
             "reachable": False,
             "children": nodes,

@@ -4,8 +4,9 @@
 module              what lives there
 ==================  ===================================================================================
 ``replay``          :class:`BPEReplay` (step-wise re-implementation of the `tokenizers` BPE model, exact),
-                    :func:`get_replay`, the merge list as id arrays and pair → rank maps, and the one
-                    "requires BPE" check :func:`require_bpe`
+                    :func:`get_replay`, the merge loop :func:`merge_ids` (also over an extra rank table,
+                    :class:`MergeTable`: merges appended to a base model), the merge list as id arrays and
+                    pair → rank maps, and the one "requires BPE" check :func:`require_bpe`
 ``trees``           :func:`merge_tree` (how BPE builds a token from its own string), merge candidates,
                     tree walking, cutting and layout
 ``stt``             the Self-Tokenization Test: reachability mask, categorised report, counts,
@@ -23,10 +24,13 @@ The public names below are re-exported here, so ``from analysis.bpe import merge
 from .replay import (
     BPEReplay,
     MergeEvent,
+    MergeTable,
     SortedPairs,
+    fold_merges,
     get_replay,
     merge_arrays,
     merge_id_lists,
+    merge_ids,
     pair_ranks,
     pair_stride,
     require_bpe,
@@ -60,6 +64,7 @@ __all__ = [
     "BPEReplay",
     "FrequencyStats",
     "MergeEvent",
+    "MergeTable",
     "Pop",
     "STTReport",
     "STTResult",
@@ -73,6 +78,7 @@ __all__ = [
     "collapse_tree",
     "corpus_token_counts",
     "explain_unreachable",
+    "fold_merges",
     "get_replay",
     "iter_tree",
     "learn",
@@ -80,6 +86,7 @@ __all__ = [
     "merge_arrays",
     "merge_candidates_for",
     "merge_id_lists",
+    "merge_ids",
     "merge_tree",
     "never_produced",
     "pair_ranks",

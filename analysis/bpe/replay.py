@@ -23,9 +23,10 @@ import heapq
 import json
 import re
 import threading
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from operator import add, itemgetter
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 import tokenizers
@@ -35,6 +36,7 @@ from ..errors import UnsupportedTokenizerError
 from ..tokenizer import LoadedTokenizer
 
 _WORD_CACHE_LIMIT = 250_000
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -66,6 +68,128 @@ def require_bpe(tok: LoadedTokenizer, what: str = "this analysis", *, hint: str 
 
 def _is_word_char(ch: str) -> bool:
     return ch.isalnum() or ch == "_"
+
+
+def merge_ids(
+    init: Sequence[int], rank_of: Callable[[int], int | None], stride: int, result_of: Sequence[int]
+) -> tuple[tuple[int, ...], list[tuple[int, int, int, int, int]]]:
+    """The BPE merge loop on one word's symbols, like `tokenizers`' `Word::merge_all` (dropout off).
+
+    `init`: the initial symbol ids; `rank_of(left * stride + right)`: the rank of the merge of that adjacent
+    pair (None: no merge); `result_of[rank]`: the id it makes. The lowest rank fires first, the leftmost
+    occurrence at equal rank; stale queue entries are skipped. Returns (final ids, events), each event
+    (left, right, result, rank, position) with `position` the initial index of the left symbol's first symbol.
+    """
+    ids = list(init)
+    n = len(ids)
+    events: list[tuple[int, int, int, int, int]] = []
+    if n < 2:
+        return tuple(ids), events
+    get = rank_of
+    nxt = list(range(1, n + 1))
+    nxt[-1] = -1
+    prv = list(range(-1, n - 1))
+    dead = [False] * n
+    heap = []
+    for p in range(n - 1):
+        m = get(ids[p] * stride + ids[p + 1])
+        if m is not None:
+            heap.append((m, p, result_of[m]))
+    heapq.heapify(heap)
+    pop, push = heapq.heappop, heapq.heappush
+    while heap:
+        _rank, p, nid = pop(heap)
+        if dead[p]:
+            continue
+        q = nxt[p]
+        if q == -1:
+            continue
+        left, right = ids[p], ids[q]
+        m = get(left * stride + right)
+        if m is None or result_of[m] != nid:
+            continue  # stale entry
+        ids[p] = nid
+        dead[q] = True
+        r = nxt[q]
+        nxt[p] = r
+        if r != -1:
+            prv[r] = p
+        events.append((left, right, nid, m, p))
+        pp = prv[p]
+        if pp != -1:
+            m2 = get(ids[pp] * stride + nid)
+            if m2 is not None:
+                push(heap, (m2, pp, result_of[m2]))
+        if r != -1:
+            m2 = get(nid * stride + ids[r])
+            if m2 is not None:
+                push(heap, (m2, p, result_of[m2]))
+    return tuple(ids[i] for i in range(n) if not dead[i]), events
+
+
+def fold_merges(
+    leaves: list[T], events: Iterable[tuple[int, ...]], join: Callable[[T, T, tuple], T]
+) -> list[T]:
+    """Fold merge events (from :func:`merge_ids`) over one value per initial symbol: each event replaces the
+    values of its two symbols by `join(left, right, event)`. Returns the values of the final symbols (e.g.
+    one merge tree per output token)."""
+    nodes = list(leaves)
+    n = len(nodes)
+    nxt = list(range(1, n + 1))
+    if nxt:
+        nxt[-1] = -1
+    alive = [True] * n
+    for ev in events:
+        pos = ev[4]
+        q = nxt[pos]
+        nodes[pos] = join(nodes[pos], nodes[q], ev)
+        alive[q] = False
+        nxt[pos] = nxt[q]
+    return [nodes[i] for i in range(n) if alive[i]]
+
+
+class MergeTable:
+    """A merge list as a rank table for :func:`merge_ids`, over symbol strings (interned on first sight).
+
+    Used to apply merges appended to a base model without building the extended tokenizer: the base model's
+    segmentation is final (appended merges rank after every base merge and never make a pair a base merge
+    joins), so the appended merges alone run over it, by the replay's merge loop. A pair listed twice keeps
+    its last rank, like the `tokenizers` merge map.
+    """
+
+    _STRIDE = 1 << 32
+
+    def __init__(self, merges: Iterable[tuple[str, str]]) -> None:
+        self._id: dict[str, int] = {}
+        self.symbols: list[str] = []
+        self.ranks: dict[int, int] = {}
+        self.result_of: list[int] = []
+        intern, stride = self.intern, self._STRIDE
+        for rank, (a, b) in enumerate(merges):
+            self.ranks[intern(a) * stride + intern(b)] = rank
+            self.result_of.append(intern(a + b))
+
+    def __len__(self) -> int:
+        return len(self.result_of)
+
+    def intern(self, s: str) -> int:
+        """The table's id of a symbol string (a new one for a string seen the first time)."""
+        i = self._id.get(s)
+        if i is None:
+            i = self._id[s] = len(self.symbols)
+            self.symbols.append(s)
+        return i
+
+    def run(self, symbols: Sequence[str]) -> tuple[tuple[int, ...], list[tuple[int, int, int, int, int]]]:
+        """(final ids, merge events) of one word given as symbol strings (ids: :attr:`symbols` indices)."""
+        return merge_ids([self.intern(s) for s in symbols], self.ranks.get, self._STRIDE, self.result_of)
+
+    def apply(self, symbols: Sequence[str]) -> tuple[str, ...]:
+        """The symbols after the merges."""
+        if len(symbols) < 2 or not self.ranks:
+            return tuple(symbols)
+        final, _events = self.run(symbols)
+        return tuple(self.symbols[i] for i in final)
 
 
 class BPEReplay:
@@ -152,54 +276,7 @@ class BPEReplay:
             )
             return res
         init = self.initial_ids(word)
-        ids = list(init)
-        n = len(ids)
-        events: list[tuple[int, ...]] = []
-        if n > 1:
-            get = self._pair_rank.get
-            stride = self._stride
-            result_of = self._result_of
-            nxt = list(range(1, n + 1))
-            nxt[-1] = -1
-            prv = list(range(-1, n - 1))
-            dead = [False] * n
-            heap = []
-            for p in range(n - 1):
-                m = get(ids[p] * stride + ids[p + 1])
-                if m is not None:
-                    heap.append((m, p, result_of[m]))
-            heapq.heapify(heap)
-            pop, push = heapq.heappop, heapq.heappush
-            while heap:
-                _rank, p, nid = pop(heap)
-                if dead[p]:
-                    continue
-                q = nxt[p]
-                if q == -1:
-                    continue
-                left, right = ids[p], ids[q]
-                m = get(left * stride + right)
-                if m is None or result_of[m] != nid:
-                    continue  # stale entry
-                ids[p] = nid
-                dead[q] = True
-                r = nxt[q]
-                nxt[p] = r
-                if r != -1:
-                    prv[r] = p
-                events.append((left, right, nid, m, p))
-                pp = prv[p]
-                if pp != -1:
-                    m2 = get(ids[pp] * stride + nid)
-                    if m2 is not None:
-                        push(heap, (m2, pp, result_of[m2]))
-                if r != -1:
-                    m2 = get(nid * stride + ids[r])
-                    if m2 is not None:
-                        push(heap, (m2, p, result_of[m2]))
-            final = tuple(ids[i] for i in range(n) if not dead[i])
-        else:
-            final = tuple(ids)
+        final, events = merge_ids(init, self._pair_rank.get, self._stride, self._result_of)
         res = (tuple(init), final, tuple(events))
         if len(self._cache) >= _WORD_CACHE_LIMIT:
             self._cache.clear()
@@ -227,18 +304,10 @@ class BPEReplay:
         s = self.id_to_str
         if self.ignore_merges and word in self.vocab:
             return [_node(s, self.vocab[word], None, [], skipped=len(word) > 1)]
-        init, final, events = self._run(word)
-        nodes = [_node(s, i, None, []) for i in init]
-        nxt = list(range(1, len(init) + 1))
-        if nxt:
-            nxt[-1] = -1
-        alive = [True] * len(init)
-        for _a, _b, c, rk, pos in events:
-            q = nxt[pos]
-            nodes[pos] = _node(s, c, rk, [nodes[pos], nodes[q]])
-            alive[q] = False
-            nxt[pos] = nxt[q]
-        return [nodes[i] for i in range(len(init)) if alive[i]]
+        init, _final, events = self._run(word)
+        return fold_merges(
+            [_node(s, i, None, []) for i in init], events, lambda a, b, ev: _node(s, ev[2], ev[3], [a, b])
+        )
 
     def word_spans(self, word: str) -> list[tuple[int, int, MergeEvent]]:
         """(left start, right start) initial-symbol indices of every merge event of a pre-token."""
