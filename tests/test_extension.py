@@ -5,7 +5,8 @@ from __future__ import annotations
 from functools import cache
 
 import pytest
-from conftest import ASSETS, flores_lines, load_shared
+from conftest import ASSETS, ROOT, flores_lines, load_shared
+from streamlit.testing.v1 import AppTest
 
 from analysis.bpe import unreachable_ids
 from analysis.corpora import Source, corpus
@@ -200,9 +201,6 @@ def test_append_to_model_skips_existing_tokens():
 
 @pytest.mark.slow
 def test_extend_page_trains_previews_and_exports():
-    from conftest import ROOT
-    from streamlit.testing.v1 import AppTest
-
     at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=300)
     at.run()
     at.switch_page("pages/extend.py")

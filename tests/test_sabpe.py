@@ -9,9 +9,11 @@ from collections import Counter
 import pytest
 import tokenizers
 from conftest import ASSETS, ROOT, load_shared
+from streamlit.testing.v1 import AppTest
 
 from analysis import sabpe
 from analysis.bpe import BPEReplay, unreachable_ids
+from analysis.cli import main
 from analysis.errors import DataError, UnsupportedTokenizerError
 from analysis.training import train_merges
 
@@ -191,8 +193,6 @@ def test_errors(base, words):
 
 
 def test_cli_json(capsys, tmp_path):
-    from analysis.cli import main
-
     rc = main(
         [
             "sabpe",
@@ -227,8 +227,6 @@ def test_cli_json(capsys, tmp_path):
 
 
 def test_page_trains_and_compares():
-    from streamlit.testing.v1 import AppTest
-
     at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=60)
     at.switch_page("pages/sabpe.py").run()
     assert not at.exception, [e.message for e in at.exception]
