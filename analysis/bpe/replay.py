@@ -83,19 +83,23 @@ def merge_ids(
     ids = list(init)
     n = len(ids)
     events: list[tuple[int, int, int, int, int]] = []
-    if n < 2:
-        return tuple(ids), events
     get = rank_of
-    nxt = list(range(1, n + 1))
-    nxt[-1] = -1
-    prv = list(range(-1, n - 1))
-    dead = [False] * n
     heap = []
     for p in range(n - 1):
         m = get(ids[p] * stride + ids[p + 1])
         if m is not None:
             heap.append((m, p, result_of[m]))
+    if not heap:
+        return tuple(ids), events
+    if n == 2:  # one pair, one merge
+        m, _p, nid = heap[0]
+        events.append((ids[0], ids[1], nid, m, 0))
+        return (nid,), events
     heapq.heapify(heap)
+    nxt = list(range(1, n + 1))
+    nxt[-1] = -1
+    prv = list(range(-1, n - 1))
+    dead = [False] * n
     pop, push = heapq.heappop, heapq.heappush
     while heap:
         _rank, p, nid = pop(heap)
@@ -149,7 +153,7 @@ def fold_merges(
 
 
 class MergeTable:
-    """A merge list as a rank table for :func:`merge_ids`, over symbol strings (interned on first sight).
+    """A merge list as a rank table for :func:`merge_ids`, over symbol strings.
 
     Used to apply merges appended to a base model without building the extended tokenizer: the base model's
     segmentation is final (appended merges rank after every base merge and never make a pair a base merge
@@ -159,37 +163,38 @@ class MergeTable:
 
     _STRIDE = 1 << 32
 
-    def __init__(self, merges: Iterable[tuple[str, str]]) -> None:
-        self._id: dict[str, int] = {}
-        self.symbols: list[str] = []
-        self.ranks: dict[int, int] = {}
-        self.result_of: list[int] = []
-        intern, stride = self.intern, self._STRIDE
-        for rank, (a, b) in enumerate(merges):
-            self.ranks[intern(a) * stride + intern(b)] = rank
-            self.result_of.append(intern(a + b))
+    def __init__(self, merges: Sequence[tuple[str, str]]) -> None:
+        #: every string a merge names (parts and results), by table id
+        self.symbols: list[str] = list(dict.fromkeys(x for a, b in merges for x in (a, b, a + b)))
+        ids = {s: i for i, s in enumerate(self.symbols)}
+        stride = self._STRIDE
+        self._get = ids.get
+        self.ranks: dict[int, int] = {ids[a] * stride + ids[b]: r for r, (a, b) in enumerate(merges)}
+        self.result_of: list[int] = [ids[a + b] for a, b in merges]
+        #: the merged pairs, and their left parts (a word whose symbols but the last are none of them is final)
+        self.pairs: frozenset[tuple[str, str]] = frozenset(merges)
+        self.lefts: set[str] = {a for a, _ in merges}
 
     def __len__(self) -> int:
         return len(self.result_of)
 
-    def intern(self, s: str) -> int:
-        """The table's id of a symbol string (a new one for a string seen the first time)."""
-        i = self._id.get(s)
-        if i is None:
-            i = self._id[s] = len(self.symbols)
-            self.symbols.append(s)
-        return i
-
     def run(self, symbols: Sequence[str]) -> tuple[tuple[int, ...], list[tuple[int, int, int, int, int]]]:
-        """(final ids, merge events) of one word given as symbol strings (ids: :attr:`symbols` indices)."""
-        return merge_ids([self.intern(s) for s in symbols], self.ranks.get, self._STRIDE, self.result_of)
+        """(final ids, merge events) of one word given as symbol strings. Ids: :attr:`symbols` indices; a symbol
+        that no merge names gets the negative id ``-2 - position`` (its pairs have no rank, and it stays as
+        it is)."""
+        get = self._get
+        ids = [get(s, -2 - i) for i, s in enumerate(symbols)]
+        return merge_ids(ids, self.ranks.get, self._STRIDE, self.result_of)
 
     def apply(self, symbols: Sequence[str]) -> tuple[str, ...]:
         """The symbols after the merges."""
-        if len(symbols) < 2 or not self.ranks:
+        if len(symbols) < 2 or self.pairs.isdisjoint(zip(symbols, symbols[1:])):
             return tuple(symbols)
-        final, _events = self.run(symbols)
-        return tuple(self.symbols[i] for i in final)
+        final, events = self.run(symbols)
+        if not events:
+            return tuple(symbols)
+        made = self.symbols
+        return tuple(made[i] if i >= 0 else symbols[-2 - i] for i in final)
 
 
 class BPEReplay:

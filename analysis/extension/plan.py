@@ -8,6 +8,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..bpe import MergeTable
 from ..errors import DataError, UnsupportedTokenizerError
 from ..tokenizer import LoadedTokenizer
 from ..training import TrainingResult, continue_training
@@ -67,12 +68,18 @@ class Plan:
 
     def merges(self, n: int) -> list[tuple[str, str]]:
         """The merges appended for the prefix n (empty for add-tokens / wordpiece); cached per n."""
-        key = ("merges", n)
+        return self._cached(("merges", n), lambda: self._merges(n))
+
+    def merge_table(self, n: int) -> MergeTable:
+        """The merges of the prefix n as the replay's rank table (cached per n)."""
+        return self._cached(("table", n), lambda: MergeTable(self.merges(n)))
+
+    def _cached(self, key: tuple, make: Callable[[], Any]) -> Any:
         if key not in self._cache:
             if len(self._cache) > 16:
                 for k in [k for k in self._cache if k != "all"][:8]:
                     del self._cache[k]
-            self._cache[key] = self._merges(n)
+            self._cache[key] = make()
         return self._cache[key]
 
     def _merges(self, n: int) -> list[tuple[str, str]]:

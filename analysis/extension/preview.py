@@ -11,7 +11,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Sequence
 
-from ..bpe import MergeTable, fold_merges
+from ..bpe import fold_merges
 from ..tokenizer import LoadedTokenizer
 from .methods import METHOD_LABELS, Extension, added_token_contents, next_id
 from .plan import Plan
@@ -101,7 +101,7 @@ class Preview:
             sim = self.sim_for(method)
             added = [t for t in dict.fromkeys(toks) if t not in self.base.vocab]
             new_ids = {t: nid + i for i, t in enumerate(added)}
-            changed = sim.segment(p.merges(n), toks, names)
+            changed = sim.segment(p.merge_table(n), toks, names)
             return (
                 {k: [sim.ids(r, new_ids) for r in sim.line_tokens(k, changed)] for k in names},
                 new_ids,
@@ -150,7 +150,7 @@ class Preview:
         if method in ("continued", "regen", "merges"):
             extra = tuple(_single_chars(self.base, p.all_tokens()))
             unreachable = simulated_unreachable(
-                self.base, p.merges(min(n, p.n_available)), p.tokens(n), extra, self.stt_tokenize(extra)
+                self.base, p.merge_table(min(n, p.n_available)), p.tokens(n), extra, self.stt_tokenize(extra)
             )
         else:
             unreachable = []
@@ -193,7 +193,7 @@ class Preview:
             sim = self.sim_for(method)
             for n in points:
                 n = min(n, p.n_available)
-                m = sim.measure(p.merges(n), p.tokens(n), [self.target])
+                m = sim.measure(p.merge_table(n), p.tokens(n), [self.target])
                 out.append((n, m[self.target]["bytes_per_token"]))
         elif method == "add-tokens":
             sim = self.sim_for(method)
@@ -214,7 +214,7 @@ class Preview:
         root is the token itself.
         """
         p = self.plans[method]
-        table = MergeTable(p.merges(min(n, p.n_available)))
+        table = p.merge_table(min(n, p.n_available))
         extra = tuple(_single_chars(self.base, p.all_tokens()))
         base = self.base
         leaves = [x.value for x in self.stt_tokenize(extra)(token)]

@@ -23,6 +23,14 @@ from ..training import with_characters
 ADDED_MARK = "\x00"
 
 
+#: Appended merges: a list of (left, right) pairs, or the same as a :class:`analysis.bpe.MergeTable`.
+Merges = Sequence[tuple[str, str]] | MergeTable
+
+
+def _table(merges: Merges) -> MergeTable:
+    return merges if isinstance(merges, MergeTable) else MergeTable(merges)
+
+
 def _bytes_of_piece(t: str) -> list[str]:
     return [f"<0x{b:02X}>" for b in t.encode("utf-8")]
 
@@ -113,14 +121,14 @@ class PrefixSimulator:
 
     # ------------------------------------------------------------------ core
     def segment(
-        self, merges: Sequence[tuple[str, str]], new_tokens: Sequence[str], names: Iterable[str] | None = None
+        self, merges: Merges, new_tokens: Sequence[str], names: Iterable[str] | None = None
     ) -> dict[int, tuple[str, ...]]:
         """unit index → its segmentation under base + appended merges (only units that change).
 
         Each unit is the base segmentation of a pre-token (final under the base merges); the appended merges
         run over it by the replay's merge loop (:class:`analysis.bpe.MergeTable`).
         """
-        table = MergeTable(merges)
+        table = _table(merges)
         newset = set(new_tokens)
         drop = {c for c in self.extra_chars if c not in newset}
         wanted = set()
@@ -129,7 +137,7 @@ class PrefixSimulator:
         out: dict[int, tuple[str, ...]] = {}
         if not len(table) and not drop:
             return out
-        lefts = {a for a, _ in merges}
+        lefts = table.lefts
         for i in wanted:
             u = self.units[i]
             if not drop and (len(u) < 2 or not any(t in lefts for t in u[:-1])):
@@ -146,7 +154,7 @@ class PrefixSimulator:
         return [[t for i in row for t in changed.get(i, units[i])] for row in self.lines[name]]
 
     def measure(
-        self, merges: Sequence[tuple[str, str]], new_tokens: Sequence[str], names: Iterable[str] | None = None
+        self, merges: Merges, new_tokens: Sequence[str], names: Iterable[str] | None = None
     ) -> dict[str, dict]:
         """Per text: bytes, tokens, bytes_per_token and new-token usage counts for a prefix."""
         names = list(names or self.lines)
@@ -296,7 +304,7 @@ def stt_model_tokenize(base: LoadedTokenizer, extra_chars: Sequence[str] = ()) -
 
 def simulated_unreachable(
     base: LoadedTokenizer,
-    merges: Sequence[tuple[str, str]],
+    merges: Merges,
     new_tokens: Sequence[str],
     extra_chars: Sequence[str] = (),
     tokenize: Callable[[str], list] | None = None,
@@ -308,7 +316,7 @@ def simulated_unreachable(
     """
     if tokenize is None:
         tokenize = stt_model_tokenize(base, extra_chars)
-    table = MergeTable(merges)
+    table = _table(merges)
     newset = set(new_tokens)
     chars = set(extra_chars)
     drop = {c for c in chars if c not in newset}
