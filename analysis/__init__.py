@@ -7,8 +7,8 @@ Which page (pages/*.py) calls which engine modules:
 =====================  ===============================================================================
 Load & inspect         sources, tokenizer, vocab_table, vocab_views (search), playground (pre_tokens)
 Playground             playground
-Merge trees            bpe (replay, merge trees, vocabulary structure), reachability, vocab_views
-Token health           reachability (STT), vocab_views (STT table), flores
+Merge trees            bpe (replay, merge trees, vocabulary structure, STT), vocab_views
+Token health           bpe.stt (STT), vocab_views (STT table), flores
 Under-trained tokens   undertrained, weights
 Compression            metrics, flores
 Extend                 extension (Preview, extension_report), training, corpora, flores, export

@@ -39,9 +39,9 @@ from typing import Any
 
 import numpy as np
 
+from .bpe import bare_tokenize_fn
 from .errors import DataError, UnsupportedTokenizerError
 from .fvt import fvt_pieces, fvt_rows
-from .reachability import bare_tokenize_fn
 from .tokenizer import LoadedTokenizer, readable_from_bytes
 
 BOUNDARIES = ("pretokens", "word", "word_hyphen", "sentence")

@@ -19,11 +19,11 @@ from typing import Any
 
 import numpy as np
 
+from .bpe import bare_tokenize_fn
 from .errors import DataError, ModelLoadError
 from .export import write_folder
 from .fvt import fvt_pieces, fvt_rows
 from .models import load_causal_lm
-from .reachability import bare_tokenize_fn
 from .tokenizer import LoadedTokenizer
 
 INITS = ("fvt", "mean", "random")

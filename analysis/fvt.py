@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from .reachability import bare_tokenize_fn
+from .bpe import bare_tokenize_fn
 from .tokenizer import LoadedTokenizer
 
 _BYTE_PIECE = re.compile(r"<0x([0-9A-Fa-f]{2})>")
@@ -40,7 +40,7 @@ def fvt_pieces(
     no pre-tokenizer, ignore_merges off, no dropout).
 
     With `text`, `token` is plain text (e.g. an added token of the new tokenizer) and goes through `tok`'s full
-    pipeline without special tokens. `tokenize` is a prepared :func:`analysis.reachability.bare_tokenize_fn`
+    pipeline without special tokens. `tokenize` is a prepared :func:`analysis.bpe.stt.bare_tokenize_fn`
     of `tok` (pass one when converting many tokens).
     """
     if text:

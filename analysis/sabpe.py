@@ -1,4 +1,5 @@
-"""Source-attributed BPE (SA-BPE; paper 003, Chizhov, Bogomolov, Yamshchikov; methods.md §10).
+"""Source-attributed BPE (SA-BPE): Chizhov, Bogomolov & Yamshchikov, *From Where Words Come: Efficient
+Regularization of Code Tokenizers Through Source Attribution* (ACL 2026).
 
 A byte-level BPE tokenizer trained **from scratch** on source-attributed code (records with `repo` and
 `language`), reusing a base tokenizer's normalizer + pre-tokenizer (GPT-2, Qwen3, Llama-3 …). Every word type
@@ -7,19 +8,20 @@ carries per-repository and per-language counts; every candidate pair keeps
 * F — its frequency (weighted by word frequency, as in plain BPE),
 * R — the number of distinct repositories it occurs in, L — the number of distinct languages,
 
-maintained incrementally: a merge only touches the words that hold the merged pair (index pair → words), and
-for each pair whose count changes in such a word the word's repository/language counts are added or subtracted.
+maintained incrementally by the one trainer core (:mod:`analysis.bpe.trainer`, its source-attributed pair
+statistics): a merge only touches the words that hold the merged pair, and for each pair whose occurrences
+change in such a word the word's repository/language counts are added or subtracted.
 
 Merge **priority** (paper §4.1): ``F`` (plain BPE), ``F*L``, ``F*log(R+1)``, ``F*log(R)`` (nullifies
 single-repository pairs), ``F*log(R+1)*L`` and ``F*log(R)*L`` (the paper's recommended multilingual default).
 The queue is a lazy max-heap keyed (−priority, −F, left, right): ties go to the more frequent, then the
 lexicographically smallest pair, so ``F`` without skipping reproduces :func:`analysis.training.train_merges`.
 
-Merge **skipping** (paper §4.1 "merge skip criterion" and our reading of methods.md §10): a pair chosen by the
-priority is never merged if R < ``min_repos`` (the paper's R_t; it tried 2, 5, 10, 20), L < ``min_languages``
-(L_t; it used 4, and "skip L = 1" = 2), or — our addition, as a parameter — its top repository holds more than
-``max_share`` of F. Because R and L never grow along a merge tree, a skipped pair is banned for good. Defaults are
-off (1, 1, None): the paper finds the parameter-free priorities a good default and the thresholds need tuning.
+Merge **skipping** (paper §4.1 "merge skip criterion", as we read it): a pair chosen by the priority is never
+merged if R < ``min_repos`` (the paper's R_t; it tried 2, 5, 10, 20), L < ``min_languages`` (L_t; it used 4,
+and "skip L = 1" = 2), or — our addition, as a parameter — its top repository holds more than ``max_share`` of
+F. Because R and L never grow along a merge tree, a skipped pair is banned for good. Defaults are off (1, 1,
+None): the paper finds the parameter-free priorities a good default and the thresholds need tuning.
 
 Inference is plain BPE: the result is an ordinary Hugging Face ``tokenizer.json`` (256-symbol byte alphabet,
 learned merges in order, the base's pre-tokenizer and decoder), so `tokenizers` encodes with it as is.
@@ -28,12 +30,10 @@ learned merges in order, the base's pre-tokenizer and decoder), so `tokenizers` 
 from __future__ import annotations
 
 import gzip
-import heapq
 import json
-import math
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -41,88 +41,53 @@ from typing import Any
 import numpy as np
 
 from . import paths
+from .bpe import unreachable_ids
+from .bpe.trainer import (
+    DEFAULT_PRIORITY,
+    PRIORITIES,
+    PRIORITY_HELP,
+    SkipRule,
+    SourceStats,
+    learn,
+    normalize_priority,
+    priority_function,
+)
 from .errors import DataError, UnsupportedTokenizerError
-from .progress import Progress, report
+from .metrics import encode_ids, gini, text_counts
+from .progress import Progress
 from .tokenizer import BYTE_TO_CHAR, LoadedTokenizer, bpe_model
-from .training import added_token_splitter, symbol_table
+from .training import added_token_splitter
 
-#: Merge priority criteria of the paper (plus plain BPE, "F").
-PRIORITIES = ("F", "F*L", "F*log(R+1)", "F*log(R)", "F*log(R+1)*L", "F*log(R)*L")
-#: The paper's recommended "parameter-free" default for multilingual code.
-DEFAULT_PRIORITY = "F*log(R)*L"
-PRIORITY_HELP = {
-    "F": "plain BPE: pair frequency",
-    "F*L": "prioritise language-universal merges",
-    "F*log(R+1)": "lower the priority of pairs present in few repositories",
-    "F*log(R)": "as above, and single-repository pairs get priority 0 (merged last)",
-    "F*log(R+1)*L": "repositories and languages combined",
-    "F*log(R)*L": "repositories and languages combined, single-repository pairs last (paper's best)",
-}
+__all__ = [  # the priorities and the skip rule live with the trainer core; SA-BPE's API names them here too
+    "ALPHABET",
+    "CONCENTRATION_THRESHOLD",
+    "DEFAULT_PRIORITY",
+    "DEFAULT_SPECIALS",
+    "PRIORITIES",
+    "PRIORITY_HELP",
+    "CodeRecord",
+    "MergeRecord",
+    "SABPEResult",
+    "SkipRule",
+    "SourceWords",
+    "TrainState",
+    "build_tokenizer",
+    "code_dir",
+    "code_languages",
+    "collect_words",
+    "evaluate",
+    "normalize_priority",
+    "priority_function",
+    "read_code",
+    "require_byte_level",
+    "train",
+    "train_source_bpe",
+]
+
 #: Share of a token's training occurrences from one repository above which it counts as single-repository.
 CONCENTRATION_THRESHOLD = 0.9
 DEFAULT_SPECIALS = ("<|endoftext|>",)
 ALPHABET = [BYTE_TO_CHAR[b] for b in range(256)]
-
-
-def normalize_priority(name: str) -> str:
-    """The canonical spelling of a priority criterion (spaces, `·`, case and `log R` forms accepted)."""
-    s = name.replace(" ", "").replace("·", "*").replace("×", "*").upper().replace("LOG", "log")
-    s = s.replace("logR+1", "log(R+1)").replace("log(R)", "log(R)")
-    if s.endswith("logR") or "logR*" in s:
-        s = s.replace("logR", "log(R)")
-    for p in PRIORITIES:
-        if s == p.upper().replace("LOG", "log"):
-            return p
-    raise DataError(f"unknown priority criterion {name!r}; choose one of {', '.join(PRIORITIES)}")
-
-
-def priority_function(name: str) -> Callable[[int, int, int], float]:
-    """The function (F, R, L) → priority of a criterion."""
-    p = normalize_priority(name)
-    log = math.log
-    return {
-        "F": lambda f, r, g: f,
-        "F*L": lambda f, r, g: f * g,
-        "F*log(R+1)": lambda f, r, g: f * log(r + 1),
-        "F*log(R)": lambda f, r, g: f * log(r) if r > 0 else 0.0,
-        "F*log(R+1)*L": lambda f, r, g: f * log(r + 1) * g,
-        "F*log(R)*L": lambda f, r, g: f * log(r) * g if r > 0 else 0.0,
-    }[p]
-
-
-@dataclass(frozen=True)
-class SkipRule:
-    """Merge-skip thresholds: a pair is never merged if R < min_repos, L < min_languages or top share > max_share."""
-
-    min_repos: int = 1
-    min_languages: int = 1
-    max_share: float | None = None
-
-    @property
-    def active(self) -> bool:
-        """Whether any threshold is switched on."""
-        return self.min_repos > 1 or self.min_languages > 1 or self.max_share is not None
-
-    def reason(self, freq: int, repos: int, languages: int, top: int) -> str | None:
-        """Why a pair with these statistics is skipped (None = merge it)."""
-        if repos < self.min_repos:
-            return f"R={repos} < {self.min_repos}"
-        if languages < self.min_languages:
-            return f"L={languages} < {self.min_languages}"
-        if self.max_share is not None and freq > 0 and top / freq > self.max_share:
-            return f"top-repo share {top / freq:.2f} > {self.max_share:g}"
-        return None
-
-    def label(self) -> str:
-        """A short description (e.g. `skip R<2, share>0.9`)."""
-        parts = []
-        if self.min_repos > 1:
-            parts.append(f"R<{self.min_repos}")
-        if self.min_languages > 1:
-            parts.append(f"L<{self.min_languages}")
-        if self.max_share is not None:
-            parts.append(f"share>{self.max_share:g}")
-        return ("skip " + ", ".join(parts)) if parts else "no skipping"
 
 
 # --------------------------------------------------------------------------------------------------
@@ -331,16 +296,6 @@ class TrainState:
     seconds: float = 0.0
 
 
-def _add_counts(counter: dict, items: Iterable[tuple[Any, int]], d: int) -> None:
-    """counter[k] += d * c for each (k, c), dropping keys that reach zero (R and L are len(counter))."""
-    for k, c in items:
-        v = counter.get(k, 0) + d * c
-        if v:
-            counter[k] = v
-        else:
-            del counter[k]
-
-
 def train_source_bpe(
     sw: SourceWords,
     n_new: int,
@@ -350,140 +305,26 @@ def train_source_bpe(
     alphabet: Sequence[str] = ALPHABET,
     progress: Progress | None = None,
 ) -> TrainState:
-    """Learn merges until `n_new` tokens outside `alphabet` exist (or the queue runs dry); see the module doc."""
+    """Learn merges until `n_new` tokens outside `alphabet` exist (or the queue runs dry); see the module doc.
+
+    The one trainer core (:func:`analysis.bpe.trainer.learn`) with source-attributed pair statistics.
+    """
     t0 = time.perf_counter()
-    prio = priority_function(priority)
-    skip = skip or SkipRule()
-    syms, sid = symbol_table()
-
-    for ch in alphabet:
-        sid(ch)
-    seqs: list[list[int]] = []
-    freqs: list[int] = []
-    rdist: list[tuple[tuple[int, int], ...]] = []  # per word: (repository, count) pairs
-    ldist: list[tuple[tuple[int, int], ...]] = []  # per word: (language, count) pairs
-    word_index: list[int] = []
-    for wi, w in enumerate(sw.words):
-        if len(w) > 1 and sw.freqs[wi] > 0:
-            seqs.append([sid(c) for c in w])
-            freqs.append(sw.freqs[wi])
-            rdist.append(tuple(zip(*sw.repo_dist[wi])))
-            ldist.append(tuple(zip(*sw.lang_dist[wi])))
-            word_index.append(wi)
-    counts: dict[tuple[int, int], int] = {}
-    rcount: dict[tuple[int, int], dict[int, int]] = {}
-    lcount: dict[tuple[int, int], dict[int, int]] = {}
-    where: dict[tuple[int, int], set[int]] = {}
-
-    def apply(delta: dict[tuple[int, int], int], wi: int, grown: set | None) -> None:
-        """Add the pair-occurrence changes of word wi to F, the per-source counters and the word index."""
-        f, rd, ld = freqs[wi], rdist[wi], ldist[wi]
-        for p, d in delta.items():
-            if not d:
-                continue
-            counts[p] = counts.get(p, 0) + d * f
-            rc = rcount.get(p)
-            if rc is None:
-                rc = rcount[p] = {}
-                lc = lcount[p] = {}
-            else:
-                lc = lcount[p]
-            _add_counts(rc, rd, d)
-            _add_counts(lc, ld, d)
-            if d > 0:
-                s = where.get(p)
-                if s is None:
-                    where[p] = {wi}
-                else:
-                    s.add(wi)
-                if grown is not None:
-                    grown.add(p)
-
-    for wi, seq in enumerate(seqs):
-        init: dict[tuple[int, int], int] = {}
-        for p in zip(seq, seq[1:]):
-            init[p] = init.get(p, 0) + 1
-        apply(init, wi, None)
-
-    def key(p: tuple[int, int]) -> tuple:
-        f = counts[p]
-        return (-prio(f, len(rcount[p]), len(lcount[p])), -f, syms[p[0]], syms[p[1]], p)
-
-    heap = [key(p) for p in counts]
-    heapq.heapify(heap)
-    push, pop = heapq.heappush, heapq.heappop
+    stats = SourceStats(sw.repo_dist, sw.lang_dist, priority, skip)
     known = set(alphabet)
-    banned: set[tuple[int, int]] = set()
-    merges: list[tuple[str, str]] = []
-    history: list[MergeRecord] = []
-    n_done = 0
-    step = 0
-    report_every = max(1, n_new // 100)
-    while heap and n_done < n_new:
-        entry = pop(heap)
-        pair = entry[-1]
-        if pair in banned:
-            continue
-        f = counts.get(pair, 0)
-        if f <= 0:
-            continue
-        cur = key(pair)
-        if cur[:2] != entry[:2]:  # stale: re-queue with the current statistics
-            push(heap, cur)
-            continue
-        rc = rcount[pair]
-        n_r, n_l = len(rc), len(lcount[pair])
-        top = max(rc.values()) if rc else 0
-        ls, rs = syms[pair[0]], syms[pair[1]]
-        reason = skip.reason(f, n_r, n_l, top) if skip.active else None
-        step += 1
-        if reason is not None:
-            banned.add(pair)
-            history.append(MergeRecord(step, ls, rs, f, n_r, n_l, -cur[0], top / f, True, reason, False))
-            continue
-        a, b = pair
-        merged = ls + rs
-        m = sid(merged)
-        grown: set[tuple[int, int]] = set()
-        for wi in where.pop(pair, ()):
-            seq = seqs[wi]
-            n = len(seq)
-            out: list[int] = []
-            i = 0
-            hit = False
-            while i < n:
-                if i + 1 < n and seq[i] == a and seq[i + 1] == b:
-                    out.append(m)
-                    i += 2
-                    hit = True
-                else:
-                    out.append(seq[i])
-                    i += 1
-            if not hit:
-                continue
-            seqs[wi] = out
-            delta: dict[tuple[int, int], int] = {}
-            for p in zip(seq, seq[1:]):
-                delta[p] = delta.get(p, 0) - 1
-            for p in zip(out, out[1:]):
-                delta[p] = delta.get(p, 0) + 1
-            delta.pop(pair, None)
-            apply(delta, wi, grown)
-        counts.pop(pair, None)
-        rcount.pop(pair, None)
-        lcount.pop(pair, None)
-        for p in grown:
-            if counts.get(p, 0) > 0 and p not in banned:
-                push(heap, key(p))
-        is_new = merged not in known
-        known.add(merged)
-        merges.append((ls, rs))
-        history.append(MergeRecord(step, ls, rs, f, n_r, n_l, -cur[0], top / f, False, None, is_new))
-        if is_new:
-            n_done += 1
-            if n_done % report_every == 0:
-                report(progress, n_done, n_new, "merges")
-    return TrainState(merges, history, syms, seqs, word_index, time.perf_counter() - t0)
+    run = learn(
+        zip(sw.words, sw.freqs),
+        n_new,
+        known=known.__contains__,
+        stats=stats,
+        alphabet=alphabet,
+        progress=progress,
+    )
+    history = [
+        MergeRecord(step, p.left, p.right, p.freq, *p.info, p.skipped is not None, p.skipped, p.new)
+        for step, p in enumerate(run.pops, 1)
+    ]
+    return TrainState(run.merges, history, run.symbols, run.seqs, run.word_index, time.perf_counter() - t0)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -702,9 +543,6 @@ def evaluate(
     result: SABPEResult, heldout: Sequence[str], threshold: float = CONCENTRATION_THRESHOLD
 ) -> dict[str, Any]:
     """Held-out bytes/token, coverage, Gini of token frequencies, vocabulary MTL, single-repo share and STT count."""
-    from .metrics import encode_ids, gini, text_counts
-    from .reachability import unreachable_ids
-
     tok = result.tokenizer
     texts = [t for t in heldout if t]
     if not texts:

@@ -1,6 +1,9 @@
-"""Continued BPE training: learn N new merges on top of an existing tokenizer (paper 000 §3.1, methods.md §3).
+"""Continued BPE training: learn N new merges on top of an existing tokenizer.
 
-Word collection goes through the tokenizer's own pipeline in Rust:
+Purason, Chizhov, Yamshchikov & Fishel, *Teaching Old Tokenizers New Words: Efficient Tokenizer Adaptation for
+Pre-trained Models* (arXiv 2512.03989, 2025), §3.1. Word collection goes through the tokenizer's own pipeline
+in Rust:
+
 * byte-level / pre-tokenized BPE (GPT-2, Llama-3, Qwen, Mistral-Nemo, SmolLM2): added/special tokens are split
   out, then `normalizer.normalize_str` → `pre_tokenizer.pre_tokenize_str` → `Counter` of pre-tokens → the
   base model's current segmentation `model.tokenize(word)` once per distinct pre-token;
@@ -9,14 +12,14 @@ Word collection goes through the tokenizer's own pipeline in Rust:
   `▁` inside a piece, digits, a change of Unicode script, length > 16). Characters missing from the vocabulary
   are added first until the character coverage reaches 99.95 %.
 
-The trainer is the standard incremental BPE over word types: pair counts weighted by word frequency, an index
-pair → words, a lazy-deletion max-heap keyed (−count, left, right) so ties go to the lexicographically smallest
-pair (deterministic), optional maximum token length. One run of N new tokens yields every prefix 1..N.
+The merges are learned by the one trainer core, :func:`analysis.bpe.trainer.learn`, with plain frequency
+statistics: incremental BPE over word types, pair counts weighted by word frequency, an index pair → words, a
+lazy max-heap so ties go to the lexicographically smallest pair (deterministic), optional maximum token length
+and SentencePiece validity. One run of N new tokens yields every prefix 1..N.
 """
 
 from __future__ import annotations
 
-import heapq
 import re
 import time
 import unicodedata
@@ -25,6 +28,8 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from functools import lru_cache
 
+from .bpe import require_bpe
+from .bpe.trainer import learn
 from .errors import DataError, UnsupportedTokenizerError
 from .tokenizer import SPIECE_UNDERLINE, LoadedTokenizer
 from .unicode import sentencepiece_script
@@ -113,7 +118,7 @@ class TrainingResult:
 
 
 # --------------------------------------------------------------------------------------------------
-# SentencePiece validity rules (methods.md §3); scripts from analysis.unicode with SentencePiece's Han rule
+# SentencePiece validity rules; scripts from analysis.unicode with SentencePiece's Han rule
 # --------------------------------------------------------------------------------------------------
 def _is_digit(ch: str) -> bool:
     return unicodedata.category(ch) == "Nd"
@@ -158,11 +163,8 @@ def sp_piece_valid(
 # --------------------------------------------------------------------------------------------------
 def training_mode(tok: LoadedTokenizer) -> str:
     """`byte-level`, `sentencepiece` or `pretokenized`: how continued training collects words for tok."""
-    if tok.model_type != "BPE":
-        raise UnsupportedTokenizerError(
-            f"continued BPE training needs a BPE tokenizer; {tok.name} is {tok.model_type}"
-            + (" (use the WordPiece extension method instead)" if tok.model_type == "WordPiece" else "")
-        )
+    hint = "use the WordPiece extension method instead" if tok.model_type == "WordPiece" else ""
+    require_bpe(tok, "continued BPE training", hint=hint)
     if tok.continuing_subword_prefix or tok.end_of_word_suffix:
         raise UnsupportedTokenizerError(
             f"{tok.name}: BPE with a continuing-subword prefix or end-of-word suffix is not supported"
@@ -356,23 +358,8 @@ def missing_characters(
 
 
 # --------------------------------------------------------------------------------------------------
-# The incremental BPE trainer
+# The trainer (the one core in analysis.bpe.trainer, plain frequency statistics)
 # --------------------------------------------------------------------------------------------------
-def symbol_table() -> tuple[list[str], Callable[[str], int]]:
-    """(symbols, intern): `intern(s)` gives each distinct string a dense id; `symbols[id]` gives it back."""
-    ids: dict[str, int] = {}
-    syms: list[str] = []
-
-    def intern(s: str) -> int:
-        i = ids.get(s)
-        if i is None:
-            i = ids[s] = len(syms)
-            syms.append(s)
-        return i
-
-    return syms, intern
-
-
 def train_merges(
     words: Counter,
     n_new: int,
@@ -384,113 +371,10 @@ def train_merges(
     """Learn merges over word types until `n_new` tokens unknown to `known` were created (or pairs run out).
 
     `words` maps a tuple of current symbols to its frequency. Deterministic: the most frequent pair wins,
-    ties go to the lexicographically smallest (left, right) pair.
+    ties go to the lexicographically smallest (left, right) pair (:func:`analysis.bpe.trainer.learn`).
     """
-    syms, sid = symbol_table()
-
-    seqs: list[list[int]] = []
-    freqs: list[int] = []
-    for w, f in words.items():
-        if len(w) > 1 and f > 0:
-            seqs.append([sid(s) for s in w])
-            freqs.append(f)
-    counts: dict[tuple[int, int], int] = {}
-    where: dict[tuple[int, int], set[int]] = {}
-    for wi, seq in enumerate(seqs):
-        f = freqs[wi]
-        for p in zip(seq, seq[1:]):
-            counts[p] = counts.get(p, 0) + f
-            s = where.get(p)
-            if s is None:
-                where[p] = {wi}
-            else:
-                s.add(wi)
-    heap = [(-c, syms[p[0]], syms[p[1]], p) for p, c in counts.items()]
-    heapq.heapify(heap)
-
-    steps: list[Step] = []
-    produced: set[str] = set()
-    n_done = 0
-    push = heapq.heappush
-    pop = heapq.heappop
-    while heap and n_done < n_new:
-        negc, ls, rs, pair = pop(heap)
-        c = counts.get(pair, 0)
-        if c <= 0:
-            continue
-        if c != -negc:  # stale: re-queue with the current count (counts that fell are re-queued lazily)
-            push(heap, (-c, ls, rs, pair))
-            continue
-        merged = ls + rs
-        if (max_token_length and len(merged) > max_token_length) or (
-            is_valid is not None and not is_valid(merged)
-        ):
-            counts.pop(pair, None)
-            where.pop(pair, None)
-            continue
-        a, b = pair
-        m = sid(merged)
-        grown: set[tuple[int, int]] = set()
-        for wi in where.pop(pair, ()):
-            seq = seqs[wi]
-            n = len(seq)
-            if n < 2:
-                continue
-            f = freqs[wi]
-            out: list[int] = []
-            i = 0
-            hit = False
-            prev_merged = False
-            while i < n:
-                if i + 1 < n and seq[i] == a and seq[i + 1] == b:
-                    hit = True
-                    if out:  # the pair on the left changes
-                        if prev_merged:
-                            old, new = (b, a), (m, m)
-                        else:
-                            x = seq[i - 1]
-                            old, new = (x, a), (x, m)
-                        counts[old] = counts.get(old, 0) - f
-                        counts[new] = counts.get(new, 0) + f
-                        ws = where.get(new)
-                        if ws is None:
-                            where[new] = {wi}
-                        else:
-                            ws.add(wi)
-                        grown.add(new)
-                    # the pair on the right changes, unless another occurrence follows (handled there)
-                    if i + 2 < n and not (i + 3 < n and seq[i + 2] == a and seq[i + 3] == b):
-                        y = seq[i + 2]
-                        old, new = (b, y), (m, y)
-                        counts[old] = counts.get(old, 0) - f
-                        counts[new] = counts.get(new, 0) + f
-                        ws = where.get(new)
-                        if ws is None:
-                            where[new] = {wi}
-                        else:
-                            ws.add(wi)
-                        grown.add(new)
-                    out.append(m)
-                    i += 2
-                    prev_merged = True
-                else:
-                    out.append(seq[i])
-                    i += 1
-                    prev_merged = False
-            if hit:
-                seqs[wi] = out
-        counts.pop(pair, None)
-        grown.discard(pair)
-        for p in grown:
-            cp = counts.get(p, 0)
-            if cp > 0:
-                push(heap, (-cp, syms[p[0]], syms[p[1]], p))
-        is_new = merged not in produced and not known(merged)
-        produced.add(merged)
-        steps.append(Step(merged, (ls, rs), c, is_new))
-        if is_new:
-            n_done += 1
-    return steps
+    run = learn(words.items(), n_new, known=known, valid=is_valid, max_token_length=max_token_length)
+    return [Step(p.token, (p.left, p.right), p.freq, p.new) for p in run.pops]
 
 
 # --------------------------------------------------------------------------------------------------

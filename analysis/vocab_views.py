@@ -1,7 +1,7 @@
 """Filtered views of a vocabulary, as the pages show them: the vocabulary table narrowed by a search, token
 search by text or id (Merge trees), and the Self-Tokenization Test as one row per id (Token health).
 
-The tables underneath are cached by content hash (`vocab_table`, `reachability.stt_report`); the functions here
+The tables underneath are cached by content hash (`vocab_table`, `bpe.stt_report`); the functions here
 return new frames and never modify a cached one.
 """
 
@@ -12,9 +12,8 @@ from collections.abc import Iterable, Sequence
 
 import pandas as pd
 
-from .bpe import merge_candidates_for
+from .bpe import merge_candidates_for, stt_report
 from .cache import memoize
-from .reachability import stt_report
 from .tokenizer import LoadedTokenizer
 
 #: the STT categories a token can never be produced in (by merges)

@@ -25,10 +25,13 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from analysis import load  # noqa: E402
 from analysis.corpora import Corpus, Source, corpus  # noqa: E402
+from analysis.extension import Preview, plan, train_auxiliary  # noqa: E402
 from analysis.flores import lines as flores_lines  # noqa: E402
 from analysis.flores import split_lines as flores_split  # noqa: E402
 from analysis.paths import shared_assets as assets_dir  # noqa: E402
+from analysis.training import continue_training  # noqa: E402
 
 
 def bench_corpus(mb: float) -> Corpus:
@@ -53,21 +56,15 @@ def _rss_mb() -> float:
 
 def job(kind: str, tok_dir: str, n: int, mb: float) -> dict:
     """One measured job (runs in a child process)."""
-    from analysis import load
-
     tok = load(tok_dir)
     text = list(bench_corpus(mb))
     nbytes = sum(len(u.encode("utf-8")) for u in text)
     rss0 = _rss_mb()
     t0 = time.perf_counter()
     if kind == "continued":
-        from analysis.training import continue_training
-
         res = continue_training(tok, text, n)
         info = {"new_tokens": res.n_new, "word_types": res.word_types, "phases": res.seconds}
     else:
-        from analysis.extension import train_auxiliary
-
         aux = train_auxiliary(tok, text, 256 + n)
         info = {"vocab": len(aux.tokens), "merges": len(aux.merges)}
     sec = time.perf_counter() - t0
@@ -108,9 +105,6 @@ def run_child(kind: str, args: argparse.Namespace) -> dict:
 
 def preview_bench(tok_dir: str, n_max: int) -> list[tuple[str, int, float]]:
     """Seconds per preview update (continued and regen) after N changes, plans trained once beforehand."""
-    from analysis import load
-    from analysis.extension import Preview, plan
-
     tok = load(tok_dir)
     est = Source("file", str(assets_dir() / "corpora" / "text" / "est_Latn.txt.gz"))
     text = list(corpus(Source("flores-train", "est_Latn:800"), est))

@@ -2,13 +2,14 @@
 
 One run, on a slice of the shared source-attributed code corpus (every language, N files per repository):
 * word collection with per-repository / per-language counts (`sabpe.collect_words`, Rust pre-tokenizer);
-* plain incremental BPE (`training.train_merges`) on the same word counts — the baseline;
+* plain incremental BPE (`training.train_merges`: the trainer core with frequency statistics) on the same word
+  counts — the baseline;
 * the SA-BPE trainer with priority F (source counters kept, same merges), F*log(R)*L, and F*log(R)*L with
   skipping (R < 2);
 * the `tokenizers` BpeTrainer from scratch on the same texts (same normalizer / pre-tokenizer / byte alphabet,
   its counting in Rust on every core), compared with our collect + train;
 * CPU times (`time.process_time`, this process and its Rust threads: robust when other jobs share the cores);
-* ratios against the baselines and the targets (SA-BPE training <= 4x plain, the per-repository and per-language counters cost about as much as the frequency updates (paper 003 App. E); collect + train <= 10x BpeTrainer).
+* ratios against the baselines and the targets (SA-BPE training <= 4x plain, the per-repository and per-language counters cost about as much as the frequency updates (Chizhov, Bogomolov & Yamshchikov, ACL 2026, App. E); collect + train <= 10x BpeTrainer).
 
 Usage: `python bench/bench_sabpe.py [--base DIR] [--vocab 4000] [--files 3]`.
 """
@@ -23,6 +24,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+
+from tokenizers import Tokenizer, models, pre_tokenizers, trainers  # noqa: E402
 
 from analysis import load, sabpe  # noqa: E402
 from analysis.paths import shared_assets as assets_dir  # noqa: E402
@@ -72,8 +75,6 @@ def main() -> None:
             f"{label}: {len(st.merges):,} merges, {skipped:,} skipped, {dt:.2f} s — {dt / t_plain:.2f}x plain{same}"
         )
     sa_total = t_collect + dt
-
-    from tokenizers import Tokenizer, models, pre_tokenizers, trainers
 
     hf = Tokenizer(models.BPE())
     if base.tokenizer.normalizer is not None:

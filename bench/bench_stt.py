@@ -21,26 +21,22 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from analysis import (  # noqa: E402
-    bpe,
-    load,  # noqa: E402
-    reachability,
-)
+from analysis import bpe, load  # noqa: E402
+from analysis.bpe import structure, stt  # noqa: E402
+from analysis.cache import clear_memory  # noqa: E402
 
 ASSETS = Path(os.environ.get("TOKLAB_ASSETS", ROOT.parent / "shared" / "assets"))
 
 
 def _clear() -> None:
-    for cache in (
-        reachability._STATUS_CACHE,
-        reachability._REPORT_CACHE,
-        reachability._MODEL_CACHE,
-        bpe._STRUCT_CACHE,
-        bpe._PAIR_CACHE,
-        bpe._ARRAYS_CACHE,
-        bpe._REPLAYS,
-    ):
-        cache.clear()
+    """Forget every in-memory result (STT, replays, merge arrays, structures)."""
+    clear_memory()
+
+
+def _clear_structure() -> None:
+    """Forget the structure and merge arrays but keep the STT result."""
+    for fn in (structure._structure, bpe.pair_ranks, bpe.merge_arrays):
+        fn.cache_clear()
 
 
 def main() -> int:
@@ -60,7 +56,7 @@ def main() -> int:
     print(f"load + parse vocab/merges: {time.perf_counter() - t0:.2f} s (not counted below)")
 
     # baseline model: the same BPE with ignore_merges off, prepared outside the timing
-    base_model = reachability._private_model(tok)
+    base_model = stt._private_model(tok)
     own_model = tok.tokenizer.model
     words = list(vocab)
 
@@ -77,7 +73,7 @@ def main() -> int:
         _clear()
         own_model._clear_cache()
         t, c = time.perf_counter(), time.process_time()
-        result = reachability.stt_result(tok)
+        result = stt.stt_result(tok)
         stt_t.append(time.perf_counter() - t)
         stt_cpu.append(time.process_time() - c)
 
@@ -87,16 +83,16 @@ def main() -> int:
         own_t.append(time.perf_counter() - t)
         own_model._clear_cache()
     assert result is not None
-    unreachable = len(reachability.unreachable_ids(tok))
-    base, stt, own = min(base_t), min(stt_t), min(own_t)
+    unreachable = len(stt.unreachable_ids(tok))
+    base, stt_s, own = min(base_t), min(stt_t), min(own_t)
     print(
         f"baseline  bare model.tokenize loop (ignore_merges off): {base:.2f} s wall, {min(base_cpu):.2f} s CPU"
     )
     print(f"(info)    loop on the tokenizer's own model (ignore_merges={tok.ignore_merges}): {own:.2f} s")
     print(
-        f"STT       stt_result, cold caches: {stt:.2f} s wall, {min(stt_cpu):.2f} s CPU -> {unreachable} unreachable"
+        f"STT       stt_result, cold caches: {stt_s:.2f} s wall, {min(stt_cpu):.2f} s CPU -> {unreachable} unreachable"
     )
-    print(f"STT ratio {stt / base:.2f}x wall, {min(stt_cpu) / min(base_cpu):.2f}x CPU (target <= 1.5x)")
+    print(f"STT ratio {stt_s / base:.2f}x wall, {min(stt_cpu) / min(base_cpu):.2f}x CPU (target <= 1.5x)")
 
     # vocabulary structure
     vs_cold, vs_given, cpu_cold, cpu_given = [], [], [], []
@@ -107,9 +103,7 @@ def main() -> int:
         vs = bpe.vocabulary_structure(tok, disk_cache=False)
         vs_cold.append(time.perf_counter() - t)
         cpu_cold.append(time.process_time() - c)
-        bpe._STRUCT_CACHE.clear()
-        bpe._PAIR_CACHE.clear()
-        bpe._ARRAYS_CACHE.clear()
+        _clear_structure()
         t, c = time.perf_counter(), time.process_time()
         vs = bpe.vocabulary_structure(tok, disk_cache=False)
         vs_given.append(time.perf_counter() - t)
@@ -136,9 +130,9 @@ def main() -> int:
         f"baseline  step-wise replay of every vocabulary string: {naive:.2f} s ({same}) -> "
         f"structure cold / replay {min(vs_cold) / naive:.2f}x"
     )
-    bpe._STRUCT_CACHE.clear()
+    structure._structure.cache_clear()
     bpe.vocabulary_structure(tok)  # writes the disk cache
-    bpe._STRUCT_CACHE.clear()
+    structure._structure.cache_clear()
     t = time.perf_counter()
     bpe.vocabulary_structure(tok)
     print(f"vocabulary_structure from the disk cache: {time.perf_counter() - t:.2f} s")

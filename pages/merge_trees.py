@@ -6,8 +6,7 @@ import pandas as pd
 import streamlit as st
 
 from analysis import LoadedTokenizer
-from analysis.bpe import get_replay, merge_tree, tree_depth, vocabulary_structure
-from analysis.reachability import explain_unreachable
+from analysis.bpe import explain_unreachable, get_replay, merge_tree, tree_depth, vocabulary_structure
 from analysis.vocab_views import search_tokens
 from ui import links
 from ui.pickers import BPE, pick_tokenizer

@@ -11,7 +11,7 @@ import streamlit as st
 
 from analysis import LoadedTokenizer
 from analysis import flores as fl
-from analysis.reachability import CATEGORIES, CATEGORY_HELP, explain_unreachable, never_produced, stt_report
+from analysis.bpe import CATEGORIES, CATEGORY_HELP, explain_unreachable, never_produced, stt_report
 from analysis.vocab_views import UNREACHABLE, filter_stt, stt_table, would_be_ranks
 from ui import links
 from ui.caching import cache_data

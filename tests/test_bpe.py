@@ -13,7 +13,7 @@ from analysis import LoadedTokenizer
 from analysis.bpe import (
     BPEReplay,
     MergeEvent,
-    _SortedPairs,
+    SortedPairs,
     get_replay,
     iter_tree,
     merge_tree,
@@ -21,6 +21,7 @@ from analysis.bpe import (
     tree_depth,
     vocabulary_structure,
 )
+from analysis.bpe import structure as bpe_structure
 from analysis.errors import UnsupportedTokenizerError
 
 FLORES_LANGS = [
@@ -259,7 +260,7 @@ def test_vocabulary_structure_llama3_sample_vs_replay(tmp_path, monkeypatch):
         a, b, _r, rank, _p = rep._run(tok.id_to_token[t])[2][-1]
         assert vs.split[t] == (a, b) and vs.final_rank[t] == rank
     # disk cache round trip
-    vocabulary_structure.__globals__["_STRUCT_CACHE"].clear()
+    bpe_structure._structure.cache_clear()  # memory only: the next call reads the disk cache
     again = vocabulary_structure(tok)
     assert again.split == vs.split and again.dead_merges == vs.dead_merges
 
@@ -304,7 +305,7 @@ def test_sorted_pair_lookup_equals_the_pair_dict():
     tok = load_shared("gpt2")
     pairs, stride = pair_ranks(tok)
     keys = np.array(sorted(pairs), dtype=np.int64)
-    sp = _SortedPairs(keys, np.array([pairs[k] for k in keys.tolist()], dtype=np.int64))
+    sp = SortedPairs(keys, np.array([pairs[k] for k in keys.tolist()], dtype=np.int64))
     rnd = random.Random(3)
     for k in rnd.sample(sorted(pairs), 500) + [0, stride * stride, 12345678]:
         assert sp.get(k) == pairs.get(k)

@@ -8,6 +8,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 from support import ASSETS, ROOT, flores_lines, load_shared
 
+from analysis.bpe import unreachable_ids
 from analysis.corpora import Source, corpus
 from analysis.errors import DataError, UnsupportedTokenizerError
 from analysis.extension import (
@@ -22,7 +23,6 @@ from analysis.extension import (
     tokenization_change,
 )
 from analysis.flores import split_lines as flores_split
-from analysis.reachability import unreachable_ids
 
 EST_CORPUS = ASSETS / "corpora" / "text" / "est_Latn.txt.gz"
 

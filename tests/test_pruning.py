@@ -15,10 +15,9 @@ from support import FLORES, ROOT, SMOLLM, TOKENIZERS, flores_lines, load_shared,
 
 from analysis import pruning as P
 from analysis import undertrained as ut
-from analysis.bpe import vocabulary_structure
+from analysis.bpe import unreachable_ids, vocabulary_structure
 from analysis.cli import main
 from analysis.errors import DataError, UnsupportedTokenizerError
-from analysis.reachability import unreachable_ids
 from analysis.sources import load
 
 SAFE = ("leaf-last-n", "leaf-frequency", "merge-based")

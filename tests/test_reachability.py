@@ -12,9 +12,7 @@ import pytest
 from support import BPE_TOKENIZERS, TOKENIZERS, flores_lines, load_shared
 
 from analysis import LoadedTokenizer
-from analysis.cli import main
-from analysis.errors import UnsupportedTokenizerError
-from analysis.reachability import (
+from analysis.bpe.stt import (
     _private_model,
     explain_unreachable,
     never_produced,
@@ -25,6 +23,8 @@ from analysis.reachability import (
     stt_tokenize_fn,
     unreachable_ids,
 )
+from analysis.cli import main
+from analysis.errors import UnsupportedTokenizerError
 
 
 def _toy(vocab: dict[str, int], merges: list[list[str]], **model) -> LoadedTokenizer:

@@ -12,10 +12,9 @@ from streamlit.testing.v1 import AppTest
 from support import ASSETS, ROOT, load_shared
 
 from analysis import sabpe
-from analysis.bpe import BPEReplay
+from analysis.bpe import BPEReplay, unreachable_ids
 from analysis.cli import main
 from analysis.errors import DataError, UnsupportedTokenizerError
-from analysis.reachability import unreachable_ids
 from analysis.training import train_merges
 
 CODE = ASSETS / "corpora" / "code"

@@ -11,7 +11,11 @@ from collections import Counter
 
 import pytest
 from support import ASSETS, BPE_TOKENIZERS, flores_lines, load_shared
+from tokenizers import Tokenizer, models, pre_tokenizers, trainers
 
+from analysis import flores
+from analysis.bpe import unreachable_ids
+from analysis.bpe.trainer import FrequencyStats, learn
 from analysis.corpora import (
     Corpus,
     Source,
@@ -24,7 +28,7 @@ from analysis.corpora import (
 from analysis.errors import DataError, UnsupportedTokenizerError
 from analysis.extension import append_to_model
 from analysis.flores import split_lines as flores_split
-from analysis.reachability import unreachable_ids
+from analysis.tokenizer import parse_merges
 from analysis.training import (
     continue_training,
     missing_characters,
@@ -257,3 +261,44 @@ def test_incremental_trainer_matches_naive_recount():
             words[tuple(rng.choice("aabbc") for _ in range(rng.randint(1, 9)))] += rng.randint(1, 5)
         got = train_merges(words, 20, known=lambda s: False)
         assert [(s.pair, s.freq) for s in got] == _naive_bpe(words, len(got))
+
+
+class _TokenizersTieBreak(FrequencyStats):
+    """`tokenizers`' BpeTrainer order: the most frequent pair, ties to the smallest (left id, right id), where
+    ids number the alphabet by code point and then every new token in the order it is made."""
+
+    def order(self, pair, freq):
+        return (-freq, pair[0], pair[1])
+
+
+def test_trainer_matches_tokenizers_bpetrainer_on_flores():
+    """Anchor: the trainer core learns the merges of `tokenizers.trainers.BpeTrainer` on real text (Estonian
+    FLORES, GPT-2's byte-level pre-tokenizer). With our tie-break (lexicographic strings) the merges are equal
+    until the first frequency tie, where both pick a pair of the same frequency; with BpeTrainer's tie-break
+    (token ids) plugged in as pair statistics, all 2,000 merges are equal."""
+    n = 2000
+    lines = flores.lines("est_Latn")
+    pre = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    alphabet = pre_tokenizers.ByteLevel.alphabet()
+    hf = Tokenizer(models.BPE())
+    hf.pre_tokenizer = pre
+    trainer = trainers.BpeTrainer(
+        vocab_size=len(alphabet) + n, initial_alphabet=alphabet, special_tokens=[], show_progress=False
+    )
+    hf.train_from_iterator(lines, trainer=trainer)
+    want = parse_merges(json.loads(hf.to_str())["model"]["merges"])
+    assert len(want) == n
+
+    words = Counter(p for line in lines for p, _ in pre.pre_tokenize_str(line))
+    pairs = [(tuple(w), c) for w, c in words.items()]
+    known = set(alphabet).__contains__
+    exact = learn(pairs, n, known=known, stats=_TokenizersTieBreak(), alphabet=sorted(alphabet))
+    assert exact.merges == want
+
+    ours = learn(pairs, n, known=known)
+    got = ours.merges
+    assert len(got) == n
+    first = next(i for i, (a, b) in enumerate(zip(got, want)) if a != b)
+    assert first > 50  # the frequent merges are tie-free and equal
+    assert ours.pops[first].freq == exact.pops[first].freq  # the first difference is a tie
+    assert [p.freq for p in ours.pops[:first]] == [p.freq for p in exact.pops[:first]]

@@ -11,9 +11,8 @@ import argparse
 import sys
 from pathlib import Path
 
-from ..bpe import iter_tree, merge_tree
+from ..bpe import CATEGORIES, explain_unreachable, iter_tree, merge_tree, never_produced, stt_report
 from ..errors import DataError
-from ..reachability import CATEGORIES, explain_unreachable, never_produced, stt_report
 from ._common import add_tokenizer_argument, load_from_args, print_json
 
 NAME = "stt"

@@ -7,16 +7,14 @@ from collections.abc import Iterable, Sequence
 
 import numpy as np
 
-from ..errors import DataError, UnsupportedTokenizerError
+from ..bpe import require_bpe
+from ..errors import DataError
 from ..tokenizer import BYTE_TO_CHAR, LoadedTokenizer
 
 
 def check_prunable(tok: LoadedTokenizer) -> None:
     """Raise UnsupportedTokenizerError unless the tokenizer is a BPE model (byte-level or SentencePiece-style)."""
-    if tok.model_type != "BPE":
-        raise UnsupportedTokenizerError(
-            f"pruning needs a BPE tokenizer; {tok.name} is a {tok.model_type} model"
-        )
+    require_bpe(tok, "pruning")
 
 
 def alphabet_ids(tok: LoadedTokenizer) -> set[int]:

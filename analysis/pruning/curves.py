@@ -122,7 +122,7 @@ class _FastPruner:
         return self.rust, vocab
 
     def unreachable_count(self, rust: Any, vocab: dict[str, int]) -> int:
-        """STT on the swapped-in model (ignore_merges off, no dropout): the analysis.reachability rules."""
+        """STT on the swapped-in model (ignore_merges off, no dropout): the analysis.bpe.stt rules."""
         model = rust.model
         was = model.ignore_merges
         model.ignore_merges = False

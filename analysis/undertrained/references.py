@@ -15,8 +15,8 @@ from typing import Any
 
 import numpy as np
 
+from ..bpe import unreachable_ids
 from ..errors import DataError, UnsupportedTokenizerError
-from ..reachability import unreachable_ids
 from ..tokenizer import BYTE_TO_CHAR, LoadedTokenizer
 from .roundtrip import UNREACHABLE_MULTI, UNREACHABLE_SINGLE, RoundTrip
 

@@ -12,10 +12,10 @@ from typing import Any
 
 import numpy as np
 
+from ..bpe import stt_report
 from ..errors import DataError, ModelLoadError, UnsupportedTokenizerError
 from ..models import plan_placement
 from ..progress import Progress
-from ..reachability import stt_report
 from ..tokenizer import LoadedTokenizer
 from ..unicode import text_script
 from ..weights import (
@@ -300,7 +300,7 @@ def _device_map_summary(model: Any) -> dict[str, int] | None:
 # Token-health table (joined with STT)
 # --------------------------------------------------------------------------------------------------
 def stt_status(tok: LoadedTokenizer) -> dict[int, str]:
-    """STT category per id from :func:`analysis.reachability.stt_report` (reachable, unreachable_multi, special,
+    """STT category per id from :func:`analysis.bpe.stt.stt_report` (reachable, unreachable_multi, special,
     …); {} for tokenizers the STT does not apply to (non-BPE)."""
     try:
         return {r.id: r.category for r in stt_report(tok).rows}

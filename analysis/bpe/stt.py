@@ -1,7 +1,8 @@
 """Self-Tokenization Test (STT): which vocabulary tokens the merges can never produce, and why.
 
-Paper 000 §3.3 and methods.md §2: run the *model only* (no normalizer, pre-tokenizer or added-token
-split) on every vocabulary string, with `ignore_merges` off and no dropout; a token is reachable iff the
+Purason, Chizhov, Yamshchikov & Fishel, *Teaching Old Tokenizers New Words: Efficient Tokenizer Adaptation
+for Pre-trained Models* (arXiv 2512.03989, 2025), §3.3: run the *model only* (no normalizer, pre-tokenizer or
+added-token split) on every vocabulary string, with `ignore_merges` off and no dropout; a token is reachable iff the
 model returns exactly that one token.
 
 Speed: the bulk runs through the Rust `model.tokenize`. When the tokenizer's own model already has
@@ -25,10 +26,11 @@ from typing import Any
 
 import tokenizers
 
-from .cache import memoize
-from .errors import UnsupportedTokenizerError
-from .tokenizer import LoadedTokenizer
-from .unicode import text_script
+from ..cache import memoize
+from ..tokenizer import LoadedTokenizer
+from ..unicode import text_script
+from .replay import BPEReplay, get_replay, require_bpe
+from .trees import merge_candidates_for, merge_tree
 
 CATEGORIES = (
     "reachable",
@@ -48,14 +50,9 @@ CATEGORY_HELP = {
     "special": "a special or added token (matched before the model runs)",
     "unk": "the unknown token",
 }
+#: how the "requires BPE" check names this analysis
+_STT = "the Self-Tokenization Test"
 _SENTINELS = ("\U0010fffd", "\U000f0000", "\uffff", "\ufdd0", "\U000e01ef")
-
-
-def _require_bpe(tok: LoadedTokenizer) -> None:
-    if tok.model_type != "BPE":
-        raise UnsupportedTokenizerError(
-            f"the Self-Tokenization Test needs a BPE model; {tok.name} is {tok.model_type}"
-        )
 
 
 @memoize(maxsize=3)
@@ -70,7 +67,7 @@ def _private_model(tok: LoadedTokenizer) -> Any:
 
 def _stt_callable(tok: LoadedTokenizer) -> tuple[Callable[[str], list], str, Any]:
     """(tokenize, sentinel, shared model or None): tokenize(s + sentinel) == STT tokenization of s."""
-    _require_bpe(tok)
+    require_bpe(tok, _STT)
     model = tok.tokenizer.model
     if not tok.dropout:
         if not tok.ignore_merges:
@@ -119,7 +116,7 @@ class STTResult:
 def stt_result(tok: LoadedTokenizer) -> STTResult:
     """Run the STT over the model vocabulary once (cached per tokenizer): the reachability mask and the
     tokenizations of the tokens that are not reachable."""
-    _require_bpe(tok)
+    require_bpe(tok, _STT)
     return _stt_result(tok)
 
 
@@ -256,7 +253,7 @@ class STTReport:
 
 def stt_report(tok: LoadedTokenizer) -> STTReport:
     """Run STT and put every id (model vocabulary and added tokens) in exactly one category (cached)."""
-    _require_bpe(tok)
+    require_bpe(tok, _STT)
     return _stt_report(tok, tok.name)
 
 
@@ -335,9 +332,7 @@ def stt_counts(tok: LoadedTokenizer) -> dict[str, int]:
 def explain_unreachable(tok: LoadedTokenizer, token: str | int) -> dict[str, Any]:
     """Why a token cannot be produced: the tree BPE builds vs the merges that would make it and the
     earlier merge that wins (the first merge that joins symbols across the candidate's split point)."""
-    from .bpe import get_replay, merge_candidates_for, merge_tree
-
-    _require_bpe(tok)
+    require_bpe(tok, _STT)
     if isinstance(token, int):
         token = tok.id_to_token[token]
     tid = tok.vocab.get(token)
@@ -415,7 +410,7 @@ def explain_unreachable(tok: LoadedTokenizer, token: str | int) -> dict[str, Any
     }
 
 
-def _symbols_for_char(rep: Any, word: str, ci: int) -> int:
+def _symbols_for_char(rep: BPEReplay, word: str, ci: int) -> int:
     """How many initial symbols the character at index ci becomes (1, or its byte count with byte fallback)."""
     s = word[ci]
     if ci and rep.prefix:

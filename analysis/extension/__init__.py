@@ -1,0 +1,81 @@
+"""Extend a tokenizer with new tokens: continued BPE training vs naive extension.
+
+Purason, Chizhov, Yamshchikov & Fishel, *Teaching Old Tokenizers New Words: Efficient Tokenizer Adaptation for
+Pre-trained Models* (arXiv 2512.03989, 2025), §3.1.
+
+=============  ===========================================================================================
+module         what lives there
+=============  ===========================================================================================
+``methods``    the methods (``continued``, ``regen``, ``merges``, ``add-tokens``, ``wordpiece``): the
+               :class:`Extension` result, appending tokens and merges to a tokenizer.json, the auxiliary
+               tokenizer of the naive baselines, regenerated merges
+``plan``       :class:`Plan`: one training run / auxiliary vocabulary → any prefix 1..N; :func:`plan`,
+               :func:`extend`
+``simulator``  :class:`PrefixSimulator`: a prefix measured on fixed texts without building the tokenizer
+               (appended merges through the replay's merge loop), the simulated STT of new tokens, the
+               English tokenization change
+``preview``    :class:`Preview`: every method at any n, for the Extend page
+``report``     :func:`extension_report`: the JSON report of one run (CLI, export)
+=============  ===========================================================================================
+"""
+
+from .methods import (
+    METHOD_LABELS,
+    METHODS,
+    AuxVocab,
+    Extension,
+    added_token_contents,
+    append_to_model,
+    aux_new_tokens,
+    extend_add_tokens,
+    extend_regen,
+    extend_wordpiece,
+    filter_merges,
+    methods_for,
+    next_id,
+    regen_merges,
+    train_auxiliary,
+    train_auxiliary_for,
+)
+from .plan import Plan, extend, plan
+from .preview import Preview
+from .report import extension_report, unreachable_added
+from .simulator import (
+    ADDED_MARK,
+    PrefixSimulator,
+    levenshtein,
+    simulated_unreachable,
+    stt_model_tokenize,
+    tokenization_change,
+)
+
+__all__ = [
+    "ADDED_MARK",
+    "METHODS",
+    "METHOD_LABELS",
+    "AuxVocab",
+    "Extension",
+    "Plan",
+    "PrefixSimulator",
+    "Preview",
+    "added_token_contents",
+    "append_to_model",
+    "aux_new_tokens",
+    "extend",
+    "extend_add_tokens",
+    "extend_regen",
+    "extend_wordpiece",
+    "extension_report",
+    "filter_merges",
+    "levenshtein",
+    "methods_for",
+    "next_id",
+    "plan",
+    "regen_merges",
+    "simulated_unreachable",
+    "stt_model_tokenize",
+    "tokenization_change",
+    "train_auxiliary",
+    "train_auxiliary_for",
+    "unreachable_added",
+]
