@@ -25,6 +25,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+
+from analysis import flores, load, metrics  # noqa: E402
+
 ASSETS = Path(os.environ.get("TOKLAB_ASSETS", ROOT.parent / "shared" / "assets")).resolve()
 MEMORY_TOKENIZERS = ["llama-3.1", "qwen3", "gemma", "mistral-nemo", "llama-2", "gpt2", "mistral-7b-v0.3",
                      "smollm2-135m-instruct"]  # fmt: skip
@@ -36,8 +39,6 @@ def _rss_mb() -> float:
 
 def memory_child(n_langs: int | None) -> None:
     """Run 8 tokenizers x languages in this (child) process and print its peak RSS as JSON."""
-    from analysis import flores, load, metrics
-
     data = flores.open_flores(ASSETS / "flores200")
     codes = data.codes[:n_langs] if n_langs else data.codes
     before = _rss_mb()
@@ -50,8 +51,6 @@ def memory_child(n_langs: int | None) -> None:
 
 def cache_child(tokenizer: str, n_langs: int | None) -> None:
     """In a fresh process (imports and tokenizer load not timed): the same request answered from disk."""
-    from analysis import flores, load, metrics
-
     tok = load(ASSETS / "tokenizers" / tokenizer)
     t0 = time.perf_counter()
     data = flores.open_flores(ASSETS / "flores200")
@@ -82,8 +81,6 @@ def main() -> int:
     if args.memory_child:
         memory_child(args.langs)
         return 0
-
-    from analysis import flores, load, metrics
 
     data = flores.open_flores(ASSETS / "flores200")
     codes = data.codes[: args.langs] if args.langs else data.codes

@@ -7,6 +7,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
+from streamlit.runtime.pages_manager import PagesManager
 from support import load_shared
 
 from analysis import LoadedTokenizer
@@ -27,8 +28,6 @@ def apptest_runs_like_a_warm_server() -> Iterator[None]:
     file alone (no frame, no error boundary, no sidebar). The first request of a fresh server is tested on its own,
     in a fresh process (tests/test_app_pages.py::test_first_deep_link_of_a_fresh_server_runs_in_the_frame).
     """
-    from streamlit.runtime.pages_manager import PagesManager
-
     original = PagesManager.__init__
 
     def init(self: PagesManager, *args: Any, **kwargs: Any) -> None:

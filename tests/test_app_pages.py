@@ -11,6 +11,8 @@ import sys
 import zipfile
 
 import pytest
+from streamlit.runtime.pages_manager import PagesManager
+from streamlit.runtime.scriptrunner import script_runner
 from streamlit.testing.v1 import AppTest
 from support import ROOT, TOKENIZERS, load_shared
 
@@ -111,9 +113,6 @@ def test_first_deep_link_of_a_fresh_server_runs_in_the_frame():
     a deep link's page file alone. If this test fails after a Streamlit upgrade, revisit `_leave_legacy_pages_mode`:
     the private attribute or the legacy runner may be gone (then the workaround can go too) or have changed.
     """
-    from streamlit.runtime.pages_manager import PagesManager
-    from streamlit.runtime.scriptrunner import script_runner
-
     assert hasattr(PagesManager, "uses_pages_directory"), (
         "Streamlit dropped PagesManager.uses_pages_directory"
     )

@@ -21,6 +21,7 @@ from support import MINILM, ROOT, SMOLLM, TOKENIZERS, flores_lines, load_shared,
 
 from analysis import load
 from analysis.errors import DataError, ModelLoadError
+from analysis.models import parse_max_memory
 from analysis.undertrained import (
     OK,
     OK_SPECIAL,
@@ -248,9 +249,9 @@ def tiny_model(tmp_path_factory):
     training text before and after training, the unigram entropy of that text (the loss of a model that knows
     only the token frequencies) and how far the input rows of never-seen tokens moved (AdamW without weight
     decay leaves a row whose gradient is always zero exactly where it was initialised)."""
-    import torch
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-    from transformers import LlamaConfig, LlamaForCausalLM
+    import torch  # noqa: PLC0415 - heavy, only for the tiny-model fixture
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers  # noqa: PLC0415
+    from transformers import LlamaConfig, LlamaForCausalLM  # noqa: PLC0415
 
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # tiny matrices: one thread is fastest and fair to a shared machine
@@ -328,7 +329,7 @@ def tiny_model(tmp_path_factory):
 
 @pytest.mark.slow
 def test_tiny_model_unseen_tokens_at_bottom_and_verified(tiny_model):
-    import torch
+    import torch  # noqa: PLC0415 - heavy
 
     folder, counts = tiny_model["folder"], tiny_model["counts"]
     # it learned: an untrained model (init std 0.02) predicts nearly uniformly, loss ≈ ln V (6.40 for V = 600);
@@ -522,8 +523,6 @@ def test_verification_with_device_map_split_by_max_memory(tiny_model):
 
 
 def test_placement_and_max_memory_spec(tmp_path):
-    from analysis.models import parse_max_memory
-
     assert parse_max_memory("0=20GiB, cuda:1=10GB,cpu=64GiB") == {0: "20GiB", 1: "10GB", "cpu": "64GiB"}
     assert parse_max_memory("") is None
     for bad in ("0=20", "gpu=3GiB", "cpu"):
