@@ -525,7 +525,7 @@ def _run_stages(
 ) -> None:
     t0 = time.perf_counter()
     if kind == "local":
-        wd.tokenizer()  # loaded once here; forked workers inherit it
+        _ = wd.tokenizer().dropout  # built and parsed once here; forked workers inherit it
         mk, rd = local_executors(wd, m, cfg)
         with _Poller(wd, m, progress) as poll:
             try:

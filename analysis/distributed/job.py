@@ -359,8 +359,7 @@ class ShardReader(PipelineStep):
             now = time.monotonic()
             if now - last >= self.every:
                 last = now
-                got = done_before + pos.bytes_read()
-                atomic_write_text(wd.progress_file(rank), json.dumps({"bytes": got}))
+                _write_progress(wd, rank, done_before + pos.bytes_read())
             self.stat_update("units")
             yield Document(
                 d.text,
@@ -373,6 +372,15 @@ class ShardReader(PipelineStep):
                     "shard": d.shard,
                 },
             )
+
+
+def _write_progress(wd: Workdir, rank: int, done: int) -> None:
+    p = wd.progress_file(rank)
+    try:
+        p.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write_text(p, json.dumps({"bytes": done}))
+    except OSError:  # progress is a courtesy: never fail a task over it
+        pass
 
 
 class CountStep(PipelineStep):

@@ -50,7 +50,7 @@ CHUNK_UNITS = 20_000
 CHUNK_ENCODE = 200_000
 #: SA-BPE records handed to collect_words at a time.
 CHUNK_RECORDS = 512
-#: A map task writes its counts out (a "spill") once it holds this many distinct keys.
+#: A map task writes its counts out (a "spill") once it holds this many distinct keys (checked per chunk).
 MAX_KEYS = 2_000_000
 
 Emit = Callable[[Counter], None]
@@ -132,6 +132,18 @@ class Stat:
         raise NotImplementedError
 
 
+def _memory_options(opts: dict) -> dict:
+    """The map's memory knobs when given: `max_keys` (spill threshold), `chunk_units` (units per call)."""
+    out = {}
+    for k in ("max_keys", "chunk_units"):
+        if opts.get(k) is not None:
+            v = int(opts[k])
+            if v < 1:
+                raise DataError(f"{k} must be positive")
+            out[k] = v
+    return out
+
+
 def _emit_bounded(counter: Counter, emit: Emit, max_keys: int) -> Counter:
     if len(counter) >= max_keys:
         emit(counter)
@@ -159,13 +171,14 @@ class Pretokens(Stat):
 
     def options(self, tok: LoadedTokenizer, opts: dict) -> dict:
         """Defaults: no SentencePiece chunking, no NFKC (the arguments of count_pretokens)."""
-        return {"sp_chunks": bool(opts.get("sp_chunks", False)), "nfkc": bool(opts.get("nfkc", False))}
+        out = {"sp_chunks": bool(opts.get("sp_chunks", False)), "nfkc": bool(opts.get("nfkc", False))}
+        return {**out, **_memory_options(opts)}
 
     def map(self, tok, docs, opts, emit):
         """count_pretokens over chunks of units; spill when the counter grows past MAX_KEYS."""
         acc: Counter = Counter()
         units = chars = 0
-        for chunk in _chunks((d.text for d in docs), CHUNK_UNITS):
+        for chunk in _chunks((d.text for d in docs), opts.get("chunk_units", CHUNK_UNITS)):
             c, n, ch = training.count_pretokens(tok, chunk, sp_chunks=opts["sp_chunks"], nfkc=opts["nfkc"])
             acc.update(c)
             units += n
@@ -275,9 +288,7 @@ class Words(Stat):
                         "SentencePiece-mode words need n_new (the coverage characters count toward it)"
                     )
                 out["n_new"] = int(n_new)
-        if "max_keys" in opts:
-            out["max_keys"] = int(opts["max_keys"])
-        return out
+        return {**out, **_memory_options(opts)}
 
     def map(self, tok, docs, opts, emit):
         """count_pretokens (+ the character histogram in SentencePiece mode) over chunks of units."""
@@ -286,7 +297,7 @@ class Words(Stat):
         hist: Counter = Counter()
         acc: Counter = Counter()
         units = chars = 0
-        for chunk in _chunks((d.text for d in docs), CHUNK_UNITS):
+        for chunk in _chunks((d.text for d in docs), opts.get("chunk_units", CHUNK_UNITS)):
             if sp and opts.get("coverage"):
                 hist.update(char_histogram(chunk, nfkc))
             c, n, ch = training.count_pretokens(tok, chunk, sp_chunks=sp, nfkc=nfkc)
@@ -424,7 +435,7 @@ class ProducedIds(Stat):
         """corpus_token_counts over chunks of units."""
         acc: Counter = Counter()
         units = 0
-        for chunk in _chunks((d.text for d in docs), CHUNK_UNITS):
+        for chunk in _chunks((d.text for d in docs), opts.get("chunk_units", CHUNK_UNITS)):
             acc.update(reachability.corpus_token_counts(tok, chunk))
             units += len(chunk)
         emit(acc)
