@@ -43,7 +43,7 @@ from ..outputs import atomic_write_text
 from ..progress import Progress, report
 from ..tokenizer import LoadedTokenizer
 from .inputs import Position, Shard, iter_records, iter_units
-from .stats import Doc, Stat, decode_key, get_stat, merge_globals
+from .stats import Doc, Stat, get_stat, merge_globals
 
 MANIFEST = "manifest.json"
 FORMAT = 1
@@ -172,8 +172,14 @@ def read_counts(path: Path, into: Counter | None = None) -> Counter:
         items = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as e:
         raise DataError(f"{path}: unreadable partial counts ({e}); rerun the job with --restart") from e
+    if items and isinstance(items[0][0], list):  # tuple keys (flat: words, (group, id), (word, kind, source))
+        items = [(tuple(k), n) for k, n in items]
+    if not c:
+        c.update(dict(items))  # an empty Counter takes a dict in one C call
+        return c
+    get = c.get
     for k, n in items:
-        c[decode_key(k)] += n
+        c[k] = get(k, 0) + n
     return c
 
 

@@ -681,10 +681,3 @@ def get_stat(name: str) -> Stat:
     if s is None:
         raise DataError(f"unknown corpus statistic {name!r}; choose one of {', '.join(STATS)}")
     return s
-
-
-def decode_key(k: Any) -> Any:
-    """A key read back from JSON: lists become tuples (nested lists too)."""
-    if isinstance(k, list):
-        return tuple(decode_key(x) for x in k)
-    return k
