@@ -149,6 +149,16 @@ def test_token_id_counts_equal_pruning_and_reachability(corpus, tmp_path):
     assert never_produced_from_counts(tok, run.result) == reachability.never_produced(tok, units)
 
 
+@pytest.mark.slow
+def test_merge_counts_equal_the_replay(corpus, tmp_path):
+    tok = load_shared("gpt2")
+    units = list(corpora.from_paths(corpus[:3]))
+    run = compute(tok, "merge-counts", [str(p) for p in corpus[:3]], executor=_local(tmp_path, 2, 3))
+    assert run.result == pruning.merge_counts(tok, units)
+    order = pruning.merge_based_order(tok, counts=run.result)
+    assert order.ids == pruning.merge_based_order(tok, units).ids
+
+
 def test_compression_per_file_equals_corpus_stats(corpus, tmp_path):
     tok = load_shared("mistral-7b-v0.3")
     run = compute(tok, "compression", [str(p) for p in corpus], executor=_local(tmp_path, 2, 3))
@@ -271,6 +281,20 @@ def test_workdir_holding_another_job_is_refused(corpus, tmp_path):
     cfg.restart = True
     run = compute(load_shared("qwen3"), "pretokens", [str(corpus[0])], executor=cfg)
     assert run.info.map_run == [0, 1]
+
+
+def test_a_running_job_is_not_started_twice(corpus, tmp_path):
+    tok = load_shared("gpt2")
+    cfg = _local(tmp_path, 1, 2)
+    wd, _ = plan(tok, "pretokens", [str(corpus[0])], executor=cfg)
+    with wd.lock():
+        assert wd.running()
+        with pytest.raises(DataError, match="already running"):
+            compute(tok, "pretokens", [str(corpus[0])], executor=cfg)
+        watcher = start(tok, "pretokens", [str(corpus[0])], executor=cfg)
+        assert watcher.attached and not watcher.done()
+    assert not wd.running() and watcher.done()
+    assert compute(tok, "pretokens", [str(corpus[0])], executor=cfg).info.map_run == [0, 1]
 
 
 def test_reduce_holds_one_bucket(corpus, tmp_path):

@@ -43,7 +43,7 @@ from .executors import (
     run_workdir,
 )
 from .inputs import Shard, resolve
-from .job import Manifest, Workdir, assign, finalize, run_inprocess
+from .job import Manifest, Workdir, assign, finalize, record_error, run_inprocess
 from .stats import (
     STATS,
     PretokenCounts,
@@ -189,9 +189,12 @@ def _background_main(workdir: str, cfg: ExecutorConfig) -> None:
     wd = Workdir(workdir)
     try:
         run_workdir(wd, cfg, "local")
-    except AnalysisError:
-        os._exit(2)  # the task left its message under errors/
-    except BaseException:
+    except AnalysisError as e:
+        if not wd.errors():  # a task's own failure is already there
+            record_error(wd, "job", 0, e)
+        os._exit(2)
+    except BaseException as e:
+        record_error(wd, "job", 0, e)
         os._exit(3)
 
 
@@ -203,7 +206,7 @@ class BackgroundJob:
     same job again resumes it.
     """
 
-    def __init__(self, wd: Workdir, m: Manifest, proc: multiprocessing.process.BaseProcess) -> None:
+    def __init__(self, wd: Workdir, m: Manifest, proc: multiprocessing.process.BaseProcess | None) -> None:
         self.workdir = wd
         self.manifest = m
         self._proc = proc
@@ -219,26 +222,46 @@ class BackgroundJob:
         red = len(self.workdir.completed("reduce"))
         return 0.9 + 0.1 * red / self.manifest.buckets, f"reducing: {red}/{self.manifest.buckets} buckets"
 
+    @property
+    def attached(self) -> bool:
+        """True when this handle watches a job another process (session) started."""
+        return self._proc is None
+
     def done(self) -> bool:
-        """Whether the process has ended (successfully or not)."""
+        """Whether the job has ended (successfully or not)."""
+        if self._proc is None:
+            return not self.workdir.running()
         return not self._proc.is_alive()
 
     def result(self, timeout: float | None = None) -> Any:
         """Wait for the job and return the statistic's result (DataError with the task's message on failure)."""
         if self._finished:
             return self._result
-        self._proc.join(timeout)
-        if self._proc.is_alive():
-            raise DataError("the corpus job is still running")
-        if self._proc.exitcode != 0:
-            errs = self.workdir.errors()
-            raise DataError(errs[-1] if errs else f"the corpus job stopped (exit code {self._proc.exitcode})")
+        if self._proc is None:
+            t0 = time.monotonic()
+            while self.workdir.running():
+                if timeout is not None and time.monotonic() - t0 > timeout:
+                    raise DataError("the corpus job is still running")
+                time.sleep(0.5)
+        else:
+            self._proc.join(timeout)
+            if self._proc.is_alive():
+                raise DataError("the corpus job is still running")
+        errs = self.workdir.errors()
+        if (self._proc is not None and self._proc.exitcode != 0) or errs:
+            code = self._proc.exitcode if self._proc is not None else "?"
+            raise DataError(errs[-1] if errs else f"the corpus job stopped (exit code {code})")
         self._result = finalize(self.workdir)
         self._finished = True
         return self._result
 
     def cancel(self) -> None:
-        """Stop the job and its workers (completed tasks stay; the same job resumes from them)."""
+        """Stop the job and its workers (completed tasks stay; the same job resumes from them).
+
+        An attached handle (a job another session started) does not stop it.
+        """
+        if self._proc is None:
+            return
         pid = self._proc.pid
         if pid is not None and self._proc.is_alive():
             for sig in (signal.SIGTERM, signal.SIGKILL):
@@ -263,6 +286,8 @@ def start(
 
     The job's workdir is prepared here (input errors raise at once); the counting runs in a new process group
     with `executor.workers` workers, started with ``spawn`` so that a multi-threaded server is never forked.
+    If the same job (same workdir) is already running, e.g. started by another session, the returned handle
+    watches it (``attached``) instead of starting it twice.
     """
     cfg = executor or ExecutorConfig(kind="local")
     if cfg.kind in ("auto", "inprocess"):
@@ -270,6 +295,8 @@ def start(
     if cfg.kind != "local":
         raise DataError("background corpus jobs run on the local executor")
     wd, m = plan(tok, stat, inputs, options=options, executor=cfg)
+    if wd.running():  # another session runs this very job: watch it instead of starting a second one
+        return BackgroundJob(wd, m, None)
     ctx = multiprocessing.get_context("spawn")
     proc = ctx.Process(target=_background_main, args=(str(wd.root), cfg), daemon=False)
     proc.start()

@@ -475,6 +475,11 @@ class RunInfo:
 
 def run_workdir(wd: Workdir, cfg: ExecutorConfig, kind: str, progress: Progress | None = None) -> RunInfo:
     """Run (or resume) the map and reduce stages of a prepared workdir on executor `kind`."""
+    with wd.lock():
+        return _run_locked(wd, cfg, kind, progress)
+
+
+def _run_locked(wd: Workdir, cfg: ExecutorConfig, kind: str, progress: Progress | None) -> RunInfo:
     m = wd.manifest()
     info = RunInfo()
     todo_map = sorted(set(range(m.tasks)) - wd.completed("map"))

@@ -24,6 +24,8 @@ otherwise the reduce is resumed too.
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import hashlib
 import json
 import os
@@ -158,6 +160,19 @@ def _docs(
 # --------------------------------------------------------------------------------------------------
 # Workdir files
 # --------------------------------------------------------------------------------------------------
+@contextlib.contextmanager
+def gc_paused() -> Iterator[None]:
+    """Pause the cyclic garbage collector while millions of small tuples/lists are built (no cycles are made);
+    with it on, every few thousand allocations re-scan everything the process holds."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
+
+
 def _write_counts(path: Path, items: list) -> int:
     path.parent.mkdir(parents=True, exist_ok=True)
     text = json.dumps(items, ensure_ascii=False, separators=(",", ":"))
@@ -256,6 +271,8 @@ class Workdir:
         A workdir holding another job is refused unless `restart` (then its files are removed first).
         """
         p = self.root / MANIFEST
+        if restart and self.running():
+            raise DataError(f"the corpus job in {self.root} is running; it cannot be restarted now")
         if p.is_file():
             try:
                 old = json.loads(p.read_text(encoding="utf-8")).get("digest")
@@ -286,6 +303,45 @@ class Workdir:
                 shutil.rmtree(child)
             else:
                 child.unlink()
+
+    @contextlib.contextmanager
+    def lock(self) -> Iterator[None]:
+        """Hold the workdir's lock while running its job (DataError if another process holds it)."""
+        import fcntl
+
+        self.root.mkdir(parents=True, exist_ok=True)
+        fh = open(self.root / ".lock", "a+")  # noqa: SIM115
+        try:
+            try:
+                fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:
+                fh.seek(0)
+                who = fh.read().strip() or "another process"
+                raise DataError(
+                    f"the corpus job in {self.root} is already running ({who}); wait for it, or use another workdir"
+                ) from None
+            fh.seek(0)
+            fh.truncate()
+            fh.write(f"pid {os.getpid()}")
+            fh.flush()
+            yield
+        finally:
+            fh.close()
+
+    def running(self) -> bool:
+        """Whether a process holds the workdir's lock (a job is running in it)."""
+        import fcntl
+
+        p = self.root / ".lock"
+        if not p.is_file():
+            return False
+        with open(p, "a+") as fh:
+            try:
+                fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:
+                return True
+            fcntl.flock(fh, fcntl.LOCK_UN)
+        return False
 
     # completion
     def completed(self, stage: str) -> set[int]:
@@ -412,12 +468,14 @@ class CountStep(PipelineStep):
             spills = [0]
 
             def emit(counter: Counter) -> None:
-                parts: list[list] = [[] for _ in range(m.buckets)]
-                for k, c in counter.items():
-                    parts[stat.bucket(k, m.buckets)].append([k, c])
-                for b, items in enumerate(parts):
-                    if items:
-                        _write_counts(wd.part(b, rank, spills[0]), items)
+                with gc_paused():
+                    parts: list[list] = [[] for _ in range(m.buckets)]
+                    for k, c in counter.items():
+                        parts[stat.bucket(k, m.buckets)].append([k, c])
+                    for b, items in enumerate(parts):
+                        if items:
+                            _write_counts(wd.part(b, rank, spills[0]), items)
+                    del parts
                 spills[0] += 1
                 self.stat_update("keys_written", value=len(counter))
 
@@ -437,7 +495,7 @@ class CountStep(PipelineStep):
             totals_path.parent.mkdir(parents=True, exist_ok=True)
             atomic_write_text(totals_path, json.dumps(totals, ensure_ascii=False))
         except BaseException as e:
-            _record_error(wd, "map", rank, e)
+            record_error(wd, "map", rank, e)
             raise
         finally:
             wd.progress_file(rank).unlink(missing_ok=True)
@@ -459,9 +517,10 @@ class ReduceStep(PipelineStep):
         """Sum parts/bRANK/*.json into reduced/bRANK.json (a generator)."""
         wd = Workdir(self.workdir)
         try:
-            reduce_bucket(wd, rank)
+            with gc_paused():
+                reduce_bucket(wd, rank)
         except BaseException as e:
-            _record_error(wd, "reduce", rank, e)
+            record_error(wd, "reduce", rank, e)
             raise
         return
         yield
@@ -510,7 +569,8 @@ def reduce_bucket(wd: Workdir, bucket: int) -> dict:
     return meta
 
 
-def _record_error(wd: Workdir, stage: str, rank: int, e: BaseException) -> None:
+def record_error(wd: Workdir, stage: str, rank: int, e: BaseException) -> None:
+    """Leave a failed task's (or job's) message under errors/ for the process that waits on it."""
     msg = str(e) if isinstance(e, AnalysisError) else f"{type(e).__name__}: {e}"
     try:
         p = wd.error(stage, rank)
@@ -530,10 +590,11 @@ def finalize(wd: Workdir, progress: Progress | None = None) -> Any:
     tok = wd.tokenizer()
     totals = merged_totals(wd, m)
     counts: Counter = Counter()
-    for b in range(m.buckets):
-        read_counts(wd.reduced(b), counts)
-        report(progress, b + 1, m.buckets, "merging buckets")
-    return stat.finalize(tok, counts, totals, m.options)
+    with gc_paused():
+        for b in range(m.buckets):
+            read_counts(wd.reduced(b), counts)
+            report(progress, b + 1, m.buckets, "merging buckets")
+        return stat.finalize(tok, counts, totals, m.options)
 
 
 # --------------------------------------------------------------------------------------------------

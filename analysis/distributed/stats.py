@@ -15,6 +15,8 @@ statistic           map (per task, existing function)                   reduce /
                                                                         trainer's word Counter
 ``token-ids``       :func:`analysis.pruning.token_counts`               sum → id count vector (pruning orders)
 ``produced-ids``    :func:`analysis.reachability.corpus_token_counts`   sum → Counter (never-produced tokens)
+``merge-counts``    :func:`analysis.pruning.merge_counts`               sum → (token Counter, merge Counter)
+                                                                        for the merge-based pruning order
 ``compression``     :func:`analysis.metrics.encode_ids`,                per group: sum of token-id counts and
                     ``text_counts``, ``continued_words``                additive totals, then the metrics of
                                                                         :func:`analysis.metrics.corpus_stats`
@@ -456,6 +458,46 @@ def never_produced_from_counts(tok: LoadedTokenizer, counts: Counter) -> list[in
     return sorted(i for i in tok.vocab.values() if i not in added and counts.get(i, 0) == 0)
 
 
+class MergeCounts(Stat):
+    """:func:`analysis.pruning.merge_counts` (final tokens and merge events of the BPE replay) → two Counters.
+
+    Keys: ``(0, id)`` for final-token counts, ``(1, left_id, right_id)`` for merge counts (the merge-based
+    pruning order).
+    """
+
+    name = "merge-counts"
+    result = "(Counter id → final count, Counter (left, right) → merge count)"
+
+    def map(self, tok, docs, opts, emit):
+        """merge_counts over chunks of units."""
+        acc: Counter = Counter()
+        units = 0
+        for chunk in _chunks((d.text for d in docs), opts.get("chunk_units", CHUNK_UNITS)):
+            tcounts, mcounts = pruning.merge_counts(tok, chunk)
+            acc.update({(0, i): c for i, c in tcounts.items()})
+            acc.update({(1, a, b): c for (a, b), c in mcounts.items()})
+            units += len(chunk)
+        emit(acc)
+        return {"units": units}
+
+    def bucket(self, key, k):
+        """By the (left) id."""
+        return int(key[1]) % k
+
+    def finalize(self, tok, counts, totals, opts):
+        """(final-token Counter, merge Counter), the arguments of merge_based_order(counts=…)."""
+        if not totals.get("units"):
+            raise DataError("the text sample is empty")
+        tcounts: Counter = Counter()
+        mcounts: Counter = Counter()
+        for key, c in counts.items():
+            if key[0] == 0:
+                tcounts[key[1]] = c
+            else:
+                mcounts[(key[1], key[2])] = c
+        return tcounts, mcounts
+
+
 # --------------------------------------------------------------------------------------------------
 # Compression metrics per group
 # --------------------------------------------------------------------------------------------------
@@ -671,7 +713,16 @@ class SourceWordCounts(Stat):
 
 #: Every statistic by name.
 STATS: dict[str, Stat] = {
-    s.name: s for s in (Pretokens(), Words(), TokenIds(), ProducedIds(), Compression(), SourceWordCounts())
+    s.name: s
+    for s in (
+        Pretokens(),
+        Words(),
+        TokenIds(),
+        ProducedIds(),
+        MergeCounts(),
+        Compression(),
+        SourceWordCounts(),
+    )
 }
 
 
