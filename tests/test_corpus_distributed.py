@@ -466,6 +466,35 @@ def test_slurm_submission_with_a_stand_in_sbatch(corpus, tmp_path, monkeypatch):
     assert (Path(run.workdir) / "map" / "executor.pik").is_file()
 
 
+@pytest.mark.slow
+def test_slurm_tasks_run_from_the_pickled_executor_and_a_rerun_collects(corpus, tmp_path, monkeypatch):
+    """Submit (stand-in sbatch), run each array task as Slurm would (launch_pickled_pipeline), then collect."""
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    (bindir / "sbatch").write_text('#!/bin/sh\necho "Submitted batch job 7"\n')
+    (bindir / "scontrol").write_text("#!/bin/sh\necho node001\n")  # `scontrol show hostnames`
+    for f in bindir.iterdir():
+        f.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bindir}{os.pathsep}{os.environ['PATH']}")
+    tok = load_shared("gpt2")
+    cfg = _slurm_cfg(tmp_path, wait=False)
+    cfg.tasks, cfg.buckets = 2, 2
+    run = compute(tok, "words", [str(p) for p in corpus], executor=cfg)
+    assert run.result is None
+    launcher = Path(sys.executable).parent / "launch_pickled_pipeline"
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "SLURM_NODELIST": "node001", "RUN_OFFSET": "0"}
+    for stage in ("map", "reduce"):
+        for i in range(2):
+            pik = Path(run.workdir) / stage / "executor.pik"
+            proc = subprocess.run([str(launcher), str(pik)], env={**env, "SLURM_ARRAY_TASK_ID": str(i)},
+                                  capture_output=True, text=True)  # fmt: skip
+            assert proc.returncode == 0, proc.stderr[-2000:]
+    cfg.wait = True
+    again = compute(tok, "words", [str(p) for p in corpus], executor=cfg)
+    assert not again.info.submitted and again.info.map_run == [] and again.info.reduce_run == []
+    assert again.result.words == _reference_words(tok, corpus)
+
+
 def test_ray_call_is_built_with_address_and_cpus(corpus, tmp_path, monkeypatch):
     calls = {}
     fake = types.ModuleType("ray")

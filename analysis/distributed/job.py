@@ -412,17 +412,18 @@ class ShardReader(PipelineStep):
         done_before = 0
         last = time.monotonic()
         current = -1
-        for n, d in enumerate(_docs(stat, m.options, m.shards, m.assignment[rank], pos)):
+        n = 0
+        for n, d in enumerate(_docs(stat, m.options, m.shards, m.assignment[rank], pos), 1):
             if d.shard != current:
                 if current >= 0:
                     done_before += m.shards[current].size
                 current = d.shard
                 self.stat_update("shards")
-            now = time.monotonic()
-            if now - last >= self.every:
-                last = now
-                _write_progress(wd, rank, done_before + pos.bytes_read())
-            self.stat_update("units")
+            if not n % 256:
+                now = time.monotonic()
+                if now - last >= self.every:
+                    last = now
+                    _write_progress(wd, rank, done_before + pos.bytes_read())
             yield Document(
                 d.text,
                 f"{d.shard}/{n}",
@@ -434,6 +435,7 @@ class ShardReader(PipelineStep):
                     "shard": d.shard,
                 },
             )
+        self.stat_update("units", value=n, unit="task")
 
 
 def _write_progress(wd: Workdir, rank: int, done: int) -> None:
