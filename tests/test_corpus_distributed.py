@@ -433,6 +433,8 @@ def test_slurm_script_has_partition_time_cpus_and_command(corpus, tmp_path):
                  f"launch_pickled_pipeline {wd.root}/map/executor.pik", f"export PYTHONPATH={ROOT}"):  # fmt: skip
         assert line in script, line
     assert "--qos" not in script
+    cfg.mem_per_cpu_gb = 1.5
+    assert "#SBATCH --mem-per-cpu=1536M" in dx.slurm_script(dx.slurm_executors(wd, m, cfg)[0])
     reduce_script = dx.slurm_script(rd)
     assert (
         f"#SBATCH --array=0-{m.buckets - 1}" in reduce_script

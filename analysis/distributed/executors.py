@@ -323,13 +323,17 @@ def slurm_env_command(cfg: ExecutorConfig) -> str:
 def slurm_executors(wd: Workdir, m: Manifest, cfg: ExecutorConfig) -> tuple[Any, Any]:
     """(map, reduce) SlurmPipelineExecutors: an array job of map tasks and a reduce job that depends on it."""
     cls = _slurm_class()
+    gb = float(cfg.mem_per_cpu_gb)
+    sbatch = dict(cfg.sbatch_args)
+    if not gb.is_integer():  # sbatch wants whole units: 1.5 GB → 1536M
+        sbatch.setdefault("mem-per-cpu", f"{round(gb * 1024)}M")
     common = {
         "time": cfg.time,
         "partition": cfg.partition,
         "cpus_per_task": cfg.cpus_per_task,
-        "mem_per_cpu_gb": cfg.mem_per_cpu_gb,
+        "mem_per_cpu_gb": int(gb) if gb.is_integer() else gb,
         "qos": cfg.qos or "",
-        "sbatch_args": dict(cfg.sbatch_args),
+        "sbatch_args": sbatch,
         "env_command": slurm_env_command(cfg),
         "workers": cfg.workers or -1,
         "slurm_logs_folder": str(wd.root / "slurm_logs"),

@@ -27,6 +27,7 @@ from __future__ import annotations
 import contextlib
 import gc
 import hashlib
+import heapq
 import json
 import os
 import shutil
@@ -56,12 +57,12 @@ FORMAT = 1
 # --------------------------------------------------------------------------------------------------
 def assign(shards: Sequence[Shard], tasks: int) -> list[list[int]]:
     """Shard indices per task: largest shard first to the least-loaded task (balanced bytes), sorted per task."""
-    load = [0] * tasks
+    heap = [(0, t) for t in range(tasks)]  # (bytes so far, task): the least-loaded task, lowest index on ties
     out: list[list[int]] = [[] for _ in range(tasks)]
     for i in sorted(range(len(shards)), key=lambda i: (-shards[i].size, i)):
-        t = min(range(tasks), key=lambda t: (load[t], t))
+        load, t = heapq.heappop(heap)
         out[t].append(i)
-        load[t] += max(1, shards[i].size)
+        heapq.heappush(heap, (load + max(1, shards[i].size), t))
     return [sorted(x) for x in out]
 
 

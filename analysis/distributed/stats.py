@@ -176,7 +176,7 @@ class Pretokens(Stat):
         out = {"sp_chunks": bool(opts.get("sp_chunks", False)), "nfkc": bool(opts.get("nfkc", False))}
         return {**out, **_memory_options(opts)}
 
-    def map(self, tok, docs, opts, emit):
+    def map(self, tok: LoadedTokenizer, docs: Iterable[Doc], opts: dict, emit: Emit) -> dict:
         """count_pretokens over chunks of units; spill when the counter grows past MAX_KEYS."""
         acc: Counter = Counter()
         units = chars = 0
@@ -189,11 +189,11 @@ class Pretokens(Stat):
         emit(acc)
         return {"units": units, "chars": chars}
 
-    def bucket(self, key, k):
+    def bucket(self, key: Any, k: int) -> int:
         """By the pre-token string."""
         return word_bucket(key, k)
 
-    def finalize(self, tok, counts, totals, opts):
+    def finalize(self, tok: LoadedTokenizer, counts: Counter, totals: dict, opts: dict) -> Any:
         """A PretokenCounts."""
         return PretokenCounts(counts, int(totals.get("units", 0)), int(totals.get("chars", 0)))
 
@@ -292,7 +292,7 @@ class Words(Stat):
                 out["n_new"] = int(n_new)
         return {**out, **_memory_options(opts)}
 
-    def map(self, tok, docs, opts, emit):
+    def map(self, tok: LoadedTokenizer, docs: Iterable[Doc], opts: dict, emit: Emit) -> dict:
         """count_pretokens (+ the character histogram in SentencePiece mode) over chunks of units."""
         sp = opts["mode"] == "sentencepiece"
         nfkc = bool(opts.get("nfkc")) if sp else False
@@ -313,7 +313,7 @@ class Words(Stat):
             out["histogram"] = dict(hist)
         return out
 
-    def bucket(self, key, k):
+    def bucket(self, key: Any, k: int) -> int:
         """By the pre-token string."""
         return word_bucket(key, k)
 
@@ -324,7 +324,7 @@ class Words(Stat):
         found = missing_from_histogram(tok, totals.get("histogram", {}), opts["coverage"])
         return found[: opts["n_new"]]
 
-    def reduce(self, tok, counts, totals, opts):
+    def reduce(self, tok: LoadedTokenizer, counts: Counter, totals: dict, opts: dict) -> Counter:
         """Segment the bucket's pre-tokens with the base model (SentencePiece: + coverage characters, groups)."""
         if opts["mode"] != "sentencepiece":
             return training.segment_words(tok, counts)
@@ -332,7 +332,7 @@ class Words(Stat):
         work = _with_characters(tok, chars)
         return training.sp_groups(work, training.segment_words(work, counts))
 
-    def finalize(self, tok, counts, totals, opts):
+    def finalize(self, tok: LoadedTokenizer, counts: Counter, totals: dict, opts: dict) -> Any:
         """A TrainingWords."""
         return TrainingWords(
             opts["mode"],
@@ -395,11 +395,11 @@ class TokenIds(Stat):
     name = "token-ids"
     result = "numpy int64 vector (index = id)"
 
-    def options(self, tok, opts):
+    def options(self, tok: LoadedTokenizer, opts: dict) -> dict:
         """`add_special_tokens` (default True, as pruning counts)."""
         return {"add_special_tokens": bool(opts.get("add_special_tokens", True))}
 
-    def map(self, tok, docs, opts, emit):
+    def map(self, tok: LoadedTokenizer, docs: Iterable[Doc], opts: dict, emit: Emit) -> dict:
         """token_counts over chunks of units."""
         acc: Counter = Counter()
         units = 0
@@ -411,11 +411,11 @@ class TokenIds(Stat):
         emit(acc)
         return {"units": units}
 
-    def bucket(self, key, k):
+    def bucket(self, key: Any, k: int) -> int:
         """By the id."""
         return int(key) % k
 
-    def finalize(self, tok, counts, totals, opts):
+    def finalize(self, tok: LoadedTokenizer, counts: Counter, totals: dict, opts: dict) -> Any:
         """The id count vector (length max id + 1)."""
         if not totals.get("units"):
             raise DataError("the text sample is empty")
@@ -433,7 +433,7 @@ class ProducedIds(Stat):
     name = "produced-ids"
     result = "Counter id → occurrences"
 
-    def map(self, tok, docs, opts, emit):
+    def map(self, tok: LoadedTokenizer, docs: Iterable[Doc], opts: dict, emit: Emit) -> dict:
         """corpus_token_counts over chunks of units."""
         acc: Counter = Counter()
         units = 0
@@ -443,11 +443,11 @@ class ProducedIds(Stat):
         emit(acc)
         return {"units": units}
 
-    def bucket(self, key, k):
+    def bucket(self, key: Any, k: int) -> int:
         """By the id."""
         return int(key) % k
 
-    def finalize(self, tok, counts, totals, opts):
+    def finalize(self, tok: LoadedTokenizer, counts: Counter, totals: dict, opts: dict) -> Any:
         """The Counter of ids."""
         return Counter(counts)
 
@@ -468,7 +468,7 @@ class MergeCounts(Stat):
     name = "merge-counts"
     result = "(Counter id → final count, Counter (left, right) → merge count)"
 
-    def map(self, tok, docs, opts, emit):
+    def map(self, tok: LoadedTokenizer, docs: Iterable[Doc], opts: dict, emit: Emit) -> dict:
         """merge_counts over chunks of units."""
         acc: Counter = Counter()
         units = 0
@@ -480,11 +480,11 @@ class MergeCounts(Stat):
         emit(acc)
         return {"units": units}
 
-    def bucket(self, key, k):
+    def bucket(self, key: Any, k: int) -> int:
         """By the (left) id."""
         return int(key[1]) % k
 
-    def finalize(self, tok, counts, totals, opts):
+    def finalize(self, tok: LoadedTokenizer, counts: Counter, totals: dict, opts: dict) -> Any:
         """(final-token Counter, merge Counter), the arguments of merge_based_order(counts=…)."""
         if not totals.get("units"):
             raise DataError("the text sample is empty")
@@ -512,7 +512,7 @@ class Compression(Stat):
     name = "compression"
     result = "dict group → corpus_stats dict"
 
-    def options(self, tok, opts):
+    def options(self, tok: LoadedTokenizer, opts: dict) -> dict:
         """`power` (Rényi α) and `group_by`: `file` (name without suffixes), `folder`, `input` or `all`."""
         power = float(opts.get("power", metrics.DEFAULT_POWER))
         if power <= 0:
@@ -522,7 +522,7 @@ class Compression(Stat):
             raise DataError(f"group_by is one of {', '.join(GROUP_BY)}")
         return {"power": power, "group_by": group_by}
 
-    def map(self, tok, docs, opts, emit):
+    def map(self, tok: LoadedTokenizer, docs: Iterable[Doc], opts: dict, emit: Emit) -> dict:
         """Per group and chunk: encode_ids, text_counts, continued_words; keyed by (group, id)."""
         facts = metrics.token_facts(tok)
         totals: dict[str, dict[str, int]] = {}
@@ -562,11 +562,11 @@ class Compression(Stat):
         emit(acc)
         return {"groups": totals}
 
-    def bucket(self, key, k):
+    def bucket(self, key: Any, k: int) -> int:
         """By the id."""
         return int(key[1]) % k
 
-    def finalize(self, tok, counts, totals, opts):
+    def finalize(self, tok: LoadedTokenizer, counts: Counter, totals: dict, opts: dict) -> Any:
         """Per group, the metrics of corpus_stats from the summed id counts and totals."""
         per: dict[str, dict[int, int]] = {}
         for (g, i), c in counts.items():
@@ -637,7 +637,7 @@ class SourceWordCounts(Stat):
     layout = "code"
     result = "analysis.sabpe.SourceWords"
 
-    def options(self, tok, opts):
+    def options(self, tok: LoadedTokenizer, opts: dict) -> dict:
         """Check the base is byte-level; keep the record options."""
         sabpe.require_byte_level(tok)
         langs = opts.get("languages")
@@ -647,7 +647,7 @@ class SourceWordCounts(Stat):
             "max_bytes_per_repo": opts.get("max_bytes_per_repo"),
         }
 
-    def map(self, tok, docs, opts, emit):
+    def map(self, tok: LoadedTokenizer, docs: Iterable[Doc], opts: dict, emit: Emit) -> dict:
         """collect_words per chunk of records; first-seen order of repositories and languages per shard."""
         acc: Counter = Counter()
         n_records = n_bytes = 0
@@ -671,11 +671,11 @@ class SourceWordCounts(Stat):
         seen = {s: {"repos": list(r), "languages": list(g)} for s, (r, g) in first.items()}
         return {"records": n_records, "bytes": n_bytes, "first_seen": seen}
 
-    def bucket(self, key, k):
+    def bucket(self, key: Any, k: int) -> int:
         """By the word."""
         return word_bucket(key[0], k)
 
-    def finalize(self, tok, counts, totals, opts):
+    def finalize(self, tok: LoadedTokenizer, counts: Counter, totals: dict, opts: dict) -> Any:
         """A SourceWords: words sorted, repositories and languages in first-seen order of the shard list."""
         if not totals.get("records"):
             raise DataError("the selected code corpus has no records with text")
