@@ -132,7 +132,12 @@ def plan(
     opts = s.options(tok, dict(options or {}))
     cfg = executor or ExecutorConfig()
     cfg.check()
-    shards = _shards_for(stat, inputs, opts)
+    return _prepare(tok, stat, opts, _shards_for(stat, inputs, opts), cfg)
+
+
+def _prepare(
+    tok: LoadedTokenizer, stat: str, opts: dict, shards: list[Shard], cfg: ExecutorConfig
+) -> tuple[Workdir, Manifest]:
     tasks = cfg.resolved_tasks(len(shards))
     buckets = cfg.resolved_buckets(sum(x.size for x in shards))
     m = Manifest(stat, opts, tok.content_hash, tok.name, shards, tasks, buckets)
@@ -169,7 +174,7 @@ def compute(
         result = run_inprocess(tok, s, opts, shards, progress)
         report(progress, 1, 1, "done")
         return CorpusRun(result, stat, kind, len(shards), total, seconds={"total": time.perf_counter() - t0})
-    wd, m = plan(tok, stat, inputs, options=options, executor=cfg)
+    wd, _ = _prepare(tok, stat, opts, shards, cfg)
     t1 = time.perf_counter()
     info = run_workdir(wd, cfg, kind, scaled(progress, 0.0, 0.97))
     if info.submitted and not cfg.wait:
