@@ -210,14 +210,14 @@ class Position:
 
 
 def _corrupt(shard: Shard, where: str, e: BaseException) -> DataError:
+    if isinstance(e, FileNotFoundError):
+        return DataError(f"shard {shard.url} is missing (moved or deleted since the job was planned)")
     if isinstance(e, UnicodeDecodeError):
         what = f"bytes that are not UTF-8 ({e.reason} at byte {e.start} of the line)"
     elif isinstance(e, (gzip.BadGzipFile, zlib.error)):
         what = f"not a valid gzip stream ({e})"
     elif isinstance(e, EOFError):
         what = "the compressed stream ends early (truncated file)"
-    elif isinstance(e, FileNotFoundError):
-        what = "the file is missing"
     else:
         what = f"{type(e).__name__}: {e}"
     at = f" ({where})" if where else ""
