@@ -225,7 +225,9 @@ class Workdir:
 
     def totals(self, rank: int) -> Path:
         """Map task `rank`'s additive totals."""
-        return self.root / "parts" / "totals" / f"t{rank:05d}.json"
+        return (
+            self.root / "parts" / "totals" / f"t{rank:05d}.json"
+        )  # + tNNNNN.meta.json: CPU and wall seconds
 
     def reduced(self, bucket: int) -> Path:
         """The reduced bucket."""
@@ -493,10 +495,15 @@ class CountStep(PipelineStep):
                 )
                 for d in (data or ())
             )
+            cpu0, wall0 = time.process_time(), time.perf_counter()
             totals = stat.map(tok, docs, m.options, emit)
             totals_path = wd.totals(rank)
             totals_path.parent.mkdir(parents=True, exist_ok=True)
             atomic_write_text(totals_path, json.dumps(totals, ensure_ascii=False))
+            timing = {"cpu_seconds": time.process_time() - cpu0, "seconds": time.perf_counter() - wall0}
+            atomic_write_text(
+                totals_path.with_suffix(".meta.json"), json.dumps({**timing, "spills": spills[0]})
+            )
         except BaseException as e:
             record_error(wd, "map", rank, e)
             raise
