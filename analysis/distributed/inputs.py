@@ -1,0 +1,327 @@
+"""Corpus inputs: files, folders, globs and ``hf://`` paths resolved to shards; strict streaming readers.
+
+A *shard* is one input file: the unit of work the map stage hands to a task (a file is never split, so a
+file-local cap such as SA-BPE's per-repository limit applies exactly as in one process). Every path goes through
+`fsspec`, so local paths, globs (``DIR/*.devtest``, ``DIR/**/*.jsonl.gz``), ``hf://datasets/ORG/NAME/...`` and
+``s3://...`` (with `s3fs`) resolve the same way.
+
+Formats, by file name (a ``.gz`` suffix adds gzip): ``.jsonl`` (the ``text`` field of each record), ``.parquet``
+(the ``text`` column), anything else plain text (one unit per non-empty line), as :mod:`analysis.corpora` reads
+them. Two read modes:
+
+* **units** (training text, token counts, compression): exactly the units of :mod:`analysis.corpora` —
+  non-empty lines of text files, non-blank ``text`` fields of JSON-lines records and parquet rows;
+* **records** (SA-BPE): :class:`analysis.sabpe.CodeRecord` values with ``repo`` / ``language`` defaulting to
+  the file stem, the per-file caps of :func:`analysis.sabpe.read_code`.
+
+Unlike the forgiving readers used for uploads, these are strict: a bad gzip stream, a line that is not JSON,
+bytes that are not UTF-8 or an unreadable parquet file raise :class:`~analysis.errors.DataError` naming the
+shard (and the line or row), because a silently skipped part of a 100 GB corpus is worse than a stopped job.
+"""
+
+from __future__ import annotations
+
+import gzip
+import io
+import json
+import zlib
+from collections import Counter
+from collections.abc import Iterable, Iterator
+from dataclasses import asdict, dataclass
+from pathlib import PurePosixPath
+
+import fsspec
+
+from ..errors import DataError
+from ..sabpe import CodeRecord
+
+#: Name suffixes read as text in folders (as analysis.corpora), plus parquet.
+TEXT_SUFFIXES = (
+    ".txt",
+    ".text",
+    ".md",
+    ".devtest",
+    ".dev",
+    ".tsv",
+    ".csv",
+    ".jsonl",
+    ".json",
+    ".py",
+    ".rs",
+    ".c",
+    ".parquet",
+)
+_GLOB_CHARS = ("*", "?", "[")
+_LINE_ERRORS = (OSError, EOFError, zlib.error, UnicodeDecodeError)
+
+
+@dataclass(frozen=True)
+class Shard:
+    """One input file: its fsspec URL, size in bytes, format (`text`, `jsonl`, `parquet`) and gzip flag.
+
+    `input` is the command-line value it came from; `group` its label for per-file statistics (the file name
+    without compression and format suffixes, e.g. ``est_Latn`` for ``est_Latn.devtest``).
+    """
+
+    url: str
+    size: int
+    fmt: str
+    gzip: bool
+    input: str
+    group: str
+    mtime: str = ""
+
+    @property
+    def name(self) -> str:
+        """The file name."""
+        return PurePosixPath(self.url).name
+
+    def to_json(self) -> dict:
+        """A JSON-serialisable dict (the manifest's shard entry)."""
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, d: dict) -> Shard:
+        """Rebuild a shard from :meth:`to_json`."""
+        return cls(**d)
+
+
+def shard_format(name: str) -> tuple[str, bool]:
+    """(`text` | `jsonl` | `parquet`, gzip?) from a file name."""
+    n = name.lower()
+    gz = n.endswith(".gz")
+    if gz:
+        n = n[:-3]
+    if n.endswith(".parquet"):
+        if gz:
+            raise DataError(f"{name}: gzip-compressed parquet is not supported (parquet compresses itself)")
+        return "parquet", False
+    if ".jsonl" in n:
+        return "jsonl", gz
+    return "text", gz
+
+
+def _group_of(name: str) -> str:
+    return name.split(".")[0] or name
+
+
+def _is_text_name(name: str) -> bool:
+    n = name.lower()
+    if n.endswith(".gz"):
+        n = n[:-3]
+    return n.endswith(TEXT_SUFFIXES) or "." not in PurePosixPath(n).name
+
+
+def _mtime(info: dict) -> str:
+    for k in ("mtime", "last_modified", "LastModified", "last_commit"):
+        v = info.get(k)
+        if v is not None:
+            return str(v)
+    return ""
+
+
+def _shard(fs, path: str, info: dict, value: str) -> Shard:
+    url = fs.unstrip_protocol(path) if not _is_local(fs) else path
+    name = PurePosixPath(path).name
+    fmt, gz = shard_format(name)
+    return Shard(url, int(info.get("size") or 0), fmt, gz, value, _group_of(name), _mtime(info))
+
+
+def _is_local(fs) -> bool:
+    return "file" in (fs.protocol if isinstance(fs.protocol, (tuple, list)) else (fs.protocol,))
+
+
+def resolve(values: Iterable[str], *, layout: str = "text", heldout: bool = False) -> list[Shard]:
+    """The shards of several inputs (files, folders, globs, ``hf://`` or other fsspec URLs), deduplicated.
+
+    `layout="text"`: a folder means every text file below it (recursively, as :func:`analysis.corpora.iter_folder`).
+    `layout="code"`: a folder means its ``*.jsonl.gz`` then ``*.jsonl`` files (its ``heldout/`` folder with
+    `heldout`), as :func:`analysis.sabpe.read_code`. Within one input the files are sorted by path.
+    """
+    out: list[Shard] = []
+    seen: set[str] = set()
+    for value in values:
+        value = str(value).strip()
+        if not value:
+            continue
+        try:
+            fs, root = fsspec.core.url_to_fs(value)
+        except (ValueError, ImportError) as e:
+            raise DataError(f"{value}: cannot open this location ({e})") from e
+        try:
+            found = _expand(fs, root, value, layout, heldout)
+        except (OSError, ValueError) as e:
+            raise DataError(f"{value}: cannot list this location ({e})") from e
+        for s in found:
+            if s.url not in seen:
+                seen.add(s.url)
+                out.append(s)
+    if not out:
+        raise DataError("no corpus files given")
+    return out
+
+
+def _expand(fs, root: str, value: str, layout: str, heldout: bool) -> list[Shard]:
+    if any(c in root for c in _GLOB_CHARS):
+        hits = fs.glob(root, detail=True)
+        files = sorted((p, i) for p, i in hits.items() if i.get("type") != "directory")
+        if not files:
+            raise DataError(f"no files match {value}")
+        return [_shard(fs, p, i, value) for p, i in files]
+    if not fs.exists(root):
+        raise DataError(f"corpus file or folder not found: {value}")
+    if fs.isdir(root):
+        if layout == "code":
+            d = root.rstrip("/") + ("/heldout" if heldout else "")
+            entries = fs.ls(d, detail=True) if fs.isdir(d) else []
+            files = {PurePosixPath(e["name"]).name: e for e in entries if e.get("type") != "directory"}
+            names = sorted(n for n in files if n.endswith(".jsonl.gz")) + sorted(
+                n for n in files if n.endswith(".jsonl")
+            )
+            picked = [(files[n]["name"], files[n]) for n in names]
+        else:
+            found = fs.find(root, detail=True)
+            picked = sorted((p, i) for p, i in found.items() if _is_text_name(PurePosixPath(p).name))
+        if not picked:
+            kind = "*.jsonl / *.jsonl.gz" if layout == "code" else "text (.txt, .jsonl, .parquet, .gz …)"
+            raise DataError(f"{value}: no {kind} files in this folder")
+        return [_shard(fs, p, i, value) for p, i in picked]
+    return [_shard(fs, root, fs.info(root), value)]
+
+
+# --------------------------------------------------------------------------------------------------
+# Strict streaming readers
+# --------------------------------------------------------------------------------------------------
+class Position:
+    """How far a reader got in its shard: compressed bytes consumed (for progress) and the current line/row."""
+
+    __slots__ = ("raw", "where")
+
+    def __init__(self) -> None:
+        self.raw = None
+        self.where = ""
+
+    def bytes_read(self) -> int:
+        """Bytes of the (compressed) file consumed so far."""
+        try:
+            return int(self.raw.tell()) if self.raw is not None else 0
+        except (OSError, ValueError):
+            return 0
+
+
+def _corrupt(shard: Shard, where: str, e: BaseException) -> DataError:
+    if isinstance(e, FileNotFoundError):
+        return DataError(f"shard {shard.url} is missing (moved or deleted since the job was planned)")
+    if isinstance(e, UnicodeDecodeError):
+        what = f"bytes that are not UTF-8 ({e.reason} at byte {e.start} of the line)"
+    elif isinstance(e, (gzip.BadGzipFile, zlib.error)):
+        what = f"not a valid gzip stream ({e})"
+    elif isinstance(e, EOFError):
+        what = "the compressed stream ends early (truncated file)"
+    else:
+        what = f"{type(e).__name__}: {e}"
+    at = f" ({where})" if where else ""
+    return DataError(f"corrupt shard {shard.url}{at}: {what}")
+
+
+def _lines(shard: Shard, pos: Position) -> Iterator[tuple[int, str]]:
+    """(line number, line without its end) of a text or JSON-lines shard, strictly decoded."""
+    n = 0
+    try:
+        with fsspec.open(shard.url, "rb") as raw:
+            pos.raw = raw
+            stream = gzip.GzipFile(fileobj=raw) if shard.gzip else raw
+            text = io.TextIOWrapper(stream, encoding="utf-8", errors="strict", newline="")
+            for n, line in enumerate(text, 1):
+                yield n, line.rstrip("\r\n")
+    except _LINE_ERRORS as e:
+        raise _corrupt(
+            shard, f"line {n + 1}" if n or not isinstance(e, FileNotFoundError) else "", e
+        ) from None
+
+
+def _json_record(shard: Shard, n: int, line: str) -> object:
+    try:
+        return json.loads(line)
+    except json.JSONDecodeError as e:
+        raise DataError(f"corrupt shard {shard.url} (line {n}): not valid JSON ({e.msg})") from None
+
+
+def _parquet_rows(shard: Shard, columns: list[str], pos: Position) -> Iterator[tuple[int, dict]]:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    row = 0
+    try:
+        with fsspec.open(shard.url, "rb") as raw:
+            pos.raw = raw
+            pf = pq.ParquetFile(raw)
+            names = set(pf.schema_arrow.names)
+            if "text" not in names:
+                raise DataError(
+                    f"{shard.url}: the parquet file has no 'text' column (columns: {sorted(names)})"
+                )
+            cols = [c for c in columns if c in names]
+            for batch in pf.iter_batches(batch_size=1024, columns=cols):
+                for rec in batch.to_pylist():
+                    row += 1
+                    yield row, rec
+    except (pa.ArrowException, OSError, EOFError) as e:
+        raise DataError(f"corrupt shard {shard.url} (row {row + 1}): unreadable parquet ({e})") from None
+
+
+def iter_units(shard: Shard, pos: Position | None = None) -> Iterator[str]:
+    """The text units of a shard, as :mod:`analysis.corpora` yields them (strict decoding, DataError on damage)."""
+    pos = pos or Position()
+    if shard.fmt == "parquet":
+        for _, rec in _parquet_rows(shard, ["text"], pos):
+            t = rec.get("text")
+            if isinstance(t, str) and t.strip():
+                yield t
+        return
+    jsonl = shard.fmt == "jsonl"
+    for n, line in _lines(shard, pos):
+        if not line.strip():
+            continue
+        if jsonl:
+            rec = _json_record(shard, n, line)
+            t = rec.get("text") if isinstance(rec, dict) else None
+            if isinstance(t, str) and t.strip():
+                yield t
+        else:
+            yield line
+
+
+def iter_records(
+    shard: Shard,
+    *,
+    max_files_per_repo: int | None = None,
+    max_bytes_per_repo: int | None = None,
+    pos: Position | None = None,
+) -> Iterator[CodeRecord]:
+    """Source-attributed records of a JSON-lines (or parquet) shard, as :func:`analysis.sabpe.read_code` keeps them."""
+    pos = pos or Position()
+    stem = shard.group
+    n_files: Counter = Counter()
+    n_bytes: Counter = Counter()
+    if shard.fmt == "parquet":
+        rows: Iterator[tuple[int, object]] = _parquet_rows(shard, ["text", "repo", "language", "path"], pos)
+    elif shard.fmt == "jsonl":
+        rows = ((n, _json_record(shard, n, line)) for n, line in _lines(shard, pos) if line.strip())
+    else:
+        raise DataError(f"{shard.url}: source-attributed records need JSON-lines or parquet files")
+    for _, rec in rows:
+        text = rec.get("text") if isinstance(rec, dict) else None
+        if not isinstance(text, str) or not text:
+            continue
+        repo = str(rec.get("repo") or stem)
+        lang = str(rec.get("language") or stem)
+        key = (repo, lang)
+        size = len(text.encode("utf-8"))
+        if max_files_per_repo is not None and n_files[key] >= max_files_per_repo:
+            continue
+        if max_bytes_per_repo is not None and n_bytes[key] + size > max_bytes_per_repo and n_bytes[key]:
+            continue
+        n_files[key] += 1
+        n_bytes[key] += size
+        yield CodeRecord(repo, lang, str(rec.get("path") or ""), text)

@@ -1,0 +1,271 @@
+"""Benchmark: corpus statistics in process vs datatrove's local executor with 1 and 2 workers (same run).
+
+Corpora: all 204 FLORES-200 devtest files (read in place) and a larger synthetic corpus (FLORES lines and the
+shared text corpora shuffled into plain-text shards under a scratch folder). For each: the continued-training
+words (`words` statistic, byte-level GPT-2 by default) in process, on 1 worker and on 2 workers, with the same
+tasks and buckets; the counts must be identical and so must the merges learned from them.
+
+Figures (targets from issue 14):
+
+* counting-stage speed-up 1 → 2 workers (the map stage), target ≥ 1.7×;
+* end-to-end speed-up 1 → 2 workers (plan + map + reduce + merge of the buckets + learning N merges), ≥ 1.3×
+  on an idle machine;
+* executor start-up: a LocalPipelineExecutor with 2 workers running 2 empty tasks, target ≤ 0.5 s;
+* peak memory of the reduce: Python allocations (tracemalloc) of reducing the largest bucket vs summing every
+  bucket (what one process would hold), and the keys per bucket;
+* a projection for 100 GB on 64 workers from the measured per-worker map rate, reduce rate and merge time.
+
+Usage: python bench/bench_corpus.py [--tokenizer DIR] [--synthetic-mb 120] [--tasks 8] [--buckets 8] [--n 1000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import os
+import random
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+import tracemalloc
+from collections import Counter
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from analysis import load  # noqa: E402
+from analysis.distributed import ExecutorConfig, compute, train_from_words  # noqa: E402
+from analysis.distributed.executors import _local_class, _quiet_logger  # noqa: E402
+from analysis.distributed.job import Workdir, read_counts, reduce_bucket  # noqa: E402
+
+ASSETS = Path(os.environ.get("TOKLAB_ASSETS", ROOT.parent / "shared" / "assets"))
+
+
+def load_avg() -> str:
+    """The 1/5/15-minute load averages and the core count."""
+    a, b, c = os.getloadavg()
+    return f"load average {a:.2f} {b:.2f} {c:.2f} on {os.cpu_count()} cores"
+
+
+def synthetic_corpus(folder: Path, mb: int, shards: int, seed: int = 0) -> list[Path]:
+    """Plain-text shards of about `mb` MB: FLORES devtest lines and the shared text corpora, shuffled."""
+    import gzip
+
+    lines: list[str] = []
+    for p in sorted((ASSETS / "flores200" / "devtest").glob("*.devtest")):
+        lines += [ln for ln in p.read_text(encoding="utf-8").splitlines() if ln.strip()]
+    for p in sorted((ASSETS / "corpora" / "text").glob("*.txt.gz")):
+        if "hunspell" in p.name or "wordfreq" in p.name:
+            continue
+        lines += [ln for ln in gzip.decompress(p.read_bytes()).decode("utf-8").splitlines() if ln.strip()]
+    rng = random.Random(seed)
+    folder.mkdir(parents=True, exist_ok=True)
+    target = mb * 1_000_000
+    per = target // shards
+    out = []
+    for i in range(shards):
+        buf, size = [], 0
+        while size < per:
+            ln = lines[rng.randrange(len(lines))]
+            buf.append(ln)
+            size += len(ln.encode("utf-8")) + 1
+        p = folder / f"shard-{i:03d}.txt"
+        p.write_text("\n".join(buf) + "\n", encoding="utf-8")
+        out.append(p)
+    return out
+
+
+def startup_seconds(scratch: Path, repeat: int = 5) -> float:
+    """Median wall time of a local executor with 2 workers running 2 empty tasks (pool + manager + markers)."""
+    cls = _local_class()
+    times = []
+    for i in range(repeat):
+        d = scratch / f"noop-{i}"
+        ex = cls([_noop], tasks=2, workers=2, logging_dir=str(d), start_method="fork")
+        with _quiet_logger(True):
+            t0 = time.perf_counter()
+            ex.run()
+            times.append(time.perf_counter() - t0)
+        shutil.rmtree(d, ignore_errors=True)
+    return statistics.median(times)
+
+
+def _noop(data, rank, world_size):
+    return None
+
+
+def reduce_memory(wd: Workdir) -> dict:
+    """tracemalloc peaks: reducing the largest bucket vs holding every reduced bucket at once."""
+    m = wd.manifest()
+    sizes = {
+        b: sum(f.stat().st_size for f in (wd.root / "parts" / f"b{b:04d}").glob("*.json"))
+        for b in range(m.buckets)
+    }
+    big = max(sizes, key=sizes.get)
+    wd.tokenizer()
+    gc.collect()
+    tracemalloc.start()
+    meta = reduce_bucket(wd, big)
+    _, peak_bucket = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    gc.collect()
+    tracemalloc.start()
+    total: Counter = Counter()
+    for b in range(m.buckets):
+        read_counts(wd.reduced(b), total)
+    _, peak_all = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    return {
+        "buckets": m.buckets,
+        "largest_bucket_keys": meta["keys_in"],
+        "all_keys": len(total),
+        "peak_bucket_mb": peak_bucket / 2**20,
+        "peak_all_mb": peak_all / 2**20,
+    }
+
+
+def run_corpus(label: str, tok, files: list[Path], args, scratch: Path) -> dict:
+    """In process, 1 worker, 2 workers on one corpus: timings, identity checks, projection inputs."""
+    inputs = [str(p) for p in files]
+    size = sum(p.stat().st_size for p in files)
+    print(f"\n== {label}: {len(files)} files, {size / 1e6:,.1f} MB ({load_avg()})")
+    t0 = time.perf_counter()
+    ref = compute(tok, "words", inputs, executor=ExecutorConfig(kind="inprocess"))
+    t_in = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    merges_ref = train_from_words(tok, ref.result, args.n).merges()
+    t_train = time.perf_counter() - t0
+    print(f"in process: count {t_in:.2f} s ({size / 1e6 / t_in:.2f} MB/s), {len(ref.result.words):,} word types; "
+          f"learning {args.n} merges {t_train:.2f} s")  # fmt: skip
+    runs = {}
+    for w in (1, 2):
+        cfg = ExecutorConfig(
+            kind="local",
+            workers=w,
+            tasks=args.tasks,
+            buckets=args.buckets,
+            workdir=str(scratch / f"{label}-w{w}"),
+        )
+        t0 = time.perf_counter()
+        r = compute(tok, "words", inputs, executor=cfg)
+        t_stat = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        merges = train_from_words(tok, r.result, args.n).merges()
+        t_tr = time.perf_counter() - t0
+        same = r.result.words == ref.result.words and (r.result.units, r.result.chars) == (
+            ref.result.units,
+            ref.result.chars,
+        )
+        runs[w] = {
+            "run": r,
+            "stat": t_stat,
+            "train": t_tr,
+            "e2e": t_stat + t_tr,
+            "same": same,
+            "merges": merges,
+        }
+        s = r.seconds
+        wdr = Workdir(r.workdir)
+        metas = [json.loads(wdr.totals(t).with_suffix(".meta.json").read_text()) for t in range(args.tasks)]
+        cpu = sum(x["cpu_seconds"] for x in metas)
+        runs[w]["map_cpu"] = cpu
+        print(f"local, {w} worker(s), {args.tasks} tasks, {args.buckets} buckets: map {s['map']:.2f} s, reduce "
+              f"{s['reduce']:.2f} s, finalize {s['finalize']:.2f} s, statistic {t_stat:.2f} s, + merges {t_tr:.2f} s; "
+              f"counts identical: {same}, merges identical: {merges == merges_ref}")  # fmt: skip
+        print(f"  map tasks: {cpu:.2f} CPU s in {sum(x['seconds'] for x in metas):.2f} task-wall s "
+              f"(CPU share {cpu / sum(x['seconds'] for x in metas):.0%}: below 100% = waiting for a core)")  # fmt: skip
+    map_speedup = runs[1]["run"].seconds["map"] / runs[2]["run"].seconds["map"]
+    e2e_speedup = runs[1]["e2e"] / runs[2]["e2e"]
+    stat_speedup = runs[1]["stat"] / runs[2]["stat"]
+    print(f"counting-stage speed-up 1→2 workers: {map_speedup:.2f}× (target ≥ 1.7×); map CPU seconds 1 vs 2 "
+          f"workers {runs[1]['map_cpu']:.1f} vs {runs[2]['map_cpu']:.1f} (the work itself does not grow)")  # fmt: skip
+    print(
+        f"end-to-end speed-up 1→2 workers: {e2e_speedup:.2f}× (target ≥ 1.3×); statistic only {stat_speedup:.2f}×"
+    )
+    print(f"2 workers vs in process (count + merges): {(t_in + t_train) / runs[2]['e2e']:.2f}×")
+    wd1 = Workdir(runs[1]["run"].workdir)
+    parts_bytes = sum(f.stat().st_size for f in (wd1.root / "parts").rglob("t*-p*.json"))
+    return {
+        "bytes": size,
+        "map_rate_1w": size / runs[1]["run"].seconds["map"],
+        "map_cpu_1w": runs[1]["map_cpu"],
+        "files": len(files),
+        "reduce_s_1w": runs[1]["run"].seconds["reduce"],
+        "parts_bytes": parts_bytes,
+        "finalize_s": runs[2]["run"].seconds["finalize"],
+        "train_s": t_train,
+        "word_types": len(ref.result.words),
+        "identical": all(r["same"] and r["merges"] == merges_ref for r in runs.values()),
+        "map_speedup": map_speedup,
+        "e2e_speedup": e2e_speedup,
+        "wd2": Workdir(runs[2]["run"].workdir),
+        "per_shard_s": runs[1]["run"].seconds["map"] / len(files),
+    }
+
+
+def main() -> int:
+    """Run the benchmark and print figures, ratios vs targets and the projection."""
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--tokenizer", default=str(ASSETS / "tokenizers" / "gpt2"))
+    ap.add_argument("--flores-files", type=int, default=0, help="only the first N FLORES files (0: all 204)")
+    ap.add_argument("--synthetic-mb", type=int, default=120, help="size of the larger corpus (0: skip it)")
+    ap.add_argument("--synthetic-shards", type=int, default=24)
+    ap.add_argument("--tasks", type=int, default=8)
+    ap.add_argument("--buckets", type=int, default=8)
+    ap.add_argument("--n", type=int, default=1000, help="merges learned from the counts")
+    ap.add_argument(
+        "--scratch", default=None, help="folder for workdirs and the synthetic corpus (removed after)"
+    )
+    args = ap.parse_args()
+    tok = load(args.tokenizer)
+    scratch = Path(args.scratch or tempfile.mkdtemp(prefix="bench-corpus-"))
+    scratch.mkdir(parents=True, exist_ok=True)
+    print(f"tokenizer {tok.name}; {load_avg()}")
+    try:
+        st = startup_seconds(scratch)
+        print(f"executor start-up (2 workers, 2 empty tasks, median of 5): {st:.3f} s (target ≤ 0.5 s)")
+        flores = sorted((ASSETS / "flores200" / "devtest").glob("*.devtest"))[: args.flores_files or None]
+        results = {"FLORES-200 devtest": run_corpus("flores", tok, flores, args, scratch)}
+        if args.synthetic_mb:
+            t0 = time.perf_counter()
+            files = synthetic_corpus(scratch / "synthetic", args.synthetic_mb, args.synthetic_shards)
+            print(f"\n(synthetic corpus written in {time.perf_counter() - t0:.1f} s)")
+            results["synthetic"] = run_corpus("synthetic", tok, files, args, scratch)
+        big = results[list(results)[-1]]
+        mem = reduce_memory(big["wd2"])
+        print(f"\nreduce memory ({mem['buckets']} buckets): largest bucket {mem['largest_bucket_keys']:,} of "
+              f"{mem['all_keys']:,} keys; peak {mem['peak_bucket_mb']:.1f} MB reducing it vs {mem['peak_all_mb']:.1f} MB "
+              f"holding every bucket ({mem['peak_bucket_mb'] / mem['peak_all_mb']:.2f}×; 1/K = {1 / mem['buckets']:.2f})")  # fmt: skip
+        print(
+            "\nidentical counts and merges on every executor:", all(r["identical"] for r in results.values())
+        )
+        # projection: 100 GB on 64 workers
+        gb, workers = 100e9, 64
+        shard_mb = big["bytes"] / 1e6 / big["files"]
+        cpu_rate = big["bytes"] / big["map_cpu_1w"]  # bytes per CPU second of one map worker
+        wall_rate = big["map_rate_1w"]
+        eff = min(1.0, big["map_speedup"] / 2)
+        t_free = gb / (cpu_rate * workers)
+        t_load = gb / (wall_rate * workers * eff)
+        parts_per_byte = big["parts_bytes"] / big["bytes"]
+        t_reduce = gb * parts_per_byte / (big["parts_bytes"] / big["reduce_s_1w"] * workers)
+        print(f"\nprojection, 100 GB on {workers} workers (from the {list(results)[-1]} run, {shard_mb:.1f} MB shards, "
+              f"{big['per_shard_s']:.2f} s each on one worker): map {cpu_rate / 1e6:.2f} MB per CPU second → "
+              f"{t_free / 60:,.0f} min on {workers} free cores ({t_load / 60:,.0f} min at this run's "
+              f"{wall_rate / 1e6:.2f} MB/s per worker and 2-worker efficiency {eff:.2f}); reduce ≤ {t_reduce / 60:,.0f} min "
+              f"(partial counts {parts_per_byte:.2f} B per input byte at this size, an upper bound: distinct words "
+              f"grow sublinearly); on one machine, merging the buckets + {args.n} merges: "
+              f"{big['finalize_s'] + big['train_s']:.0f} s at {big['word_types']:,} word types (grows with word types, "
+              "not bytes)")  # fmt: skip
+        print(f"\n{load_avg()}")
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
