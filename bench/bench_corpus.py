@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import gc
+import gzip
 import json
 import os
 import random
@@ -53,7 +54,6 @@ def load_avg() -> str:
 
 def synthetic_corpus(folder: Path, mb: int, shards: int, seed: int = 0) -> list[Path]:
     """Plain-text shards of about `mb` MB: FLORES devtest lines and the shared text corpora, shuffled."""
-    import gzip
 
     lines: list[str] = []
     for p in sorted((ASSETS / "flores200" / "devtest").glob("*.devtest")):

@@ -9,6 +9,7 @@ the Ray call, with a stand-in `ray` module), `hf://` paths through a stand-in fs
 
 from __future__ import annotations
 
+import argparse
 import gzip
 import json
 import math
@@ -23,7 +24,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from fsspec.implementations.memory import MemoryFileSystem
-from support import ROOT, flores_lines, load_shared
+from support import ROOT, TOKENIZERS, flores_lines, load_shared
 
 from analysis import corpora, metrics, pruning, reachability, sabpe, training
 from analysis.distributed import (
@@ -380,8 +381,8 @@ class FakeHubFS(MemoryFileSystem):
 
 
 def test_hf_paths_resolve_through_fsspec(tmp_path, monkeypatch):
-    import pyarrow as pa
-    import pyarrow.parquet as pq
+    import pyarrow as pa  # noqa: PLC0415
+    import pyarrow.parquet as pq  # noqa: PLC0415
 
     monkeypatch.setitem(sys.modules["fsspec.registry"]._registry, "hf", FakeHubFS)
     fs = FakeHubFS()
@@ -503,7 +504,7 @@ def test_ray_call_is_built_with_address_and_cpus(corpus, tmp_path, monkeypatch):
     fake.is_initialized = lambda: False
     fake.init = lambda **kw: calls.setdefault("init", kw)
     monkeypatch.setitem(sys.modules, "ray", fake)
-    from datatrove.executor.ray import RayPipelineExecutor
+    from datatrove.executor.ray import RayPipelineExecutor  # noqa: PLC0415
 
     def run_here(self):  # stands in for the cluster: datatrove's own per-rank code, in this process
         calls.setdefault("executors", []).append((self.tasks, self.cpus_per_task, self.mem_per_cpu_gb))
@@ -532,7 +533,6 @@ def test_ray_missing_gives_a_clear_error(corpus, tmp_path, monkeypatch):
 # CLI arguments, the demo command, background jobs
 # --------------------------------------------------------------------------------------------------
 def test_executor_arguments_round_trip():
-    import argparse
 
     p = argparse.ArgumentParser()
     add_executor_arguments(p)
@@ -574,7 +574,6 @@ def test_executor_arguments_round_trip():
 
 
 def _tok_dir(name: str) -> Path:
-    from support import TOKENIZERS
 
     return TOKENIZERS / name
 

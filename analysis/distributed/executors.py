@@ -251,14 +251,14 @@ class _QuietRanks:
             try:
                 return super()._run_for_rank(rank, local_rank, node_rank)  # type: ignore[misc]
             finally:
-                from loguru import logger
+                from loguru import logger  # noqa: PLC0415
 
                 logger.remove()  # datatrove re-added its console sink on our null stream
                 logger.add(sys.__stderr__ or sys.stderr, level="WARNING")
 
 
 def _local_class():
-    from datatrove.executor.local import LocalPipelineExecutor
+    from datatrove.executor.local import LocalPipelineExecutor  # noqa: PLC0415
 
     class QuietLocalExecutor(_QuietRanks, LocalPipelineExecutor):
         """LocalPipelineExecutor whose task logs go to the workdir only."""
@@ -267,7 +267,7 @@ def _local_class():
 
 
 def _slurm_class():
-    from datatrove.executor.slurm import SlurmPipelineExecutor
+    from datatrove.executor.slurm import SlurmPipelineExecutor  # noqa: PLC0415
 
     return SlurmPipelineExecutor
 
@@ -370,7 +370,7 @@ def slurm_script(executor: Any) -> str:
 def import_ray():
     """The `ray` module, or an AnalysisError saying how to get it (imported only for the ray executor)."""
     try:
-        import ray
+        import ray  # noqa: PLC0415
     except ImportError:
         raise AnalysisError(
             "the ray executor needs the 'ray' package on this machine and the cluster "
@@ -381,7 +381,7 @@ def import_ray():
 
 def ray_executors(wd: Workdir, m: Manifest, cfg: ExecutorConfig) -> tuple[Any, Any]:
     """(map, reduce) RayPipelineExecutors (the caller has run ray.init)."""
-    from datatrove.executor.ray import RayPipelineExecutor
+    from datatrove.executor.ray import RayPipelineExecutor  # noqa: PLC0415
 
     common = {
         "cpus_per_task": cfg.cpus_per_task,
@@ -508,8 +508,8 @@ def _quiet_logger(quiet: bool) -> Iterator[None]:
     if not quiet:
         yield
         return
-    import datatrove.utils.logging  # noqa: F401  (its import adds a console sink: let it happen first)
-    from loguru import logger
+    import datatrove.utils.logging  # noqa: F401, PLC0415  (its import adds a console sink: let it happen first)
+    from loguru import logger  # noqa: PLC0415
 
     logger.remove()
     sink = logger.add(sys.stderr, level="WARNING")

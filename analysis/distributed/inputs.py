@@ -248,8 +248,8 @@ def _json_record(shard: Shard, n: int, line: str) -> object:
 
 
 def _parquet_rows(shard: Shard, columns: list[str], pos: Position) -> Iterator[tuple[int, dict]]:
-    import pyarrow as pa
-    import pyarrow.parquet as pq
+    import pyarrow as pa  # noqa: PLC0415
+    import pyarrow.parquet as pq  # noqa: PLC0415
 
     row = 0
     try:

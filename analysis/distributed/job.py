@@ -25,6 +25,7 @@ otherwise the reduce is resumed too.
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import gc
 import hashlib
 import heapq
@@ -310,7 +311,6 @@ class Workdir:
     @contextlib.contextmanager
     def lock(self) -> Iterator[None]:
         """Hold the workdir's lock while running its job (DataError if another process holds it)."""
-        import fcntl
 
         self.root.mkdir(parents=True, exist_ok=True)
         fh = open(self.root / ".lock", "a+")  # noqa: SIM115
@@ -333,7 +333,6 @@ class Workdir:
 
     def running(self) -> bool:
         """Whether a process holds the workdir's lock (a job is running in it)."""
-        import fcntl
 
         p = self.root / ".lock"
         if not p.is_file():

@@ -33,6 +33,7 @@ SentencePiece character histogram) are merged in every reduce task and at the en
 
 from __future__ import annotations
 
+import time
 import unicodedata
 import zlib
 from collections import Counter
@@ -350,7 +351,6 @@ def train_from_words(
 
     The merge loop is the unchanged :func:`analysis.training.train_merges` on one machine.
     """
-    import time
 
     if n_new <= 0:
         raise DataError("the number of new tokens must be positive")
