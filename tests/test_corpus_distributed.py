@@ -26,7 +26,7 @@ import pytest
 from fsspec.implementations.memory import MemoryFileSystem
 from support import ROOT, TOKENIZERS, flores_lines, load_shared
 
-from analysis import corpora, metrics, pruning, reachability, sabpe, training
+from analysis import bpe, corpora, metrics, pruning, sabpe, training
 from analysis.distributed import (
     ExecutorConfig,
     add_executor_arguments,
@@ -146,8 +146,8 @@ def test_token_id_counts_equal_pruning_and_reachability(corpus, tmp_path):
     run = compute(tok, "token-ids", [str(p) for p in corpus], executor=_local(tmp_path, 2, 2, "t"))
     assert np.array_equal(run.result, pruning.token_counts(tok, units))
     run = compute(tok, "produced-ids", [str(p) for p in corpus], executor=_local(tmp_path, 1, 3, "p"))
-    assert run.result == reachability.corpus_token_counts(tok, units)
-    assert never_produced_from_counts(tok, run.result) == reachability.never_produced(tok, units)
+    assert run.result == bpe.corpus_token_counts(tok, units)
+    assert never_produced_from_counts(tok, run.result) == bpe.never_produced(tok, units)
 
 
 @pytest.mark.slow

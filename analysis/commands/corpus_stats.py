@@ -14,7 +14,6 @@ from typing import Any
 
 import numpy as np
 
-from ..cli import print_json
 from ..distributed import (
     STATS,
     add_executor_arguments,
@@ -27,7 +26,7 @@ from ..distributed.stats import GROUP_BY
 from ..errors import DataError
 from ..outputs import atomic_write_text, strict_json
 from ..progress import stderr_progress
-from ._common import add_tokenizer_argument, load_from_args
+from ._common import add_tokenizer_argument, load_from_args, print_json
 
 NAME = "corpus-stats"
 HELP = (

@@ -14,7 +14,7 @@ statistic           map (per task, existing function)                   reduce /
                                                                         after the coverage characters) → the
                                                                         trainer's word Counter
 ``token-ids``       :func:`analysis.pruning.token_counts`               sum → id count vector (pruning orders)
-``produced-ids``    :func:`analysis.reachability.corpus_token_counts`   sum → Counter (never-produced tokens)
+``produced-ids``    :func:`analysis.bpe.stt.corpus_token_counts`   sum → Counter (never-produced tokens)
 ``merge-counts``    :func:`analysis.pruning.merge_counts`               sum → (token Counter, merge Counter)
                                                                         for the merge-based pruning order
 ``compression``     :func:`analysis.metrics.encode_ids`,                per group: sum of token-id counts and
@@ -43,7 +43,7 @@ from typing import Any
 
 import numpy as np
 
-from .. import metrics, pruning, reachability, sabpe, training
+from .. import bpe, metrics, pruning, sabpe, training
 from ..errors import DataError, UnsupportedTokenizerError
 from ..tokenizer import SPIECE_UNDERLINE, LoadedTokenizer
 
@@ -428,7 +428,7 @@ class TokenIds(Stat):
 
 
 class ProducedIds(Stat):
-    """:func:`analysis.reachability.corpus_token_counts` (the tokenizer's own flags, no specials) → Counter."""
+    """:func:`analysis.bpe.stt.corpus_token_counts` (the tokenizer's own flags, no specials) → Counter."""
 
     name = "produced-ids"
     result = "Counter id → occurrences"
@@ -438,7 +438,7 @@ class ProducedIds(Stat):
         acc: Counter = Counter()
         units = 0
         for chunk in _chunks((d.text for d in docs), opts.get("chunk_units", CHUNK_UNITS)):
-            acc.update(reachability.corpus_token_counts(tok, chunk))
+            acc.update(bpe.corpus_token_counts(tok, chunk))
             units += len(chunk)
         emit(acc)
         return {"units": units}
@@ -453,7 +453,7 @@ class ProducedIds(Stat):
 
 
 def never_produced_from_counts(tok: LoadedTokenizer, counts: Counter) -> list[int]:
-    """:func:`analysis.reachability.never_produced` from counted ids (model ids, added tokens excluded)."""
+    """:func:`analysis.bpe.stt.never_produced` from counted ids (model ids, added tokens excluded)."""
     added = set(tok.added_ids)
     return sorted(i for i in tok.vocab.values() if i not in added and counts.get(i, 0) == 0)
 
