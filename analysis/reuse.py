@@ -8,10 +8,33 @@ id, both in sorted order) → encode target-script segments with the new tokeniz
 old one → decode by grouping ids by "mapped", with the 1–4-token window pass for partial UTF-8.
 
 The model's embedding matrix keeps its size: every id the reuse tokenizer emits is an old id.
+
+**The class rule.** A token's class comes from its standalone decoding, stripped of surrounding whitespace:
+every character gets the label of its Unicode block (blocks named Arabic / CJK / Greek / Latin … merge into
+``Arabic_merged`` / ``CJK_merged`` / ``Greek_merged`` / ``Latin_merged``; General Punctuation and ``▁`` are
+skipped; a character outside the block table is ``Unknown``; a partial UTF-8 byte decodes to U+FFFD, block
+``Specials``). One label → that class. Several labels: when every label is Hiragana, Katakana or CJK_merged,
+CJK_merged is dropped and Hiragana + Katakana together make ``Katakana_Hiragana`` (so ``の人`` is Hiragana and
+``カタカナ漢字`` is Katakana); otherwise the sorted labels joined by ``_`` make a mixed class
+(``Cyrillic_Latin_merged``). Two rule sets decide which block table is used and which classes may be reused:
+
+* ``paper`` (default) — the R-BPE code as first released (September 2025), which produced the paper's Tables 1
+  and 2: the 122 blocks of its table (Unicode 4.0 names; ranges from :mod:`analysis.unicode`, identical for
+  these blocks; C0/C1 controls and every later block are ``Unknown``); a class is eligible when its name contains
+  one of 26 script keywords (:data:`PAPER_SCRIPT_KEYWORDS`) and is excluded when it contains the name of the
+  target or a preserved script (preserving CJK preserves Hangul, Hiragana, Katakana, Bopomofo … too). This
+  reproduces Llama-3.1's 16,632 reusable ids in 35 classes (Arabic target, Latin + Greek preserved) and every
+  row of Table 2, and Qwen3's 41,752 ids in 40 classes (Table 1).
+* ``unicode17`` — the rules of the later release: every Unicode 17 block (:func:`analysis.unicode.blocks`); a
+  class is eligible when its name contains a Unicode script name (:func:`analysis.unicode.scripts`, minus
+  Common / Inherited / Braille) or CJK / Dingbats, and is excluded when one of its blocks belongs to the target
+  or a preserved script. Scripts missing from the first list (Ethiopic, Gurmukhi, Gujarati, Lao, Syriac …) and
+  blocks added after Unicode 4.0 become reusable: Qwen3 gets 42,543 ids in 92 classes, Llama-3.1 still 16,632.
+
 Differences from the reference (deliberate): the id assignment is sorted (deterministic), the excluded
-"special + byte" ids are derived from the tokenizer (no hard-coded ≤263), Greek blocks are merged like
-Arabic/CJK/Latin, the new tokenizer is trained only on the target-script segments it will see at encode time,
-and the paper's hand-made Arabic normalisation map is not applied (its rules are not published).
+"special + byte" ids are derived from the tokenizer (no hard-coded ≤263), the new tokenizer is trained only on
+the target-script segments it will see at encode time, and the paper's hand-made Arabic normalisation map is
+not applied (its rules are not published).
 """
 
 from __future__ import annotations
@@ -46,8 +69,47 @@ FORMAT = "tokenizer-lab/r-bpe"
 REPLACEMENT = "\ufffd"
 #: Block-name families merged into one `X_merged` label.
 MERGED_FAMILIES = ("Arabic", "CJK", "Greek", "Latin")
-#: Script keywords whose classes can never be reused (besides the preserved ones).
+#: The class rule sets (see the module docstring): the paper's first release, or every Unicode 17 block and script.
+RULES = ("paper", "unicode17")
+DEFAULT_RULES = "paper"
+#: Script keywords whose classes can never be reused (besides the preserved ones), `unicode17` rules.
 NON_SCRIPTS = {"COMMON", "INHERITED", "BRAILLE", "UNKNOWN"}
+#: `paper` rules: a class is eligible when its lower-cased name contains one of these.
+PAPER_SCRIPT_KEYWORDS = ("cyrillic", "chinese", "korean", "japanese", "hebrew", "hindi", "hangul", "hiragana", "thai",
+                         "tamil", "bengali", "armenian", "burmese", "georgian", "tibetan", "khmer", "malayalam",
+                         "sinhala", "kannada", "telugu", "katakana", "myanmar", "cjk", "devanagari", "dingbats",
+                         "greek")  # fmt: skip
+#: `paper` rules: the blocks of the first release's table (Unicode 4.0 names; ranges as in analysis.unicode).
+PAPER_BLOCKS = frozenset({
+    "Basic Latin", "Latin-1 Supplement", "Latin Extended-A", "Latin Extended-B", "IPA Extensions",
+    "Spacing Modifier Letters", "Combining Diacritical Marks", "Greek and Coptic", "Cyrillic", "Cyrillic Supplement",
+    "Armenian", "Hebrew", "Arabic", "Syriac", "Thaana", "Devanagari", "Bengali", "Gurmukhi", "Gujarati", "Oriya",
+    "Tamil", "Telugu", "Kannada", "Malayalam", "Sinhala", "Thai", "Lao", "Tibetan", "Myanmar", "Georgian",
+    "Hangul Jamo", "Ethiopic", "Cherokee", "Unified Canadian Aboriginal Syllabics", "Ogham", "Runic", "Tagalog",
+    "Hanunoo", "Buhid", "Tagbanwa", "Khmer", "Mongolian", "Limbu", "Tai Le", "Khmer Symbols", "Phonetic Extensions",
+    "Latin Extended Additional", "Greek Extended", "General Punctuation", "Superscripts and Subscripts",
+    "Currency Symbols", "Combining Diacritical Marks for Symbols", "Letterlike Symbols", "Number Forms", "Arrows",
+    "Mathematical Operators", "Miscellaneous Technical", "Control Pictures", "Optical Character Recognition",
+    "Enclosed Alphanumerics", "Box Drawing", "Block Elements", "Geometric Shapes", "Miscellaneous Symbols",
+    "Dingbats", "Miscellaneous Mathematical Symbols-A", "Supplemental Arrows-A", "Braille Patterns",
+    "Supplemental Arrows-B", "Miscellaneous Mathematical Symbols-B", "Supplemental Mathematical Operators",
+    "Miscellaneous Symbols and Arrows", "CJK Radicals Supplement", "Kangxi Radicals",
+    "Ideographic Description Characters", "CJK Symbols and Punctuation", "Hiragana", "Katakana", "Bopomofo",
+    "Hangul Compatibility Jamo", "Kanbun", "Bopomofo Extended", "Katakana Phonetic Extensions",
+    "Enclosed CJK Letters and Months", "CJK Compatibility", "CJK Unified Ideographs Extension A",
+    "Yijing Hexagram Symbols", "CJK Unified Ideographs", "Yi Syllables", "Yi Radicals", "Hangul Syllables",
+    "High Surrogates", "High Private Use Surrogates", "Low Surrogates", "Private Use Area",
+    "CJK Compatibility Ideographs", "Alphabetic Presentation Forms", "Arabic Presentation Forms-A",
+    "Variation Selectors", "Combining Half Marks", "CJK Compatibility Forms", "Small Form Variants",
+    "Arabic Presentation Forms-B", "Halfwidth and Fullwidth Forms", "Specials", "Linear B Syllabary",
+    "Linear B Ideograms", "Aegean Numbers", "Old Italic", "Gothic", "Ugaritic", "Deseret", "Shavian", "Osmanya",
+    "Cypriot Syllabary", "Byzantine Musical Symbols", "Musical Symbols", "Tai Xuan Jing Symbols",
+    "Mathematical Alphanumeric Symbols", "CJK Unified Ideographs Extension B",
+    "CJK Compatibility Ideographs Supplement", "Tags",
+})  # fmt: skip
+UNKNOWN = "Unknown"
+KANA = frozenset({"Hiragana", "Katakana"})
+KATAKANA_HIRAGANA = "Katakana_Hiragana"
 #: Preserving any of these preserves all East-Asian blocks (Han, kana, Hangul, Bopomofo).
 CJK_ALIASES = {
     "cjk",
@@ -102,35 +164,62 @@ def block_label(block: str) -> str:
     return block
 
 
+def check_rules(rules: str) -> str:
+    """The rule-set name, or DataError for an unknown one."""
+    if rules not in RULES:
+        raise DataError(f"unknown class rules {rules!r}; choose one of {', '.join(RULES)}")
+    return rules
+
+
 def label_blocks(label: str) -> frozenset[str]:
-    """Block names covered by one class label."""
+    """Block names covered by one class label (none for ``Unknown``)."""
     names = [b.name for b in blocks()]
     if label.endswith("_merged"):
         return frozenset(n for n in names if block_label(n) == label)
-    if label == "Katakana_Hiragana":
+    if label == KATAKANA_HIRAGANA:
         return frozenset(n for n in names if n.startswith(("Hiragana", "Katakana")))
     return frozenset({label}) if label in names else frozenset()
 
 
+def _is_control(cp: int) -> bool:
+    return cp < 0x20 or 0x7F < cp < 0xA0
+
+
 @cache
-def _char_label(ch: str) -> str | None:
+def _paper_block_keys() -> frozenset[str]:
+    return frozenset(normalize_name(n) for n in PAPER_BLOCKS)
+
+
+@cache
+def in_paper_table(block_name: str | None) -> bool:
+    """Whether a block (an :mod:`analysis.unicode` name) is in the `paper` rules' table (names compared normalised:
+    ``CJK Unified Ideographs Extension-A`` = ``… Extension A``)."""
+    return block_name is not None and normalize_name(block_name) in _paper_block_keys()
+
+
+@cache
+def _char_label(ch: str, rules: str = DEFAULT_RULES) -> str | None:
     if ch == "\u2581":
         return None
     b = block(ch)
-    if b is None or b == "General Punctuation":
+    if rules == "paper" and (not in_paper_table(b) or _is_control(ord(ch))):
+        return UNKNOWN
+    if b is None:
+        return UNKNOWN
+    if b == "General Punctuation":
         return None
     return block_label(b)
 
 
-def text_labels(text: str) -> tuple[str, ...]:
-    """Sorted class labels of a string (General Punctuation and ▁ skipped; kana absorbs CJK)."""
-    if text.isascii():
+def text_labels(text: str, rules: str = DEFAULT_RULES) -> tuple[str, ...]:
+    """Class labels of a string (sorted), by the class rule of the module docstring."""
+    if text.isascii() and (rules != "paper" or text.isprintable()):
         return ("Latin_merged",) if text else ()
-    labels = {lab for lab in map(_char_label, text) if lab is not None}
-    if len(labels) > 1 and labels & {"Hiragana", "Katakana", "Katakana Phonetic Extensions"}:
+    labels = {lab for ch in text if (lab := _char_label(ch, rules)) is not None}
+    if len(labels) > 1 and labels <= KANA | {"CJK_merged"}:
         labels.discard("CJK_merged")
-        if labels <= {"Hiragana", "Katakana", "Katakana Phonetic Extensions"}:
-            return ("Katakana_Hiragana",)
+        if labels == KANA:
+            return (KATAKANA_HIRAGANA,)
     return tuple(sorted(labels))
 
 
@@ -150,6 +239,7 @@ class VocabClasses:
     special_ids: list[int]
     byte_ids: list[int]
     replacement_ids: list[int]
+    rules: str = DEFAULT_RULES
 
     def counts(self) -> dict[str, int]:
         """Class → number of token ids, largest first (ties by name)."""
@@ -162,12 +252,14 @@ def standalone_text(tok: LoadedTokenizer, token: str) -> str:
 
 
 @memoize(maxsize=4)
-def classify_vocab(tok: LoadedTokenizer) -> VocabClasses:
-    """Classify every model-vocabulary id by the Unicode blocks of its standalone decoding (stripped); cached."""
-    return _classify(tok)
+def classify_vocab(tok: LoadedTokenizer, rules: str = DEFAULT_RULES) -> VocabClasses:
+    """Classify every model-vocabulary id by the Unicode blocks of its standalone decoding (stripped); cached.
+
+    `rules` is ``paper`` or ``unicode17`` (module docstring)."""
+    return _classify(tok, check_rules(rules))
 
 
-def _classify(tok: LoadedTokenizer) -> VocabClasses:
+def _classify(tok: LoadedTokenizer, rules: str) -> VocabClasses:
     classes: dict[str, list[int]] = {}
     labels: dict[str, tuple[str, ...]] = {}
     unclassified: list[int] = []
@@ -183,14 +275,14 @@ def _classify(tok: LoadedTokenizer) -> VocabClasses:
         text = raw.decode("utf-8", errors="replace")
         if REPLACEMENT in text:
             replacement.append(tid)
-        labs = text_labels(text.strip())
+        labs = text_labels(text.strip(), rules)
         name = class_name(labs)
         if name is None:
             unclassified.append(tid)
             continue
         classes.setdefault(name, []).append(tid)
         labels[name] = labs
-    return VocabClasses(classes, labels, unclassified, sorted(added), byte_ids, replacement)
+    return VocabClasses(classes, labels, unclassified, sorted(added), byte_ids, replacement, rules)
 
 
 # ------------------------------------------------------------------------------------------- choice
@@ -204,8 +296,12 @@ def _norm(s: str) -> str:
     return re.sub(r"[^A-Z0-9]", "", s.upper())
 
 
-def is_eligible(name: str) -> bool:
-    """Whether a class names a script (any Unicode script except Common/Inherited/Braille, plus CJK/Dingbats)."""
+def is_eligible(name: str, rules: str = DEFAULT_RULES) -> bool:
+    """Whether a class may be reused: its name holds a script keyword (`paper`) or a Unicode script name except
+    Common/Inherited/Braille, or CJK/Dingbats (`unicode17`)."""
+    if rules == "paper":
+        low = name.lower()
+        return any(k in low for k in PAPER_SCRIPT_KEYWORDS)
     words = [_norm(w) for w in _words(name)]
     if "CJK" in words or "DINGBATS" in words:
         return True
@@ -224,6 +320,19 @@ def script_blocks(script: str) -> frozenset[str]:
     else:
         kws = (key,)
     return frozenset(b.name for b in blocks() if any(k in _norm(b.name) for k in kws))
+
+
+def preserved_keywords(scripts: Iterable[str]) -> tuple[str, ...]:
+    """`paper` rules: the lower-case names whose presence in a class name keeps the class (CJK → every East-Asian
+    keyword)."""
+    out: set[str] = set()
+    for p in scripts:
+        low = p.strip().lower()
+        if low in CJK_ALIASES:
+            out |= {k.lower() for k in CJK_KEYWORDS}
+        elif low:
+            out.add(low.replace("_", " "))
+    return tuple(sorted(out))
 
 
 @dataclass
@@ -280,11 +389,15 @@ def choose_reusable(
     protected = set(vc.special_ids) | set(vc.byte_ids)
     eligible: dict[str, int] = {}
     preserved_classes: list[str] = []
+    keywords = preserved_keywords((target, *pres))
     for name in sorted(vc.classes):
-        if not is_eligible(name):
+        if not is_eligible(name, vc.rules):
             continue
-        blocks = set().union(*(label_blocks(lab) for lab in vc.labels[name]))
-        if blocks & keep:
+        if vc.rules == "paper":
+            kept = any(k in name.lower() for k in keywords)
+        else:
+            kept = bool(set().union(*(label_blocks(lab) for lab in vc.labels[name])) & keep)
+        if kept:
             preserved_classes.append(name)
             continue
         n = sum(1 for i in vc.classes[name] if i not in protected)

@@ -79,9 +79,73 @@ def test_classification_sanity():
     assert len(partial) == 128 and all(by_id[i] == "Specials" for i in partial)
     assert set(partial) <= set(vc.replacement_ids)
     assert set(vc.special_ids) == set(tok.added_ids) and not set(vc.special_ids) & set(by_id)
-    assert reuse.text_labels("カタカナ漢字") == ("Katakana_Hiragana",)
     assert reuse.text_labels("мир hello") == ("Cyrillic", "Latin_merged")
     assert reuse.text_labels("\u2014\u2581") == ()
+
+
+@pytest.mark.parametrize("rules", reuse.RULES)
+def test_kana_and_cjk_grouping(rules):
+    # CJK drops out only when every label is kana or CJK; Hiragana + Katakana together make Katakana_Hiragana
+    assert reuse.text_labels("カタカナ漢字", rules) == ("Katakana",)
+    assert reuse.text_labels("の人", rules) == ("Hiragana",)
+    assert reuse.text_labels("ひらがなカタカナ", rules) == ("Katakana_Hiragana",)
+    assert reuse.text_labels("ひらがなカタカナ漢字", rules) == ("Katakana_Hiragana",)
+    assert reuse.text_labels("漢字", rules) == ("CJK_merged",)
+    assert reuse.text_labels("の人мир", rules) == ("CJK_merged", "Cyrillic", "Hiragana")
+
+
+def test_paper_rules_block_table():
+    names = {unicode.normalize_name(b.name) for b in unicode.blocks()}
+    assert len(reuse.PAPER_BLOCKS) == 122
+    assert all(unicode.normalize_name(n) in names for n in reuse.PAPER_BLOCKS)
+    # a block added after Unicode 4.0, and the C0 controls, are outside the first release's table
+    assert reuse.text_labels("\u1200", "paper") == (
+        "Ethiopic",
+    )  # in the table, though not an eligible keyword
+    assert reuse.text_labels("\u2d30", "paper") == ("Unknown",)  # Tifinagh (Unicode 4.1) is not
+    assert reuse.text_labels("\u2d30", "unicode17") == ("Tifinagh",)
+    assert reuse.text_labels("\u0430\x01", "paper") == ("Cyrillic", "Unknown")
+    assert reuse.text_labels("\u0430\x01", "unicode17") == ("Cyrillic", "Latin_merged")
+    assert reuse.is_eligible("Cyrillic_Unknown", "paper") and not reuse.is_eligible("Ethiopic", "paper")
+    assert reuse.is_eligible("Ethiopic", "unicode17") and not reuse.is_eligible("Unknown", "unicode17")
+    with pytest.raises(DataError, match="unknown class rules"):
+        reuse.classify_vocab(load_shared("gpt2"), "unicode4")
+
+
+# Hamdan et al. (EMNLP 2025), Table 2 (Llama-3.1, Arabic target): preserved scripts → (|L_R|, |S_R|)
+TABLE2 = {
+    ("latin", "cjk", "cyrillic", "greek", "thai"): (15, 1035),
+    ("latin", "cjk", "cyrillic", "greek"): (17, 2419),
+    ("latin", "cjk", "cyrillic"): (19, 3806),
+    ("latin", "cjk"): (21, 10268),
+    ("latin",): (37, 18019),
+    ("latin", "greek"): (35, 16632),
+}
+
+
+@pytest.mark.parametrize("preserved", list(TABLE2))
+def test_paper_table2_reusable_ids_llama(preserved):
+    vc = reuse.classify_vocab(load_shared("llama-3.1"))
+    plan = reuse.choose_reusable(vc, "arabic", preserved, 20000)
+    assert (len(plan.selected), plan.reusable_count) == TABLE2[preserved]
+    # the Unicode 17 rules give the same ids for Llama-3.1
+    plan17 = reuse.choose_reusable(
+        reuse.classify_vocab(load_shared("llama-3.1"), "unicode17"), "arabic", preserved, 20000
+    )
+    assert plan17.reusable_count == TABLE2[preserved][1]
+
+
+def test_paper_table1_qwen3():
+    """Table 1: Qwen3 has 41,752 reusable ids in 40 classes (Arabic target, Latin + Greek preserved)."""
+    tok = load_shared("qwen3")
+    plan = reuse.choose_reusable(reuse.classify_vocab(tok, "paper"), "arabic", ("latin", "greek"), 20000)
+    assert (plan.reusable_count, len(plan.selected)) == (41752, 40)
+    plan17 = reuse.choose_reusable(
+        reuse.classify_vocab(tok, "unicode17"), "arabic", ("latin", "greek"), 20000
+    )
+    extra = set(plan17.reusable_ids) - set(plan.reusable_ids)
+    assert set(plan.reusable_ids) <= set(plan17.reusable_ids) and extra
+    assert "Ethiopic" in plan17.selected and "Ethiopic" not in plan.selected
 
 
 def test_choice_excludes_preserved_and_protected_ids():
