@@ -39,6 +39,7 @@ not applied (its rules are not published).
 
 from __future__ import annotations
 
+import codecs
 import gzip
 import io
 import json
@@ -590,6 +591,22 @@ class ReuseTokenizer:
         self._target_re = target_regex(self.target_blocks)
         size = max(self.new_to_old, default=-1) + 1
         self._n2o = [self.new_to_old.get(i, -1) for i in range(size)]
+        self._fast: tuple[list[bytes | None], frozenset[int]] | bool | None = None
+
+    def _byte_table(self) -> tuple[list[bytes | None], frozenset[int]]:
+        """Per old id, the bytes it decodes to under R-BPE (a reused id: its new token's bytes), and the added ids.
+
+        Only for a plain ByteLevel decoder, where decoding is the UTF-8 decoding of the tokens' bytes."""
+        if not isinstance(self._fast, tuple):
+            old = self.old
+            table: list[bytes | None] = [None] * (max(old.id_to_token, default=-1) + 1)
+            for i, t in old.id_to_token.items():
+                table[i] = old.token_bytes(t)
+            new_tokens = {i: t for t, i in self.new.get_vocab(with_added_tokens=False).items()}
+            for o in self.reused_ids:
+                table[o] = old.token_bytes(new_tokens[self.old_to_new[o]])
+            self._fast = (table, old.added_ids)
+        return self._fast
 
     @property
     def vocab_size(self) -> int:
@@ -640,10 +657,35 @@ class ReuseTokenizer:
 
     # ---------------------------------------------------------------- decode
     def _dec_old(self, ids: Sequence[int], skip: bool) -> str:
-        return self.old.tokenizer.decode(list(ids), skip_special_tokens=skip)
+        fast = self._fast_text(ids, False)
+        return fast if fast is not None else self.old.tokenizer.decode(list(ids), skip_special_tokens=skip)
 
     def _dec_new(self, ids: Sequence[int], skip: bool) -> str:
+        fast = self._fast_text(ids, True)
+        if fast is not None:
+            return fast
         return self.new.decode([self.old_to_new[i] for i in ids], skip_special_tokens=skip)
+
+    def _fast_text(self, ids: Sequence[int], mapped: bool) -> str | None:
+        """What the Rust decoder gives for one run, from the tokens' bytes (a plain ByteLevel decoder decodes the
+        concatenated bytes as UTF-8); None when that does not apply (another decoder, an added, unknown or — in an
+        old-tokenizer run — reused id)."""
+        if self._fast is False:
+            return None
+        dec = self.old.decoder
+        if self._fast is None and not (isinstance(dec, dict) and dec.get("type") == "ByteLevel"):
+            self._fast = False
+            return None
+        table, added = self._byte_table()
+        n = len(table)
+        reused = () if mapped else self.reused_ids
+        parts = []
+        for t in ids:
+            b = table[t] if 0 <= t < n and t not in added and t not in reused else None
+            if b is None:
+                return None
+            parts.append(b)
+        return b"".join(parts).decode("utf-8", errors="replace")
 
     def _join(self, segs: list[list[Any]], skip: bool) -> str:
         return "".join(self._dec_new(s, skip) if m else self._dec_old(s, skip) for m, s in segs)
@@ -666,6 +708,8 @@ class ReuseTokenizer:
 
     def _window_segments(self, ids: list[int], skip: bool) -> list[list[Any]]:
         """Second pass: a token that decodes to U+FFFD alone is grouped with up to 3 following tokens."""
+        if self._fast_text(ids, True) is not None:  # every id has its bytes: the linear-time version
+            return self._window_segments_bytes(ids)
         o2n, reused = self.old_to_new, self.reused_ids
         segs: list[list[Any]] = []
         i, n = 0, len(ids)
@@ -705,6 +749,69 @@ class ReuseTokenizer:
                 segs.append([m, [t]])
             i += 1
         return segs
+
+    def _window_segments_bytes(self, ids: list[int]) -> list[list[Any]]:
+        """:meth:`_window_segments` on token bytes: each segment keeps an incremental UTF-8 decoder, so testing
+        "segment + window decodes without U+FFFD" costs the window, not the whole segment (same segments)."""
+        o2n, reused, repl = self.old_to_new, self.reused_ids, self.replacement_ids
+        table, _ = self._byte_table()
+        segs: list[list[Any]] = []  # [mapped, ids, decoder, saw U+FFFD]
+
+        def feed(seg: list[Any], toks: Sequence[int]) -> None:
+            if REPLACEMENT in seg[2].decode(b"".join([table[t] for t in toks])):  # type: ignore[misc]
+                seg[3] = True
+            seg[1].extend(toks)
+
+        def start(mapped: bool, toks: Sequence[int]) -> None:
+            segs.append([mapped, [], codecs.getincrementaldecoder("utf-8")(errors="replace"), False])
+            feed(segs[-1], toks)
+
+        def clean_after(seg: list[Any] | None, win: Sequence[int]) -> bool:
+            data = b"".join([table[t] for t in win])  # type: ignore[misc]
+            if seg is None:
+                return REPLACEMENT not in data.decode("utf-8", errors="replace")
+            if seg[3]:
+                return False
+            state = seg[2].getstate()
+            out = seg[2].decode(data, final=True)
+            seg[2].setstate(state)
+            return REPLACEMENT not in out
+
+        i, n = 0, len(ids)
+        while i < n:
+            t = ids[i]
+            if t in repl:
+                accepted = 0
+                for w in range(1, 5):
+                    if i + w > n:
+                        break
+                    win = ids[i : i + w]
+                    cur = segs[-1] if segs else None
+                    if any(x not in o2n for x in win) or (cur is not None and not cur[0]):
+                        if any(x in reused for x in win):
+                            continue
+                        prefix = cur if cur is not None and not cur[0] else None
+                        mapped = False
+                    else:
+                        prefix = cur if cur is not None and cur[0] else None
+                        mapped = True
+                    if clean_after(prefix, win):
+                        if prefix is not None:
+                            feed(prefix, win)
+                        else:
+                            start(mapped, win)
+                        accepted = w
+                        break
+                if accepted:
+                    i += accepted
+                    continue
+            m = t in o2n
+            if segs and segs[-1][0] == m:
+                feed(segs[-1], [t])
+            else:
+                start(m, [t])
+            i += 1
+        return [[m, toks] for m, toks, _, _ in segs]
 
     # ---------------------------------------------------------------- save / load
     def mapping_document(self) -> dict[str, Any]:
