@@ -59,11 +59,11 @@ from . import flores, paths
 from .cache import memoize
 from .errors import DataError, UnsupportedTokenizerError
 from .export import folder_files
-from .metrics import text_counts
+from .parity import train_parity_bpe
 from .progress import Progress, report
 from .sources import load
 from .tokenizer import LoadedTokenizer, bpe_model
-from .unicode import block, blocks, normalize_name, scripts
+from .unicode import block, blocks, normalize_name, script, scripts
 
 MAPPING_FILE = "rbpe_mapping.json"
 FORMAT = "tokenizer-lab/r-bpe"
@@ -349,6 +349,8 @@ class ReusePlan:
     reusable_ids: list[int]
     reusable_blocks: list[str]
     target_blocks: list[str]
+    #: ids of eligible classes kept out of reuse by a protection (shared symbols, used by kept languages)
+    protected_ids: list[int] = field(default_factory=list)
 
     @property
     def reusable_count(self) -> int:
@@ -367,6 +369,7 @@ class ReusePlan:
             "reusable_count": self.reusable_count,
             "reusable_blocks": self.reusable_blocks,
             "target_blocks": self.target_blocks,
+            "protected_count": len(self.protected_ids),
         }
 
 
@@ -375,8 +378,11 @@ def choose_reusable(
     target: str = "arabic",
     preserved: Sequence[str] = ("latin", "greek"),
     min_reusable: int = 20000,
+    protected: Iterable[int] = (),
 ) -> ReusePlan:
-    """Pick reusable classes: eligible, no block of a preserved script, smallest first until ≥ min_reusable ids."""
+    """Pick reusable classes: eligible, no block of a preserved script, smallest first until ≥ min_reusable ids.
+
+    Ids in `protected` (see :func:`protected_ids`) are never reused; classes are counted without them."""
     target_blocks = script_blocks(target)
     if not target_blocks:
         raise DataError(f"unknown target script {target!r} (expected e.g. arabic, hebrew, cyrillic)")
@@ -387,7 +393,8 @@ def choose_reusable(
         if not blocks:
             raise DataError(f"unknown preserved script {p!r}")
         keep |= blocks
-    protected = set(vc.special_ids) | set(vc.byte_ids)
+    shielded = {int(i) for i in protected}
+    protected = set(vc.special_ids) | set(vc.byte_ids) | shielded
     eligible: dict[str, int] = {}
     preserved_classes: list[str] = []
     keywords = preserved_keywords((target, *pres))
@@ -413,9 +420,94 @@ def choose_reusable(
         total += n
     ids = sorted(i for name in selected for i in vc.classes[name] if i not in protected)
     rblocks = sorted(set().union(*(label_blocks(lab) for name in selected for lab in vc.labels[name])) - keep)
+    open_classes = [n for n in vc.classes if n not in preserved_classes and is_eligible(n, vc.rules)]
+    in_eligible = {i for name in open_classes for i in vc.classes[name]}
     return ReusePlan(
-        target, pres, min_reusable, eligible, selected, preserved_classes, ids, rblocks, sorted(target_blocks)
-    )
+        target, pres, min_reusable, eligible, selected, preserved_classes, ids, rblocks, sorted(target_blocks),
+        sorted(shielded & in_eligible),
+    )  # fmt: skip
+
+
+# ------------------------------------------------------------------------------------------ protection
+#: Protections: `symbols` keeps ids whose text is only Common/Inherited-script characters (punctuation, digits and
+#: symbols shared by many scripts: the Devanagari danda used by Oriya and Gurmukhi, ✔, ❤, 。); `usage` keeps ids
+#: that the FLORES training lines of a kept-script language (neither target nor reused) encode to.
+PROTECTIONS = ("symbols", "usage")
+_SHARED_SCRIPTS = frozenset({"Common", "Inherited"})
+
+
+def is_shared_symbol(text: str) -> bool:
+    """Whether a token's text (stripped) is made only of characters every script shares (Script = Common or
+    Inherited, no U+FFFD of a partial character)."""
+    core = text.strip()
+    return bool(core) and REPLACEMENT not in core and all(script(ch) in _SHARED_SCRIPTS for ch in core)
+
+
+def shared_symbol_ids(tok: LoadedTokenizer, ids: Iterable[int]) -> list[int]:
+    """The ids among `ids` whose standalone text is a shared symbol (:func:`is_shared_symbol`)."""
+    return sorted(i for i in ids if is_shared_symbol(standalone_text(tok, tok.id_to_token[i])))
+
+
+def language_role(lines: Sequence[str], target_blocks: Iterable[str], reusable_blocks: Iterable[str]) -> str:
+    """``target``, ``reused`` or ``kept``: where most letters of a language's lines are (target blocks, reusable
+    blocks, elsewhere)."""
+    tre, rre = re.compile(char_class(target_blocks)), re.compile(char_class(reusable_blocks))
+    letters = in_target = in_reused = 0
+    for line in lines:
+        for ch in line:
+            if ch.isalpha():
+                letters += 1
+                if tre.match(ch):
+                    in_target += 1
+                elif rre.match(ch):
+                    in_reused += 1
+    if letters and in_target * 2 > letters:
+        return "target"
+    if letters and in_reused * 2 > letters:
+        return "reused"
+    return "kept"
+
+
+def usage_ids(
+    tok: LoadedTokenizer, plan: ReusePlan, ids: Iterable[int], progress: Progress | None = None
+) -> list[int]:
+    """The ids among `ids` that the FLORES training lines (:func:`analysis.flores.split_lines`) of the kept-script
+    languages encode to under the original tokenizer (none when FLORES is not available)."""
+    wanted = set(ids)
+    found: set[int] = set()
+    codes = flores.available_codes()
+    for k, code in enumerate(codes):
+        train = flores.split_lines(code)[0]
+        if language_role(train[:50], plan.target_blocks, plan.reusable_blocks) == "kept":
+            for e in tok.tokenizer.encode_batch(train, add_special_tokens=False):
+                found.update(i for i in e.ids if i in wanted)
+        report(progress, k + 1, len(codes), f"protect: ids used by {code}")
+    return sorted(found)
+
+
+def protected_ids(
+    tok: LoadedTokenizer,
+    vc: VocabClasses,
+    target: str,
+    preserved: Sequence[str],
+    min_reusable: int,
+    protect: Sequence[str],
+    progress: Progress | None = None,
+) -> list[int]:
+    """The ids the chosen protections (:data:`PROTECTIONS`) keep out of reuse, among the ids the unprotected plan
+    would reuse."""
+    bad = [p for p in protect if p not in PROTECTIONS]
+    if bad:
+        raise DataError(f"unknown protection {bad[0]!r}; choose from {', '.join(PROTECTIONS)}")
+    if not protect:
+        return []
+    plan = choose_reusable(vc, target, preserved, min_reusable)
+    out: set[int] = set()
+    if "symbols" in protect:
+        out.update(shared_symbol_ids(tok, plan.reusable_ids))
+    if "usage" in protect:
+        out.update(usage_ids(tok, plan, plan.reusable_ids, progress))
+    return sorted(out)
 
 
 # ------------------------------------------------------------------------------------------ segmenting
@@ -482,30 +574,40 @@ def wordfreq_texts(path: str | Path, scale: float = 1000.0, max_words: int | Non
                 n -= k2
 
 
+def corpus_files(lang: str) -> list[Path]:
+    """The shared corpora of one language (`$TOKLAB_ASSETS/corpora/text`: prose, UI strings, word frequencies)."""
+    root = paths.shared_corpora() / "text"
+    names = (f"{lang}.txt.gz", f"{lang}.ui.txt.gz", f"{lang}.wordfreq.tsv.gz")
+    return [root / n for n in names if (root / n).is_file()]
+
+
 def target_training_texts(
     lang: str = "arb_Arab",
     *,
     flores_train: bool = True,
     corpora: bool = True,
     max_words: int | None = 200_000,
+    extra: Iterable[str] = (),
 ) -> list[str]:
-    """Target-language training text: FLORES train split + shared corpora (prose, UI strings, word frequencies)."""
-
+    """Target-language training text: FLORES train split (:func:`analysis.flores.split_lines`), the shared
+    corpora (:func:`corpus_files`; a word-frequency list becomes lines of repeated words, at most `max_words`
+    words) and `extra` lines (files, uploads), in that order."""
     texts: list[str] = []
     if flores_train:
         texts += flores.split_lines(lang)[0]
     if corpora:
-        root = paths.shared_corpora() / "text"
-        for name in (f"{lang}.txt.gz", f"{lang}.ui.txt.gz"):
-            p = root / name
-            if p.is_file():
-                with gzip.open(p, "rt", encoding="utf-8") as fh:
-                    texts += [ln.rstrip("\n") for ln in fh if ln.strip()]
-        wf = root / f"{lang}.wordfreq.tsv.gz"
-        if wf.is_file() and (max_words is None or max_words > 0):
-            texts += list(wordfreq_texts(wf, max_words=max_words))
+        for p in corpus_files(lang):
+            if p.name.endswith(".wordfreq.tsv.gz"):
+                if max_words is None or max_words > 0:
+                    texts += list(wordfreq_texts(p, max_words=max_words))
+                continue
+            with gzip.open(p, "rt", encoding="utf-8") as fh:
+                texts += [ln.rstrip("\n") for ln in fh if ln.strip()]
+    texts += [t for t in extra if t.strip()]
     if not texts:
-        raise DataError(f"no training text found for {lang}")
+        raise DataError(
+            f"no training text for {lang}: choose FLORES lines, the shared corpora or your own text"
+        )
     return texts
 
 
@@ -545,6 +647,56 @@ def train_target_bpe(
     )
     new.train_from_iterator(segments, trainer=trainer)
     return new
+
+
+TRAINERS = ("bpe", "parity")
+
+
+def _train_parity_target(
+    tok: LoadedTokenizer,
+    plan: ReusePlan,
+    segs: list[str],
+    langs: Sequence[str] | None,
+    train_lang: str | None,
+    min_frequency: int,
+) -> tuple[tokenizers.Tokenizer, list[str]]:
+    """Parity-aware target tokenizer: one corpus per target-script FLORES language (module docstring)."""
+    tre = target_regex(plan.target_blocks)
+    if langs is None:
+        langs = [
+            c
+            for c in flores.available_codes()
+            if language_role(flores.split_lines(c)[0][:50], plan.target_blocks, plan.reusable_blocks)
+            == "target"
+        ]
+    if not langs:
+        raise DataError(
+            "no FLORES language is written in the target script: parity-aware training needs some"
+        )
+    langs = list(dict.fromkeys(langs))
+    if train_lang in langs:
+        langs.remove(train_lang)
+        langs.insert(0, train_lang)
+    bad = re.compile(char_class(plan.reusable_blocks))
+
+    def target_segments(lines: Sequence[str]) -> list[str]:
+        return [m.group() for t in lines if not bad.search(t) for m in tre.finditer(t)]
+
+    corpora, dev = [], []
+    for k, code in enumerate(langs):
+        first = flores.split_lines(code)[0]
+        corpora.append((segs if k == 0 else []) + target_segments(first[:700]))
+        dev.append(target_segments(first[700:]))
+    specials = [a.content for a in sorted(tok.added_tokens, key=lambda a: a.id) if a.special]
+    new = train_parity_bpe(
+        corpora,
+        plan.reusable_count + len(specials),
+        dev=dev,
+        template=tok,
+        min_frequency=min_frequency,
+        special_tokens=specials,
+    )
+    return new, list(langs)
 
 
 def build_id_maps(
@@ -620,20 +772,31 @@ class ReuseTokenizer:
 
     def encode_batch(self, texts: Sequence[str]) -> list[list[int]]:
         """Encode texts (no special tokens): target segments via the new tokenizer + map, the rest via the old."""
+        return [ids for ids, _ in self.encode_batch_tagged(texts)]
+
+    def encode_batch_tagged(self, texts: Sequence[str]) -> list[tuple[list[int], list[int]]]:
+        """Per text: the (old) ids, and per id the new tokenizer's id it stands for (-1 where the old tokenizer
+        encoded it)."""
         segs = [self.segments(t) for t in texts]
         tgt = [s for ss in segs for s, is_t in ss if is_t]
         oth = [s for ss in segs for s, is_t in ss if not is_t]
         n2o = self._n2o
-        tgt_ids = iter(
-            [[n2o[i] for i in e.ids] for e in self.new.encode_batch(tgt, add_special_tokens=False)]
-        )
+        tgt_ids = iter([e.ids for e in self.new.encode_batch(tgt, add_special_tokens=False)])
         oth_ids = iter([e.ids for e in self.old.tokenizer.encode_batch(oth, add_special_tokens=False)])
         out = []
         for ss in segs:
             ids: list[int] = []
+            tags: list[int] = []
             for _, is_t in ss:
-                ids.extend(next(tgt_ids) if is_t else next(oth_ids))
-            out.append(ids)
+                if is_t:
+                    got = next(tgt_ids)
+                    ids.extend(n2o[i] for i in got)
+                    tags.extend(got)
+                else:
+                    got = next(oth_ids)
+                    ids.extend(got)
+                    tags.extend([-1] * len(got))
+            out.append((ids, tags))
         return out
 
     def encode(self, text: str) -> list[int]:
@@ -887,17 +1050,34 @@ def build_reuse_tokenizer(
     preserved: Sequence[str] = ("latin", "greek"),
     min_reusable: int = 20000,
     min_frequency: int = 2,
+    rules: str = DEFAULT_RULES,
+    protect: Sequence[str] = (),
+    trainer: str = "bpe",
+    parity_langs: Sequence[str] | None = None,
+    train_lang: str | None = None,
     progress: Progress | None = None,
 ) -> ReuseTokenizer:
-    """Run the whole R-BPE pipeline on a byte-level BPE tokenizer and training text."""
+    """Run the whole R-BPE pipeline on a byte-level BPE tokenizer and training text.
+
+    `rules` picks the class rules (module docstring), `protect` the protections (:data:`PROTECTIONS`),
+    `min_frequency` the new BPE's minimum pair frequency. `trainer` ``parity`` trains the target tokenizer with
+    parity-aware BPE (:func:`analysis.parity.train_parity_bpe`) over the FLORES languages written in the target
+    script (`parity_langs`, default every such language): each language contributes its FLORES lines [0, 700)
+    and balances on lines [700, 800); `texts` join the corpus of `train_lang` (their language; else the first).
+    When `texts` hold the FLORES lines of `train_lang`, its lines 700–800 serve both as training and dev text."""
     _check_supported(tok)
+    if trainer not in TRAINERS:
+        raise DataError(f"unknown trainer {trainer!r}; choose one of {', '.join(TRAINERS)}")
+    if min_frequency < 0:
+        raise DataError("the minimum frequency cannot be negative")
 
     def say(message: str, frac: float) -> None:
         report(progress, frac, 1.0, message)
 
     say("classifying the vocabulary by Unicode block", 0.05)
-    vc = classify_vocab(tok)
-    plan = choose_reusable(vc, target, preserved, min_reusable)
+    vc = classify_vocab(tok, rules)
+    shield = protected_ids(tok, vc, target, preserved, min_reusable, protect)
+    plan = choose_reusable(vc, target, preserved, min_reusable, shield)
     if not plan.reusable_ids:
         raise DataError("no reusable tokens: every script class is preserved or the vocabulary has none")
     say(f"cleaning the training text ({len(plan.selected)} reusable classes)", 0.15)
@@ -909,13 +1089,22 @@ def build_reuse_tokenizer(
         segs.extend(m.group() for m in tre.finditer(t))
     if not segs:
         raise DataError(f"the training text has no {target} characters after cleaning")
-    say(f"training a {plan.reusable_count}-token BPE on {len(segs):,} target segments", 0.3)
-    new = train_target_bpe(tok, segs, plan.reusable_count, min_frequency=min_frequency)
+    say(f"training a {plan.reusable_count}-token {trainer} BPE on {len(segs):,} target segments", 0.3)
+    langs: list[str] = []
+    if trainer == "parity":
+        new, langs = _train_parity_target(tok, plan, segs, parity_langs, train_lang, min_frequency)
+    else:
+        new = train_target_bpe(tok, segs, plan.reusable_count, min_frequency=min_frequency)
     say("mapping new ids onto reusable ids", 0.9)
     new_to_old, reused = build_id_maps(tok, new, plan.reusable_ids)
     info = {
         "base": tok.name,
         **plan.summary(),
+        "rules": vc.rules,
+        "protect": sorted(protect),
+        "min_frequency": min_frequency,
+        "trainer": trainer,
+        "parity_langs": langs,
         "classes": vc.counts(),
         "training_samples_kept": kept,
         "training_chars": sum(map(len, segs)),
@@ -933,59 +1122,3 @@ def build_reuse_tokenizer(
         reused_ids=frozenset(reused),
         info=info,
     )
-
-
-# ------------------------------------------------------------------------------------------ metrics
-def _stats(token_counts: Sequence[int], lines: Sequence[str]) -> dict[str, float]:
-    tc = text_counts(lines)
-    toks = sum(token_counts)
-    words = int(tc["words"].sum())
-    nbytes = int(tc["bytes"].sum())
-    return {
-        "tokens": toks,
-        "fertility": toks / words if words else float("nan"),
-        "bytes_per_token": nbytes / toks if toks else float("nan"),
-    }
-
-
-def compare(
-    rt: ReuseTokenizer, lines: Sequence[str], reference: Sequence[str] | None = None
-) -> dict[str, Any]:
-    """Fertility, bytes/token (and parity = tokens / reference-language tokens) before vs after reuse."""
-    lines = [s for s in lines if s.strip()]
-    before = _stats(
-        [len(e.ids) for e in rt.old.tokenizer.encode_batch(lines, add_special_tokens=False)], lines
-    )
-    after = _stats([len(x) for x in rt.encode_batch(lines)], lines)
-    out: dict[str, Any] = {"lines": len(lines), "before": before, "after": after}
-    out["fertility_change"] = after["fertility"] / before["fertility"] - 1.0
-    if reference is not None:
-        ref = [s for s in reference if s.strip()]
-        ref_tokens = sum(len(e.ids) for e in rt.old.tokenizer.encode_batch(ref, add_special_tokens=False))
-        ref_after = sum(len(x) for x in rt.encode_batch(ref))
-        out["parity_before"] = before["tokens"] / ref_tokens if ref_tokens else float("nan")
-        out["parity_after"] = after["tokens"] / ref_after if ref_after else float("nan")
-    return out
-
-
-def reused_script_demo(rt: ReuseTokenizer, text: str | None = None) -> dict[str, Any] | None:
-    """Encode text from a reused script and decode it again: it comes back in the target script."""
-    if text is None:
-        reusable = re.compile(char_class(rt.info.get("reusable_blocks", [])))
-        for lang in DEMO_LANGS:
-            try:
-                line = flores.lines(lang)[0]
-            except DataError:
-                continue
-            if reusable.search(line):
-                text = line
-                break
-        if text is None:
-            return None
-    ids = rt.encode(text)
-    return {
-        "text": text,
-        "ids": ids,
-        "n_reused": sum(1 for i in ids if i in rt.reused_ids),
-        "decoded": rt.decode(ids),
-    }
