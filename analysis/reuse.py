@@ -468,21 +468,29 @@ def language_role(lines: Sequence[str], target_blocks: Iterable[str], reusable_b
     return "kept"
 
 
-def usage_ids(
-    tok: LoadedTokenizer, plan: ReusePlan, ids: Iterable[int], progress: Progress | None = None
-) -> list[int]:
+def usage_ids(tok: LoadedTokenizer, plan: ReusePlan, ids: Iterable[int]) -> list[int]:
     """The ids among `ids` that the FLORES training lines (:func:`analysis.flores.split_lines`) of the kept-script
-    languages encode to under the original tokenizer (none when FLORES is not available)."""
+    languages encode to under the original tokenizer (none when FLORES is not available); cached."""
+    return list(
+        _usage_ids(tok, tuple(plan.target_blocks), tuple(plan.reusable_blocks), tuple(sorted(set(ids))))
+    )
+
+
+@memoize(maxsize=8)
+def _usage_ids(
+    tok: LoadedTokenizer,
+    target_blocks: tuple[str, ...],
+    reusable_blocks: tuple[str, ...],
+    ids: tuple[int, ...],
+) -> tuple[int, ...]:
     wanted = set(ids)
     found: set[int] = set()
-    codes = flores.available_codes()
-    for k, code in enumerate(codes):
+    for code in flores.available_codes():
         train = flores.split_lines(code)[0]
-        if language_role(train[:50], plan.target_blocks, plan.reusable_blocks) == "kept":
+        if language_role(train[:50], target_blocks, reusable_blocks) == "kept":
             for e in tok.tokenizer.encode_batch(train, add_special_tokens=False):
                 found.update(i for i in e.ids if i in wanted)
-        report(progress, k + 1, len(codes), f"protect: ids used by {code}")
-    return sorted(found)
+    return tuple(sorted(found))
 
 
 def protected_ids(
@@ -492,7 +500,6 @@ def protected_ids(
     preserved: Sequence[str],
     min_reusable: int,
     protect: Sequence[str],
-    progress: Progress | None = None,
 ) -> list[int]:
     """The ids the chosen protections (:data:`PROTECTIONS`) keep out of reuse, among the ids the unprotected plan
     would reuse."""
@@ -506,7 +513,7 @@ def protected_ids(
     if "symbols" in protect:
         out.update(shared_symbol_ids(tok, plan.reusable_ids))
     if "usage" in protect:
-        out.update(usage_ids(tok, plan, plan.reusable_ids, progress))
+        out.update(usage_ids(tok, plan, plan.reusable_ids))
     return sorted(out)
 
 

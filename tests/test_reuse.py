@@ -313,20 +313,35 @@ def test_cli_json_collateral_for_every_flores_language():
     assert rep["fertility_by_class"]["English"]["after"] == rep["fertility_by_class"]["English"]["before"]
 
 
-def test_page_trains_previews_and_exports():
+def _table(at: AppTest, *columns: str):
+    """The page's dataframe that has these columns."""
+    return next(d.value for d in at.dataframe if set(columns) <= set(d.value.columns))
+
+
+def _page() -> AppTest:
     at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=60)
     at.switch_page("pages/reuse.py").run()
     assert not at.exception, [e.message for e in at.exception]
+    return at
+
+
+def test_page_trains_previews_and_exports():
+    at = _page()
     spec = json.loads(at.get("plotly_chart")[0].proto.spec)
     assert spec["data"][0]["type"] == "bar" and "Cyrillic" in spec["data"][0]["x"]
     metrics = {m.label: m.value for m in at.metric}
-    assert int(metrics["Reusable ids"].replace(",", "")) > 10000
+    assert int(metrics["Reusable ids"].replace(",", "")) > 10000 and metrics["Protected ids"] == "0"
+    # protecting shared symbols keeps some ids out of reuse
+    at.multiselect(key="reuse-protect").set_value(["symbols"]).run()
+    assert int({m.label: m.value for m in at.metric}["Protected ids"].replace(",", "")) > 0
     at.button(key="reuse-train").click().run(timeout=120)
     assert not at.exception, [e.message for e in at.exception]
     assert not at.error, [e.value for e in at.error]
-    table = at.dataframe[-1].value.set_index("language")
-    assert table.loc["arb_Arab", "fertility after"] < table.loc["arb_Arab", "fertility before"]
-    assert table.loc["eng_Latn", "fertility after"] == table.loc["eng_Latn", "fertility before"]
+    table = _table(at, "measure").set_index(["language", "measure"])
+    arb, eng = table.loc["arb_Arab"], table.loc["eng_Latn"]
+    assert arb.loc["fertility", "after"] < arb.loc["fertility", "before"]
+    assert arb.loc["premium vs English", "after"] < arb.loc["premium vs English", "before"]
+    assert (eng["after"] == eng["before"]).all()
     assert any("decode as the target" in w.value for w in at.warning)
     assert len(at.get("html")) >= 2
     assert at.get("download_button")
@@ -334,6 +349,28 @@ def test_page_trains_previews_and_exports():
     at.selectbox(key="reuse-target").set_value("greek").run()
     assert not at.exception, [e.message for e in at.exception]
     assert any("Train the new tokenizer" in i.value for i in at.info)
+
+
+@pytest.mark.slow
+def test_page_collateral_table():
+    at = _page()
+    # the unicode17 rules make more classes eligible (Qwen: 92 instead of 40)
+    eligible = int({m.label: m.value for m in at.metric}["Eligible classes"])
+    at.radio(key="reuse-rules").set_value("unicode17").run()
+    assert int({m.label: m.value for m in at.metric}["Eligible classes"]) > eligible
+    at.radio(key="reuse-rules").set_value("paper").run()
+    at.button(key="reuse-train").click().run(timeout=120)
+    at.button(key="reuse-collateral-run").click().run(timeout=600)
+    assert not at.exception, [e.message for e in at.exception]
+    metrics = {m.label: m.value for m in at.metric}
+    broken = int(metrics["Languages that no longer round-trip"].split()[0])
+    assert 20 < broken < 204  # the default tokenizer (Qwen): Cyrillic, CJK, Thai, Hebrew … are reused
+    table = _table(at, "example")
+    assert len(table) == broken and "rus_Cyrl" in set(table["lang"]) and "eng_Latn" not in set(table["lang"])
+    assert int(metrics["…in a kept script (collateral)"]) == int((table["role"] == "kept").sum())
+    assert all("→" in e for e in table["example"])
+    fert = _table(at, "class", "after").set_index("class")
+    assert fert.loc["Arabic", "after"] < fert.loc["Arabic", "before"]
 
 
 # ------------------------------------------------------------------------------- what the reuse breaks
