@@ -439,7 +439,10 @@ def test_dynamic_page_model_embeddings(tiny_llama2):
     at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=60)
     at.run()
     at.switch_page("pages/dynamic.py").run()
-    at.session_state["toklab_library"] = {**at.session_state["toklab_library"], "llama-2": load_shared("llama-2")}
+    at.session_state["toklab_library"] = {
+        **at.session_state["toklab_library"],
+        "llama-2": load_shared("llama-2"),
+    }
     at.run()
     at.selectbox(key="dyn-tok").set_value("llama-2").run()
     at.selectbox(key="dyn-model-kind").set_value("Folder or file path").run()
