@@ -7,7 +7,8 @@ import json
 from contextlib import redirect_stdout
 
 import pytest
-from support import load_shared
+from streamlit.testing.v1 import AppTest
+from support import ROOT, load_shared
 
 from analysis import flores, parity
 from analysis.cli import main
@@ -95,3 +96,23 @@ def test_comparison_and_cli(tmp_path):
     with redirect_stdout(io.StringIO()):
         assert main(["parity-train", "--vocab-size", "1200", "--langs", langs, "--n-train", "300", "--out",
                      str(out)]) == 2  # fmt: skip
+
+
+@pytest.mark.slow
+def test_compression_page_section(tmp_path, monkeypatch):
+    monkeypatch.setenv("TOKLAB_CACHE", str(tmp_path / "cache"))
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=180)
+    at.run()
+    at.switch_page("pages/compression.py").run()
+    at.number_input(key="cmp-par-vocab").set_value(1000).run()
+    at.radio(key="cmp-par-scope").set_value("chosen").run()
+    langs = ["eng_Latn", "hin_Deva", "tha_Thai", "rus_Cyrl"]
+    at.multiselect(key="cmp-par-langs").set_value(langs).run()
+    at.button(key="cmp-par-run").click().run()
+    assert not at.exception and not at.error, [e.message for e in at.exception]
+    res = parity.parity_comparison(1000, langs)  # the page's result, now from the cache
+    metrics = {m.label: m.value for m in at.metric}
+    assert metrics["Gini of premiums"] == f"{res['parity']['summary']['premium_gini']:.4f}"
+    table = next(d.value for d in at.dataframe if "premium parity" in d.value.columns)
+    assert sorted(table["lang"]) == sorted(langs)
+    assert any(b.label == "Download the comparison (JSON)" for b in at.get("download_button"))
