@@ -40,6 +40,7 @@ def test_train_parity_bpe_has_the_asked_size_and_round_trips():
     assert templated.get_vocab_size() == 1000 and templated.token_to_id("<|a|>") is not None
 
 
+@pytest.mark.slow
 def test_parity_balances_premiums_on_held_out_lines():
     train, dev = _corpora(700)
     held = {c: flores.split_lines(c)[1] for c in LANGS}
@@ -67,7 +68,7 @@ def test_bad_arguments():
 
 def test_comparison_and_cli(tmp_path):
     langs = "eng_Latn,hin_Deva,tha_Thai,fra_Latn"
-    res = parity.parity_comparison(1200, langs, n_train=300, n_dev=100, use_cache=False)
+    res = parity.parity_comparison(1200, langs, n_train=150, n_dev=50, use_cache=False)
     assert res["params"]["languages"] == langs.split(",")
     for kind in parity.KINDS:
         assert res[kind]["vocab_size"] == 1200 and len(res[kind]["rows"]) == 4
@@ -81,8 +82,8 @@ def test_comparison_and_cli(tmp_path):
     buf = io.StringIO()
     out = tmp_path / "parity"
     with redirect_stdout(buf):
-        rc = main(["parity-train", "--vocab-size", "1200", "--langs", langs, "--n-train", "300", "--out", str(out),
-                   "--json"])  # fmt: skip
+        rc = main(["parity-train", "--vocab-size", "1200", "--langs", langs, "--n-train", "150", "--n-dev", "50",
+                   "--out", str(out), "--json"])  # fmt: skip
     assert rc == 0
     doc = json.loads(buf.getvalue())
     assert doc["plain"]["summary"] == s_plain and doc["parity"]["summary"] == s_par
@@ -91,11 +92,26 @@ def test_comparison_and_cli(tmp_path):
     # the second run comes from the cache (same numbers) and the text output names both tokenizers
     buf = io.StringIO()
     with redirect_stdout(buf):
-        assert main(["parity-train", "--vocab-size", "1200", "--langs", langs, "--n-train", "300"]) == 0
+        assert (
+            main(
+                [
+                    "parity-train",
+                    "--vocab-size",
+                    "1200",
+                    "--langs",
+                    langs,
+                    "--n-train",
+                    "150",
+                    "--n-dev",
+                    "50",
+                ]
+            )
+            == 0
+        )
     assert "plain" in buf.getvalue() and "parity − plain" in buf.getvalue()
     with redirect_stdout(io.StringIO()):
-        assert main(["parity-train", "--vocab-size", "1200", "--langs", langs, "--n-train", "300", "--out",
-                     str(out)]) == 2  # fmt: skip
+        assert main(["parity-train", "--vocab-size", "1200", "--langs", langs, "--n-train", "150", "--n-dev", "50",
+                     "--out", str(out)]) == 2  # fmt: skip
 
 
 @pytest.mark.slow

@@ -135,6 +135,7 @@ def test_paper_table2_reusable_ids_llama(preserved):
     assert plan17.reusable_count == TABLE2[preserved][1]
 
 
+@pytest.mark.slow
 def test_paper_table1_qwen3():
     """Table 1: Qwen3 has 41,752 reusable ids in 40 classes (Arabic target, Latin + Greek preserved)."""
     tok = load_shared("qwen3")
