@@ -779,7 +779,21 @@ class ReuseTokenizer:
 
     def encode_batch(self, texts: Sequence[str]) -> list[list[int]]:
         """Encode texts (no special tokens): target segments via the new tokenizer + map, the rest via the old."""
-        return [ids for ids, _ in self.encode_batch_tagged(texts)]
+        segs = [self.segments(t) for t in texts]
+        tgt = [s for ss in segs for s, is_t in ss if is_t]
+        oth = [s for ss in segs for s, is_t in ss if not is_t]
+        n2o = self._n2o
+        tgt_ids = iter(
+            [[n2o[i] for i in e.ids] for e in self.new.encode_batch(tgt, add_special_tokens=False)]
+        )
+        oth_ids = iter([e.ids for e in self.old.tokenizer.encode_batch(oth, add_special_tokens=False)])
+        out = []
+        for ss in segs:
+            ids: list[int] = []
+            for _, is_t in ss:
+                ids.extend(next(tgt_ids) if is_t else next(oth_ids))
+            out.append(ids)
+        return out
 
     def encode_batch_tagged(self, texts: Sequence[str]) -> list[tuple[list[int], list[int]]]:
         """Per text: the (old) ids, and per id the new tokenizer's id it stands for (-1 where the old tokenizer

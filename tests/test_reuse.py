@@ -186,6 +186,11 @@ def test_round_trip_and_english_unchanged(llama_rt, monkeypatch):
         assert llama_rt.decode(llama_rt.encode(text)) == text
     eng = llama_rt.encode_batch(ENG_HELDOUT)
     assert eng == [e.ids for e in base.encode_batch(ENG_HELDOUT, add_special_tokens=False)]
+    # the tagged encoding gives the same ids, and the new tokenizer's id wherever it encoded
+    tagged = llama_rt.encode_batch_tagged(mixed)
+    assert [ids for ids, _ in tagged] == llama_rt.encode_batch(mixed)
+    for ids, tags in tagged:
+        assert all(t == -1 or llama_rt.new_to_old[t] == i for i, t in zip(ids, tags)) and max(tags) >= 0
     # emoji split over byte tokens next to Arabic: the window pass repairs the partial UTF-8 groups
     calls = []
     window = llama_rt._window_segments
