@@ -10,11 +10,11 @@ Playground             playground
 Merge trees            bpe (replay, merge trees, vocabulary structure, STT), vocab_views
 Token health           bpe.stt (STT), vocab_views (STT table), flores
 Under-trained tokens   undertrained, weights
-Compression            metrics, flores
+Compression            metrics, flores, parity (parity-aware vs plain BPE)
 Extend                 extension (Preview, extension_report), training, corpora, flores, export
 Prune                  pruning, prune_export (report, folder, zip), undertrained (score order), flores
-Token reuse (R-BPE)    reuse, flores
-Dynamic tokenization   dynamic, flores
+Token reuse (R-BPE)    reuse, reuse_measures (measures, collateral), reuse_model (FVT rows)
+Dynamic tokenization   dynamic (merging, sampled merge counts, FVT rows for a model), flores
 Source-attributed BPE  sabpe, export
 =====================  ===============================================================================
 """

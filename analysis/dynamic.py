@@ -30,6 +30,7 @@ replaced occurrences. `merge_naive` is the recount-every-iteration baseline (ben
 from __future__ import annotations
 
 import heapq
+import os
 import re
 import time
 import unicodedata
@@ -43,8 +44,11 @@ from .bpe import bare_tokenize_fn
 from .errors import DataError, UnsupportedTokenizerError
 from .fvt import fvt_pieces, fvt_rows
 from .tokenizer import LoadedTokenizer, readable_from_bytes
+from .weights import ModelSource, load_embeddings
 
 BOUNDARIES = ("pretokens", "word", "word_hyphen", "sentence")
+#: "Until no valid pair is left": a merge budget no batch reaches.
+FULL_MERGES = 10**9
 SPACE_BYTES = frozenset(b" \n\t")
 _BYTE_PIECE = re.compile(r"<0x([0-9A-Fa-f]{2})>")
 
@@ -244,6 +248,7 @@ class DynamicResult:
             "unique_tokens": self.unique_tokens,
             "tokens": self.tokens,
             "seconds": round(self.seconds, 6),
+            "special_tokens": bool(self.extra.get("special_tokens", False)),
         }
 
 
@@ -439,9 +444,17 @@ def merge_naive(
 # Entry point
 # --------------------------------------------------------------------------------------------------
 def dynamic_tokenize(
-    tok: LoadedTokenizer, texts: list[str], max_merges: int = 100, boundary: str = "pretokens"
+    tok: LoadedTokenizer,
+    texts: list[str],
+    max_merges: int = 100,
+    boundary: str = "pretokens",
+    *,
+    special_tokens: bool = False,
 ) -> DynamicResult:
-    """Tokenize a batch with the base tokenizer, then merge its most frequent valid pairs up to max_merges times."""
+    """Tokenize a batch with the base tokenizer, then merge its most frequent valid pairs up to max_merges times.
+
+    With `special_tokens`, every sequence carries the special tokens the tokenizer's post-processor adds (BOS,
+    EOS, ``[CLS]`` …; :func:`special_frame`): they count in the sequence lengths and never merge."""
     texts = [t for t in texts if isinstance(t, str)]
     if not texts:
         raise DataError("dynamic tokenization needs at least one text in the batch")
@@ -449,6 +462,10 @@ def dynamic_tokenize(
         raise DataError("the number of merges cannot be negative")
     rules = PairRules(tok, boundary)
     base_tokens, base_ids, base_offsets = base_tokenize(tok, texts)
+    if special_tokens:
+        base_tokens, base_ids, base_offsets = _with_specials(
+            tok, rules, texts, base_tokens, base_ids, base_offsets
+        )
     t0 = time.perf_counter()
     tokens, spans, steps, curve, exhausted = merge_incremental(base_tokens, rules, max_merges)
     seconds = time.perf_counter() - t0
@@ -465,7 +482,45 @@ def dynamic_tokenize(
         merges2seqlen=curve,
         exhausted=exhausted,
         seconds=seconds,
+        extra={"special_tokens": special_tokens},
     )
+
+
+# --------------------------------------------------------------------------------------------------
+# Special tokens in the sequence lengths
+# --------------------------------------------------------------------------------------------------
+def special_frame(tok: LoadedTokenizer) -> tuple[list[tuple[str, int]], list[tuple[str, int]]]:
+    """The (token, id) pairs the post-processor puts before and after one sequence (e.g. Llama's ``<s>``)."""
+    probe = "x"
+    framed = tok.tokenizer.encode(probe, add_special_tokens=True)
+    bare = tok.tokenizer.encode(probe, add_special_tokens=False).ids
+    n = len(bare)
+    for k in range(len(framed.ids) - n + 1):
+        if framed.ids[k : k + n] == bare:
+            pre = list(zip(framed.tokens[:k], framed.ids[:k]))
+            post = list(zip(framed.tokens[k + n :], framed.ids[k + n :]))
+            return pre, post
+    return [], []
+
+
+def _with_specials(
+    tok: LoadedTokenizer,
+    rules: PairRules,
+    texts: list[str],
+    tokens: list[list[str]],
+    ids: list[list[int]],
+    offsets: list[list[tuple[int, int]]],
+) -> tuple[list[list[str]], list[list[int]], list[list[tuple[int, int]]]]:
+    """Every sequence framed by the post-processor's special tokens (empty offsets at its start and end)."""
+    pre, post = special_frame(tok)
+    rules.specials = rules.specials | {t for t, _ in pre + post}
+    pt, pi = [t for t, _ in pre], [i for _, i in pre]
+    qt, qi = [t for t, _ in post], [i for _, i in post]
+    out_offsets = [
+        [(0, 0)] * len(pre) + [tuple(o) for o in offs] + [(len(text), len(text))] * len(post)
+        for text, offs in zip(texts, offsets)
+    ]
+    return [pt + t + qt for t in tokens], [pi + i + qi for i in ids], out_offsets
 
 
 def merged_offsets(result: DynamicResult, k: int) -> list[tuple[int, int]]:
@@ -491,6 +546,74 @@ def merged_ids(result: DynamicResult, k: int) -> list[int]:
 
 
 # --------------------------------------------------------------------------------------------------
+# Sampling the number of merges per batch
+# --------------------------------------------------------------------------------------------------
+@dataclass
+class BatchRun:
+    """One batch of :func:`dynamic_batches`: its maximum merge count, the merges used and the lengths."""
+
+    index: int
+    sequences: int
+    m_max: int
+    merges: int
+    tokens_before: int
+    tokens_after: int
+    tokens_at_max: int
+
+    @property
+    def reduction_pct(self) -> float:
+        """Reduction of the batch's total length, in percent of the initial length."""
+        return 100.0 * (1 - self.tokens_after / self.tokens_before) if self.tokens_before else 0.0
+
+    @property
+    def reduction_of_max_pct(self) -> float:
+        """Reduction in percent of the maximum (boundary-level) reduction (the paper's scale)."""
+        span = self.tokens_before - self.tokens_at_max
+        return 100.0 * (self.tokens_before - self.tokens_after) / span if span > 0 else 0.0
+
+    def to_json(self) -> dict[str, Any]:
+        """JSON-friendly record."""
+        return {
+            **self.__dict__,
+            "reduction_pct": self.reduction_pct,
+            "reduction_of_max_pct": self.reduction_of_max_pct,
+        }
+
+
+def dynamic_batches(
+    tok: LoadedTokenizer,
+    texts: list[str],
+    *,
+    batch_size: int = 32,
+    merges: int | None = None,
+    seed: int = 0,
+    boundary: str = "pretokens",
+    special_tokens: bool = False,
+) -> list[BatchRun]:
+    """Dynamic tokenization batch by batch, as Feher et al. train: each batch's merge count is `merges` (capped
+    at the batch's maximum) or, when `merges` is None, sampled per batch from U(0, m_max), where m_max is the
+    batch's merge count at the boundary level (merging until no valid pair is left)."""
+    if batch_size < 1:
+        raise DataError("the batch size must be at least 1")
+    texts = [t for t in texts if isinstance(t, str)]
+    if not texts:
+        raise DataError("dynamic tokenization needs at least one text")
+    if merges is not None and merges < 0:
+        raise DataError("the number of merges cannot be negative")
+    rng = np.random.default_rng(seed)
+    runs = []
+    for k in range(0, len(texts), batch_size):
+        batch = texts[k : k + batch_size]
+        full = dynamic_tokenize(tok, batch, FULL_MERGES, boundary, special_tokens=special_tokens)
+        m_max = len(full.merges)
+        m = int(rng.integers(0, m_max + 1)) if merges is None else min(int(merges), m_max)
+        # merging is greedy and deterministic: the first m merges of the full run are the run with m merges
+        before, after, at_max = (round(full.merges2seqlen[j] * len(batch)) for j in (0, m, m_max))
+        runs.append(BatchRun(len(runs), len(batch), m_max, m, before, after, at_max))
+    return runs
+
+
+# --------------------------------------------------------------------------------------------------
 # FVT embeddings
 # --------------------------------------------------------------------------------------------------
 def fvt_embeddings(tok: LoadedTokenizer, tokens: list[str], matrix: Any) -> Any:
@@ -512,3 +635,99 @@ def fvt_embeddings(tok: LoadedTokenizer, tokens: list[str], matrix: Any) -> Any:
         fallback = matrix.float().mean(0) if hasattr(matrix, "float") else matrix.mean(axis=0)
     tokenize = bare_tokenize_fn(tok)
     return fvt_rows(matrix, [fvt_pieces(tok, t, tokenize=tokenize) for t in tokens], fallback)
+
+
+@dataclass
+class BatchEmbeddings:
+    """The rows a model needs for one dynamically tokenized batch (:func:`batch_fvt_embeddings`) and the cost."""
+
+    #: the batch's unique tokens after merging (first appearance), one row each
+    tokens: list[str]
+    #: per token: True when it is a merged token (its row computed by FVT)
+    merged: list[bool]
+    #: float32 rows (len(tokens) × dim)
+    rows: np.ndarray
+    #: merged token → the original tokenizer's ids whose rows were averaged
+    pieces: dict[str, list[int]]
+    model_rows: int
+    model_bytes: int
+    read_seconds: float
+    seconds: float
+    lengths_before: list[int]
+    lengths_after: list[int]
+
+    def report(self) -> dict[str, Any]:
+        """The sequence-length saving next to the cost (rows computed, time, memory of the new rows)."""
+        n_new = sum(self.merged)
+        dim = int(self.rows.shape[1]) if self.rows.ndim == 2 else 0
+        before, after = sum(self.lengths_before), sum(self.lengths_after)
+        sq_before = sum(n * n for n in self.lengths_before)
+        sq_after = sum(n * n for n in self.lengths_after)
+        return {
+            "tokens_before": before,
+            "tokens_after": after,
+            "tokens_saved": before - after,
+            "reduction_pct": 100.0 * (before - after) / before if before else 0.0,
+            "attention_cost_reduction_pct": 100.0 * (sq_before - sq_after) / sq_before if sq_before else 0.0,
+            "unique_tokens": len(self.tokens),
+            "rows_computed": n_new,
+            "dim": dim,
+            "new_rows_bytes": n_new * dim * 4,
+            "batch_rows_bytes": len(self.tokens) * dim * 4,
+            "model_rows": self.model_rows,
+            "model_embedding_bytes": self.model_bytes,
+            "fvt_seconds": self.seconds,
+            "read_seconds": self.read_seconds,
+        }
+
+
+def batch_fvt_embeddings(
+    result: DynamicResult, tok: LoadedTokenizer, source: str | os.PathLike | ModelSource
+) -> BatchEmbeddings:
+    """The embedding rows a model needs for one dynamically tokenized batch, and what they cost.
+
+    Every unique token of the batch gets a row: an unmerged token its own row of the model's input embeddings,
+    a merged token the FVT mean of its pieces' rows (:func:`fvt_embeddings`). Only the rows needed are read from
+    the checkpoint (:func:`analysis.weights.load_embeddings`, memory-mapped where the format allows)."""
+    t0 = time.perf_counter()
+    weights = load_embeddings(source)
+    matrix = weights.input
+    if matrix is None:
+        raise DataError("the model has no input embedding matrix")
+    read_s = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    base: dict[str, int] = {}
+    merged: list[str] = []
+    for k, seq in enumerate(result.tokens):
+        for tok_str, (a, b) in zip(seq, result.spans[k]):
+            if b - a == 1:
+                base.setdefault(tok_str, result.base_ids[k][a])
+            elif tok_str not in base:
+                merged.append(tok_str)
+    unique = list(dict.fromkeys(t for seq in result.tokens for t in seq))
+    merged = list(dict.fromkeys(t for t in merged if t not in base))
+    tokenize = bare_tokenize_fn(tok)
+    pieces = {t: fvt_pieces(tok, t, tokenize=tokenize) for t in merged}
+    n_rows, dim = matrix.shape
+    needed = sorted({i for t in unique for i in ([base[t]] if t in base else pieces[t]) if 0 <= i < n_rows})
+    local = {i: k for k, i in enumerate(needed)}
+    rows_src = matrix.take(needed)
+    unk = tok.vocab.get(tok.unk_token) if tok.unk_token else None
+    fallback = matrix.take([unk])[0] if unk is not None and unk < n_rows else None
+    plist = [[local[i] for i in ([base[t]] if t in base else pieces[t]) if i in local] for t in unique]
+    if fallback is None and any(not p for p in plist):
+        fallback = sum(b.sum(axis=0) for _, b in matrix.blocks()) / n_rows
+    rows = fvt_rows(rows_src, plist, fallback if fallback is not None else np.zeros(dim, np.float32))
+    seconds = time.perf_counter() - t0
+    return BatchEmbeddings(
+        tokens=unique,
+        merged=[t not in base for t in unique],
+        rows=np.asarray(rows, dtype=np.float32),
+        pieces={t: pieces[t] for t in merged},
+        model_rows=n_rows,
+        model_bytes=matrix.nbytes,
+        read_seconds=read_s,
+        seconds=seconds,
+        lengths_before=result.lengths_before,
+        lengths_after=result.lengths_after,
+    )

@@ -8,14 +8,38 @@ id, both in sorted order) → encode target-script segments with the new tokeniz
 old one → decode by grouping ids by "mapped", with the 1–4-token window pass for partial UTF-8.
 
 The model's embedding matrix keeps its size: every id the reuse tokenizer emits is an old id.
+
+**The class rule.** A token's class comes from its standalone decoding, stripped of surrounding whitespace:
+every character gets the label of its Unicode block (blocks named Arabic / CJK / Greek / Latin … merge into
+``Arabic_merged`` / ``CJK_merged`` / ``Greek_merged`` / ``Latin_merged``; General Punctuation and ``▁`` are
+skipped; a character outside the block table is ``Unknown``; a partial UTF-8 byte decodes to U+FFFD, block
+``Specials``). One label → that class. Several labels: when every label is Hiragana, Katakana or CJK_merged,
+CJK_merged is dropped and Hiragana + Katakana together make ``Katakana_Hiragana`` (so ``の人`` is Hiragana and
+``カタカナ漢字`` is Katakana); otherwise the sorted labels joined by ``_`` make a mixed class
+(``Cyrillic_Latin_merged``). Two rule sets decide which block table is used and which classes may be reused:
+
+* ``paper`` (default) — the R-BPE code as first released (September 2025), which produced the paper's Tables 1
+  and 2: the 122 blocks of its table (Unicode 4.0 names; ranges from :mod:`analysis.unicode`, identical for
+  these blocks; C0/C1 controls and every later block are ``Unknown``); a class is eligible when its name contains
+  one of 26 script keywords (:data:`PAPER_SCRIPT_KEYWORDS`) and is excluded when it contains the name of the
+  target or a preserved script (preserving CJK preserves Hangul, Hiragana, Katakana, Bopomofo … too). This
+  reproduces Llama-3.1's 16,632 reusable ids in 35 classes (Arabic target, Latin + Greek preserved) and every
+  row of Table 2, and Qwen3's 41,752 ids in 40 classes (Table 1).
+* ``unicode17`` — the rules of the later release: every Unicode 17 block (:func:`analysis.unicode.blocks`); a
+  class is eligible when its name contains a Unicode script name (:func:`analysis.unicode.scripts`, minus
+  Common / Inherited / Braille) or CJK / Dingbats, and is excluded when one of its blocks belongs to the target
+  or a preserved script. Scripts missing from the first list (Ethiopic, Gurmukhi, Gujarati, Lao, Syriac …) and
+  blocks added after Unicode 4.0 become reusable: Qwen3 gets 42,543 ids in 92 classes, Llama-3.1 still 16,632.
+
 Differences from the reference (deliberate): the id assignment is sorted (deterministic), the excluded
-"special + byte" ids are derived from the tokenizer (no hard-coded ≤263), Greek blocks are merged like
-Arabic/CJK/Latin, the new tokenizer is trained only on the target-script segments it will see at encode time,
-and the paper's hand-made Arabic normalisation map is not applied (its rules are not published).
+"special + byte" ids are derived from the tokenizer (no hard-coded ≤263), the new tokenizer is trained only on
+the target-script segments it will see at encode time, and the paper's hand-made Arabic normalisation map is
+not applied (its rules are not published).
 """
 
 from __future__ import annotations
 
+import codecs
 import gzip
 import io
 import json
@@ -35,19 +59,58 @@ from . import flores, paths
 from .cache import memoize
 from .errors import DataError, UnsupportedTokenizerError
 from .export import folder_files
-from .metrics import text_counts
+from .parity import train_parity_bpe
 from .progress import Progress, report
 from .sources import load
 from .tokenizer import LoadedTokenizer, bpe_model
-from .unicode import block, blocks, normalize_name, scripts
+from .unicode import block, blocks, normalize_name, script, scripts
 
 MAPPING_FILE = "rbpe_mapping.json"
 FORMAT = "tokenizer-lab/r-bpe"
 REPLACEMENT = "\ufffd"
 #: Block-name families merged into one `X_merged` label.
 MERGED_FAMILIES = ("Arabic", "CJK", "Greek", "Latin")
-#: Script keywords whose classes can never be reused (besides the preserved ones).
+#: The class rule sets (see the module docstring): the paper's first release, or every Unicode 17 block and script.
+RULES = ("paper", "unicode17")
+DEFAULT_RULES = "paper"
+#: Script keywords whose classes can never be reused (besides the preserved ones), `unicode17` rules.
 NON_SCRIPTS = {"COMMON", "INHERITED", "BRAILLE", "UNKNOWN"}
+#: `paper` rules: a class is eligible when its lower-cased name contains one of these.
+PAPER_SCRIPT_KEYWORDS = ("cyrillic", "chinese", "korean", "japanese", "hebrew", "hindi", "hangul", "hiragana", "thai",
+                         "tamil", "bengali", "armenian", "burmese", "georgian", "tibetan", "khmer", "malayalam",
+                         "sinhala", "kannada", "telugu", "katakana", "myanmar", "cjk", "devanagari", "dingbats",
+                         "greek")  # fmt: skip
+#: `paper` rules: the blocks of the first release's table (Unicode 4.0 names; ranges as in analysis.unicode).
+PAPER_BLOCKS = frozenset({
+    "Basic Latin", "Latin-1 Supplement", "Latin Extended-A", "Latin Extended-B", "IPA Extensions",
+    "Spacing Modifier Letters", "Combining Diacritical Marks", "Greek and Coptic", "Cyrillic", "Cyrillic Supplement",
+    "Armenian", "Hebrew", "Arabic", "Syriac", "Thaana", "Devanagari", "Bengali", "Gurmukhi", "Gujarati", "Oriya",
+    "Tamil", "Telugu", "Kannada", "Malayalam", "Sinhala", "Thai", "Lao", "Tibetan", "Myanmar", "Georgian",
+    "Hangul Jamo", "Ethiopic", "Cherokee", "Unified Canadian Aboriginal Syllabics", "Ogham", "Runic", "Tagalog",
+    "Hanunoo", "Buhid", "Tagbanwa", "Khmer", "Mongolian", "Limbu", "Tai Le", "Khmer Symbols", "Phonetic Extensions",
+    "Latin Extended Additional", "Greek Extended", "General Punctuation", "Superscripts and Subscripts",
+    "Currency Symbols", "Combining Diacritical Marks for Symbols", "Letterlike Symbols", "Number Forms", "Arrows",
+    "Mathematical Operators", "Miscellaneous Technical", "Control Pictures", "Optical Character Recognition",
+    "Enclosed Alphanumerics", "Box Drawing", "Block Elements", "Geometric Shapes", "Miscellaneous Symbols",
+    "Dingbats", "Miscellaneous Mathematical Symbols-A", "Supplemental Arrows-A", "Braille Patterns",
+    "Supplemental Arrows-B", "Miscellaneous Mathematical Symbols-B", "Supplemental Mathematical Operators",
+    "Miscellaneous Symbols and Arrows", "CJK Radicals Supplement", "Kangxi Radicals",
+    "Ideographic Description Characters", "CJK Symbols and Punctuation", "Hiragana", "Katakana", "Bopomofo",
+    "Hangul Compatibility Jamo", "Kanbun", "Bopomofo Extended", "Katakana Phonetic Extensions",
+    "Enclosed CJK Letters and Months", "CJK Compatibility", "CJK Unified Ideographs Extension A",
+    "Yijing Hexagram Symbols", "CJK Unified Ideographs", "Yi Syllables", "Yi Radicals", "Hangul Syllables",
+    "High Surrogates", "High Private Use Surrogates", "Low Surrogates", "Private Use Area",
+    "CJK Compatibility Ideographs", "Alphabetic Presentation Forms", "Arabic Presentation Forms-A",
+    "Variation Selectors", "Combining Half Marks", "CJK Compatibility Forms", "Small Form Variants",
+    "Arabic Presentation Forms-B", "Halfwidth and Fullwidth Forms", "Specials", "Linear B Syllabary",
+    "Linear B Ideograms", "Aegean Numbers", "Old Italic", "Gothic", "Ugaritic", "Deseret", "Shavian", "Osmanya",
+    "Cypriot Syllabary", "Byzantine Musical Symbols", "Musical Symbols", "Tai Xuan Jing Symbols",
+    "Mathematical Alphanumeric Symbols", "CJK Unified Ideographs Extension B",
+    "CJK Compatibility Ideographs Supplement", "Tags",
+})  # fmt: skip
+UNKNOWN = "Unknown"
+KANA = frozenset({"Hiragana", "Katakana"})
+KATAKANA_HIRAGANA = "Katakana_Hiragana"
 #: Preserving any of these preserves all East-Asian blocks (Han, kana, Hangul, Bopomofo).
 CJK_ALIASES = {
     "cjk",
@@ -102,35 +165,62 @@ def block_label(block: str) -> str:
     return block
 
 
+def check_rules(rules: str) -> str:
+    """The rule-set name, or DataError for an unknown one."""
+    if rules not in RULES:
+        raise DataError(f"unknown class rules {rules!r}; choose one of {', '.join(RULES)}")
+    return rules
+
+
 def label_blocks(label: str) -> frozenset[str]:
-    """Block names covered by one class label."""
+    """Block names covered by one class label (none for ``Unknown``)."""
     names = [b.name for b in blocks()]
     if label.endswith("_merged"):
         return frozenset(n for n in names if block_label(n) == label)
-    if label == "Katakana_Hiragana":
+    if label == KATAKANA_HIRAGANA:
         return frozenset(n for n in names if n.startswith(("Hiragana", "Katakana")))
     return frozenset({label}) if label in names else frozenset()
 
 
+def _is_control(cp: int) -> bool:
+    return cp < 0x20 or 0x7F < cp < 0xA0
+
+
 @cache
-def _char_label(ch: str) -> str | None:
+def _paper_block_keys() -> frozenset[str]:
+    return frozenset(normalize_name(n) for n in PAPER_BLOCKS)
+
+
+@cache
+def in_paper_table(block_name: str | None) -> bool:
+    """Whether a block (an :mod:`analysis.unicode` name) is in the `paper` rules' table (names compared normalised:
+    ``CJK Unified Ideographs Extension-A`` = ``… Extension A``)."""
+    return block_name is not None and normalize_name(block_name) in _paper_block_keys()
+
+
+@cache
+def _char_label(ch: str, rules: str = DEFAULT_RULES) -> str | None:
     if ch == "\u2581":
         return None
     b = block(ch)
-    if b is None or b == "General Punctuation":
+    if rules == "paper" and (not in_paper_table(b) or _is_control(ord(ch))):
+        return UNKNOWN
+    if b is None:
+        return UNKNOWN
+    if b == "General Punctuation":
         return None
     return block_label(b)
 
 
-def text_labels(text: str) -> tuple[str, ...]:
-    """Sorted class labels of a string (General Punctuation and ▁ skipped; kana absorbs CJK)."""
-    if text.isascii():
+def text_labels(text: str, rules: str = DEFAULT_RULES) -> tuple[str, ...]:
+    """Class labels of a string (sorted), by the class rule of the module docstring."""
+    if text.isascii() and (rules != "paper" or text.isprintable()):
         return ("Latin_merged",) if text else ()
-    labels = {lab for lab in map(_char_label, text) if lab is not None}
-    if len(labels) > 1 and labels & {"Hiragana", "Katakana", "Katakana Phonetic Extensions"}:
+    labels = {lab for ch in text if (lab := _char_label(ch, rules)) is not None}
+    if len(labels) > 1 and labels <= KANA | {"CJK_merged"}:
         labels.discard("CJK_merged")
-        if labels <= {"Hiragana", "Katakana", "Katakana Phonetic Extensions"}:
-            return ("Katakana_Hiragana",)
+        if labels == KANA:
+            return (KATAKANA_HIRAGANA,)
     return tuple(sorted(labels))
 
 
@@ -150,6 +240,7 @@ class VocabClasses:
     special_ids: list[int]
     byte_ids: list[int]
     replacement_ids: list[int]
+    rules: str = DEFAULT_RULES
 
     def counts(self) -> dict[str, int]:
         """Class → number of token ids, largest first (ties by name)."""
@@ -162,12 +253,14 @@ def standalone_text(tok: LoadedTokenizer, token: str) -> str:
 
 
 @memoize(maxsize=4)
-def classify_vocab(tok: LoadedTokenizer) -> VocabClasses:
-    """Classify every model-vocabulary id by the Unicode blocks of its standalone decoding (stripped); cached."""
-    return _classify(tok)
+def classify_vocab(tok: LoadedTokenizer, rules: str = DEFAULT_RULES) -> VocabClasses:
+    """Classify every model-vocabulary id by the Unicode blocks of its standalone decoding (stripped); cached.
+
+    `rules` is ``paper`` or ``unicode17`` (module docstring)."""
+    return _classify(tok, check_rules(rules))
 
 
-def _classify(tok: LoadedTokenizer) -> VocabClasses:
+def _classify(tok: LoadedTokenizer, rules: str) -> VocabClasses:
     classes: dict[str, list[int]] = {}
     labels: dict[str, tuple[str, ...]] = {}
     unclassified: list[int] = []
@@ -183,14 +276,14 @@ def _classify(tok: LoadedTokenizer) -> VocabClasses:
         text = raw.decode("utf-8", errors="replace")
         if REPLACEMENT in text:
             replacement.append(tid)
-        labs = text_labels(text.strip())
+        labs = text_labels(text.strip(), rules)
         name = class_name(labs)
         if name is None:
             unclassified.append(tid)
             continue
         classes.setdefault(name, []).append(tid)
         labels[name] = labs
-    return VocabClasses(classes, labels, unclassified, sorted(added), byte_ids, replacement)
+    return VocabClasses(classes, labels, unclassified, sorted(added), byte_ids, replacement, rules)
 
 
 # ------------------------------------------------------------------------------------------- choice
@@ -204,8 +297,12 @@ def _norm(s: str) -> str:
     return re.sub(r"[^A-Z0-9]", "", s.upper())
 
 
-def is_eligible(name: str) -> bool:
-    """Whether a class names a script (any Unicode script except Common/Inherited/Braille, plus CJK/Dingbats)."""
+def is_eligible(name: str, rules: str = DEFAULT_RULES) -> bool:
+    """Whether a class may be reused: its name holds a script keyword (`paper`) or a Unicode script name except
+    Common/Inherited/Braille, or CJK/Dingbats (`unicode17`)."""
+    if rules == "paper":
+        low = name.lower()
+        return any(k in low for k in PAPER_SCRIPT_KEYWORDS)
     words = [_norm(w) for w in _words(name)]
     if "CJK" in words or "DINGBATS" in words:
         return True
@@ -226,6 +323,19 @@ def script_blocks(script: str) -> frozenset[str]:
     return frozenset(b.name for b in blocks() if any(k in _norm(b.name) for k in kws))
 
 
+def preserved_keywords(scripts: Iterable[str]) -> tuple[str, ...]:
+    """`paper` rules: the lower-case names whose presence in a class name keeps the class (CJK → every East-Asian
+    keyword)."""
+    out: set[str] = set()
+    for p in scripts:
+        low = p.strip().lower()
+        if low in CJK_ALIASES:
+            out |= {k.lower() for k in CJK_KEYWORDS}
+        elif low:
+            out.add(low.replace("_", " "))
+    return tuple(sorted(out))
+
+
 @dataclass
 class ReusePlan:
     """Which classes and ids are reused (step 2)."""
@@ -239,6 +349,8 @@ class ReusePlan:
     reusable_ids: list[int]
     reusable_blocks: list[str]
     target_blocks: list[str]
+    #: ids of eligible classes kept out of reuse by a protection (shared symbols, used by kept languages)
+    protected_ids: list[int] = field(default_factory=list)
 
     @property
     def reusable_count(self) -> int:
@@ -257,6 +369,7 @@ class ReusePlan:
             "reusable_count": self.reusable_count,
             "reusable_blocks": self.reusable_blocks,
             "target_blocks": self.target_blocks,
+            "protected_count": len(self.protected_ids),
         }
 
 
@@ -265,8 +378,11 @@ def choose_reusable(
     target: str = "arabic",
     preserved: Sequence[str] = ("latin", "greek"),
     min_reusable: int = 20000,
+    protected: Iterable[int] = (),
 ) -> ReusePlan:
-    """Pick reusable classes: eligible, no block of a preserved script, smallest first until ≥ min_reusable ids."""
+    """Pick reusable classes: eligible, no block of a preserved script, smallest first until ≥ min_reusable ids.
+
+    Ids in `protected` (see :func:`protected_ids`) are never reused; classes are counted without them."""
     target_blocks = script_blocks(target)
     if not target_blocks:
         raise DataError(f"unknown target script {target!r} (expected e.g. arabic, hebrew, cyrillic)")
@@ -277,14 +393,19 @@ def choose_reusable(
         if not blocks:
             raise DataError(f"unknown preserved script {p!r}")
         keep |= blocks
-    protected = set(vc.special_ids) | set(vc.byte_ids)
+    shielded = {int(i) for i in protected}
+    protected = set(vc.special_ids) | set(vc.byte_ids) | shielded
     eligible: dict[str, int] = {}
     preserved_classes: list[str] = []
+    keywords = preserved_keywords((target, *pres))
     for name in sorted(vc.classes):
-        if not is_eligible(name):
+        if not is_eligible(name, vc.rules):
             continue
-        blocks = set().union(*(label_blocks(lab) for lab in vc.labels[name]))
-        if blocks & keep:
+        if vc.rules == "paper":
+            kept = any(k in name.lower() for k in keywords)
+        else:
+            kept = bool(set().union(*(label_blocks(lab) for lab in vc.labels[name])) & keep)
+        if kept:
             preserved_classes.append(name)
             continue
         n = sum(1 for i in vc.classes[name] if i not in protected)
@@ -299,9 +420,101 @@ def choose_reusable(
         total += n
     ids = sorted(i for name in selected for i in vc.classes[name] if i not in protected)
     rblocks = sorted(set().union(*(label_blocks(lab) for name in selected for lab in vc.labels[name])) - keep)
+    open_classes = [n for n in vc.classes if n not in preserved_classes and is_eligible(n, vc.rules)]
+    in_eligible = {i for name in open_classes for i in vc.classes[name]}
     return ReusePlan(
-        target, pres, min_reusable, eligible, selected, preserved_classes, ids, rblocks, sorted(target_blocks)
+        target, pres, min_reusable, eligible, selected, preserved_classes, ids, rblocks, sorted(target_blocks),
+        sorted(shielded & in_eligible),
+    )  # fmt: skip
+
+
+# ------------------------------------------------------------------------------------------ protection
+#: Protections: `symbols` keeps ids whose text is only Common/Inherited-script characters (punctuation, digits and
+#: symbols shared by many scripts: the Devanagari danda used by Oriya and Gurmukhi, ✔, ❤, 。); `usage` keeps ids
+#: that the FLORES training lines of a kept-script language (neither target nor reused) encode to.
+PROTECTIONS = ("symbols", "usage")
+_SHARED_SCRIPTS = frozenset({"Common", "Inherited"})
+
+
+def is_shared_symbol(text: str) -> bool:
+    """Whether a token's text (stripped) is made only of characters every script shares (Script = Common or
+    Inherited, no U+FFFD of a partial character)."""
+    core = text.strip()
+    return bool(core) and REPLACEMENT not in core and all(script(ch) in _SHARED_SCRIPTS for ch in core)
+
+
+def shared_symbol_ids(tok: LoadedTokenizer, ids: Iterable[int]) -> list[int]:
+    """The ids among `ids` whose standalone text is a shared symbol (:func:`is_shared_symbol`)."""
+    return sorted(i for i in ids if is_shared_symbol(standalone_text(tok, tok.id_to_token[i])))
+
+
+def language_role(lines: Sequence[str], target_blocks: Iterable[str], reusable_blocks: Iterable[str]) -> str:
+    """``target``, ``reused`` or ``kept``: where most letters of a language's lines are (target blocks, reusable
+    blocks, elsewhere)."""
+    tre, rre = re.compile(char_class(target_blocks)), re.compile(char_class(reusable_blocks))
+    letters = in_target = in_reused = 0
+    for line in lines:
+        for ch in line:
+            if ch.isalpha():
+                letters += 1
+                if tre.match(ch):
+                    in_target += 1
+                elif rre.match(ch):
+                    in_reused += 1
+    if letters and in_target * 2 > letters:
+        return "target"
+    if letters and in_reused * 2 > letters:
+        return "reused"
+    return "kept"
+
+
+def usage_ids(tok: LoadedTokenizer, plan: ReusePlan, ids: Iterable[int]) -> list[int]:
+    """The ids among `ids` that the FLORES training lines (:func:`analysis.flores.split_lines`) of the kept-script
+    languages encode to under the original tokenizer (none when FLORES is not available); cached."""
+    return list(
+        _usage_ids(tok, tuple(plan.target_blocks), tuple(plan.reusable_blocks), tuple(sorted(set(ids))))
     )
+
+
+@memoize(maxsize=8)
+def _usage_ids(
+    tok: LoadedTokenizer,
+    target_blocks: tuple[str, ...],
+    reusable_blocks: tuple[str, ...],
+    ids: tuple[int, ...],
+) -> tuple[int, ...]:
+    wanted = set(ids)
+    found: set[int] = set()
+    for code in flores.available_codes():
+        train = flores.split_lines(code)[0]
+        if language_role(train[:50], target_blocks, reusable_blocks) == "kept":
+            for e in tok.tokenizer.encode_batch(train, add_special_tokens=False):
+                found.update(i for i in e.ids if i in wanted)
+    return tuple(sorted(found))
+
+
+def protected_ids(
+    tok: LoadedTokenizer,
+    vc: VocabClasses,
+    target: str,
+    preserved: Sequence[str],
+    min_reusable: int,
+    protect: Sequence[str],
+) -> list[int]:
+    """The ids the chosen protections (:data:`PROTECTIONS`) keep out of reuse, among the ids the unprotected plan
+    would reuse."""
+    bad = [p for p in protect if p not in PROTECTIONS]
+    if bad:
+        raise DataError(f"unknown protection {bad[0]!r}; choose from {', '.join(PROTECTIONS)}")
+    if not protect:
+        return []
+    plan = choose_reusable(vc, target, preserved, min_reusable)
+    out: set[int] = set()
+    if "symbols" in protect:
+        out.update(shared_symbol_ids(tok, plan.reusable_ids))
+    if "usage" in protect:
+        out.update(usage_ids(tok, plan, plan.reusable_ids))
+    return sorted(out)
 
 
 # ------------------------------------------------------------------------------------------ segmenting
@@ -368,30 +581,40 @@ def wordfreq_texts(path: str | Path, scale: float = 1000.0, max_words: int | Non
                 n -= k2
 
 
+def corpus_files(lang: str) -> list[Path]:
+    """The shared corpora of one language (`$TOKLAB_ASSETS/corpora/text`: prose, UI strings, word frequencies)."""
+    root = paths.shared_corpora() / "text"
+    names = (f"{lang}.txt.gz", f"{lang}.ui.txt.gz", f"{lang}.wordfreq.tsv.gz")
+    return [root / n for n in names if (root / n).is_file()]
+
+
 def target_training_texts(
     lang: str = "arb_Arab",
     *,
     flores_train: bool = True,
     corpora: bool = True,
     max_words: int | None = 200_000,
+    extra: Iterable[str] = (),
 ) -> list[str]:
-    """Target-language training text: FLORES train split + shared corpora (prose, UI strings, word frequencies)."""
-
+    """Target-language training text: FLORES train split (:func:`analysis.flores.split_lines`), the shared
+    corpora (:func:`corpus_files`; a word-frequency list becomes lines of repeated words, at most `max_words`
+    words) and `extra` lines (files, uploads), in that order."""
     texts: list[str] = []
     if flores_train:
         texts += flores.split_lines(lang)[0]
     if corpora:
-        root = paths.shared_corpora() / "text"
-        for name in (f"{lang}.txt.gz", f"{lang}.ui.txt.gz"):
-            p = root / name
-            if p.is_file():
-                with gzip.open(p, "rt", encoding="utf-8") as fh:
-                    texts += [ln.rstrip("\n") for ln in fh if ln.strip()]
-        wf = root / f"{lang}.wordfreq.tsv.gz"
-        if wf.is_file() and (max_words is None or max_words > 0):
-            texts += list(wordfreq_texts(wf, max_words=max_words))
+        for p in corpus_files(lang):
+            if p.name.endswith(".wordfreq.tsv.gz"):
+                if max_words is None or max_words > 0:
+                    texts += list(wordfreq_texts(p, max_words=max_words))
+                continue
+            with gzip.open(p, "rt", encoding="utf-8") as fh:
+                texts += [ln.rstrip("\n") for ln in fh if ln.strip()]
+    texts += [t for t in extra if t.strip()]
     if not texts:
-        raise DataError(f"no training text found for {lang}")
+        raise DataError(
+            f"no training text for {lang}: choose FLORES lines, the shared corpora or your own text"
+        )
     return texts
 
 
@@ -431,6 +654,56 @@ def train_target_bpe(
     )
     new.train_from_iterator(segments, trainer=trainer)
     return new
+
+
+TRAINERS = ("bpe", "parity")
+
+
+def _train_parity_target(
+    tok: LoadedTokenizer,
+    plan: ReusePlan,
+    segs: list[str],
+    langs: Sequence[str] | None,
+    train_lang: str | None,
+    min_frequency: int,
+) -> tuple[tokenizers.Tokenizer, list[str]]:
+    """Parity-aware target tokenizer: one corpus per target-script FLORES language (module docstring)."""
+    tre = target_regex(plan.target_blocks)
+    if langs is None:
+        langs = [
+            c
+            for c in flores.available_codes()
+            if language_role(flores.split_lines(c)[0][:50], plan.target_blocks, plan.reusable_blocks)
+            == "target"
+        ]
+    if not langs:
+        raise DataError(
+            "no FLORES language is written in the target script: parity-aware training needs some"
+        )
+    langs = list(dict.fromkeys(langs))
+    if train_lang in langs:
+        langs.remove(train_lang)
+        langs.insert(0, train_lang)
+    bad = re.compile(char_class(plan.reusable_blocks))
+
+    def target_segments(lines: Sequence[str]) -> list[str]:
+        return [m.group() for t in lines if not bad.search(t) for m in tre.finditer(t)]
+
+    corpora, dev = [], []
+    for k, code in enumerate(langs):
+        first = flores.split_lines(code)[0]
+        corpora.append((segs if k == 0 else []) + target_segments(first[:700]))
+        dev.append(target_segments(first[700:]))
+    specials = [a.content for a in sorted(tok.added_tokens, key=lambda a: a.id) if a.special]
+    new = train_parity_bpe(
+        corpora,
+        plan.reusable_count + len(specials),
+        dev=dev,
+        template=tok,
+        min_frequency=min_frequency,
+        special_tokens=specials,
+    )
+    return new, list(langs)
 
 
 def build_id_maps(
@@ -477,6 +750,22 @@ class ReuseTokenizer:
         self._target_re = target_regex(self.target_blocks)
         size = max(self.new_to_old, default=-1) + 1
         self._n2o = [self.new_to_old.get(i, -1) for i in range(size)]
+        self._fast: tuple[list[bytes | None], frozenset[int]] | bool | None = None
+
+    def _byte_table(self) -> tuple[list[bytes | None], frozenset[int]]:
+        """Per old id, the bytes it decodes to under R-BPE (a reused id: its new token's bytes), and the added ids.
+
+        Only for a plain ByteLevel decoder, where decoding is the UTF-8 decoding of the tokens' bytes."""
+        if not isinstance(self._fast, tuple):
+            old = self.old
+            table: list[bytes | None] = [None] * (max(old.id_to_token, default=-1) + 1)
+            for i, t in old.id_to_token.items():
+                table[i] = old.token_bytes(t)
+            new_tokens = {i: t for t, i in self.new.get_vocab(with_added_tokens=False).items()}
+            for o in self.reused_ids:
+                table[o] = old.token_bytes(new_tokens[self.old_to_new[o]])
+            self._fast = (table, old.added_ids)
+        return self._fast
 
     @property
     def vocab_size(self) -> int:
@@ -506,6 +795,31 @@ class ReuseTokenizer:
             out.append(ids)
         return out
 
+    def encode_batch_tagged(self, texts: Sequence[str]) -> list[tuple[list[int], list[int]]]:
+        """Per text: the (old) ids, and per id the new tokenizer's id it stands for (-1 where the old tokenizer
+        encoded it)."""
+        segs = [self.segments(t) for t in texts]
+        tgt = [s for ss in segs for s, is_t in ss if is_t]
+        oth = [s for ss in segs for s, is_t in ss if not is_t]
+        n2o = self._n2o
+        tgt_ids = iter([e.ids for e in self.new.encode_batch(tgt, add_special_tokens=False)])
+        oth_ids = iter([e.ids for e in self.old.tokenizer.encode_batch(oth, add_special_tokens=False)])
+        out = []
+        for ss in segs:
+            ids: list[int] = []
+            tags: list[int] = []
+            for _, is_t in ss:
+                if is_t:
+                    got = next(tgt_ids)
+                    ids.extend(n2o[i] for i in got)
+                    tags.extend(got)
+                else:
+                    got = next(oth_ids)
+                    ids.extend(got)
+                    tags.extend([-1] * len(got))
+            out.append((ids, tags))
+        return out
+
     def encode(self, text: str) -> list[int]:
         """Encode one text (no special tokens)."""
         return self.encode_batch([text])[0]
@@ -527,10 +841,35 @@ class ReuseTokenizer:
 
     # ---------------------------------------------------------------- decode
     def _dec_old(self, ids: Sequence[int], skip: bool) -> str:
-        return self.old.tokenizer.decode(list(ids), skip_special_tokens=skip)
+        fast = self._fast_text(ids, False)
+        return fast if fast is not None else self.old.tokenizer.decode(list(ids), skip_special_tokens=skip)
 
     def _dec_new(self, ids: Sequence[int], skip: bool) -> str:
+        fast = self._fast_text(ids, True)
+        if fast is not None:
+            return fast
         return self.new.decode([self.old_to_new[i] for i in ids], skip_special_tokens=skip)
+
+    def _fast_text(self, ids: Sequence[int], mapped: bool) -> str | None:
+        """What the Rust decoder gives for one run, from the tokens' bytes (a plain ByteLevel decoder decodes the
+        concatenated bytes as UTF-8); None when that does not apply (another decoder, an added, unknown or — in an
+        old-tokenizer run — reused id)."""
+        if self._fast is False:
+            return None
+        dec = self.old.decoder
+        if self._fast is None and not (isinstance(dec, dict) and dec.get("type") == "ByteLevel"):
+            self._fast = False
+            return None
+        table, added = self._byte_table()
+        n = len(table)
+        reused = () if mapped else self.reused_ids
+        parts = []
+        for t in ids:
+            b = table[t] if 0 <= t < n and t not in added and t not in reused else None
+            if b is None:
+                return None
+            parts.append(b)
+        return b"".join(parts).decode("utf-8", errors="replace")
 
     def _join(self, segs: list[list[Any]], skip: bool) -> str:
         return "".join(self._dec_new(s, skip) if m else self._dec_old(s, skip) for m, s in segs)
@@ -553,6 +892,8 @@ class ReuseTokenizer:
 
     def _window_segments(self, ids: list[int], skip: bool) -> list[list[Any]]:
         """Second pass: a token that decodes to U+FFFD alone is grouped with up to 3 following tokens."""
+        if self._fast_text(ids, True) is not None:  # every id has its bytes: the linear-time version
+            return self._window_segments_bytes(ids)
         o2n, reused = self.old_to_new, self.reused_ids
         segs: list[list[Any]] = []
         i, n = 0, len(ids)
@@ -592,6 +933,69 @@ class ReuseTokenizer:
                 segs.append([m, [t]])
             i += 1
         return segs
+
+    def _window_segments_bytes(self, ids: list[int]) -> list[list[Any]]:
+        """:meth:`_window_segments` on token bytes: each segment keeps an incremental UTF-8 decoder, so testing
+        "segment + window decodes without U+FFFD" costs the window, not the whole segment (same segments)."""
+        o2n, reused, repl = self.old_to_new, self.reused_ids, self.replacement_ids
+        table, _ = self._byte_table()
+        segs: list[list[Any]] = []  # [mapped, ids, decoder, saw U+FFFD]
+
+        def feed(seg: list[Any], toks: Sequence[int]) -> None:
+            if REPLACEMENT in seg[2].decode(b"".join([table[t] for t in toks])):  # type: ignore[misc]
+                seg[3] = True
+            seg[1].extend(toks)
+
+        def start(mapped: bool, toks: Sequence[int]) -> None:
+            segs.append([mapped, [], codecs.getincrementaldecoder("utf-8")(errors="replace"), False])
+            feed(segs[-1], toks)
+
+        def clean_after(seg: list[Any] | None, win: Sequence[int]) -> bool:
+            data = b"".join([table[t] for t in win])  # type: ignore[misc]
+            if seg is None:
+                return REPLACEMENT not in data.decode("utf-8", errors="replace")
+            if seg[3]:
+                return False
+            state = seg[2].getstate()
+            out = seg[2].decode(data, final=True)
+            seg[2].setstate(state)
+            return REPLACEMENT not in out
+
+        i, n = 0, len(ids)
+        while i < n:
+            t = ids[i]
+            if t in repl:
+                accepted = 0
+                for w in range(1, 5):
+                    if i + w > n:
+                        break
+                    win = ids[i : i + w]
+                    cur = segs[-1] if segs else None
+                    if any(x not in o2n for x in win) or (cur is not None and not cur[0]):
+                        if any(x in reused for x in win):
+                            continue
+                        prefix = cur if cur is not None and not cur[0] else None
+                        mapped = False
+                    else:
+                        prefix = cur if cur is not None and cur[0] else None
+                        mapped = True
+                    if clean_after(prefix, win):
+                        if prefix is not None:
+                            feed(prefix, win)
+                        else:
+                            start(mapped, win)
+                        accepted = w
+                        break
+                if accepted:
+                    i += accepted
+                    continue
+            m = t in o2n
+            if segs and segs[-1][0] == m:
+                feed(segs[-1], [t])
+            else:
+                start(m, [t])
+            i += 1
+        return [[m, toks] for m, toks, _, _ in segs]
 
     # ---------------------------------------------------------------- save / load
     def mapping_document(self) -> dict[str, Any]:
@@ -667,17 +1071,34 @@ def build_reuse_tokenizer(
     preserved: Sequence[str] = ("latin", "greek"),
     min_reusable: int = 20000,
     min_frequency: int = 2,
+    rules: str = DEFAULT_RULES,
+    protect: Sequence[str] = (),
+    trainer: str = "bpe",
+    parity_langs: Sequence[str] | None = None,
+    train_lang: str | None = None,
     progress: Progress | None = None,
 ) -> ReuseTokenizer:
-    """Run the whole R-BPE pipeline on a byte-level BPE tokenizer and training text."""
+    """Run the whole R-BPE pipeline on a byte-level BPE tokenizer and training text.
+
+    `rules` picks the class rules (module docstring), `protect` the protections (:data:`PROTECTIONS`),
+    `min_frequency` the new BPE's minimum pair frequency. `trainer` ``parity`` trains the target tokenizer with
+    parity-aware BPE (:func:`analysis.parity.train_parity_bpe`) over the FLORES languages written in the target
+    script (`parity_langs`, default every such language): each language contributes its FLORES lines [0, 700)
+    and balances on lines [700, 800); `texts` join the corpus of `train_lang` (their language; else the first).
+    When `texts` hold the FLORES lines of `train_lang`, its lines 700–800 serve both as training and dev text."""
     _check_supported(tok)
+    if trainer not in TRAINERS:
+        raise DataError(f"unknown trainer {trainer!r}; choose one of {', '.join(TRAINERS)}")
+    if min_frequency < 0:
+        raise DataError("the minimum frequency cannot be negative")
 
     def say(message: str, frac: float) -> None:
         report(progress, frac, 1.0, message)
 
     say("classifying the vocabulary by Unicode block", 0.05)
-    vc = classify_vocab(tok)
-    plan = choose_reusable(vc, target, preserved, min_reusable)
+    vc = classify_vocab(tok, rules)
+    shield = protected_ids(tok, vc, target, preserved, min_reusable, protect)
+    plan = choose_reusable(vc, target, preserved, min_reusable, shield)
     if not plan.reusable_ids:
         raise DataError("no reusable tokens: every script class is preserved or the vocabulary has none")
     say(f"cleaning the training text ({len(plan.selected)} reusable classes)", 0.15)
@@ -689,13 +1110,22 @@ def build_reuse_tokenizer(
         segs.extend(m.group() for m in tre.finditer(t))
     if not segs:
         raise DataError(f"the training text has no {target} characters after cleaning")
-    say(f"training a {plan.reusable_count}-token BPE on {len(segs):,} target segments", 0.3)
-    new = train_target_bpe(tok, segs, plan.reusable_count, min_frequency=min_frequency)
+    say(f"training a {plan.reusable_count}-token {trainer} BPE on {len(segs):,} target segments", 0.3)
+    langs: list[str] = []
+    if trainer == "parity":
+        new, langs = _train_parity_target(tok, plan, segs, parity_langs, train_lang, min_frequency)
+    else:
+        new = train_target_bpe(tok, segs, plan.reusable_count, min_frequency=min_frequency)
     say("mapping new ids onto reusable ids", 0.9)
     new_to_old, reused = build_id_maps(tok, new, plan.reusable_ids)
     info = {
         "base": tok.name,
         **plan.summary(),
+        "rules": vc.rules,
+        "protect": sorted(protect),
+        "min_frequency": min_frequency,
+        "trainer": trainer,
+        "parity_langs": langs,
         "classes": vc.counts(),
         "training_samples_kept": kept,
         "training_chars": sum(map(len, segs)),
@@ -713,59 +1143,3 @@ def build_reuse_tokenizer(
         reused_ids=frozenset(reused),
         info=info,
     )
-
-
-# ------------------------------------------------------------------------------------------ metrics
-def _stats(token_counts: Sequence[int], lines: Sequence[str]) -> dict[str, float]:
-    tc = text_counts(lines)
-    toks = sum(token_counts)
-    words = int(tc["words"].sum())
-    nbytes = int(tc["bytes"].sum())
-    return {
-        "tokens": toks,
-        "fertility": toks / words if words else float("nan"),
-        "bytes_per_token": nbytes / toks if toks else float("nan"),
-    }
-
-
-def compare(
-    rt: ReuseTokenizer, lines: Sequence[str], reference: Sequence[str] | None = None
-) -> dict[str, Any]:
-    """Fertility, bytes/token (and parity = tokens / reference-language tokens) before vs after reuse."""
-    lines = [s for s in lines if s.strip()]
-    before = _stats(
-        [len(e.ids) for e in rt.old.tokenizer.encode_batch(lines, add_special_tokens=False)], lines
-    )
-    after = _stats([len(x) for x in rt.encode_batch(lines)], lines)
-    out: dict[str, Any] = {"lines": len(lines), "before": before, "after": after}
-    out["fertility_change"] = after["fertility"] / before["fertility"] - 1.0
-    if reference is not None:
-        ref = [s for s in reference if s.strip()]
-        ref_tokens = sum(len(e.ids) for e in rt.old.tokenizer.encode_batch(ref, add_special_tokens=False))
-        ref_after = sum(len(x) for x in rt.encode_batch(ref))
-        out["parity_before"] = before["tokens"] / ref_tokens if ref_tokens else float("nan")
-        out["parity_after"] = after["tokens"] / ref_after if ref_after else float("nan")
-    return out
-
-
-def reused_script_demo(rt: ReuseTokenizer, text: str | None = None) -> dict[str, Any] | None:
-    """Encode text from a reused script and decode it again: it comes back in the target script."""
-    if text is None:
-        reusable = re.compile(char_class(rt.info.get("reusable_blocks", [])))
-        for lang in DEMO_LANGS:
-            try:
-                line = flores.lines(lang)[0]
-            except DataError:
-                continue
-            if reusable.search(line):
-                text = line
-                break
-        if text is None:
-            return None
-    ids = rt.encode(text)
-    return {
-        "text": text,
-        "ids": ids,
-        "n_reused": sum(1 for i in ids if i in rt.reused_ids),
-        "decoded": rt.decode(ids),
-    }

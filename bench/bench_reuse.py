@@ -3,7 +3,8 @@
 Builds an R-BPE tokenizer for Arabic on Llama-3.1 (FLORES training lines only, so the build is quick), then
 encodes all 1,012 FLORES devtest lines of Arabic and English with `ReuseTokenizer.encode_batch` and with the
 base tokenizer's Rust `encode_batch` (no special tokens), best of several repeats. Prints lines/s, MB/s and the
-ratio (target <= 3x: R-BPE segments the text in Python and makes two Rust batch calls), plus decode time.
+ratio (target <= 3x: R-BPE segments the text in Python and makes two Rust batch calls), plus decode time and
+the collateral table (encode + decode every FLORES language's held-out lines; no target, reported).
 
 Usage: `python bench/bench_reuse.py [--tokenizer DIR] [--repeats 5]`.
 """
@@ -23,6 +24,7 @@ from analysis.flores import lines as flores_lines  # noqa: E402
 from analysis.flores import split_lines as flores_split  # noqa: E402
 from analysis.paths import shared_assets as assets_dir  # noqa: E402
 from analysis.reuse import build_reuse_tokenizer  # noqa: E402
+from analysis.reuse_measures import collateral, collateral_summary  # noqa: E402
 
 
 def best_of(fn, repeats: int) -> float:
@@ -68,6 +70,13 @@ def main() -> None:
     )
     ok = all(rt.decode(x) == s for x, s in zip(ids, lines))
     print(f"round trip exact on all lines: {ok}")
+    t0 = time.perf_counter()
+    rows = collateral(rt)
+    s = collateral_summary(rows)
+    print(
+        f"collateral table: {len(rows)} languages × held-out lines in {time.perf_counter() - t0:.1f} s; "
+        f"{s['not_round_trip']} no longer round-trip {s['not_round_trip_by_role']}"
+    )
 
 
 if __name__ == "__main__":

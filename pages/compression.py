@@ -10,7 +10,9 @@ import streamlit as st
 
 from analysis import flores as fl
 from analysis import metrics as mx
+from analysis import parity as pa
 from analysis.flores import FloresData
+from analysis.references import cite
 from ui.errors import try_step
 from ui.library import library
 from ui.pickers import pick_tokenizers
@@ -227,6 +229,86 @@ def results(data: FloresData, names: list[str], langs: list[str], rows: list[dic
         downloads(df, rows, pv, metric, data.split)
 
 
+def parity_section() -> None:
+    """Parity-aware BPE vs plain BPE at equal vocabulary size on FLORES (`parity.parity_comparison`)."""
+    with st.expander(
+        "Parity-aware BPE vs plain BPE: train both on FLORES and compare premiums", expanded=False
+    ):
+        st.caption(
+            f"Parity-aware BPE ({cite('parity-aware-bpe')}) gives each merge to the language that is compressed worst "
+            "on a parallel development set. Both tokenizers get the same vocabulary size and FLORES lines 1–700 of "
+            "every language; parity-aware training balances on lines 701–800; both are measured on the held-out "
+            f"lines {fl.FLORES_TRAIN_LINES + 1}–1012: premium against English per language, its spread (Gini), and "
+            "the compression cost (bytes/token over all languages). Results are cached."
+        )
+        c1, c2, c3 = st.columns(3)
+        vocab = int(c1.number_input("Vocabulary size", 500, 64_000, 8_000, step=1_000, key="cmp-par-vocab"))
+        variant = c2.selectbox("Variant", pa.VARIANTS, key="cmp-par-variant")
+        scope = c3.radio("Languages", ["all", "chosen"], horizontal=True, key="cmp-par-scope",
+                         format_func=lambda x: {"all": "all FLORES", "chosen": "chosen"}[x])  # fmt: skip
+        langs: str | list[str] = "all"
+        if scope == "chosen":
+            langs = st.multiselect(
+                "Languages", fl.available_codes(), default=DEFAULT_LANGS, key="cmp-par-langs"
+            )
+        key = (vocab, variant, str(langs))
+        if st.button("Train both", key="cmp-par-run", help="all 204 languages take minutes the first time"):
+            with progress("Training plain and parity-aware BPE") as cb:
+                st.session_state["cmp-par"] = (
+                    key,
+                    pa.parity_comparison(vocab, langs, variant=variant, progress=cb),
+                )
+        stored = st.session_state.get("cmp-par")
+        if stored is None or stored[0] != key:
+            return
+        parity_results(stored[1])
+
+
+def parity_results(res: dict) -> None:
+    """Headline numbers, per-language premiums of both tokenizers, the table and the JSON."""
+    plain, par, cost = res["plain"]["summary"], res["parity"]["summary"], res["cost"]
+    m = st.columns(4)
+    m[0].metric("Mean premium vs English", f"{par['premium_mean']:.3f}", f"{cost['premium_mean']:+.3f} vs plain",
+                delta_color="inverse")  # fmt: skip
+    m[1].metric(
+        "Gini of premiums",
+        f"{par['premium_gini']:.4f}",
+        f"{cost['premium_gini']:+.4f}",
+        delta_color="inverse",
+    )
+    m[2].metric(
+        "Worst premium", f"{par['premium_max']:.3f}", f"{cost['premium_max']:+.3f}", delta_color="inverse"
+    )
+    m[3].metric(
+        "Bytes/token (cost)", f"{par['bytes_per_token']:.3f}", f"{cost['bytes_per_token_relative']:+.1%}"
+    )
+    st.caption(
+        f"Plain BPE: mean premium {plain['premium_mean']:.3f}, Gini {plain['premium_gini']:.4f}, worst "
+        f"{plain['premium_max']:.3f} ({plain['premium_max_lang']}), {plain['bytes_per_token']:.3f} bytes/token. "
+        f"Training took {res['plain']['seconds']:.0f} s (plain) and {res['parity']['seconds']:.0f} s (parity-aware)."
+    )
+    rows = pd.DataFrame(res["plain"]["rows"]).merge(pd.DataFrame(res["parity"]["rows"]), on="lang",
+                                                    suffixes=(" plain", " parity"))  # fmt: skip
+    rows["script"] = [fl.language(c).script for c in rows["lang"]]
+    fig = px.scatter(rows, x="premium plain", y="premium parity", hover_name="lang", color="script",
+                     title="Premium vs English per language (below the diagonal: parity-aware is fairer)")  # fmt: skip
+    top = float(max(rows["premium plain"].max(), rows["premium parity"].max()))
+    fig.add_shape(type="line", x0=0.5, y0=0.5, x1=top, y1=top, line={"dash": "dot", "color": "grey"})
+    fig.update_layout(height=420, margin=MARGIN, showlegend=False)
+    st.plotly_chart(fig, width="stretch", key="cmp-par-scatter")
+    cols = [
+        "lang",
+        "script",
+        "premium plain",
+        "premium parity",
+        "bytes_per_token plain",
+        "bytes_per_token parity",
+    ]
+    st.dataframe(rows[cols], hide_index=True, key="cmp-par-table")
+    st.download_button("Download the comparison (JSON)", json.dumps(res, ensure_ascii=False, indent=1),
+                       file_name="parity_vs_plain.json", mime="application/json", key="cmp-par-dl")  # fmt: skip
+
+
 def page() -> None:
     """Tokenizers, FLORES languages and options → `metrics.compression_table` → charts and downloads."""
     st.title("Compression across FLORES-200 languages")
@@ -235,6 +317,7 @@ def page() -> None:
         "in paper 000 §4.2, fertility and parity (premium vs English) as in paper 001, Rényi efficiency (α = 2.5) "
         "on token ids. Results are cached by tokenizer content hash and data hash."
     )
+    parity_section()
     lib = library()
     names = pick_tokenizers("Tokenizers (1–8)", key="cmp-toks", max_n=8, default=list(lib)[:1])
     st.caption("Add more tokenizers from the sidebar (examples) or the Load & inspect page.")

@@ -7,6 +7,7 @@ import json
 import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
+from safetensors.numpy import save
 
 from analysis import DataError, LoadedTokenizer
 from analysis.defaults import SAMPLE_TEXT
@@ -14,6 +15,8 @@ from analysis.dynamic import (
     BOUNDARIES,
     DynamicResult,
     PairRules,
+    batch_fvt_embeddings,
+    dynamic_batches,
     dynamic_tokenize,
     merged_ids,
     merged_offsets,
@@ -21,8 +24,9 @@ from analysis.dynamic import (
 )
 from analysis.flores import available_codes
 from analysis.flores import lines as flores_lines
+from analysis.references import cite
 from ui.caching import cache_resource
-from ui.pickers import pick_tokenizer
+from ui.pickers import pick_model, pick_tokenizer
 from ui.spans import token_spans_html
 
 NO_FLORES = "FLORES-200 was not found: set TOKLAB_FLORES (or TOKLAB_ASSETS to the shared assets folder)."
@@ -37,8 +41,19 @@ MERGE_COLUMNS = ["k", "left", "right", "merged", "merged (raw)", "count", "repla
 
 
 @cache_resource(show_spinner="Merging…", max_entries=16)
-def _run(tok: LoadedTokenizer, texts: tuple[str, ...], merges: int, boundary: str) -> DynamicResult:
-    return dynamic_tokenize(tok, list(texts), merges, boundary)
+def _run(
+    tok: LoadedTokenizer, texts: tuple[str, ...], merges: int, boundary: str, special: bool
+) -> DynamicResult:
+    return dynamic_tokenize(tok, list(texts), merges, boundary, special_tokens=special)
+
+
+@cache_resource(show_spinner="Merging every batch to its maximum…", max_entries=8)
+def _batches(
+    tok: LoadedTokenizer, texts: tuple[str, ...], size: int, seed: int, boundary: str, special: bool
+) -> list:
+    return dynamic_batches(
+        tok, list(texts), batch_size=size, seed=seed, boundary=boundary, special_tokens=special
+    )
 
 
 def batch() -> list[str]:
@@ -145,18 +160,75 @@ def page() -> None:
     c1, c2 = st.columns([1, 2])
     boundary = c1.selectbox("Merge boundary", BOUNDARIES, key="dyn-boundary",
                             format_func=lambda b: f"{b} — {BOUNDARY_HELP[b]}")  # fmt: skip
-    full = _run(tok, tuple(texts), MAX_MERGES, boundary)
+    special = c1.checkbox("Count special tokens", key="dyn-special",
+                          help="the BOS/EOS … the tokenizer adds count in the sequence lengths (they never merge)")  # fmt: skip
+    full = _run(tok, tuple(texts), MAX_MERGES, boundary, special)
     n_max = len(full.merges)
     if n_max == 0:
         st.info("No valid pair to merge in this batch: it is already at the boundary level.")
     k = min(
         c2.slider("Merges", 0, max(n_max, 1), min(10, n_max), key="dyn-merges", disabled=n_max == 0), n_max
     )
-    res = _run(tok, tuple(texts), k, boundary)
+    res = _run(tok, tuple(texts), k, boundary, special)
     numbers(res, full)
     curve(full, k)
     spans(tok, texts, res, k)
     merges_table(tok, res, full, boundary, k)
+    model_embeddings(tok, res)
+    sampled_batches(tok, texts, boundary, special)
+
+
+def model_embeddings(tok: LoadedTokenizer, res: DynamicResult) -> None:
+    """The FVT rows a chosen model needs for this batch: the sequence-length saving next to the cost."""
+    with st.expander("Embeddings for a model (FVT): the saving next to the cost"):
+        st.caption(
+            "A model cannot look merged tokens up: each gets the mean of its pieces' input-embedding rows (FVT, as "
+            f"{cite('dynamic-tokenization')} use for their baseline); unmerged tokens keep their own rows."
+        )
+        model = pick_model("dyn-model", "Model of this tokenizer")
+        if not model or not st.button("Compute the batch's embeddings", key="dyn-emb-run"):
+            return
+        with st.spinner("Reading the model's input embeddings and averaging…"):
+            emb = batch_fvt_embeddings(res, tok, model)
+        r = emb.report()
+        m = st.columns(5)
+        m[0].metric(
+            "Tokens saved", f"{r['tokens_saved']:,}", f"-{r['reduction_pct']:.1f}%", delta_color="off"
+        )
+        m[1].metric("Attention cost (Σ L²)", f"-{r['attention_cost_reduction_pct']:.1f}%")
+        m[2].metric("Rows computed (FVT)", f"{r['rows_computed']:,}")
+        m[3].metric("Memory of the new rows", f"{r['new_rows_bytes'] / 1024:.1f} KiB")
+        m[4].metric(
+            "Time", f"{r['fvt_seconds'] * 1e3:.1f} ms", f"read {r['read_seconds']:.1f} s", delta_color="off"
+        )
+        st.caption(
+            f"The batch uses {r['unique_tokens']:,} rows of dimension {r['dim']} "
+            f"({r['batch_rows_bytes'] / 1024:.0f} KiB in float32) instead of the model's {r['model_rows']:,}-row "
+            f"matrix ({r['model_embedding_bytes'] / 1e6:.0f} MB)."
+        )
+        rules = PairRules(tok, "sentence")
+        rows = [{"token": readable_token(tok, t, rules), "pieces": emb.pieces[t], "raw": t}
+                for t, new in zip(emb.tokens, emb.merged) if new]  # fmt: skip
+        st.dataframe(
+            pd.DataFrame(rows, columns=["token", "pieces", "raw"]), hide_index=True, key="dyn-emb-table"
+        )
+        st.download_button("Download the rows (.safetensors)", save({"embeddings": emb.rows}),
+                           file_name="dynamic_embeddings.safetensors", key="dyn-emb-dl")  # fmt: skip
+
+
+def sampled_batches(tok: LoadedTokenizer, texts: list[str], boundary: str, special: bool) -> None:
+    """Split the examples into batches and draw each batch's merge count from U(0, m_max), as in training."""
+    with st.expander("Sample the number of merges per batch (as the paper trains)"):
+        st.caption(
+            "Training with a sampled granularity: per batch, m ~ U(0, m_max), where m_max merges reach the boundary "
+            "level (words or pre-tokens)."
+        )
+        c1, c2 = st.columns(2)
+        size = c1.number_input("Batch size", 1, 128, 8, key="dyn-batch-size")
+        seed = c2.number_input("Seed", 0, 10**6, 0, key="dyn-seed")
+        runs = _batches(tok, tuple(texts), int(size), int(seed), boundary, special)
+        df = pd.DataFrame([r.to_json() for r in runs])
+        st.dataframe(df, hide_index=True, key="dyn-batches-table")
 
 
 page()

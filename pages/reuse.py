@@ -2,13 +2,20 @@
 
 from __future__ import annotations
 
+import hashlib
+
 import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 
 from analysis import LoadedTokenizer, reuse
+from analysis import reuse_measures as rm
+from analysis.corpora import iter_bytes
 from analysis.flores import FLORES_TRAIN_LINES, split_lines
-from ui.pickers import BYTE_LEVEL_BPE, pick_tokenizer
+from analysis.prune_export import zip_folder
+from analysis.references import cite
+from analysis.reuse_model import export_model
+from ui.pickers import BYTE_LEVEL_BPE, pick_model, pick_tokenizer
 from ui.progress import progress
 from ui.spans import token_spans_html
 
@@ -17,21 +24,70 @@ TARGETS = {"arabic": "arb_Arab", "hebrew": "heb_Hebr", "cyrillic": "rus_Cyrl", "
            "ethiopic": "amh_Ethi"}  # fmt: skip
 PRESERVABLE = ["latin", "greek", "cyrillic", "cjk", "devanagari", "thai", "hebrew", "armenian", "georgian"]
 SAMPLE = {
-    "arabic": "يتحدث الباحثون عن نتائج جديدة في علم الفلك. Researchers describe new results in astronomy."
+    "arabic": "يتحدث الباحثون عن نتائج جديدة في علم الفلك. Researchers describe new results in astronomy ✔ ❤."
 }
 COLOURS = {"reused": "#ef4444", "preserved": "#22c55e", "kept": "#94a3b8"}
+RULE_HELP = {
+    "paper": "as the paper: the R-BPE code that produced its Tables 1–2 (122 Unicode-4.0 blocks, 26 script keywords)",
+    "unicode17": "every Unicode 17 block and script (R-BPE's later release: more scripts become reusable)",
+}
+PROTECT_HELP = {
+    "symbols": "shared punctuation and symbols (Common/Inherited script: the danda । of Oriya and Gurmukhi, ✔, ❤)",
+    "usage": "ids the FLORES training lines of kept-script languages use (slower: encodes every language)",
+}
+SOURCES = ["FLORES lines", "Shared corpora", "My files"]
+CLASS_RULE = (
+    "**Class rule.** A token's class comes from its standalone decoding (stripped): each character gets its "
+    "Unicode block; Arabic, CJK, Greek and Latin blocks merge into one class each; General Punctuation is "
+    "skipped. Several labels form a mixed class (`Cyrillic_Latin_merged`), except that kana and CJK together "
+    "drop CJK (`の人` is Hiragana) and Hiragana + Katakana make `Katakana_Hiragana`. The *paper* rules keep the "
+    "block table and 26 script keywords of the code that produced the paper's numbers (Qwen3: 41,752 reusable ids "
+    "in 40 classes; Llama-3.1: 16,632 in 35); *unicode17* uses every Unicode 17 block and script name (Qwen3: "
+    "42,543 ids in 92 classes: Ethiopic, Gurmukhi, Lao, Syriac … and blocks added after Unicode 4.0 become "
+    "reusable)."
+)
 
 
-def build(tok: LoadedTokenizer, target: str, preserved: tuple[str, ...], h: int, corpora: bool) -> dict:
+def training_text(lang: str) -> tuple[list[str], tuple, int, str]:
+    """The training-text choice: FLORES lines, the shared corpora, uploads; min frequency and trainer.
+
+    Returns (texts, a key for the choice, min_frequency, trainer)."""
+    c1, c2, c3 = st.columns([3, 1, 1])
+    sources = c1.multiselect("Training text", SOURCES, default=["FLORES lines"], key="reuse-sources")
+    min_freq = int(c2.number_input("Min. pair frequency", 0, 1000, 2, key="reuse-minfreq",
+                                   help="2 stops FLORES-only training early; 0 lets the new vocabulary grow"))  # fmt: skip
+    trainer = c3.radio("Trainer", ["bpe", "parity"], horizontal=True, key="reuse-trainer",
+                       format_func=lambda t: {"bpe": "BPE", "parity": "parity-aware"}[t],
+                       help=f"parity-aware BPE ({cite('parity-aware-bpe')}) balances the FLORES languages written "
+                       "in the target script (e.g. Arabic, Urdu, Persian)")  # fmt: skip
+    extra: list[str] = []
+    digest = hashlib.sha256()
+    if "My files" in sources:
+        for f in st.file_uploader("Your text files (txt, gz, jsonl, zip)", accept_multiple_files=True,
+                                  key="reuse-upload") or []:  # fmt: skip
+            data = f.getvalue()
+            digest.update(f.name.encode() + data)
+            extra += list(iter_bytes(f.name, data))
+    corpora = [p.name for p in reuse.corpus_files(lang)]
+    st.caption(
+        f"FLORES-200 {lang} lines 1–{FLORES_TRAIN_LINES}; shared corpora of {lang}: "
+        f"{', '.join(corpora) or 'none'}; {len(extra):,} uploaded lines. Held-out metrics use lines "
+        f"{FLORES_TRAIN_LINES + 1}–1012. The paper trains on 1 GB of Arabic."
+    )
+    texts = reuse.target_training_texts(lang, flores_train="FLORES lines" in sources,
+                                        corpora="Shared corpora" in sources, extra=extra)  # fmt: skip
+    return texts, (tuple(sources), digest.hexdigest()), min_freq, trainer
+
+
+def build(tok: LoadedTokenizer, texts: list[str], opts: dict) -> dict:
     """Train and map the new tokenizer (live progress), then measure it on held-out FLORES and pack the zip."""
-    lang = TARGETS[target]
+    lang = TARGETS[opts["target"]]
     with progress("Training the target tokenizer…") as cb:
-        rt = reuse.build_reuse_tokenizer(tok, reuse.target_training_texts(lang, corpora=corpora), target=target,
-                                         preserved=preserved, min_reusable=h, progress=cb)  # fmt: skip
+        rt = reuse.build_reuse_tokenizer(tok, texts, progress=cb, train_lang=lang, **opts)
     with st.spinner("Measuring on held-out FLORES and packing the export…"):
         held, eng = split_lines(lang)[1], split_lines("eng_Latn")[1]
-        return {"rt": rt, "target": reuse.compare(rt, held, eng), "english": reuse.compare(rt, eng),
-                "demo": reuse.reused_script_demo(rt), "zip": rt.zip_bytes()}  # fmt: skip
+        return {"rt": rt, "target": rm.compare(rt, held, eng), "english": rm.compare(rt, eng, eng),
+                "demo": rm.reused_script_demo(rt), "zip": rt.zip_bytes()}  # fmt: skip
 
 
 def classes_chart(vc: reuse.VocabClasses, plan: reuse.ReusePlan) -> None:
@@ -50,11 +106,13 @@ def classes_chart(vc: reuse.VocabClasses, plan: reuse.ReusePlan) -> None:
         f"{len(vc.counts())} classes; {len(vc.unclassified):,} tokens unclassified (whitespace, General Punctuation); "
         f"{len(vc.special_ids) + len(vc.byte_ids):,} special and single-byte ids are never reused."
     )
-    m1, m2, m3 = st.columns(3)
+    m1, m2, m3, m4 = st.columns(4)
     m1.metric("Reusable classes", len(plan.selected))
     m2.metric("Reusable ids", f"{plan.reusable_count:,}")
     m3.metric("Eligible classes", len(plan.eligible))
-    with st.expander("Reusable classes (smallest first)"):
+    m4.metric("Protected ids", f"{len(plan.protected_ids):,}")
+    with st.expander("Reusable classes (smallest first) and the class rule"):
+        st.markdown(CLASS_RULE)
         st.dataframe(pd.DataFrame({"class": list(plan.selected), "tokens": list(plan.selected.values())}),
                      hide_index=True, key="reuse-selected-table")  # fmt: skip
 
@@ -76,29 +134,70 @@ def before_after(tok: LoadedTokenizer, rt: reuse.ReuseTokenizer, target: str) ->
             f"**R-BPE**: {len(ids)} tokens ({sum(1 for x in ids if x in rt.reused_ids)} on reused ids)"
         )
         st.html(token_spans_html(tok, text, ids, offs))
-    if rt.decode(ids) != text:
-        st.warning("This text does not decode back exactly (it contains characters of a reused script).")
+    decoded = rt.decode(ids)
+    if decoded != text:
+        st.warning(f"This text does not decode back exactly (it uses reused ids): `{decoded}`")
+
+
+MEASURES = {"fertility": "fertility", "bytes_per_token": "bytes/token", "continued_words": "continued words",
+            "premium": "premium vs English"}  # fmt: skip
 
 
 def heldout(built: dict, lang: str) -> None:
-    """Fertility and bytes/token before/after on the target's held-out lines and on English; parity."""
+    """The paper's measures before/after on the target's held-out lines and on English."""
     st.subheader(f"Held-out FLORES ({lang}, lines {FLORES_TRAIN_LINES + 1}–1012)")
-    rows = [
-        {"language": name, "fertility before": c["before"]["fertility"], "fertility after": c["after"]["fertility"],
-         "change": f"{c['fertility_change']:+.1%}", "bytes/token before": c["before"]["bytes_per_token"],
-         "bytes/token after": c["after"]["bytes_per_token"]}
-        for name, c in ((lang, built["target"]), ("eng_Latn", built["english"]))
-    ]  # fmt: skip
+    rows = []
+    for name, c in ((lang, built["target"]), ("eng_Latn", built["english"])):
+        for key, label in MEASURES.items():
+            b, a = c["before"][key], c["after"][key]
+            rows.append({"language": name, "measure": label, "before": b, "after": a,
+                         "change": None if b in (None, 0) or a is None else f"{a / b - 1:+.1%}"})  # fmt: skip
     st.dataframe(pd.DataFrame(rows), hide_index=True, key="reuse-metrics-table")
-    t = built["target"]
     st.caption(
-        f"Parity {lang} / eng_Latn (tokens per parallel sentence): {t['parity_before']:.3f} → {t['parity_after']:.3f}. "
-        "The paper reports −24.4 % Arabic fertility on average with 1 GB of training text."
+        "Premium: the mean per-sentence token ratio against the parallel English sentence (Petrov et al. 2023). "
+        f"{cite('r-bpe')} report for Llama-3.1 with 1 GB of Arabic: fertility 2.37 → 1.87 (−21.1 %), premium "
+        "1.67 → 1.26, continued words 0.55 → 0.27 (Tables 1 and 3)."
+    )
+
+
+def collateral_section(rt: reuse.ReuseTokenizer, key: tuple) -> None:
+    """The collateral table over every FLORES language (on demand), with the fertility per class."""
+    st.subheader("What the reuse breaks")
+    st.caption(
+        "Reused ids decode as target-script tokens everywhere: a language whose text uses one no longer "
+        "round-trips. *reused*: the language's own script was given away; *kept*: collateral damage in a script "
+        "you kept (e.g. Oriya and Gurmukhi use the Devanagari danda)."
+    )
+    stored = st.session_state.get("reuse-collateral")
+    if stored is None or stored[0] != key:
+        if not st.button("Check every FLORES language (held-out lines)", key="reuse-collateral-run"):
+            return
+        with progress("Encoding and decoding every FLORES language…") as cb:
+            rows = rm.collateral(rt, "all", progress=cb)
+        st.session_state["reuse-collateral"] = stored = (key, rows)
+    rows = stored[1]
+    s = rm.collateral_summary(rows)
+    c = st.columns(3)
+    c[0].metric("Languages that no longer round-trip", f"{s['not_round_trip']} of {s['languages']}")
+    c[1].metric("…in a reused script", s["not_round_trip_by_role"].get("reused", 0))
+    c[2].metric("…in a kept script (collateral)", s["not_round_trip_by_role"].get("kept", 0))
+    df = pd.DataFrame(rows)
+    df["example"] = [f"{e['text']} → {e['decoded']}" if e else "" for e in df["example"]]
+    only = st.checkbox("Only languages that no longer round-trip", value=True, key="reuse-collateral-broken")
+    view = df[~df["round_trip"]] if only else df
+    cols = ["lang", "name", "role", "ids_changed", "round_trip", "broken_lines", "example", "fertility_before",
+            "fertility_after", "premium_before", "premium_after"]  # fmt: skip
+    st.dataframe(view[cols], hide_index=True, key="reuse-collateral-table",
+                 column_config={"ids_changed": st.column_config.NumberColumn("share of ids reused", format="%.3f")})  # fmt: skip
+    fert = rm.fertility_by_class(rows)
+    st.markdown("**Fertility per class** (the languages of the paper's Table 2)")
+    st.dataframe(
+        pd.DataFrame([{"class": k, **v} for k, v in fert.items()]), hide_index=True, key="reuse-fert-class"
     )
 
 
 def consequence_and_export(tok: LoadedTokenizer, built: dict, target: str) -> None:
-    """What reusing ids costs (a reused script now decodes as the target) and the zip."""
+    """What reusing ids costs (a reused script now decodes as the target), the zip and the model export."""
     demo = built["demo"]
     if demo is not None:
         st.warning(
@@ -113,41 +212,72 @@ def consequence_and_export(tok: LoadedTokenizer, built: dict, target: str) -> No
         "The zip holds `old_tokenizer/`, `new_tokenizer/` and `rbpe_mapping.json` (id maps, target blocks); load "
         "it with `analysis.reuse.ReuseTokenizer.load(folder)`."
     )
+    model_export(built["rt"])
 
 
-def page() -> None:
-    """Tokenizer, target and threshold → `reuse.choose_reusable` → classes; Train → R-BPE, metrics, export."""
-    st.title("Token reuse (R-BPE)")
-    st.caption(
-        "R-BPE (Hamdan et al., EMNLP 2025) classifies the vocabulary by **Unicode block**, picks the classes of "
-        "scripts you do not need (smallest first, up to the threshold h), trains a new byte-level BPE on the target "
-        "language and maps its tokens onto those ids. Target-script text is encoded by the new tokenizer, "
-        "everything else by the old one; every id is an old id, so the model's embedding matrix keeps its size."
-    )
-    tok = pick_tokenizer("Tokenizer", key="reuse-tok", needs=BYTE_LEVEL_BPE, feature="R-BPE token reuse")
-    if tok is None:
-        return
-    with st.spinner("Classifying the vocabulary by Unicode block (once per tokenizer)…"):
-        vc = reuse.classify_vocab(tok)
-    c1, c2, c3 = st.columns(3)
+def model_export(rt: reuse.ReuseTokenizer) -> None:
+    """Write the model with the reused ids' rows re-initialised by FVT (same size), next to the tokenizer."""
+    with st.expander("Export the model too (reused rows re-initialised by FVT)"):
+        st.caption(
+            "Each reused id's input-embedding row (and LM-head row, unless tied) becomes the mean of the rows of the "
+            "new token's pieces in the original tokenizer, as the paper initialises its continued pre-training. "
+            "The model keeps its size; every other row is untouched."
+        )
+        model = pick_model("reuse-model", "Model of this tokenizer")
+        out = st.text_input("Write to folder", key="reuse-model-out", placeholder="/path/to/new/folder")
+        replace = st.checkbox("Replace the folder if it is not empty", key="reuse-model-replace")
+        if st.button("Write model + R-BPE tokenizer", key="reuse-model-write", disabled=not (model and out)):
+            with st.spinner("Loading the model, re-initialising the reused rows, writing…"):
+                rep = export_model(rt, model, out, replace=replace)
+            st.success(
+                f"{rep['reinitialised']:,} of {rep['rows']:,} rows re-initialised; written to {rep['out']}."
+            )
+            st.session_state["reuse-model-written"] = rep["out"]
+        written = st.session_state.get("reuse-model-written")
+        if written and st.button("Zip it for download", key="reuse-model-zip"):
+            st.download_button("Download model + tokenizer (.zip)", zip_folder(written), file_name="rbpe-model.zip",
+                               mime="application/zip", key="reuse-model-dl")  # fmt: skip
+
+
+def options(tok: LoadedTokenizer) -> tuple[dict, reuse.VocabClasses, reuse.ReusePlan]:
+    """Rules, target, preserved scripts, threshold and protections → the classes and the reuse plan."""
+    c0, c1, c2, c3 = st.columns([1.3, 1, 1.4, 1])
+    rules = c0.radio("Class rules", reuse.RULES, key="reuse-rules", help="\n\n".join(f"**{k}**: {v}" for k, v in RULE_HELP.items()))  # fmt: skip
     target = c1.selectbox("Target script", list(TARGETS), key="reuse-target")
     preserved = tuple(
         sorted(c2.multiselect("Also preserve", PRESERVABLE, default=["latin", "greek"], key="reuse-preserve"))
     )
     h = int(c3.number_input("Threshold h (reusable ids)", 100, 200_000, 20_000, step=1000, key="reuse-h"))
-    classes_chart(vc, reuse.choose_reusable(vc, target, preserved, h))
-    lang = TARGETS[target]
-    corpora = st.checkbox(
-        "Also train on the shared corpora of this language (prose, UI strings, word-frequency list; slower, better)",
-        value=False, key="reuse-corpora",
-    )  # fmt: skip
+    protect = tuple(st.multiselect("Protect from reuse", reuse.PROTECTIONS, key="reuse-protect",
+                                   format_func=lambda p: f"{p}: {PROTECT_HELP[p]}"))  # fmt: skip
+    with st.spinner("Classifying the vocabulary by Unicode block (once per tokenizer and rule set)…"):
+        vc = reuse.classify_vocab(tok, rules)
+        shield = reuse.protected_ids(tok, vc, target, preserved, h, protect)
+    plan = reuse.choose_reusable(vc, target, preserved, h, shield)
+    opts = {"target": target, "preserved": preserved, "min_reusable": h, "rules": rules, "protect": protect}
+    return opts, vc, plan
+
+
+def page() -> None:
+    """Tokenizer, rules, target, threshold → `reuse.choose_reusable` → classes; Train → R-BPE, measures, export."""
+    st.title("Token reuse (R-BPE)")
     st.caption(
-        f"Training text: FLORES-200 {lang} lines 1–{FLORES_TRAIN_LINES}" + (" + shared corpora" if corpora else "")
-        + f"; held-out metrics on lines {FLORES_TRAIN_LINES + 1}–1012. The paper trains on 1 GB of Arabic."
-    )  # fmt: skip
-    key = (tok.content_hash, target, preserved, h, corpora)
+        f"R-BPE ({cite('r-bpe')}) classifies the vocabulary by **Unicode block**, picks the classes of scripts you "
+        "do not need (smallest first, up to the threshold h), trains a new byte-level BPE on the target language and "
+        "maps its tokens onto those ids. Target-script text is encoded by the new tokenizer, everything else by the "
+        "old one; every id is an old id, so the model's embedding matrix keeps its size."
+    )
+    tok = pick_tokenizer("Tokenizer", key="reuse-tok", needs=BYTE_LEVEL_BPE, feature="R-BPE token reuse")
+    if tok is None:
+        return
+    opts, vc, plan = options(tok)
+    classes_chart(vc, plan)
+    lang = TARGETS[opts["target"]]
+    texts, text_key, min_freq, trainer = training_text(lang)
+    opts |= {"min_frequency": min_freq, "trainer": trainer}
+    key = (tok.content_hash, text_key, *sorted((k, str(v)) for k, v in opts.items()))
     if st.button("Train the new tokenizer", type="primary", key="reuse-train"):
-        st.session_state["reuse-built"] = (key, build(tok, target, preserved, h, corpora))
+        st.session_state["reuse-built"] = (key, build(tok, texts, opts))
     stored = st.session_state.get("reuse-built")
     if stored is None or stored[0] != key:
         st.info("Train the new tokenizer to see the preview, the held-out metrics and the export.")
@@ -158,9 +288,10 @@ def page() -> None:
         f"New vocabulary {i['new_vocab_size']:,} tokens: {i['common_tokens']:,} already in {tok.name} (same id), "
         f"{i['reused_tokens']:,} placed on reused ids. Trained on {i['training_chars']:,} target characters."
     )
-    before_after(tok, built["rt"], target)
+    before_after(tok, built["rt"], opts["target"])
     heldout(built, lang)
-    consequence_and_export(tok, built, target)
+    collateral_section(built["rt"], key)
+    consequence_and_export(tok, built, opts["target"])
 
 
 page()

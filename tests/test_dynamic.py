@@ -3,25 +3,31 @@ incremental == naive recount, FVT rows, CLI and page."""
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import subprocess
 import sys
 from collections import Counter
+from contextlib import redirect_stdout
 
 import numpy as np
 import pytest
+from safetensors.numpy import load_file
 from streamlit.testing.v1 import AppTest
-from support import ROOT, TOKENIZERS, flores_lines, load_shared
+from support import ROOT, SMOLLM, TOKENIZERS, flores_lines, load_shared, need_smollm
 
 from analysis.cli import main
 from analysis.dynamic import (
     BOUNDARIES,
     PairRules,
+    batch_fvt_embeddings,
+    dynamic_batches,
     dynamic_tokenize,
     fvt_embeddings,
     merge_incremental,
     merged_offsets,
+    special_frame,
 )
 from analysis.errors import DataError, UnsupportedTokenizerError
 from analysis.fvt import fvt_pieces
@@ -282,6 +288,14 @@ def test_dynamic_page():
     at.number_input(key="dyn-target").set_value(15.0).run()
     need = {m.label: m.value for m in at.metric}["Merges needed"]
     assert need == f"{full.merges_for_reduction(15.0):,}"
+    # special tokens counted: one <s> per sequence; merge counts sampled per batch
+    at.checkbox(key="dyn-special").check().run()
+    framed = dynamic_tokenize(load_shared("llama-2"), texts, 25, "pretokens", special_tokens=True)
+    assert {m.label: m.value for m in at.metric}["Tokens before"] == f"{sum(framed.lengths_before):,}"
+    batches = next(d.value for d in at.dataframe if "m_max" in d.value.columns)
+    runs = dynamic_batches(load_shared("llama-2"), texts, batch_size=8, seed=0, special_tokens=True)
+    assert list(batches["merges"]) == [r.merges for r in runs]
+    at.checkbox(key="dyn-special").uncheck().run()
     # user text, 'word' boundary
     at.radio(key="dyn-src").set_value("My text").run()
     user = ["Tallinnas ja Tallinnast", "Tallinnale, Tartus ja Tartust"]
@@ -294,3 +308,152 @@ def test_dynamic_page():
         sum(mine.lengths_after)
     )
     assert all("▁" not in m.merged[1:] for m in mine.merges)
+
+
+# --------------------------------------------------------------------------------------------------
+# Special tokens, sampled merge counts, FVT embeddings for a model
+# --------------------------------------------------------------------------------------------------
+def test_special_tokens_count_and_never_merge():
+    tok = load_shared("llama-2")
+    texts = BATCH[:10]
+    plain = dynamic_tokenize(tok, texts, 30)
+    framed = dynamic_tokenize(tok, texts, 30, special_tokens=True)
+    assert special_frame(tok) == ([("<s>", 1)], [])
+    assert framed.lengths_before == [n + 1 for n in plain.lengths_before]
+    assert all(seq[0] == "<s>" for seq in framed.tokens) and framed.to_json()["special_tokens"]
+    assert not any("<s>" in m.left + m.right for m in framed.merges)
+    assert [m.merged for m in framed.merges] == [m.merged for m in plain.merges]  # specials change no merge
+    assert merged_offsets(framed, 0)[0] == (0, 0)
+    # a tokenizer whose post-processor adds nothing
+    assert special_frame(load_shared("gpt2")) == ([], [])
+    gpt2 = dynamic_tokenize(load_shared("gpt2"), texts, 5, special_tokens=True)
+    assert gpt2.lengths_before == dynamic_tokenize(load_shared("gpt2"), texts, 5).lengths_before
+
+
+def test_sampled_merge_counts_per_batch():
+    tok = load_shared("llama-2")
+    texts = flores_lines("est_Latn", 40)
+    runs = dynamic_batches(tok, texts, batch_size=16, seed=3)
+    again = dynamic_batches(tok, texts, batch_size=16, seed=3)
+    assert [r.to_json() for r in runs] == [r.to_json() for r in again]  # reproducible
+    assert [r.sequences for r in runs] == [16, 16, 8]
+    for r, k in zip(runs, range(0, 40, 16)):
+        batch = texts[k : k + 16]
+        full = dynamic_tokenize(tok, batch, 10**6)
+        assert r.m_max == len(full.merges) and full.exhausted and 0 <= r.merges <= r.m_max
+        one = dynamic_tokenize(tok, batch, r.merges)
+        assert (r.tokens_before, r.tokens_after, r.tokens_at_max) == (
+            sum(one.lengths_before),
+            sum(one.lengths_after),
+            sum(full.lengths_after),
+        )
+        assert 0 <= r.reduction_of_max_pct <= 100
+    other = dynamic_batches(tok, texts, batch_size=16, seed=4)
+    assert [r.merges for r in other] != [r.merges for r in runs]
+    fixed = dynamic_batches(tok, texts, batch_size=16, merges=50)
+    assert [r.merges for r in fixed] == [50, 50, 50]
+    with pytest.raises(DataError):
+        dynamic_batches(tok, texts, batch_size=0)
+
+
+@pytest.fixture(scope="module")
+def tiny_llama2(tmp_path_factory):
+    """A tiny random Llama on llama-2's vocabulary, saved as safetensors."""
+    transformers = pytest.importorskip("transformers")
+    torch = pytest.importorskip("torch")
+    cfg = transformers.LlamaConfig(vocab_size=32000, hidden_size=8, intermediate_size=16, num_hidden_layers=1,
+                                   num_attention_heads=2, num_key_value_heads=2)  # fmt: skip
+    torch.manual_seed(0)
+    path = tmp_path_factory.mktemp("tiny") / "model"
+    transformers.LlamaForCausalLM(cfg).save_pretrained(str(path), safe_serialization=True)
+    emb = transformers.AutoModelForCausalLM.from_pretrained(str(path)).get_input_embeddings().weight
+    return path, emb.detach().float().numpy()
+
+
+def test_batch_embeddings_for_a_model(tiny_llama2):
+    path, matrix = tiny_llama2
+    tok = load_shared("llama-2")
+    res = dynamic_tokenize(tok, BATCH[:12], 40)
+    emb = batch_fvt_embeddings(res, tok, path)
+    assert emb.tokens == res.unique_tokens and emb.rows.shape == (len(res.unique_tokens), 8)
+    spans = {t: res.base_ids[k][a] for k, seq in enumerate(res.tokens) for t, (a, b) in zip(seq, res.spans[k])
+             if b - a == 1}  # fmt: skip
+    for t, new, row in zip(emb.tokens, emb.merged, emb.rows):
+        if new:
+            assert emb.pieces[t] == fvt_pieces(tok, t) and np.allclose(
+                row, matrix[emb.pieces[t]].mean(0), atol=1e-6
+            )
+        else:
+            assert np.array_equal(row, matrix[spans[t]])
+    r = emb.report()
+    assert r["rows_computed"] == sum(emb.merged) > 0 and r["new_rows_bytes"] == r["rows_computed"] * 8 * 4
+    assert r["tokens_saved"] == sum(res.lengths_before) - sum(res.lengths_after) > 0
+    assert 0 < r["reduction_pct"] < r["attention_cost_reduction_pct"] < 100
+    assert r["model_rows"] == 32000
+
+
+def test_cli_batches_specials_and_embeddings(tiny_llama2, tmp_path):
+    path, matrix = tiny_llama2
+    buf = io.StringIO()
+    with redirect_stdout(buf):
+        rc = main(["dynamic", str(TOKENIZERS / "llama-2"), "--flores", "est_Latn", "--n", "20", "--batch-size", "8",
+                   "--sample-merges", "--seed", "1", "--special-tokens", "--json"])  # fmt: skip
+    assert rc == 0
+    doc = json.loads(buf.getvalue())
+    runs = dynamic_batches(load_shared("llama-2"), flores_lines("est_Latn", 20), batch_size=8, seed=1,
+                           special_tokens=True)  # fmt: skip
+    assert doc["batches"] == [r.to_json() for r in runs] and doc["sampled"] and doc["special_tokens"]
+    out = tmp_path / "emb"
+    buf = io.StringIO()
+    with redirect_stdout(buf):
+        rc = main(["dynamic", str(TOKENIZERS / "llama-2"), "--flores", "est_Latn", "--n", "8", "--merges", "20",
+                   "--model", str(path), "--embeddings-out", str(out), "--json"])  # fmt: skip
+    assert rc == 0
+    doc = json.loads(buf.getvalue())
+    rows = load_file(str(out / "embeddings.safetensors"))["embeddings"]
+    meta = json.loads((out / "tokens.json").read_text(encoding="utf-8"))
+    assert rows.shape == (len(meta["tokens"]), 8) and meta["tokens"] == doc["unique_tokens"]
+    assert doc["embeddings"]["rows_computed"] == sum(meta["merged"])
+    with redirect_stdout(io.StringIO()):
+        assert main(["dynamic", str(TOKENIZERS / "llama-2"), "--text", "a b", "--sample-merges"]) == 2
+        assert (
+            main(["dynamic", str(TOKENIZERS / "llama-2"), "--text", "a b", "--embeddings-out", str(out)]) == 2
+        )
+        assert main(["dynamic", str(TOKENIZERS / "llama-2"), "--text", "a b", "--model", str(path),
+                     "--embeddings-out", str(out)]) == 2  # fmt: skip  # a non-empty folder is refused
+
+
+@need_smollm
+@pytest.mark.slow
+def test_batch_embeddings_smollm2_gguf():
+    tok = load_shared("smollm2-135m-instruct")
+    res = dynamic_tokenize(tok, flores_lines("est_Latn", 16), 60)
+    emb = batch_fvt_embeddings(res, tok, SMOLLM)
+    r = emb.report()
+    assert emb.rows.shape == (len(res.unique_tokens), 576) and np.isfinite(emb.rows).all()
+    assert r["rows_computed"] > 0 and r["model_rows"] == tok.vocab_size and r["tokens_saved"] > 0
+
+
+def test_dynamic_page_model_embeddings(tiny_llama2):
+    path, _ = tiny_llama2
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=60)
+    at.run()
+    at.switch_page("pages/dynamic.py").run()
+    at.session_state["toklab_library"] = {
+        **at.session_state["toklab_library"],
+        "llama-2": load_shared("llama-2"),
+    }
+    at.run()
+    at.selectbox(key="dyn-tok").set_value("llama-2").run()
+    at.selectbox(key="dyn-model-kind").set_value("Folder or file path").run()
+    at.text_input(key="dyn-model-path").input(str(path)).run()
+    at.button(key="dyn-emb-run").click().run()
+    assert not at.exception and not at.error, [e.message for e in at.exception]
+    res = dynamic_tokenize(load_shared("llama-2"), flores_lines("eng_Latn", 32), 10, "pretokens")
+    r = batch_fvt_embeddings(res, load_shared("llama-2"), path).report()
+    metrics = {m.label: m.value for m in at.metric}
+    assert metrics["Rows computed (FVT)"] == f"{r['rows_computed']:,}"
+    assert metrics["Tokens saved"] == f"{r['tokens_saved']:,}"
+    table = next(d.value for d in at.dataframe if "pieces" in d.value.columns)
+    assert len(table) == r["rows_computed"]
+    assert any(b.label == "Download the rows (.safetensors)" for b in at.get("download_button"))

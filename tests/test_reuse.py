@@ -12,7 +12,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 from support import ROOT, TOKENIZERS, flores_lines, load_shared
 
-from analysis import reuse, unicode
+from analysis import reuse, reuse_measures, unicode
 from analysis.errors import DataError, UnsupportedTokenizerError
 from analysis.flores import FLORES_TRAIN_LINES
 
@@ -79,9 +79,74 @@ def test_classification_sanity():
     assert len(partial) == 128 and all(by_id[i] == "Specials" for i in partial)
     assert set(partial) <= set(vc.replacement_ids)
     assert set(vc.special_ids) == set(tok.added_ids) and not set(vc.special_ids) & set(by_id)
-    assert reuse.text_labels("カタカナ漢字") == ("Katakana_Hiragana",)
     assert reuse.text_labels("мир hello") == ("Cyrillic", "Latin_merged")
     assert reuse.text_labels("\u2014\u2581") == ()
+
+
+@pytest.mark.parametrize("rules", reuse.RULES)
+def test_kana_and_cjk_grouping(rules):
+    # CJK drops out only when every label is kana or CJK; Hiragana + Katakana together make Katakana_Hiragana
+    assert reuse.text_labels("カタカナ漢字", rules) == ("Katakana",)
+    assert reuse.text_labels("の人", rules) == ("Hiragana",)
+    assert reuse.text_labels("ひらがなカタカナ", rules) == ("Katakana_Hiragana",)
+    assert reuse.text_labels("ひらがなカタカナ漢字", rules) == ("Katakana_Hiragana",)
+    assert reuse.text_labels("漢字", rules) == ("CJK_merged",)
+    assert reuse.text_labels("の人мир", rules) == ("CJK_merged", "Cyrillic", "Hiragana")
+
+
+def test_paper_rules_block_table():
+    names = {unicode.normalize_name(b.name) for b in unicode.blocks()}
+    assert len(reuse.PAPER_BLOCKS) == 122
+    assert all(unicode.normalize_name(n) in names for n in reuse.PAPER_BLOCKS)
+    # a block added after Unicode 4.0, and the C0 controls, are outside the first release's table
+    assert reuse.text_labels("\u1200", "paper") == (
+        "Ethiopic",
+    )  # in the table, though not an eligible keyword
+    assert reuse.text_labels("\u2d30", "paper") == ("Unknown",)  # Tifinagh (Unicode 4.1) is not
+    assert reuse.text_labels("\u2d30", "unicode17") == ("Tifinagh",)
+    assert reuse.text_labels("\u0430\x01", "paper") == ("Cyrillic", "Unknown")
+    assert reuse.text_labels("\u0430\x01", "unicode17") == ("Cyrillic", "Latin_merged")
+    assert reuse.is_eligible("Cyrillic_Unknown", "paper") and not reuse.is_eligible("Ethiopic", "paper")
+    assert reuse.is_eligible("Ethiopic", "unicode17") and not reuse.is_eligible("Unknown", "unicode17")
+    with pytest.raises(DataError, match="unknown class rules"):
+        reuse.classify_vocab(load_shared("gpt2"), "unicode4")
+
+
+# Hamdan et al. (EMNLP 2025), Table 2 (Llama-3.1, Arabic target): preserved scripts → (|L_R|, |S_R|)
+TABLE2 = {
+    ("latin", "cjk", "cyrillic", "greek", "thai"): (15, 1035),
+    ("latin", "cjk", "cyrillic", "greek"): (17, 2419),
+    ("latin", "cjk", "cyrillic"): (19, 3806),
+    ("latin", "cjk"): (21, 10268),
+    ("latin",): (37, 18019),
+    ("latin", "greek"): (35, 16632),
+}
+
+
+@pytest.mark.parametrize("preserved", list(TABLE2))
+def test_paper_table2_reusable_ids_llama(preserved):
+    vc = reuse.classify_vocab(load_shared("llama-3.1"))
+    plan = reuse.choose_reusable(vc, "arabic", preserved, 20000)
+    assert (len(plan.selected), plan.reusable_count) == TABLE2[preserved]
+    # the Unicode 17 rules give the same ids for Llama-3.1
+    plan17 = reuse.choose_reusable(
+        reuse.classify_vocab(load_shared("llama-3.1"), "unicode17"), "arabic", preserved, 20000
+    )
+    assert plan17.reusable_count == TABLE2[preserved][1]
+
+
+@pytest.mark.slow
+def test_paper_table1_qwen3():
+    """Table 1: Qwen3 has 41,752 reusable ids in 40 classes (Arabic target, Latin + Greek preserved)."""
+    tok = load_shared("qwen3")
+    plan = reuse.choose_reusable(reuse.classify_vocab(tok, "paper"), "arabic", ("latin", "greek"), 20000)
+    assert (plan.reusable_count, len(plan.selected)) == (41752, 40)
+    plan17 = reuse.choose_reusable(
+        reuse.classify_vocab(tok, "unicode17"), "arabic", ("latin", "greek"), 20000
+    )
+    extra = set(plan17.reusable_ids) - set(plan.reusable_ids)
+    assert set(plan.reusable_ids) <= set(plan17.reusable_ids) and extra
+    assert "Ethiopic" in plan17.selected and "Ethiopic" not in plan.selected
 
 
 def test_choice_excludes_preserved_and_protected_ids():
@@ -121,6 +186,11 @@ def test_round_trip_and_english_unchanged(llama_rt, monkeypatch):
         assert llama_rt.decode(llama_rt.encode(text)) == text
     eng = llama_rt.encode_batch(ENG_HELDOUT)
     assert eng == [e.ids for e in base.encode_batch(ENG_HELDOUT, add_special_tokens=False)]
+    # the tagged encoding gives the same ids, and the new tokenizer's id wherever it encoded
+    tagged = llama_rt.encode_batch_tagged(mixed)
+    assert [ids for ids, _ in tagged] == llama_rt.encode_batch(mixed)
+    for ids, tags in tagged:
+        assert all(t == -1 or llama_rt.new_to_old[t] == i for i, t in zip(ids, tags)) and max(tags) >= 0
     # emoji split over byte tokens next to Arabic: the window pass repairs the partial UTF-8 groups
     calls = []
     window = llama_rt._window_segments
@@ -132,9 +202,16 @@ def test_round_trip_and_english_unchanged(llama_rt, monkeypatch):
 
 def test_fertility_lower_and_ids_inside_the_model(llama_rt):
     tok = load_shared("llama-3.1")
-    cmp = reuse.compare(llama_rt, HELDOUT, ENG_HELDOUT)
-    assert cmp["after"]["fertility"] < cmp["before"]["fertility"] * 0.95
-    assert cmp["parity_after"] < cmp["parity_before"]
+    cmp = reuse_measures.compare(llama_rt, HELDOUT, ENG_HELDOUT)
+    before, after = cmp["before"], cmp["after"]
+    assert after["fertility"] < before["fertility"] * 0.95
+    # the paper's Table 3 measures: premium vs English (Petrov et al.) and continued words both drop
+    assert after["premium"] < before["premium"] and after["parity_corpus"] < before["parity_corpus"]
+    assert after["continued_words"] < before["continued_words"]
+    assert 1.5 < before["premium"] < 2.0  # the paper: 1.67 for Llama-3.1 on FLORES-200 devtest
+    # English is encoded by the old tokenizer: every measure is unchanged
+    eng = reuse_measures.compare(llama_rt, ENG_HELDOUT, ENG_HELDOUT)
+    assert eng["before"] == eng["after"] and eng["after"]["premium"] == 1.0
     ids = [i for x in llama_rt.encode_batch(HELDOUT + ENG_HELDOUT) for i in x]
     assert max(ids) < tok.vocab_size and llama_rt.vocab_size == tok.vocab_size
     assert any(i in llama_rt.reused_ids for i in ids)
@@ -148,7 +225,7 @@ def test_fertility_lower_and_ids_inside_the_model(llama_rt):
 
 
 def test_reused_script_decodes_as_target(llama_rt):
-    demo = reuse.reused_script_demo(llama_rt, "Привет, как дела?")
+    demo = reuse_measures.reused_script_demo(llama_rt, "Привет, как дела?")
     assert demo["n_reused"] > 0
     assert demo["decoded"] != demo["text"]
     assert any(unicode.block(c) == "Arabic" for c in demo["decoded"])
@@ -163,7 +240,7 @@ def test_deterministic_maps(llama_rt):
 def test_qwen3_fertility_lower():
     rt = _build("qwen3")
     tok = load_shared("qwen3")
-    cmp = reuse.compare(rt, HELDOUT)
+    cmp = reuse_measures.compare(rt, HELDOUT)
     assert cmp["after"]["fertility"] < cmp["before"]["fertility"]
     assert max(rt.new_to_old.values()) < tok.vocab_size
     sample = HELDOUT[:40] + ENG_HELDOUT[:40]
@@ -190,38 +267,87 @@ def test_unsupported_tokenizer_is_refused():
         reuse.build_reuse_tokenizer(load_shared("llama-2"), TRAIN[:10])
 
 
-def test_cli_json(tmp_path):
-    out = tmp_path / "cli"
-    r = subprocess.run(
-        [sys.executable, "-m", "analysis", "reuse", str(TOKENIZERS / "llama-3.1")]
-        + ["--target", "arabic", "--no-corpora", "--out", str(out), "--json"],
+def _cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "analysis", "reuse", str(TOKENIZERS / "llama-3.1"), *args],
         capture_output=True,
         text=True,
         cwd=ROOT,
         env={**os.environ, "HF_HUB_OFFLINE": "1"},
-        timeout=300,
+        timeout=600,
     )
+
+
+@pytest.mark.slow
+def test_cli_json_without_collateral(tmp_path):
+    out = tmp_path / "cli"
+    r = _cli("--target", "arabic", "--no-corpora", "--collateral", "none", "--out", str(out), "--json")
     assert r.returncode == 0, r.stderr
     rep = json.loads(r.stdout)
-    assert rep["reusable_count"] > 10000 and "Cyrillic" in rep["selected_classes"]
-    assert rep["heldout"]["fertility_after"] < rep["heldout"]["fertility_before"]
+    assert (
+        rep["reusable_count"] == 16632 and "Cyrillic" in rep["selected_classes"] and rep["rules"] == "paper"
+    )
+    h = rep["heldout"]
+    assert h["after"]["fertility"] < h["before"]["fertility"] and h["fertility_change"] < 0
+    assert h["after"]["premium"] < h["before"]["premium"]
+    assert "collateral" not in rep
     assert (out / reuse.MAPPING_FILE).is_file()
+    # a non-empty output folder is refused unless asked to replace it
+    again = _cli("--no-corpora", "--collateral", "none", "--out", str(out))
+    assert again.returncode == 2 and "not empty" in again.stderr
+    assert _cli("--no-corpora", "--collateral", "none", "--out", str(out), "--replace").returncode == 0
+    bad = _cli("--no-corpora", "--protect", "everything")
+    assert bad.returncode == 2 and "unknown protection" in bad.stderr
 
 
-def test_page_trains_previews_and_exports():
+@pytest.mark.slow
+def test_cli_json_collateral_for_every_flores_language():
+    r = _cli("--target", "arabic", "--json")
+    assert r.returncode == 0, r.stderr
+    rep = json.loads(r.stdout)
+    rows = rep["collateral"]
+    assert len(rows) == 204 and len({row["lang"] for row in rows}) == 204
+    by = {row["lang"]: row for row in rows}
+    assert by["eng_Latn"]["round_trip"] and by["eng_Latn"]["ids_changed"] == 0
+    assert not by["rus_Cyrl"]["round_trip"] and by["rus_Cyrl"]["role"] == "reused"
+    assert not by["ory_Orya"]["round_trip"] and by["ory_Orya"]["role"] == "kept"  # the danda is reused
+    assert by["arb_Arab"]["role"] == "target" and by["arb_Arab"]["round_trip"]
+    s = rep["collateral_summary"]
+    assert s["not_round_trip"] == sum(not row["round_trip"] for row in rows)
+    assert "ory_Orya" in s["kept_languages_broken"]
+    assert rep["fertility_by_class"]["Arabic"]["after"] < rep["fertility_by_class"]["Arabic"]["before"]
+    assert rep["fertility_by_class"]["English"]["after"] == rep["fertility_by_class"]["English"]["before"]
+
+
+def _table(at: AppTest, *columns: str):
+    """The page's dataframe that has these columns."""
+    return next(d.value for d in at.dataframe if set(columns) <= set(d.value.columns))
+
+
+def _page() -> AppTest:
     at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=60)
     at.switch_page("pages/reuse.py").run()
     assert not at.exception, [e.message for e in at.exception]
+    return at
+
+
+def test_page_trains_previews_and_exports():
+    at = _page()
     spec = json.loads(at.get("plotly_chart")[0].proto.spec)
     assert spec["data"][0]["type"] == "bar" and "Cyrillic" in spec["data"][0]["x"]
     metrics = {m.label: m.value for m in at.metric}
-    assert int(metrics["Reusable ids"].replace(",", "")) > 10000
+    assert int(metrics["Reusable ids"].replace(",", "")) > 10000 and metrics["Protected ids"] == "0"
+    # protecting shared symbols keeps some ids out of reuse
+    at.multiselect(key="reuse-protect").set_value(["symbols"]).run()
+    assert int({m.label: m.value for m in at.metric}["Protected ids"].replace(",", "")) > 0
     at.button(key="reuse-train").click().run(timeout=120)
     assert not at.exception, [e.message for e in at.exception]
     assert not at.error, [e.value for e in at.error]
-    table = at.dataframe[-1].value.set_index("language")
-    assert table.loc["arb_Arab", "fertility after"] < table.loc["arb_Arab", "fertility before"]
-    assert table.loc["eng_Latn", "fertility after"] == table.loc["eng_Latn", "fertility before"]
+    table = _table(at, "measure").set_index(["language", "measure"])
+    arb, eng = table.loc["arb_Arab"], table.loc["eng_Latn"]
+    assert arb.loc["fertility", "after"] < arb.loc["fertility", "before"]
+    assert arb.loc["premium vs English", "after"] < arb.loc["premium vs English", "before"]
+    assert (eng["after"] == eng["before"]).all()
     assert any("decode as the target" in w.value for w in at.warning)
     assert len(at.get("html")) >= 2
     assert at.get("download_button")
@@ -229,3 +355,116 @@ def test_page_trains_previews_and_exports():
     at.selectbox(key="reuse-target").set_value("greek").run()
     assert not at.exception, [e.message for e in at.exception]
     assert any("Train the new tokenizer" in i.value for i in at.info)
+
+
+@pytest.mark.slow
+def test_page_collateral_table():
+    at = _page()
+    # the unicode17 rules make more classes eligible (Qwen: 92 instead of 40)
+    eligible = int({m.label: m.value for m in at.metric}["Eligible classes"])
+    at.radio(key="reuse-rules").set_value("unicode17").run()
+    assert int({m.label: m.value for m in at.metric}["Eligible classes"]) > eligible
+    at.radio(key="reuse-rules").set_value("paper").run()
+    at.button(key="reuse-train").click().run(timeout=120)
+    at.button(key="reuse-collateral-run").click().run(timeout=600)
+    assert not at.exception, [e.message for e in at.exception]
+    metrics = {m.label: m.value for m in at.metric}
+    broken = int(metrics["Languages that no longer round-trip"].split()[0])
+    assert 20 < broken < 204  # the default tokenizer (Qwen): Cyrillic, CJK, Thai, Hebrew … are reused
+    table = _table(at, "example")
+    assert len(table) == broken and "rus_Cyrl" in set(table["lang"]) and "eng_Latn" not in set(table["lang"])
+    assert int(metrics["…in a kept script (collateral)"]) == int((table["role"] == "kept").sum())
+    assert all("→" in e for e in table["example"])
+    fert = _table(at, "class", "after").set_index("class")
+    assert fert.loc["Arabic", "after"] < fert.loc["Arabic", "before"]
+
+
+# ------------------------------------------------------------------------------- what the reuse breaks
+def test_collateral_rows(llama_rt):
+    rows = reuse_measures.collateral(llama_rt, ["eng_Latn", "rus_Cyrl", "ory_Orya", "arb_Arab"])
+    by = {r["lang"]: r for r in rows}
+    assert [r["lang"] for r in rows] == ["eng_Latn", "rus_Cyrl", "ory_Orya", "arb_Arab"]
+    assert (
+        by["eng_Latn"]["round_trip"]
+        and by["eng_Latn"]["example"] is None
+        and by["eng_Latn"]["role"] == "kept"
+    )
+    assert by["eng_Latn"]["premium_before"] == by["eng_Latn"]["premium_after"] == 1.0
+    rus = by["rus_Cyrl"]
+    assert rus["role"] == "reused" and not rus["round_trip"] and rus["broken_lines"] == rus["lines"]
+    assert rus["ids_changed"] > 0.3 and rus["tokens_before"] == rus["tokens_after"]
+    assert any(unicode.block(c) == "Arabic" for c in rus["example"]["decoded"])
+    # Oriya keeps its script, but the Devanagari danda "।" it uses sits on a reused id
+    ory = by["ory_Orya"]
+    assert ory["role"] == "kept" and not ory["round_trip"] and 0 < ory["ids_changed"] < 0.05
+    assert "।" in ory["example"]["text"] and "।" not in ory["example"]["decoded"]
+    arb = by["arb_Arab"]
+    assert arb["role"] == "target" and arb["round_trip"] and arb["fertility_after"] < arb["fertility_before"]
+    summary = reuse_measures.collateral_summary(rows)
+    assert summary == {
+        "languages": 4,
+        "not_round_trip": 2,
+        "not_round_trip_by_role": {"kept": 1, "reused": 1},
+        "kept_languages_broken": ["ory_Orya"],
+    }
+    assert set(reuse_measures.fertility_by_class(rows)) == {"Arabic", "English", "Russian"}
+
+
+def test_protecting_shared_symbols_keeps_oriya_and_gurmukhi():
+    tok = load_shared("llama-3.1")
+    danda = tok.tokenizer.encode("।", add_special_tokens=False).ids
+    heart = tok.tokenizer.encode("❤", add_special_tokens=False).ids
+    rt = reuse.build_reuse_tokenizer(tok, TRAIN, protect=("symbols",))
+    plain = reuse.choose_reusable(reuse.classify_vocab(tok), "arabic", ("latin", "greek"), 20000)
+    assert set(danda) <= set(plain.reusable_ids) and not set(danda) & set(rt.reused_ids)
+    assert rt.info["protected_count"] > 0 and rt.info["reusable_count"] == 16632 - rt.info["protected_count"]
+    assert all(reuse.is_shared_symbol(reuse.standalone_text(tok, tok.id_to_token[i])) for i in danda + heart)
+    assert not reuse.is_shared_symbol("мир") and not reuse.is_shared_symbol("\ufffd")
+    for text in ("Great work ✔ ❤", *flores_lines("ory_Orya")[:20], *flores_lines("pan_Guru")[:20]):
+        assert rt.decode(rt.encode(text)) == text
+    rows = reuse_measures.collateral(rt, ["ory_Orya", "pan_Guru", "rus_Cyrl"])
+    assert [r["round_trip"] for r in rows] == [True, True, False]
+    with pytest.raises(DataError, match="unknown protection"):
+        reuse.build_reuse_tokenizer(tok, TRAIN, protect=("all",))
+
+
+def test_min_frequency_and_training_text_choice():
+    tok = load_shared("llama-3.1")
+    # FLORES-only training stops early at min_frequency 2; 0 lets the new vocabulary grow
+    two = reuse.build_reuse_tokenizer(tok, TRAIN, min_frequency=2)
+    zero = reuse.build_reuse_tokenizer(tok, TRAIN, min_frequency=0)
+    assert two.info["new_vocab_size"] < zero.info["new_vocab_size"] <= 16632 + len(tok.added_tokens)
+    assert zero.info["min_frequency"] == 0
+    texts = reuse.target_training_texts(
+        "arb_Arab", flores_train=False, corpora=False, extra=["مرحبا بكم", " "]
+    )
+    assert texts == ["مرحبا بكم"]
+    with_flores = reuse.target_training_texts("arb_Arab", corpora=False, extra=["مرحبا"])
+    assert with_flores[:-1] == TRAIN and with_flores[-1] == "مرحبا"
+    assert [p.name for p in reuse.corpus_files("arb_Arab")] == [
+        "arb_Arab.txt.gz",
+        "arb_Arab.ui.txt.gz",
+        "arb_Arab.wordfreq.tsv.gz",
+    ]
+    with pytest.raises(DataError, match="no training text"):
+        reuse.target_training_texts("arb_Arab", flores_train=False, corpora=False)
+    with pytest.raises(DataError, match="negative"):
+        reuse.build_reuse_tokenizer(tok, TRAIN, min_frequency=-1)
+
+
+def test_parity_aware_target_tokenizer():
+    tok = load_shared("llama-3.1")
+    langs = ["arb_Arab", "urd_Arab", "pes_Arab"]
+    rt = reuse.build_reuse_tokenizer(tok, TRAIN, trainer="parity", parity_langs=langs, train_lang="arb_Arab")
+    assert rt.info["trainer"] == "parity" and rt.info["parity_langs"] == langs
+    assert rt.info["new_vocab_size"] <= 16632 + len(tok.added_tokens)
+    plain = reuse.build_reuse_tokenizer(tok, TRAIN)
+    urd = flores_lines("urd_Arab")[FLORES_TRAIN_LINES:]
+    # trained on Urdu and Persian too, the parity-aware target tokenizer serves Urdu better than Arabic-only BPE
+    assert (
+        reuse_measures.compare(rt, urd)["after"]["tokens"]
+        < reuse_measures.compare(plain, urd)["after"]["tokens"]
+    )
+    assert [rt.decode(x) for x in rt.encode_batch(HELDOUT[:30] + urd[:30])] == HELDOUT[:30] + urd[:30]
+    with pytest.raises(DataError, match="unknown trainer"):
+        reuse.build_reuse_tokenizer(tok, TRAIN, trainer="unigram")

@@ -3,13 +3,25 @@
 from __future__ import annotations
 
 import argparse
+import sys
 import time
 from pathlib import Path
 
 from ..corpora import iter_file
+from ..errors import DataError
 from ..flores import FLORES_TRAIN_LINES, split_lines
-from ..reuse import build_reuse_tokenizer, compare, reused_script_demo, target_training_texts
-from ._common import add_tokenizer_argument, load_from_args, print_json
+from ..outputs import atomic_folder, strict_json
+from ..reuse import DEFAULT_RULES, PROTECTIONS, RULES, TRAINERS, build_reuse_tokenizer, target_training_texts
+from ..reuse_measures import (
+    SPLITS,
+    collateral,
+    collateral_summary,
+    compare,
+    fertility_by_class,
+    reused_script_demo,
+)
+from ..reuse_model import export_model
+from ._common import add_tokenizer_argument, load_from_args
 
 NAME = "reuse"
 HELP = (
@@ -30,6 +42,19 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--min-reusable", type=int, default=20000, help="threshold h on reusable ids (default 20000)"
     )
     p.add_argument(
+        "--rules",
+        choices=RULES,
+        default=DEFAULT_RULES,
+        help="class rules: 'paper' (the R-BPE code the paper used: 122 blocks, 26 script keywords) or "
+        "'unicode17' (every Unicode 17 block and script); default paper",
+    )
+    p.add_argument(
+        "--protect",
+        default="",
+        help=f"comma-separated protections ({', '.join(PROTECTIONS)}): keep shared punctuation/symbols, and ids "
+        "the FLORES text of kept-script languages uses, out of reuse",
+    )
+    p.add_argument(
         "--train-lang",
         default="arb_Arab",
         help=f"FLORES language for training (first {FLORES_TRAIN_LINES} lines) and held-out metrics (the rest)",
@@ -38,9 +63,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--text", action="append", default=[], metavar="FILE", help="extra training text (repeatable)"
     )
     p.add_argument(
+        "--no-flores", action="store_true", help="do not train on the FLORES lines of --train-lang"
+    )
+    p.add_argument(
         "--no-corpora",
         action="store_true",
-        help="train on FLORES (+ --text) only, without the shared corpora of --train-lang (faster, weaker)",
+        help="train without the shared corpora of --train-lang (FLORES + --text only: faster, weaker)",
     )
     p.add_argument(
         "--max-words",
@@ -49,25 +77,67 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="most frequent words taken from the word-frequency list",
     )
     p.add_argument(
-        "--reference-lang", default="eng_Latn", help="FLORES language for parity (default eng_Latn)"
+        "--min-frequency", type=int, default=2, help="minimum pair frequency of the new BPE (default 2)"
+    )
+    p.add_argument(
+        "--trainer",
+        choices=TRAINERS,
+        default="bpe",
+        help="target tokenizer trainer: plain BPE, or parity-aware BPE over the FLORES languages of the target "
+        "script (default bpe)",
+    )
+    p.add_argument(
+        "--reference-lang", default="eng_Latn", help="FLORES language for premium/parity (default eng_Latn)"
+    )
+    p.add_argument(
+        "--collateral",
+        choices=(*SPLITS, "none"),
+        default="heldout",
+        help="the collateral table over every FLORES language on the held-out lines (default), all lines, or none",
     )
     p.add_argument("--out", default=None, metavar="DIR", help="write the R-BPE tokenizer folder here")
+    p.add_argument(
+        "--model",
+        default=None,
+        help="with --out: also write this model (folder, weight file, GGUF or hub id) with the reused ids' rows "
+        "re-initialised by FVT",
+    )
+    p.add_argument("--replace", action="store_true", help="replace a non-empty --out folder")
     p.add_argument("--json", action="store_true", help="print one JSON object")
 
 
-def run(args: argparse.Namespace) -> int:
-    """Build the R-BPE tokenizer, compare fertility on held-out FLORES, optionally save it."""
-    tok = load_from_args(args)
-    texts = target_training_texts(args.train_lang, corpora=not args.no_corpora, max_words=args.max_words)
+def _texts(args: argparse.Namespace) -> list[str]:
+    extra: list[str] = []
     for f in args.text:
-        texts += list(iter_file(f))
+        if not Path(f).is_file():
+            raise DataError(f"{f}: no such file")
+        extra += list(iter_file(f))
+    return target_training_texts(
+        args.train_lang,
+        flores_train=not args.no_flores,
+        corpora=not args.no_corpora,
+        max_words=args.max_words,
+        extra=extra,
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    """Build the R-BPE tokenizer, measure it on held-out FLORES (and every language), optionally save it."""
+    if args.model and not args.out:
+        raise DataError("--model needs --out (the folder the model and tokenizer are written to)")
+    tok = load_from_args(args)
     t0 = time.perf_counter()
     rt = build_reuse_tokenizer(
         tok,
-        texts,
+        _texts(args),
         target=args.target,
         preserved=[s for s in args.preserve.split(",") if s.strip()],
         min_reusable=args.min_reusable,
+        min_frequency=args.min_frequency,
+        rules=args.rules,
+        protect=[s.strip() for s in args.protect.split(",") if s.strip()],
+        trainer=args.trainer,
+        train_lang=args.train_lang,
     )
     seconds = time.perf_counter() - t0
     heldout = split_lines(args.train_lang)[1]
@@ -76,42 +146,63 @@ def run(args: argparse.Namespace) -> int:
     demo = reused_script_demo(rt)
     rep = {k: v for k, v in rt.info.items() if k not in ("classes", "reusable_blocks")}
     rep["seconds"] = seconds
-    rep["heldout"] = {
-        "lang": args.train_lang,
-        "lines": cmp["lines"],
-        "fertility_before": cmp["before"]["fertility"],
-        "fertility_after": cmp["after"]["fertility"],
-        "fertility_change": cmp["fertility_change"],
-        "bytes_per_token_before": cmp["before"]["bytes_per_token"],
-        "bytes_per_token_after": cmp["after"]["bytes_per_token"],
-        "parity_before": cmp.get("parity_before"),
-        "parity_after": cmp.get("parity_after"),
-    }
+    rep["heldout"] = {"lang": args.train_lang, "reference": args.reference_lang, **cmp}
     if demo:
         rep["reused_script_demo"] = {k: demo[k] for k in ("text", "decoded", "n_reused")}
-    if args.out:
-        rt.save(args.out)
+    if args.collateral != "none":
+        rows = collateral(rt, "all", split=args.collateral, reference=args.reference_lang)
+        rep["collateral_summary"] = collateral_summary(rows)
+        rep["fertility_by_class"] = fertility_by_class(rows)
+        rep["collateral"] = rows
+    if args.out and args.model:
+        rep["model"] = export_model(rt, args.model, args.out, replace=args.replace)
+        rep["out"] = rep["model"]["out"]
+    elif args.out:
+        with atomic_folder(args.out, replace=args.replace) as tmp:
+            rt.save(tmp)
         rep["out"] = str(Path(args.out).resolve())
     if args.json:
-        print_json(rep)
+        sys.stdout.write(strict_json(rep) + "\n")
         return 0
-    h = rep["heldout"]
-    sel = ", ".join(f"{k} ({v})" for k, v in rt.info["selected_classes"].items())
-    print(f"R-BPE on {tok.name}: target {args.target}, preserved {', '.join(rt.info['preserved'])}")
-    print(f"  {len(rt.info['selected_classes'])} reusable classes: {sel}")
+    _print(rep, rt.info, tok.name, args)
+    return 0
+
+
+def _print(rep: dict, info: dict, name: str, args: argparse.Namespace) -> None:
+    h, b, a = rep["heldout"], rep["heldout"]["before"], rep["heldout"]["after"]
+    sel = ", ".join(f"{k} ({v})" for k, v in info["selected_classes"].items())
     print(
-        f"  reusable ids {rt.info['reusable_count']:,}; new vocabulary {rt.info['new_vocab_size']:,} "
-        f"({rt.info['common_tokens']:,} common, {rt.info['reused_tokens']:,} on reused ids); {seconds:.1f} s"
+        f"R-BPE on {name}: target {args.target}, preserved {', '.join(info['preserved'])}, rules {info['rules']}"
     )
+    print(f"  {len(info['selected_classes'])} reusable classes: {sel}")
     print(
-        f"  {args.train_lang} held-out ({h['lines']} lines): fertility {h['fertility_before']:.3f} → "
-        f"{h['fertility_after']:.3f} ({h['fertility_change']:+.1%}); bytes/token "
-        f"{h['bytes_per_token_before']:.3f} → {h['bytes_per_token_after']:.3f}"
+        f"  reusable ids {info['reusable_count']:,} ({info['protected_count']:,} protected); new vocabulary "
+        f"{info['new_vocab_size']:,} ({info['common_tokens']:,} common, {info['reused_tokens']:,} on reused ids; "
+        f"{info['trainer']}, min frequency {info['min_frequency']}); {rep['seconds']:.1f} s"
     )
-    if h["parity_before"] is not None:
-        print(f"  parity vs {args.reference_lang}: {h['parity_before']:.3f} → {h['parity_after']:.3f}")
+    print(f"  {h['lang']} held-out ({h['lines']} lines), before → after:")
+    for key, label in (
+        ("fertility", "fertility"),
+        ("bytes_per_token", "bytes/token"),
+        ("continued_words", "continued words"),
+        ("premium", f"premium vs {h['reference']}"),
+    ):
+        if b.get(key) is not None and a.get(key) is not None:
+            print(f"    {label:24} {b[key]:.3f} → {a[key]:.3f} ({a[key] / b[key] - 1:+.1%})")
+    demo = rep.get("reused_script_demo")
     if demo:
         print(f"  reused script now decodes as the target: {demo['text'][:50]!r} → {demo['decoded'][:50]!r}")
-    if args.out:
+    s = rep.get("collateral_summary")
+    if s:
+        kept = ", ".join(s["kept_languages_broken"]) or "none"
+        print(
+            f"  collateral ({args.collateral} lines): {s['not_round_trip']} of {s['languages']} FLORES languages no "
+            f"longer round-trip {s['not_round_trip_by_role']}; kept-script languages broken: {kept}"
+        )
+    if rep.get("model"):
+        m = rep["model"]
+        print(
+            f"  model: {m['reinitialised']:,} of {m['rows']:,} rows re-initialised by FVT (tied {m['tied']})"
+        )
+    if rep.get("out"):
         print(f"  written to {rep['out']}")
-    return 0

@@ -1,0 +1,106 @@
+"""`python -m analysis parity-train --vocab-size N [--langs all] [--variant base] [--out DIR] [--json]`.
+
+Parity-aware BPE vs plain BPE at equal vocabulary size on FLORES-200 (see :mod:`analysis.parity`): premium
+against English per language (mean, maximum, Gini) next to the compression cost (bytes/token).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from ..errors import DataError
+from ..flores import ENGLISH, FLORES_TRAIN_LINES
+from ..outputs import atomic_folder, atomic_write_text, strict_json
+from ..parity import VARIANTS, parity_comparison
+
+NAME = "parity-train"
+HELP = "parity-aware BPE vs plain BPE on FLORES: premium vs English across languages and the compression cost"
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    """Register the arguments of `parity-train`."""
+    p.add_argument(
+        "--vocab-size", type=int, default=8000, help="vocabulary size of both tokenizers (default 8000)"
+    )
+    p.add_argument("--langs", default="all", help="FLORES codes, comma-separated, or 'all' (default)")
+    p.add_argument("--n-train", type=int, default=700, help="training lines per language (default 700)")
+    p.add_argument(
+        "--n-dev",
+        type=int,
+        default=100,
+        help=f"parallel development lines per language after the training lines (default 100; lines "
+        f"{FLORES_TRAIN_LINES + 1}– are held out)",
+    )
+    p.add_argument("--variant", choices=VARIANTS, default="base", help="parity-aware variant (default base)")
+    p.add_argument(
+        "--global-merges", type=int, default=0, help="plain-BPE merges before parity mode (default 0)"
+    )
+    p.add_argument("--min-frequency", type=int, default=0, help="minimum pair frequency (default 0)")
+    p.add_argument("--reference", default=ENGLISH, help=f"premium reference language (default {ENGLISH})")
+    p.add_argument("--no-cache", action="store_true", help="retrain even when the result is cached")
+    p.add_argument("--rows", action="store_true", help="also print the per-language rows (text output)")
+    p.add_argument(
+        "--out", default=None, metavar="DIR", help="write both tokenizers and the report to a new folder"
+    )
+    p.add_argument("--replace", action="store_true", help="replace a non-empty --out folder")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+
+
+def run(args: argparse.Namespace) -> int:
+    """Train both tokenizers (or read the cache), measure, print, optionally write them."""
+    if args.vocab_size < 300:
+        raise DataError("--vocab-size must be at least 300 (256 bytes + merges)")
+    res = parity_comparison(
+        args.vocab_size,
+        args.langs,
+        n_train=args.n_train,
+        n_dev=args.n_dev,
+        variant=args.variant,
+        reference=args.reference,
+        min_frequency=args.min_frequency,
+        global_merges=args.global_merges,
+        use_cache=not args.no_cache,
+        keep_tokenizers=bool(args.out),
+    )
+    trained = res.pop("tokenizers", None)
+    if args.out:
+        with atomic_folder(args.out, replace=args.replace) as tmp:
+            for kind, tok in (trained or {}).items():
+                (tmp / kind).mkdir()
+                atomic_write_text(tmp / kind / "tokenizer.json", tok.to_str())
+            atomic_write_text(tmp / "parity_report.json", strict_json(res))
+        res["out"] = str(args.out)
+    if args.json:
+        sys.stdout.write(strict_json(res) + "\n")
+        return 0
+    p = res["params"]
+    print(
+        f"parity-aware ({p['variant']}) vs plain BPE, {p['vocab_size']:,} tokens, {len(p['languages'])} FLORES "
+        f"languages; train lines 1–{p['n_train']}, dev {p['n_train'] + 1}–{p['n_train'] + p['n_dev']}, "
+        f"held out {FLORES_TRAIN_LINES + 1}–"
+    )
+    print(f"{'':8} {'premium mean':>12} {'max':>7} {'Gini':>7} {'bytes/token':>11} {'train s':>8}")
+    for kind in ("plain", "parity"):
+        s, r = res[kind]["summary"], res[kind]
+        print(
+            f"{kind:8} {s['premium_mean']:>12.3f} {s['premium_max']:>7.3f} {s['premium_gini']:>7.4f} "
+            f"{s['bytes_per_token']:>11.3f} {r['seconds']:>8.1f}"
+        )
+    c = res["cost"]
+    print(
+        f"parity − plain: premium mean {c['premium_mean']:+.3f}, max {c['premium_max']:+.3f}, Gini "
+        f"{c['premium_gini']:+.4f}; bytes/token {c['bytes_per_token']:+.3f} ({c['bytes_per_token_relative']:+.1%})"
+    )
+    if args.rows:
+        plain = {r["lang"]: r for r in res["plain"]["rows"]}
+        print(f"{'lang':10} {'premium plain':>13} {'parity':>7} {'bytes/token plain':>17} {'parity':>7}")
+        for r in res["parity"]["rows"]:
+            q = plain[r["lang"]]
+            print(
+                f"{r['lang']:10} {q['premium'] or 0:>13.3f} {r['premium'] or 0:>7.3f} "
+                f"{q['bytes_per_token'] or 0:>17.3f} {r['bytes_per_token'] or 0:>7.3f}"
+            )
+    if args.out:
+        print(f"written to {res['out']}")
+    return 0
