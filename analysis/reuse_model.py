@@ -21,12 +21,12 @@ import os
 from pathlib import Path
 from typing import Any
 
+from .bpe import bare_tokenize_fn
 from .embeddings import save_model
 from .errors import DataError, ModelLoadError
 from .fvt import fvt_pieces, fvt_rows
 from .models import load_causal_lm
 from .outputs import atomic_folder, atomic_write_text, strict_json
-from .reachability import bare_tokenize_fn
 from .reuse import ReuseTokenizer
 
 MODEL_REPORT = "rbpe_model.json"
