@@ -1,0 +1,291 @@
+"""Reading what users send, bounded before anything is allocated: the one home of input limits and of turning
+low-level failures into messages.
+
+* :func:`read_file` — a whole file (tokenizer.json, a `.model`, `vocab.txt`, a scores file) under the one size
+  cap (:func:`analysis.paths.max_file_bytes`), however it arrives: a path, a folder, a zip member, the hub.
+* :func:`check_size` — the same cap for bytes already in memory (an upload).
+* :func:`parse_json` — JSON with every failure (syntax, nesting 100,000 deep, not UTF-8) as one error class.
+* :func:`decode_utf8` — text files must be UTF-8: a clear error with the byte offset, never U+FFFD.
+* :func:`copy_member` — a zip member copied in chunks, counting the bytes actually decompressed (a zip whose
+  headers understate its sizes is stopped at the cap), with corrupt, encrypted or unsupported members reported.
+* :data:`ARCHIVE_ERRORS` — the exceptions :mod:`zipfile`, :mod:`gzip` and :mod:`zlib` raise on corrupt data;
+  :func:`open_zip` refuses a zip declaring too many entries before :mod:`zipfile` reads its directory.
+* :func:`text_units` — a text stream read line by line with a byte budget that applies inside a line (a 3 GB
+  line is read in bounded pieces), strict UTF-8, NUL bytes refused.
+"""
+
+from __future__ import annotations
+
+import gzip
+import io
+import json
+import os
+import struct
+import zipfile
+import zlib
+from collections.abc import Iterator
+from pathlib import Path
+from typing import IO, Any
+
+from . import paths
+from .errors import AnalysisError, DataError
+
+#: What zipfile/gzip/zlib raise on corrupt, truncated, encrypted or unsupported archives.
+ARCHIVE_ERRORS: tuple[type[BaseException], ...] = (
+    zipfile.BadZipFile,
+    zipfile.LargeZipFile,
+    zlib.error,
+    EOFError,
+    NotImplementedError,  # an unsupported compression method
+    RuntimeError,  # an encrypted member ("password required")
+)
+CHUNK = 1 << 20
+
+
+def human_size(n: int) -> str:
+    """1234 → '1.2 kB', 200 MiB → '200 MB' (binary units, short labels)."""
+    for unit, div in (("GB", 1 << 30), ("MB", 1 << 20), ("kB", 1 << 10)):
+        if n >= div:
+            return f"{n / div:.1f}".removesuffix(".0") + f" {unit}"
+    return f"{n} bytes"
+
+
+def too_big(name: str, size: int, cap: int | None = None) -> str:
+    """The message for a file over the size cap."""
+    cap = paths.max_file_bytes() if cap is None else cap
+    return (
+        f"{name} is {human_size(size)}, over the {human_size(cap)} limit for tokenizer and vocabulary files "
+        "(did you give model weights?)"
+    )
+
+
+def check_size(name: str, size: int, error: type[AnalysisError] = DataError) -> None:
+    """Raise `error` when `size` bytes exceed the file cap."""
+    if size > paths.max_file_bytes():
+        raise error(too_big(name, size))
+
+
+def path_error(path: str | os.PathLike, e: OSError) -> str:
+    """A short message for an OSError on a path (the path shortened when it is very long)."""
+    s = os.fspath(path)
+    shown = s if len(s) <= 200 else s[:100] + "…" + s[-60:]
+    return f"cannot read {shown}: {e.strerror or e}"
+
+
+def read_file(path: str | os.PathLike, error: type[AnalysisError] = DataError) -> bytes:
+    """The bytes of one file, refused before reading when over the cap (and never read past the cap)."""
+    p = Path(path)
+    cap = paths.max_file_bytes()
+    try:
+        with open(p, "rb") as f:
+            size = os.fstat(f.fileno()).st_size
+            if size > cap:
+                raise error(too_big(p.name, size))
+            data = f.read(cap + 1)  # /proc files and growing files report a size that may be wrong
+    except OSError as e:
+        raise error(path_error(p, e)) from e
+    if len(data) > cap:
+        raise error(too_big(p.name, len(data)))
+    return data
+
+
+def parse_json(data: bytes | str, what: str, error: type[AnalysisError] = DataError) -> Any:
+    """`json.loads` whose failures (syntax, deep nesting, bad UTF-8, NaN literals stay allowed) become `error`."""
+    try:
+        return json.loads(data)
+    except RecursionError:
+        raise error(f"{what} is nested too deeply to be a tokenizer or configuration file") from None
+    except UnicodeDecodeError as e:
+        raise error(f"{what} is not UTF-8 text ({e.reason} at byte {e.start})") from None
+    except json.JSONDecodeError as e:
+        raise error(f"{what} is not valid JSON ({e.msg}, line {e.lineno} column {e.colno})") from None
+    except ValueError as e:  # e.g. integers with too many digits
+        raise error(f"{what} is not valid JSON ({e})") from None
+
+
+def decode_utf8(data: bytes, what: str, error: type[AnalysisError] = DataError) -> str:
+    """UTF-8 text (a BOM dropped), or `error` naming the first bad byte."""
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as e:
+        raise error(
+            f"{what} is not UTF-8 text (byte 0x{data[e.start]:02X} at offset {e.start}): convert it to UTF-8"
+        ) from None
+
+
+def copy_member(
+    zf: zipfile.ZipFile,
+    info: zipfile.ZipInfo,
+    out: IO[bytes],
+    budget: int,
+    error: type[AnalysisError] = DataError,
+) -> int:
+    """Copy one zip member to `out` in chunks; returns the bytes written (at most `budget`, else `error`).
+
+    The count is of the bytes actually decompressed, not the sizes the zip's headers claim.
+    """
+    written = 0
+    try:
+        with zf.open(info) as src:
+            while True:
+                chunk = src.read(min(CHUNK, budget - written + 1))
+                if not chunk:
+                    break
+                written += len(chunk)
+                if written > budget:
+                    raise error(f"the zip expands to more than {human_size(budget)}: refused")
+                out.write(chunk)
+    except ARCHIVE_ERRORS as e:
+        raise error(member_error(info.filename, e)) from None
+    return written
+
+
+def member_error(name: str, e: BaseException) -> str:
+    """The message for a corrupt, encrypted or unsupported archive member."""
+    text = str(e)
+    if isinstance(e, RuntimeError) and "encrypted" in text.lower():
+        return f"{name} in the zip is encrypted: zip it again without a password"
+    if isinstance(e, NotImplementedError):
+        return f"{name} in the zip uses an unsupported compression method ({text}): use deflate or store"
+    return f"{name} is corrupt or truncated ({type(e).__name__}: {text})"
+
+
+# --------------------------------------------------------------------------------------------------
+# Zip archives: the entry count read from the end record before zipfile builds one object per entry
+# --------------------------------------------------------------------------------------------------
+_EOCD = struct.Struct("<4s4H2LH")
+_ZIP64_LOCATOR = struct.Struct("<4sLQL")
+_ZIP64_EOCD = struct.Struct("<4sQ2H2L4Q")
+
+
+def zip_entry_count(fh: IO[bytes]) -> int | None:
+    """The number of entries a zip's end-of-central-directory record declares (None when there is none)."""
+    try:
+        fh.seek(0, os.SEEK_END)
+        size = fh.tell()
+        start = max(0, size - (_EOCD.size + 65535))
+        fh.seek(start)
+        tail = fh.read()
+    except OSError:
+        return None
+    pos = tail.rfind(b"PK\x05\x06")
+    if pos < 0 or pos + _EOCD.size > len(tail):
+        return None
+    count = _EOCD.unpack_from(tail, pos)[4]
+    if count != 0xFFFF or pos < _ZIP64_LOCATOR.size:
+        return count
+    loc = _ZIP64_LOCATOR.unpack_from(tail, pos - _ZIP64_LOCATOR.size)
+    if loc[0] != b"PK\x06\x07":
+        return count
+    try:
+        fh.seek(loc[2])
+        rec = fh.read(_ZIP64_EOCD.size)
+    except (OSError, ValueError):
+        return count
+    if len(rec) < _ZIP64_EOCD.size or rec[:4] != b"PK\x06\x06":
+        return count
+    return _ZIP64_EOCD.unpack(rec)[7]
+
+
+def open_zip(
+    fh: IO[bytes], name: str, max_entries: int, error: type[AnalysisError] = DataError
+) -> zipfile.ZipFile:
+    """A ZipFile over `fh`, refused before its directory is read when it declares more than `max_entries`."""
+    n = zip_entry_count(fh)
+    if n is not None and n > max_entries:
+        raise error(f"{name} holds {n:,} entries, more than the {max_entries:,} accepted: refused")
+    try:
+        fh.seek(0)
+        return zipfile.ZipFile(fh)
+    except ARCHIVE_ERRORS as e:
+        raise error(f"{name}: not a valid zip archive ({e})") from None
+    except OSError as e:
+        raise error(f"{name}: cannot read the zip archive ({e.strerror or e})") from None
+
+
+# --------------------------------------------------------------------------------------------------
+# Text streams with a byte budget that applies inside a line
+# --------------------------------------------------------------------------------------------------
+class CappedReader(io.RawIOBase):
+    """A readable stream that counts the (decompressed) bytes read through it against a shared budget.
+
+    `budget` is a one-element list so that several streams (the members of one zip) share it. Past the budget,
+    and on corrupt compressed data, reading raises DataError.
+    """
+
+    def __init__(self, inner: IO[bytes], name: str, budget: list[int], cap: int) -> None:
+        """Wrap `inner` (a file, a GzipFile, a zip member)."""
+        super().__init__()
+        self.inner = inner
+        self.name_shown = name
+        self.budget = budget
+        self.cap = cap
+
+    def readable(self) -> bool:
+        """Always readable."""
+        return True
+
+    def readinto(self, b: Any) -> int:
+        """Read into `b`, counting the bytes; DataError past the budget or on corrupt data."""
+        try:
+            n = self.inner.readinto(b)
+        except (*ARCHIVE_ERRORS, gzip.BadGzipFile) as e:
+            raise DataError(member_error(self.name_shown, e)) from None
+        except OSError as e:
+            raise DataError(f"cannot read {self.name_shown}: {e.strerror or e}") from None
+        n = n or 0
+        self.budget[0] -= n
+        if self.budget[0] < 0:
+            raise DataError(
+                f"{self.name_shown}: more than {human_size(self.cap)} of text (the limit per source, "
+                "TOKLAB_MAX_TEXT_MB); give a character budget or a smaller file"
+            )
+        return n
+
+
+def text_units(fh: IO[bytes], name: str, budget: list[int], cap: int) -> Iterator[str]:
+    """The non-empty lines of one binary stream (.gz decompressed), as UTF-8 text units of bounded size.
+
+    A line longer than :func:`analysis.paths.max_line_chars` characters is read and yielded in pieces of that
+    size, so no line has to fit in memory whole; a JSON-lines record may be 16 times longer, else DataError.
+    JSON-lines files yield the `text` field of each record. Text that is not UTF-8 (Latin-1, binary) and text
+    holding NUL bytes are refused with the line number, never decoded into U+FFFD.
+    """
+    lower = name.lower()
+    inner: IO[bytes] = gzip.GzipFile(fileobj=fh) if lower.endswith(".gz") else fh
+    raw = io.BufferedReader(CappedReader(inner, name, budget, cap), buffer_size=CHUNK)
+    stream = io.TextIOWrapper(raw, encoding="utf-8-sig", errors="strict", newline="")
+    is_jsonl = ".jsonl" in lower
+    limit = paths.max_line_chars() * (16 if is_jsonl else 1)
+    line_no = 1
+    try:
+        while True:
+            piece = stream.readline(limit)
+            if not piece:
+                return
+            whole = piece.endswith(("\n", "\r"))
+            if is_jsonl and not whole and len(piece) >= limit:
+                raise DataError(
+                    f"{name} line {line_no}: a JSON line longer than {limit:,} characters: refused"
+                )
+            if "\x00" in piece:
+                raise DataError(
+                    f"{name} line {line_no}: holds a NUL byte; this looks like a binary file, not text"
+                )
+            unit = piece.rstrip("\r\n")
+            if whole:
+                line_no += 1
+            if not unit.strip():
+                continue
+            if is_jsonl:
+                rec = parse_json(unit, f"{name} line {line_no - 1}")
+                text = rec.get("text") if isinstance(rec, dict) else None
+                if isinstance(text, str) and text.strip():
+                    yield text
+            else:
+                yield unit
+    except UnicodeDecodeError as e:
+        raise DataError(
+            f"{name} is not UTF-8 text (byte 0x{e.object[e.start]:02X} near line {line_no}): convert it to UTF-8 "
+            "(Latin-1 and binary files are refused rather than read with replacement characters)"
+        ) from None
