@@ -45,6 +45,10 @@ from .reachability import bare_tokenize_fn
 from .tokenizer import LoadedTokenizer, readable_from_bytes
 
 BOUNDARIES = ("pretokens", "word", "word_hyphen", "sentence")
+#: The work bound: the merge loop's time and memory grow about linearly with the batch (≈ 1 s and 60 MB per
+#: 100,000 characters), so one example and one batch are capped before tokenizing.
+MAX_TEXT_CHARS = 100_000
+MAX_BATCH_CHARS = 500_000
 SPACE_BYTES = frozenset(b" \n\t")
 _BYTE_PIECE = re.compile(r"<0x([0-9A-Fa-f]{2})>")
 
@@ -447,6 +451,7 @@ def dynamic_tokenize(
         raise DataError("dynamic tokenization needs at least one text in the batch")
     if max_merges < 0:
         raise DataError("the number of merges cannot be negative")
+    check_batch_size(texts)
     rules = PairRules(tok, boundary)
     base_tokens, base_ids, base_offsets = base_tokenize(tok, texts)
     t0 = time.perf_counter()
@@ -466,6 +471,24 @@ def dynamic_tokenize(
         exhausted=exhausted,
         seconds=seconds,
     )
+
+
+def check_batch_size(texts: list[str]) -> None:
+    """Refuse a batch whose merge loop would run for minutes and take gigabytes (see :data:`MAX_TEXT_CHARS`)."""
+    for k, t in enumerate(texts, 1):
+        if len(t) > MAX_TEXT_CHARS:
+            raise DataError(
+                f"example {k} is {len(t):,} characters long; dynamic tokenization takes at most "
+                f"{MAX_TEXT_CHARS:,} characters per example and {MAX_BATCH_CHARS:,} per batch (its time and "
+                "memory grow with the batch): split the text into lines or use a shorter one"
+            )
+    total = sum(len(t) for t in texts)
+    if total > MAX_BATCH_CHARS:
+        raise DataError(
+            f"the batch holds {total:,} characters; dynamic tokenization takes at most {MAX_BATCH_CHARS:,} "
+            f"characters per batch and {MAX_TEXT_CHARS:,} per example (its time and memory grow with the "
+            "batch): use fewer or shorter lines"
+        )
 
 
 def merged_offsets(result: DynamicResult, k: int) -> list[tuple[int, int]]:

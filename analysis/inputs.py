@@ -27,8 +27,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Any
 
-from . import paths
 from .errors import AnalysisError, DataError
+from .paths import max_file_bytes, max_line_chars, max_text_bytes
 
 #: What zipfile/gzip/zlib raise on corrupt, truncated, encrypted or unsupported archives.
 ARCHIVE_ERRORS: tuple[type[BaseException], ...] = (
@@ -52,7 +52,7 @@ def human_size(n: int) -> str:
 
 def too_big(name: str, size: int, cap: int | None = None) -> str:
     """The message for a file over the size cap."""
-    cap = paths.max_file_bytes() if cap is None else cap
+    cap = max_file_bytes() if cap is None else cap
     return (
         f"{name} is {human_size(size)}, over the {human_size(cap)} limit for tokenizer and vocabulary files "
         "(did you give model weights?)"
@@ -61,7 +61,7 @@ def too_big(name: str, size: int, cap: int | None = None) -> str:
 
 def check_size(name: str, size: int, error: type[AnalysisError] = DataError) -> None:
     """Raise `error` when `size` bytes exceed the file cap."""
-    if size > paths.max_file_bytes():
+    if size > max_file_bytes():
         raise error(too_big(name, size))
 
 
@@ -75,7 +75,7 @@ def path_error(path: str | os.PathLike, e: OSError) -> str:
 def read_file(path: str | os.PathLike, error: type[AnalysisError] = DataError) -> bytes:
     """The bytes of one file, refused before reading when over the cap (and never read past the cap)."""
     p = Path(path)
-    cap = paths.max_file_bytes()
+    cap = max_file_bytes()
     try:
         with open(p, "rb") as f:
             size = os.fstat(f.fileno()).st_size
@@ -243,49 +243,69 @@ class CappedReader(io.RawIOBase):
         return n
 
 
-def text_units(fh: IO[bytes], name: str, budget: list[int], cap: int) -> Iterator[str]:
-    """The non-empty lines of one binary stream (.gz decompressed), as UTF-8 text units of bounded size.
-
-    A line longer than :func:`analysis.paths.max_line_chars` characters is read and yielded in pieces of that
-    size, so no line has to fit in memory whole; a JSON-lines record may be 16 times longer, else DataError.
-    JSON-lines files yield the `text` field of each record. Text that is not UTF-8 (Latin-1, binary) and text
-    holding NUL bytes are refused with the line number, never decoded into U+FFFD.
-    """
-    lower = name.lower()
-    inner: IO[bytes] = gzip.GzipFile(fileobj=fh) if lower.endswith(".gz") else fh
+def _lines(
+    fh: IO[bytes], name: str, budget: list[int], cap: int, limit: int
+) -> Iterator[tuple[int, str, bool]]:
+    """(line number, piece, whether the piece ends its line) over a binary stream (.gz decompressed), as strict
+    UTF-8, each piece at most `limit` characters. NUL bytes and text that is not UTF-8 raise DataError."""
+    inner: IO[bytes] = gzip.GzipFile(fileobj=fh) if name.lower().endswith(".gz") else fh
     raw = io.BufferedReader(CappedReader(inner, name, budget, cap), buffer_size=CHUNK)
     stream = io.TextIOWrapper(raw, encoding="utf-8-sig", errors="strict", newline="")
-    is_jsonl = ".jsonl" in lower
-    limit = paths.max_line_chars() * (16 if is_jsonl else 1)
     line_no = 1
     try:
         while True:
             piece = stream.readline(limit)
             if not piece:
                 return
-            whole = piece.endswith(("\n", "\r"))
-            if is_jsonl and not whole and len(piece) >= limit:
-                raise DataError(
-                    f"{name} line {line_no}: a JSON line longer than {limit:,} characters: refused"
-                )
             if "\x00" in piece:
                 raise DataError(
                     f"{name} line {line_no}: holds a NUL byte; this looks like a binary file, not text"
                 )
-            unit = piece.rstrip("\r\n")
+            whole = piece.endswith(("\n", "\r"))
+            yield line_no, piece, whole
             if whole:
                 line_no += 1
-            if not unit.strip():
-                continue
-            if is_jsonl:
-                rec = parse_json(unit, f"{name} line {line_no - 1}")
-                text = rec.get("text") if isinstance(rec, dict) else None
-                if isinstance(text, str) and text.strip():
-                    yield text
-            else:
-                yield unit
     except UnicodeDecodeError as e:
         raise DataError(
             f"{name} is not UTF-8 text (byte 0x{e.object[e.start]:02X} near line {line_no}): convert it to UTF-8 "
             "(Latin-1 and binary files are refused rather than read with replacement characters)"
         ) from None
+
+
+def json_records(fh: IO[bytes], name: str, budget: list[int] | None = None) -> Iterator[tuple[int, Any]]:
+    """(line number, parsed record) for each non-empty line of a JSON-lines stream (.gz decompressed).
+
+    Lines longer than 16 × :func:`analysis.paths.max_line_chars` characters, invalid JSON (including nesting
+    too deep) and text that is not UTF-8 raise DataError; the stream shares `budget` (default: a fresh one of
+    :func:`analysis.paths.max_text_bytes`).
+    """
+    cap = max_text_bytes()
+    budget = [cap] if budget is None else budget
+    limit = max_line_chars() * 16
+    for line_no, piece, whole in _lines(fh, name, budget, cap, limit):
+        if not whole and len(piece) >= limit:
+            raise DataError(f"{name} line {line_no}: a JSON line longer than {limit:,} characters: refused")
+        line = piece.rstrip("\r\n")
+        if line.strip():
+            yield line_no, parse_json(line, f"{name} line {line_no}")
+
+
+def text_units(fh: IO[bytes], name: str, budget: list[int], cap: int) -> Iterator[str]:
+    """The non-empty lines of one binary stream (.gz decompressed), as UTF-8 text units of bounded size.
+
+    A line longer than :func:`analysis.paths.max_line_chars` characters is read and yielded in pieces of that
+    size, so no line has to fit in memory whole (the byte budget applies inside a line). JSON-lines files
+    (`.jsonl` in the name) yield the `text` field of each record (see :func:`json_records`). Text that is not
+    UTF-8 (Latin-1, binary) and text holding NUL bytes are refused with the line number, never decoded into
+    U+FFFD.
+    """
+    if ".jsonl" in name.lower():
+        for _, rec in json_records(fh, name, budget):
+            text = rec.get("text") if isinstance(rec, dict) else None
+            if isinstance(text, str) and text.strip():
+                yield text
+        return
+    for _, piece, _ in _lines(fh, name, budget, cap, max_line_chars()):
+        unit = piece.rstrip("\r\n")
+        if unit.strip():
+            yield unit

@@ -228,7 +228,7 @@ def confine(raw: str | os.PathLike, *, write: bool = False) -> Path:
             raise ServerPathError(f"the folder {resolved.parent} does not exist")
         return resolved
     if not exists:
-        raise ServerPathError(f"no such file or folder: {text}")
+        raise ServerPathError(f"{text} does not exist")
     if resolved.is_dir():
         _check_links(resolved, roots, allowed)
     return resolved

@@ -17,7 +17,6 @@ import tempfile
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from . import paths
 from .errors import AnalysisError, TokenizerLoadError
 from .inputs import (
     check_size,
@@ -29,6 +28,7 @@ from .inputs import (
     path_error,
     read_file,
 )
+from .paths import max_file_bytes, max_unzipped_bytes
 from .tokenizer import BYTE_TO_CHAR, SPIECE_UNDERLINE, LoadedTokenizer, added_token_entry, bpe_model
 
 # Size caps (one for every way a file arrives): analysis.paths.max_file_bytes / max_unzipped_bytes.
@@ -333,7 +333,7 @@ def safe_extract_zip(data: bytes, dest: Path, max_total: int | None = None) -> P
     Sizes are counted on the bytes actually decompressed (headers can lie), against `max_total` (default
     :func:`analysis.paths.max_unzipped_bytes`). Returns the folder inside `dest` that holds the tokenizer files.
     """
-    max_total = paths.max_unzipped_bytes() if max_total is None else max_total
+    max_total = max_unzipped_bytes() if max_total is None else max_total
     zf = open_zip(io.BytesIO(data), "the zip", MAX_ZIP_ENTRIES, TokenizerLoadError)
     infos = zf.infolist()
     with zf:
@@ -712,3 +712,59 @@ def _read_json_if(path: Path) -> dict[str, Any]:
     except AnalysisError:
         return {}
     return doc if isinstance(doc, dict) else {}
+
+
+# --------------------------------------------------------------------------------------------------
+# A saved session library (analysis.export.library_zip)
+# --------------------------------------------------------------------------------------------------
+#: Most tokenizers restored from one library zip.
+MAX_LIBRARY_ENTRIES = 64
+
+
+def load_library_zip(data: bytes) -> list[tuple[str, LoadedTokenizer]]:
+    """The (name, tokenizer) pairs of a library zip written by :func:`analysis.export.library_zip`.
+
+    Every tokenizer goes through the same checks as an upload (size caps on the bytes actually decompressed,
+    id density, merges); names are plain text of at most 200 characters.
+    """
+    check_size("the library zip", len(data), TokenizerLoadError)
+    zf = open_zip(io.BytesIO(data), "the library zip", 2 * MAX_LIBRARY_ENTRIES + 1, TokenizerLoadError)
+    budget = [max_unzipped_bytes()]
+
+    def member(name: str) -> bytes | None:
+        try:
+            info = zf.getinfo(name)
+        except KeyError:
+            return None
+        out = io.BytesIO()
+        budget[0] -= copy_member(zf, info, out, min(budget[0], max_file_bytes()), TokenizerLoadError)
+        return out.getvalue()
+
+    with zf:
+        raw = member("library.json")
+        if raw is None:
+            raise TokenizerLoadError("not a Tokenizer Lab library: the zip has no library.json")
+        manifest = parse_json(raw, "library.json", TokenizerLoadError)
+        entries = manifest.get("entries") if isinstance(manifest, dict) else None
+        if manifest.get("format") != "tokenizer-lab-library" or not isinstance(entries, list):
+            raise TokenizerLoadError("not a Tokenizer Lab library (library.json has another format)")
+        if len(entries) > MAX_LIBRARY_ENTRIES:
+            raise TokenizerLoadError(
+                f"the library holds {len(entries)} tokenizers, more than {MAX_LIBRARY_ENTRIES}"
+            )
+        out = []
+        for e in entries:
+            name, folder = (e.get("name"), e.get("folder")) if isinstance(e, dict) else (None, None)
+            if not (isinstance(name, str) and name.strip() and isinstance(folder, str) and folder.isalnum()):
+                raise TokenizerLoadError("library.json lists an entry without a name or folder")
+            name = name.strip()[:200]
+            text = member(f"{folder}/tokenizer.json")
+            if text is None:
+                raise TokenizerLoadError(f"the library lists {name!r} but holds no {folder}/tokenizer.json")
+            cfg_raw = member(f"{folder}/tokenizer_config.json")
+            cfg = parse_json(cfg_raw, f"{name}: tokenizer_config.json", TokenizerLoadError) if cfg_raw else {}
+            tok = LoadedTokenizer.from_json_text(
+                text, name=name, source="upload:library", config=cfg if isinstance(cfg, dict) else {}
+            )
+            out.append((name, tok))
+    return out

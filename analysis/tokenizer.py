@@ -347,6 +347,7 @@ class LoadedTokenizer:
             name=name or self.name,
             source=self.source if source is None else source,
             config=self.config,
+            doc=self.__dict__.get("_doc"),
         )
 
     @cached_property

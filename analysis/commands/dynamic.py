@@ -8,10 +8,10 @@ merges performed in order.
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 
 from .. import flores
-from ..dynamic import BOUNDARIES, dynamic_tokenize
+from ..corpora import iter_file, with_budget
+from ..dynamic import BOUNDARIES, MAX_BATCH_CHARS, check_batch_size, dynamic_tokenize
 from ..errors import DataError
 from ._common import add_tokenizer_argument, load_from_args, print_json
 
@@ -40,15 +40,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def _texts(args: argparse.Namespace) -> list[str]:
     texts = list(args.text)
-    for f in args.file:
-        path = Path(f)
-        if not path.is_file():
-            raise DataError(f"{f}: no such file")
-        try:
-            content = path.read_text(encoding="utf-8")
-        except UnicodeDecodeError as e:
-            raise DataError(f"{f}: not UTF-8 text ({e})") from e
-        texts += [line for line in content.splitlines() if line.strip()]
+    for f in args.file:  # bounded line pieces, strict UTF-8; never more than the batch limit (+1) is read
+        texts += list(with_budget(iter_file(f), MAX_BATCH_CHARS + 1))
+        check_batch_size(texts)
     if args.flores:
         texts += flores.lines(args.flores)[: max(args.n, 0)]
     if not texts:

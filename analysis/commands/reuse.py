@@ -8,8 +8,9 @@ from pathlib import Path
 
 from ..corpora import iter_file
 from ..flores import FLORES_TRAIN_LINES, split_lines
+from ..outputs import atomic_folder
 from ..reuse import build_reuse_tokenizer, compare, reused_script_demo, target_training_texts
-from ._common import add_tokenizer_argument, load_from_args, print_json
+from ._common import add_force_argument, add_tokenizer_argument, load_from_args, print_json
 
 NAME = "reuse"
 HELP = (
@@ -52,6 +53,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--reference-lang", default="eng_Latn", help="FLORES language for parity (default eng_Latn)"
     )
     p.add_argument("--out", default=None, metavar="DIR", help="write the R-BPE tokenizer folder here")
+    add_force_argument(p)
     p.add_argument("--json", action="store_true", help="print one JSON object")
 
 
@@ -90,7 +92,8 @@ def run(args: argparse.Namespace) -> int:
     if demo:
         rep["reused_script_demo"] = {k: demo[k] for k in ("text", "decoded", "n_reused")}
     if args.out:
-        rt.save(args.out)
+        with atomic_folder(args.out, replace=args.force) as tmp:  # complete, or not there at all
+            rt.save(tmp)
         rep["out"] = str(Path(args.out).resolve())
     if args.json:
         print_json(rep)

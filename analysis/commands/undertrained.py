@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 
+from ..outputs import atomic_write_text
 from ..progress import stderr_progress
 from ..sources import load
 from ..undertrained import (
@@ -73,7 +74,7 @@ def run(args: argparse.Namespace) -> int:
             stt = stt_status(tok)
         except Exception:  # STT is optional context for the table
             stt = None
-        health_table(res, stt).to_csv(args.csv, index=False)
+        atomic_write_text(args.csv, health_table(res, stt).to_csv(index=False))
     doc = res.to_json(max_candidates=args.max_candidates)
     if args.json:
         print_json(doc)
