@@ -21,7 +21,7 @@ from typing import Any
 from . import flores, paths
 from .errors import DataError
 from .flores import FLORES_TRAIN_LINES
-from .inputs import ARCHIVE_ERRORS, member_error, open_zip, path_error, text_units
+from .inputs import ZipMember, open_zip, path_error, text_units
 
 #: Suffixes read as text (optionally gzip-compressed).
 TEXT_SUFFIXES = (
@@ -117,12 +117,8 @@ def iter_zip(fileobj: Any, name: str = "archive.zip") -> Iterator[str]:
         if not members:
             raise DataError(f"{name}: the zip holds no text files (.txt, .jsonl, .gz …)")
         budget, cap = _new_budget()
-        for info in members:
-            try:
-                fh = zf.open(info)
-            except ARCHIVE_ERRORS as e:
-                raise DataError(member_error(info.filename, e)) from None
-            with fh:
+        for info in members:  # read by ZipMember: bounded steps, real sizes and CRC checked
+            with ZipMember(zf, info) as fh:
                 yield from text_units(fh, f"{name}:{info.filename}", budget, cap)
 
 

@@ -478,16 +478,16 @@ def check_batch_size(texts: list[str]) -> None:
     for k, t in enumerate(texts, 1):
         if len(t) > MAX_TEXT_CHARS:
             raise DataError(
-                f"example {k} is {len(t):,} characters long; dynamic tokenization takes at most "
-                f"{MAX_TEXT_CHARS:,} characters per example and {MAX_BATCH_CHARS:,} per batch (its time and "
-                "memory grow with the batch): split the text into lines or use a shorter one"
+                f"example {k} is over {MAX_TEXT_CHARS:,} characters: dynamic tokenization takes at most "
+                f"{MAX_TEXT_CHARS:,} per example and {MAX_BATCH_CHARS:,} per batch (its time and memory grow "
+                "with the batch); split the text into lines or use a shorter one"
             )
     total = sum(len(t) for t in texts)
     if total > MAX_BATCH_CHARS:
         raise DataError(
-            f"the batch holds {total:,} characters; dynamic tokenization takes at most {MAX_BATCH_CHARS:,} "
-            f"characters per batch and {MAX_TEXT_CHARS:,} per example (its time and memory grow with the "
-            "batch): use fewer or shorter lines"
+            f"the batch is over {MAX_BATCH_CHARS:,} characters: dynamic tokenization takes at most "
+            f"{MAX_BATCH_CHARS:,} per batch and {MAX_TEXT_CHARS:,} per example (its time and memory grow with "
+            "the batch); use fewer or shorter lines"
         )
 
 

@@ -94,7 +94,7 @@ def parse_json(data: bytes | str, what: str, error: type[AnalysisError] = DataEr
     try:
         return json.loads(data)
     except RecursionError:
-        raise error(f"{what} is nested too deeply to be a tokenizer or configuration file") from None
+        raise error(f"{what} is nested too deeply to be read (a corrupt or hostile file)") from None
     except UnicodeDecodeError as e:
         raise error(f"{what} is not UTF-8 text ({e.reason} at byte {e.start})") from None
     except json.JSONDecodeError as e:
@@ -113,6 +113,93 @@ def decode_utf8(data: bytes, what: str, error: type[AnalysisError] = DataError) 
         ) from None
 
 
+class ZipMember(io.RawIOBase):
+    """The bytes of one zip member, decompressed here in bounded steps and checked as they come.
+
+    :mod:`zipfile` trusts a member's header: when the header understates the size, its reader inflates the whole
+    rest of the member in one call (a few kB of zip → hundreds of MB at once). Here every read returns at most
+    what was asked for; the CRC and the real size are checked at the end (a mismatch is a DataError), and
+    encrypted members and methods other than stored and deflate are refused up front.
+    """
+
+    def __init__(
+        self, zf: zipfile.ZipFile, info: zipfile.ZipInfo, error: type[AnalysisError] = DataError
+    ) -> None:
+        """Open `info` of `zf` (which must have been opened on a seekable file object)."""
+        super().__init__()
+        self.info, self.error, self.fp = info, error, zf.fp
+        name = info.filename
+        if info.flag_bits & 0x1:
+            raise error(f"{name} in the zip is encrypted: zip it again without a password")
+        if info.compress_type not in (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED):
+            raise error(
+                f"{name} in the zip uses an unsupported compression method ({info.compress_type}): "
+                "use deflate or store"
+            )
+        try:
+            self.fp.seek(info.header_offset)
+            head = self.fp.read(30)
+        except (OSError, ValueError) as e:
+            raise error(f"{name} is corrupt or truncated ({e})") from None
+        if len(head) < 30 or head[:4] != b"PK\x03\x04":
+            raise error(f"{name} is corrupt or truncated (bad local header)")
+        n, m = struct.unpack_from("<HH", head, 26)
+        self.pos = info.header_offset + 30 + n + m
+        self.left = info.compress_size
+        self.z = zlib.decompressobj(-15) if info.compress_type == zipfile.ZIP_DEFLATED else None
+        self.crc = 0
+        self.size = 0
+
+    def readable(self) -> bool:
+        """Always readable."""
+        return True
+
+    def _raw(self, n: int) -> bytes:
+        self.fp.seek(self.pos)
+        data = self.fp.read(min(n, self.left))
+        self.pos += len(data)
+        self.left -= len(data)
+        if not data and self.left > 0:
+            raise self.error(f"{self.info.filename} is corrupt or truncated (the zip ends inside it)")
+        return data
+
+    def readinto(self, b: Any) -> int:
+        """Decompress at most len(b) bytes into b; 0 at the (checked) end of the member."""
+        want = len(b)
+        try:
+            while True:
+                if self.z is None:
+                    data = self._raw(want) if self.left > 0 else b""
+                elif self.z.unconsumed_tail:
+                    data = self.z.decompress(self.z.unconsumed_tail, want)
+                elif self.left > 0 and not self.z.eof:
+                    data = self.z.decompress(self._raw(CHUNK), want)
+                else:
+                    data = b""
+                if data:
+                    self.crc = zlib.crc32(data, self.crc)
+                    self.size += len(data)
+                    b[: len(data)] = data
+                    return len(data)
+                if self.z is not None and not self.z.eof and (self.left > 0 or self.z.unconsumed_tail):
+                    continue  # compressed input that produced no output yet
+                self._finish()
+                return 0
+        except zlib.error as e:
+            raise self.error(f"{self.info.filename} is corrupt ({e})") from None
+
+    def _finish(self) -> None:
+        name = self.info.filename
+        if self.z is not None and not self.z.eof:
+            raise self.error(f"{name} is corrupt or truncated (its compressed data ends early)")
+        if self.size != self.info.file_size:
+            raise self.error(
+                f"{name} is corrupt: its header says {self.info.file_size:,} bytes but it holds {self.size:,}"
+            )
+        if self.crc != self.info.CRC:
+            raise self.error(f"{name} is corrupt (bad CRC-32)")
+
+
 def copy_member(
     zf: zipfile.ZipFile,
     info: zipfile.ZipInfo,
@@ -122,21 +209,19 @@ def copy_member(
 ) -> int:
     """Copy one zip member to `out` in chunks; returns the bytes written (at most `budget`, else `error`).
 
-    The count is of the bytes actually decompressed, not the sizes the zip's headers claim.
+    The count is of the bytes actually decompressed (:class:`ZipMember`), not the sizes the zip's headers claim.
     """
     written = 0
-    try:
-        with zf.open(info) as src:
-            while True:
-                chunk = src.read(min(CHUNK, budget - written + 1))
-                if not chunk:
-                    break
-                written += len(chunk)
-                if written > budget:
-                    raise error(f"the zip expands to more than {human_size(budget)}: refused")
-                out.write(chunk)
-    except ARCHIVE_ERRORS as e:
-        raise error(member_error(info.filename, e)) from None
+    src = ZipMember(zf, info, error)
+    buf = bytearray(CHUNK)
+    while True:
+        n = src.readinto(buf)
+        if not n:
+            break
+        written += n
+        if written > budget:
+            raise error(f"the zip expands to more than {human_size(budget)}: refused")
+        out.write(buf[:n])
     return written
 
 

@@ -88,6 +88,23 @@ def strict_json(obj: Any, *, indent: int | None = 2) -> str:
     return json.dumps(obj, ensure_ascii=False, indent=indent, allow_nan=False, default=_json_default)
 
 
+def check_output_folder(target: str | os.PathLike, *, replace: bool = False) -> None:
+    """DataError when `target` cannot become an output folder: an existing file, a non-empty folder (unless
+    `replace`), or a path the file system refuses. Commands call it before their work, :func:`atomic_folder`
+    again when it writes."""
+    t = Path(target)
+    try:
+        if t.exists() and not t.is_dir():
+            raise DataError(f"output {_short(t)} exists and is not a folder")
+        if t.is_dir() and any(t.iterdir()) and not replace:
+            raise DataError(
+                f"output folder {_short(t)} is not empty: choose a new folder, or ask to replace it (--force on "
+                "the command line replaces it whole)"
+            )
+    except OSError as e:
+        raise DataError(f"cannot write the output folder {_short(t)}: {e.strerror or e}") from e
+
+
 @contextmanager
 def atomic_folder(target: str | os.PathLike, *, replace: bool = False) -> Iterator[Path]:
     """Build an output folder in a temporary sibling and move it into place when the block succeeds.
@@ -97,14 +114,8 @@ def atomic_folder(target: str | os.PathLike, *, replace: bool = False) -> Iterat
     An OSError inside the block (a full disk) becomes a DataError; the target is then untouched.
     """
     t = Path(target)
+    check_output_folder(t, replace=replace)
     try:
-        if t.exists() and not t.is_dir():
-            raise DataError(f"output {t} exists and is not a folder")
-        if t.is_dir() and any(t.iterdir()) and not replace:
-            raise DataError(
-                f"output folder {t} is not empty: choose a new folder, or ask to replace it (--force on the "
-                "command line replaces it whole)"
-            )
         parent = t.parent
         parent.mkdir(parents=True, exist_ok=True)
         tmp = Path(tempfile.mkdtemp(prefix=f".{t.name[:100]}.", suffix=".partial", dir=parent))

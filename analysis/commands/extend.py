@@ -11,6 +11,7 @@ from ..errors import DataError
 from ..export import write_folder
 from ..extension import METHODS, extension_report, plan
 from ..flores import FLORES_TRAIN_LINES
+from ..outputs import check_output_folder
 from ._common import add_force_argument, add_tokenizer_argument, load_from_args, print_json
 
 NAME = "extend"
@@ -70,6 +71,8 @@ def _training_corpus(args: argparse.Namespace) -> Corpus:
 
 def run(args: argparse.Namespace) -> int:
     """Train, extend, measure and (with --out) export."""
+    if args.out:
+        check_output_folder(args.out, replace=args.force)  # before the work, not after it
     tok = load_from_args(args)
     text = _training_corpus(args)
     heldout: dict[str, list[str]] = {}

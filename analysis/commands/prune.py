@@ -12,7 +12,7 @@ from ..embeddings import remap_model
 from ..errors import DataError
 from ..export import folder_files, write_files
 from ..inputs import parse_json, read_file
-from ..outputs import atomic_folder
+from ..outputs import atomic_folder, check_output_folder
 from ._common import add_force_argument, add_tokenizer_argument, load_from_args, print_json
 
 NAME = "prune"
@@ -94,6 +94,7 @@ def _read_scores(path: str) -> dict[int, float]:
 
 def run(args: argparse.Namespace) -> int:
     """Compute the order, prune, write the folder (and model), print a summary."""
+    check_output_folder(args.out, replace=args.force)  # before the work, not after it
     tok = load_from_args(args)
     pruning.check_prunable(tok)
     parts = _read_lines(args.text)

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from ..corpora import iter_file
 from ..flores import FLORES_TRAIN_LINES, split_lines
-from ..outputs import atomic_folder
+from ..outputs import atomic_folder, check_output_folder
 from ..reuse import build_reuse_tokenizer, compare, reused_script_demo, target_training_texts
 from ._common import add_force_argument, add_tokenizer_argument, load_from_args, print_json
 
@@ -59,6 +59,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Build the R-BPE tokenizer, compare fertility on held-out FLORES, optionally save it."""
+    if args.out:
+        check_output_folder(args.out, replace=args.force)  # before the work, not after it
     tok = load_from_args(args)
     texts = target_training_texts(args.train_lang, corpora=not args.no_corpora, max_words=args.max_words)
     for f in args.text:

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from ..errors import DataError
 from ..export import write_folder
+from ..outputs import check_output_folder
 from ..paths import shared_assets
 from ..sabpe import (
     DEFAULT_PRIORITY,
@@ -89,6 +90,8 @@ def _default_base() -> str:
 
 def run(args: argparse.Namespace) -> int:
     """Train, evaluate and (with --out) export."""
+    if args.out:
+        check_output_folder(args.out, replace=args.force)  # before the work, not after it
     priority = normalize_priority(args.priority)
     if args.max_share is not None and not 0 < args.max_share <= 1:
         raise DataError("--max-share must be in (0, 1]")

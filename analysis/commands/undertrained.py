@@ -12,6 +12,7 @@ from ..sources import load
 from ..undertrained import (
     INDICATOR_LABELS,
     analyze,
+    check_percentile,
     health_table,
     parse_reference_spec,
     stt_status,
@@ -54,6 +55,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Analyse (and optionally verify) one model."""
+    check_percentile(args.percentile)  # before reading anything
     src = resolve_model(args.model, revision=args.revision, token=args.token)
     tok = (
         load(args.tokenizer, revision=args.revision, token=args.token)

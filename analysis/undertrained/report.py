@@ -155,6 +155,12 @@ def _count(xs: Iterable[str]) -> dict[str, int]:
     return out
 
 
+def check_percentile(percentile: float) -> None:
+    """DataError unless the candidate percentile is a number in [0, 100]."""
+    if not (isinstance(percentile, (int, float)) and math.isfinite(percentile) and 0 <= percentile <= 100):
+        raise DataError(f"the candidate percentile must be between 0 and 100, not {percentile}")
+
+
 def analyze(
     model: str | ModelSource,
     tokenizer: LoadedTokenizer | None = None,
@@ -166,8 +172,7 @@ def analyze(
     weights: EmbeddingWeights | None = None,
 ) -> UndertrainedResult:
     """Indicators, references, round-trip categories and candidates for a model (no verification)."""
-    if not (isinstance(percentile, (int, float)) and math.isfinite(percentile) and 0 <= percentile <= 100):
-        raise DataError(f"the candidate percentile must be between 0 and 100, not {percentile}")
+    check_percentile(percentile)
     t0 = time.perf_counter()
     src = model if isinstance(model, ModelSource) else resolve_model(model)
     tok = tokenizer or tokenizer_for_model(src)
