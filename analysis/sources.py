@@ -386,8 +386,8 @@ def _looks_like_sentencepiece(data: bytes) -> bool:
 
 
 def _looks_like_tiktoken(data: bytes) -> bool:
-    head = data[:2000].split(b"\n")[:5]
-    return bool(head) and all(re.fullmatch(rb"[A-Za-z0-9+/=]+ \d+", line.strip()) for line in head if line)
+    head = [line.strip() for line in data[:2000].split(b"\n")[:5] if line.strip()]
+    return bool(head) and all(re.fullmatch(rb"[A-Za-z0-9+/=]+ \d+", line) for line in head)
 
 
 def sentencepiece_to_document(model_bytes: bytes) -> dict:

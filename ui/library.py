@@ -116,11 +116,11 @@ def _escape(text: str) -> str:
 
 def save_and_restore() -> None:
     """Save this session's library as a zip and restore one: uploads and edits live in this browser tab only."""
+    st.caption(
+        "Uploads and edited tokenizers live only in this browser tab: reloading the page or closing it loses "
+        "them. Save the library as a zip (tokenizer.json files and their names) and restore it later."
+    )
     with st.expander("Save or restore this library", expanded=False):
-        st.caption(
-            "Uploads and edited tokenizers live only in this browser tab: reloading the page or closing it loses "
-            "them. Save the library as a zip (tokenizer.json files and their names) and restore it here later."
-        )
         if st.button("Prepare library zip", key="lib-save"):
             entries = {n: t for n, t in library().items() if n != DEFAULT_NAME}
             st.session_state["lib-zip"] = library_zip(entries) if entries else None

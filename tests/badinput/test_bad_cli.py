@@ -422,3 +422,26 @@ def test_killed_mid_write_leaves_no_folder(cli, tmp_path):
     assert all(q.name.startswith(".out.") for q in tmp_path.iterdir() if q.is_dir())
     assert _prune(cli, out).rc == 0  # the next run is not confused by the leftover
     assert "tokenizer.json" in tree(out)
+
+
+# ============================================================================ the CLI's last-resort guard
+@pytest.mark.parametrize("exc", ["oserror", "unicode", "memory", "recursion", "panic"])
+def test_last_resort_guard_prints_one_error_line(cli, monkeypatch, exc):
+    """Failures that slip past the precise checks still end as `error: …` (exit 2), never a traceback."""
+    from analysis.commands import inspect as inspect_command
+
+    def boom(args):
+        if exc == "oserror":
+            raise OSError(28, "No space left on device", "/somewhere")
+        if exc == "unicode":
+            b"\xff".decode("utf-8")
+        if exc == "memory":
+            raise MemoryError
+        if exc == "recursion":
+            raise RecursionError
+        import tokenizers
+
+        tokenizers.Tokenizer.from_str(json.dumps(panic_merge_doc()))  # a Rust panic (PanicException)
+
+    monkeypatch.setattr(inspect_command, "run", boom)
+    assert_clear_error(cli("inspect", GPT2))
