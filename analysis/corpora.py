@@ -142,6 +142,22 @@ def iter_folder(path: str | Path, pattern: str = "**/*") -> Iterator[str]:
         yield from iter_file(p)
 
 
+#: Characters read from one uploaded text where a page keeps all of it in memory (a pruning mix, a corpus to
+#: tokenize); the rest is left out and the page says so.
+MAX_UPLOAD_CHARS = 20_000_000
+
+
+def upload_lines(name: str, data: bytes, max_chars: int = MAX_UPLOAD_CHARS) -> tuple[list[str], bool]:
+    """The text units of an uploaded file (strict UTF-8, bounded reading), at most `max_chars` characters in all;
+    returns (units, whether the text was cut)."""
+    units = list(with_budget(iter_bytes(name, data), max_chars + 1))
+    total = sum(len(u) for u in units)
+    if total > max_chars:
+        units[-1] = units[-1][: len(units[-1]) - (total - max_chars)]
+        return [u for u in units if u], True
+    return units, False
+
+
 def with_budget(units: Iterable[str], max_chars: int | None) -> Iterator[str]:
     """Pass units through until `max_chars` characters were yielded (the last unit is cut to fit)."""
     if not max_chars or max_chars <= 0:

@@ -19,7 +19,7 @@ variable                   meaning                                              
                            it arrives (upload, folder, path, zip member, hub)
 ``TOKLAB_MAX_UNZIPPED_MB`` largest total of the files a zipped tokenizer folder holds    ``400``
                            (actual bytes, counted while extracting)
-``TOKLAB_MAX_TEXT_MB``     most text read from one text source (file, upload, zip,       ``1024``
+``TOKLAB_MAX_TEXT_MB``     most text read from one text source (file, upload, zip,       ``256``
                            folder; decompressed bytes)
 ``TOKLAB_MAX_LINE_CHARS``  longest text unit: longer lines are read in pieces of this    ``1000000``
                            many characters (JSON lines longer than 16× this are refused)
@@ -148,8 +148,8 @@ def max_unzipped_bytes() -> int:
 
 
 def max_text_bytes() -> int:
-    """Most decompressed text read from one text source (``$TOKLAB_MAX_TEXT_MB``, default 1024 MB)."""
-    return int(_env_number(("TOKLAB_MAX_TEXT_MB",), 1024) * 1024 * 1024)
+    """Most decompressed text read from one text source (``$TOKLAB_MAX_TEXT_MB``, default 256 MB)."""
+    return int(_env_number(("TOKLAB_MAX_TEXT_MB",), 256) * 1024 * 1024)
 
 
 def max_line_chars() -> int:

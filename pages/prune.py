@@ -13,7 +13,7 @@ from analysis import LoadedTokenizer
 from analysis import pruning as P
 from analysis import undertrained as ut
 from analysis.bpe import merge_tree
-from analysis.corpora import iter_bytes
+from analysis.corpora import MAX_UPLOAD_CHARS, upload_lines
 from analysis.flores import available_codes, split_lines
 from analysis.prune_export import (
     MAX_ZIP_BYTES,
@@ -93,7 +93,11 @@ def text_mix(langs: list[str], n_train: int, uploads) -> tuple[tuple[str, ...] |
     for lang in langs:
         train, held[lang] = split_lines(lang, n_train)
         parts.append(train)
-    parts += [[u for u in iter_bytes(up.name, up.getvalue()) if u.strip()] for up in uploads or []]
+    for up in uploads or []:  # strict UTF-8, at most MAX_UPLOAD_CHARS characters per upload
+        units, cut = upload_lines(up.name, up.getvalue())
+        parts.append(units)
+        if cut:
+            st.caption(f"{up.name}: only the first {MAX_UPLOAD_CHARS:,} characters are used for the mix.")
     texts = tuple(P.mix_texts(parts, by="bytes" if uploads else "lines")) if parts else None
     return texts, held
 

@@ -296,3 +296,48 @@ def test_library_zip_refuses_hostile_contents():
     with pytest.raises(TokenizerLoadError, match="entry without a name or folder"):
         load_library_zip(zip_of({"library.json": json.dumps({"format": "tokenizer-lab-library", "entries": [
             {"name": "x", "folder": "../../etc"}]}).encode()}))  # fmt: skip
+
+
+# ====================================================================== downloads are strict JSON
+@pytest.fixture
+def downloads(monkeypatch):
+    """file name → the bytes every download button of the run offered."""
+    from streamlit.delta_generator import DeltaGenerator
+
+    got: dict[str, bytes] = {}
+    real = DeltaGenerator.download_button
+
+    def record(self, label, data, file_name=None, *args, **kwargs):
+        got[file_name or label] = data.encode() if isinstance(data, str) else data
+        return real(self, label, data, file_name, *args, **kwargs)
+
+    monkeypatch.setattr(DeltaGenerator, "download_button", record)
+    return got
+
+
+def test_undertrained_jsonl_download_is_strict_json(monkeypatch, tmp_path, downloads):
+    """A model whose rows 10–19 are NaN: the page notes them and its JSONL holds null, never a bare NaN."""
+    import numpy as np
+    from bad_files import embeddings_file
+    from bad_run import strict_loads
+
+    folder = tmp_path / "model"
+    write_folder(folder, tokenizer_doc())
+    data = bytearray(embeddings_file(256, 8))
+    head = int.from_bytes(data[:8], "little") + 8
+    emb = np.frombuffer(bytes(data[head:]), dtype=np.float32).reshape(2, 256, 8).copy()
+    emb[:, 10:20, :] = np.nan
+    data[head:] = emb.tobytes()
+    (folder / "model.safetensors").write_bytes(bytes(data))
+    _allow(monkeypatch, tmp_path)
+    at = _app("pages/undertrained.py")
+    at.selectbox(key="ut-model-kind").select("Folder or file path on the server").run()
+    at.text_input(key="ut-model-path").input(str(folder)).run()
+    at.button(key="ut-run").click().run()
+    assert not at.exception, [e.message for e in at.exception]
+    notes = " ".join(i.value for i in at.info) + " ".join(w.value for w in at.warning)
+    assert "10 rows give a NaN" in notes, notes
+    jsonl = [v for k, v in downloads.items() if k.endswith(".jsonl")]
+    assert jsonl
+    rows = [strict_loads(line) for blob in jsonl for line in blob.decode("utf-8").splitlines()]
+    assert rows and any(None in r.values() for r in rows)  # the NaN rows' indicators, as null

@@ -445,3 +445,27 @@ def test_last_resort_guard_prints_one_error_line(cli, monkeypatch, exc):
 
     monkeypatch.setattr(inspect_command, "run", boom)
     assert_clear_error(cli("inspect", GPT2))
+
+
+def test_upload_lines_are_bounded_and_strict():
+    from analysis.corpora import upload_lines
+    from analysis.errors import DataError
+
+    units, cut = upload_lines("a.txt", b"abcdefghij" * 10_000, max_chars=25_000)  # one line of 100,000
+    assert cut and sum(len(u) for u in units) == 25_000
+    units, cut = upload_lines("b.txt", b"tere\nmaailm\n")
+    assert units == ["tere", "maailm"] and not cut
+    with pytest.raises(DataError, match="not UTF-8"):
+        upload_lines("c.txt", "õun".encode("latin-1"))
+
+
+def test_side_by_side_views_refuse_a_100mb_paste():
+    from support import load_shared
+
+    from analysis import playground
+    from analysis.errors import DataError
+
+    with pytest.raises(DataError, match="at most 1,000,000"):
+        playground.compare_encodings([load_shared("gpt2")], "x" * 1_000_001)
+    with pytest.raises(DataError, match="at most 1,000,000"):
+        playground.pre_tokens(load_shared("gpt2"), "x" * 1_000_001)
