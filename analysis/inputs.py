@@ -6,8 +6,9 @@ low-level failures into messages.
 * :func:`check_size` — the same cap for bytes already in memory (an upload).
 * :func:`parse_json` — JSON with every failure (syntax, nesting 100,000 deep, not UTF-8) as one error class.
 * :func:`decode_utf8` — text files must be UTF-8: a clear error with the byte offset, never U+FFFD.
-* :func:`copy_member` — a zip member copied in chunks, counting the bytes actually decompressed (a zip whose
-  headers understate its sizes is stopped at the cap), with corrupt, encrypted or unsupported members reported.
+* :class:`ZipMember` / :func:`copy_member` — a zip member inflated here in bounded steps, counting the bytes
+  actually decompressed and checking size and CRC at the end (zipfile's own reader inflates a member whose header
+  understates its size in one call); encrypted members and methods other than stored/deflate are refused.
 * :data:`ARCHIVE_ERRORS` — the exceptions :mod:`zipfile`, :mod:`gzip` and :mod:`zlib` raise on corrupt data;
   :func:`open_zip` refuses a zip declaring too many entries before :mod:`zipfile` reads its directory.
 * :func:`text_units` — a text stream read line by line with a byte budget that applies inside a line (a 3 GB
