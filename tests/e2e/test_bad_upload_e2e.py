@@ -16,6 +16,7 @@ from bad_files import sparse_ids_doc, tokenizer_doc  # noqa: E402
 
 def _upload(page: Page, name: str, data: bytes) -> None:
     """Open the Upload tab of Load & inspect, give the file to its uploader and add it to the library."""
+    wait_idle(page)
     page.get_by_role("tab", name="Upload").click()
     page.locator('[data-testid="stMain"] [data-testid="stFileUploaderDropzoneInput"]').set_input_files(
         files=[{"name": name, "mimeType": "application/json", "buffer": data}]
@@ -26,7 +27,7 @@ def _upload(page: Page, name: str, data: bytes) -> None:
 
 
 def test_hostile_uploads_in_a_real_browser(page: Page, app_url, artifacts):
-    page.goto(app_url + "/inspect")
+    page.goto(app_url)  # Load & inspect is the default page
     wait_idle(page)
     sidebar = page.locator('[data-testid="stSidebar"]')
     expect(sidebar.get_by_text("Qwen (embedded)")).to_be_visible(timeout=60_000)
