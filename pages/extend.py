@@ -92,7 +92,7 @@ def training_text(lang: str) -> Corpus | None:
         uploads = st.file_uploader("Upload text files (.txt, .jsonl, .gz) or a .zip of them",
                                    accept_multiple_files=True, key="ext-uploads")  # fmt: skip
         folder = server_path_input("Folder of text files on the server (optional)", "ext-folder")
-        budget = st.number_input("Character budget", min_value=10_000, max_value=2_000_000_000, value=5_000_000,
+        budget = st.number_input("Character budget", min_value=10_000, max_value=100_000_000, value=5_000_000,
                                  step=1_000_000, key="ext-budget")  # fmt: skip
     sources = [Source("flores-train", f"{lang}:{FLORES_TRAIN_LINES}")] if use_flores else []
     sources += [Source("file", str(corpora[k])) for k in chosen]
