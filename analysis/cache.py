@@ -106,6 +106,9 @@ class _Memo:
             self.misses += 1
 
         def compute() -> Any:
+            with self.lock:  # an identical call may have finished between the check above and this flight
+                if key in self.done:
+                    return self.done[key]
             value = self.fn(*args, **kwargs)
             with self.lock:
                 self.done[key] = value

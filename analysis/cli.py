@@ -12,7 +12,7 @@ import sys
 from typing import Any
 
 from . import commands
-from .errors import AnalysisError
+from .errors import AnalysisError, DataError, is_rust_panic
 
 
 def _command_modules() -> list[Any]:
@@ -34,8 +34,31 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _check_argv(argv: list[str]) -> None:
+    """Refuse arguments that are not valid UTF-8 (the shell passed raw bytes: Python keeps them as lone
+    surrogates, which would fail much later, deep inside a command)."""
+    for a in argv:
+        try:
+            a.encode("utf-8")
+        except UnicodeEncodeError:
+            shown = a.encode("utf-8", "surrogateescape")[:60]
+            raise DataError(f"an argument is not valid UTF-8 text: {shown!r}") from None
+
+
 def main(argv: list[str] | None = None) -> int:
-    """Run the CLI; bad input prints `error: …` to stderr and exits with status 2."""
+    """Run the CLI; bad input prints `error: …` to stderr and exits with status 2.
+
+    Commands check their inputs where they enter and raise AnalysisError. As a last resort, the failures bad
+    input can still cause in libraries (a file system error, text that is not UTF-8, memory, recursion, a
+    panic in a Rust library) are also printed as one `error:` line, never as a traceback; anything else is a
+    bug and keeps its traceback.
+    """
+    argv = sys.argv[1:] if argv is None else list(argv)
+    try:
+        _check_argv(argv)
+    except AnalysisError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
@@ -43,3 +66,24 @@ def main(argv: list[str] | None = None) -> int:
     except AnalysisError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
+    except OSError as e:
+        where = f" ({e.filename})" if getattr(e, "filename", None) else ""
+        print(f"error: {e.strerror or e}{where}", file=sys.stderr)
+        return 2
+    except UnicodeError as e:
+        print(f"error: text that is not valid UTF-8 ({e})", file=sys.stderr)
+        return 2
+    except MemoryError:
+        print("error: out of memory: the input is too large for this machine", file=sys.stderr)
+        return 2
+    except RecursionError:
+        print("error: the input is nested too deeply", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("error: interrupted", file=sys.stderr)
+        return 130
+    except BaseException as e:
+        if is_rust_panic(e):
+            print(f"error: the input made a Rust library fail: {e}", file=sys.stderr)
+            return 2
+        raise

@@ -10,11 +10,9 @@ sources with a character budget; it is re-iterable (each `iter()` starts a fresh
 
 from __future__ import annotations
 
-import gzip
 import hashlib
 import io
-import json
-import zipfile
+import os
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,6 +21,7 @@ from typing import Any
 from . import flores, paths
 from .errors import DataError
 from .flores import FLORES_TRAIN_LINES
+from .inputs import ZipMember, open_zip, path_error, text_units
 
 #: Suffixes read as text (optionally gzip-compressed).
 TEXT_SUFFIXES = (
@@ -54,44 +53,33 @@ def shared_corpora() -> dict[str, Path]:
 
 
 # --------------------------------------------------------------------------------------------------
-# Streaming readers
+# Streaming readers (the limits live in analysis.inputs.text_units: a byte budget per source that applies
+# inside a line, bounded line pieces, strict UTF-8)
 # --------------------------------------------------------------------------------------------------
-def _units_from_text_stream(stream: io.TextIOBase, name: str) -> Iterator[str]:
-    """Yield the units of one opened text stream: JSON-lines `text` fields, or non-empty lines."""
-    is_jsonl = ".jsonl" in name.lower()
-    for raw in stream:
-        line = raw.rstrip("\r\n")
-        if not line.strip():
-            continue
-        if is_jsonl:
-            try:
-                rec = json.loads(line)
-            except json.JSONDecodeError as e:
-                raise DataError(f"{name}: a line is not valid JSON ({e})") from e
-            text = rec.get("text") if isinstance(rec, dict) else None
-            if isinstance(text, str) and text.strip():
-                yield text
-        else:
-            yield line
+#: Most files read from one zip of text files.
+MAX_TEXT_ZIP_ENTRIES = 10_000
 
 
-def _open_binary_as_text(fh, name: str) -> io.TextIOBase:
-    if name.lower().endswith(".gz"):
-        fh = gzip.GzipFile(fileobj=fh)
-    return io.TextIOWrapper(fh, encoding="utf-8", errors="replace", newline="")
+def _new_budget() -> tuple[list[int], int]:
+    cap = paths.max_text_bytes()
+    return [cap], cap
 
 
 def iter_file(path: str | Path) -> Iterator[str]:
     """Stream the text units of a file: .txt/.jsonl (optionally .gz), or every text file inside a .zip."""
     path = Path(path)
-    if not path.is_file():
-        raise DataError(f"text file not found: {path}")
-    if path.suffix.lower() == ".zip":
-        with open(path, "rb") as fh:
+    try:
+        if not path.is_file():
+            raise DataError(f"text file not found: {path}")
+        fh = open(path, "rb")  # noqa: SIM115 - closed below, also when the consumer stops early
+    except OSError as e:
+        raise DataError(path_error(path, e)) from e
+    with fh:
+        if path.suffix.lower() == ".zip":
             yield from iter_zip(fh, path.name)
-        return
-    with open(path, "rb") as fh:
-        yield from _units_from_text_stream(_open_binary_as_text(fh, path.name), path.name)
+            return
+        budget, cap = _new_budget()
+        yield from text_units(fh, path.name, budget, cap)
 
 
 def iter_bytes(name: str, data: bytes) -> Iterator[str]:
@@ -99,7 +87,8 @@ def iter_bytes(name: str, data: bytes) -> Iterator[str]:
     if name.lower().endswith(".zip"):
         yield from iter_zip(io.BytesIO(data), name)
         return
-    yield from _units_from_text_stream(_open_binary_as_text(io.BytesIO(data), name), name)
+    budget, cap = _new_budget()
+    yield from text_units(io.BytesIO(data), name, budget, cap)
 
 
 def _is_text_name(name: str) -> bool:
@@ -110,34 +99,63 @@ def _is_text_name(name: str) -> bool:
 
 
 def iter_zip(fileobj: Any, name: str = "archive.zip") -> Iterator[str]:
-    """Stream the text units of every text file inside a zip archive (sorted by member name)."""
-    try:
-        zf = zipfile.ZipFile(fileobj)
-    except zipfile.BadZipFile as e:
-        raise DataError(f"{name}: not a valid zip archive ({e})") from e
+    """Stream the text units of every text file inside a zip archive (sorted by member name).
+
+    The members share one byte budget, counted on the bytes actually decompressed (not the sizes the headers
+    claim); corrupt, encrypted or unsupported members are reported by name.
+    """
+    zf = open_zip(fileobj, name, MAX_TEXT_ZIP_ENTRIES)
     with zf:
         members = sorted(
-            i.filename
-            for i in zf.infolist()
-            if not i.is_dir() and _is_text_name(i.filename) and "__MACOSX" not in i.filename
+            (
+                i
+                for i in zf.infolist()
+                if not i.is_dir() and _is_text_name(i.filename) and "__MACOSX" not in i.filename
+            ),
+            key=lambda i: i.filename,
         )
         if not members:
             raise DataError(f"{name}: the zip holds no text files (.txt, .jsonl, .gz …)")
-        for m in members:
-            with zf.open(m) as fh:
-                yield from _units_from_text_stream(_open_binary_as_text(fh, m), m)
+        budget, cap = _new_budget()
+        for info in members:  # read by ZipMember: bounded steps, real sizes and CRC checked
+            with ZipMember(zf, info) as fh:
+                yield from text_units(fh, f"{name}:{info.filename}", budget, cap)
 
 
 def iter_folder(path: str | Path, pattern: str = "**/*") -> Iterator[str]:
-    """Stream the text units of every text file below a local folder (sorted by path)."""
+    """Stream the text units of every text file below a local folder (sorted by path; links not followed)."""
     root = Path(path)
     if not root.is_dir():
         raise DataError(f"folder not found: {root}")
-    files = sorted(p for p in root.glob(pattern) if p.is_file() and _is_text_name(p.name))
+    if pattern == "**/*":
+        files = sorted(
+            Path(d) / f
+            for d, _, names in os.walk(root, followlinks=False)
+            for f in names
+            if _is_text_name(f) and (Path(d) / f).is_file()
+        )
+    else:
+        files = sorted(p for p in root.glob(pattern) if p.is_file() and _is_text_name(p.name))
     if not files:
         raise DataError(f"{root}: no text files (.txt, .jsonl, .gz …) in this folder")
     for p in files:
         yield from iter_file(p)
+
+
+#: Characters read from one uploaded text where a page keeps all of it in memory (a pruning mix, a corpus to
+#: tokenize); the rest is left out and the page says so.
+MAX_UPLOAD_CHARS = 20_000_000
+
+
+def upload_lines(name: str, data: bytes, max_chars: int = MAX_UPLOAD_CHARS) -> tuple[list[str], bool]:
+    """The text units of an uploaded file (strict UTF-8, bounded reading), at most `max_chars` characters in all;
+    returns (units, whether the text was cut)."""
+    units = list(with_budget(iter_bytes(name, data), max_chars + 1))
+    total = sum(len(u) for u in units)
+    if total > max_chars:
+        units[-1] = units[-1][: len(units[-1]) - (total - max_chars)]
+        return [u for u in units if u], True
+    return units, False
 
 
 def with_budget(units: Iterable[str], max_chars: int | None) -> Iterator[str]:

@@ -49,6 +49,11 @@ from .weights import ModelSource, load_embeddings
 BOUNDARIES = ("pretokens", "word", "word_hyphen", "sentence")
 #: "Until no valid pair is left": a merge budget no batch reaches.
 FULL_MERGES = 10**9
+
+#: The work bound: the merge loop's time and memory grow about linearly with the batch (≈ 1 s and 60 MB per
+#: 100,000 characters), so one example and one batch are capped before tokenizing.
+MAX_TEXT_CHARS = 100_000
+MAX_BATCH_CHARS = 500_000
 SPACE_BYTES = frozenset(b" \n\t")
 _BYTE_PIECE = re.compile(r"<0x([0-9A-Fa-f]{2})>")
 
@@ -460,6 +465,7 @@ def dynamic_tokenize(
         raise DataError("dynamic tokenization needs at least one text in the batch")
     if max_merges < 0:
         raise DataError("the number of merges cannot be negative")
+    check_batch_size(texts)
     rules = PairRules(tok, boundary)
     base_tokens, base_ids, base_offsets = base_tokenize(tok, texts)
     if special_tokens:
@@ -521,6 +527,24 @@ def _with_specials(
         for text, offs in zip(texts, offsets)
     ]
     return [pt + t + qt for t in tokens], [pi + i + qi for i in ids], out_offsets
+
+
+def check_batch_size(texts: list[str]) -> None:
+    """Refuse a batch whose merge loop would run for minutes and take gigabytes (see :data:`MAX_TEXT_CHARS`)."""
+    for k, t in enumerate(texts, 1):
+        if len(t) > MAX_TEXT_CHARS:
+            raise DataError(
+                f"example {k} is over {MAX_TEXT_CHARS:,} characters: dynamic tokenization takes at most "
+                f"{MAX_TEXT_CHARS:,} per example and {MAX_BATCH_CHARS:,} per batch (its time and memory grow "
+                "with the batch); split the text into lines or use a shorter one"
+            )
+    total = sum(len(t) for t in texts)
+    if total > MAX_BATCH_CHARS:
+        raise DataError(
+            f"the batch is over {MAX_BATCH_CHARS:,} characters: dynamic tokenization takes at most "
+            f"{MAX_BATCH_CHARS:,} per batch and {MAX_TEXT_CHARS:,} per example (its time and memory grow with "
+            "the batch); use fewer or shorter lines"
+        )
 
 
 def merged_offsets(result: DynamicResult, k: int) -> list[tuple[int, int]]:

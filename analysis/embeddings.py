@@ -21,7 +21,7 @@ import numpy as np
 
 from .bpe import bare_tokenize_fn
 from .errors import DataError, ModelLoadError
-from .export import write_folder
+from .export import folder_files, write_files
 from .fvt import fvt_pieces, fvt_rows
 from .models import load_causal_lm
 from .tokenizer import LoadedTokenizer
@@ -43,12 +43,17 @@ def save_model(
     tokenizer: LoadedTokenizer | None = None,
     report: dict | None = None,
 ) -> Path:
-    """Write the model as safetensors (+ the tokenizer folder, when given) to out_dir."""
+    """Write the model as safetensors (+ the tokenizer folder, when given) into out_dir.
+
+    Writes in place: callers that need an atomic output pass the temporary folder of
+    :func:`analysis.outputs.atomic_folder` (as `prune --out` and the Prune page do).
+    """
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(str(out), safe_serialization=True)
     if tokenizer is not None:
-        write_folder(tokenizer, out, report, base_config=tokenizer.config, report_name="prune_report.json")
+        files = folder_files(tokenizer, report, base_config=tokenizer.config, report_name="prune_report.json")
+        write_files(out, files)
     return out
 
 

@@ -19,3 +19,13 @@ class DataError(AnalysisError):
 
 class ModelLoadError(AnalysisError):
     """Model weights could not be read (no embeddings, no LM head, unsafe or corrupt file)."""
+
+
+def is_rust_panic(e: BaseException) -> bool:
+    """True for the `pyo3_runtime.PanicException` a Rust library (tokenizers, safetensors) raises when it panics.
+
+    It derives from `BaseException`, so `except Exception` does not catch it; callers that build Rust objects from
+    user data catch `BaseException`, turn a panic into an `AnalysisError` and re-raise everything else.
+    """
+    t = type(e)
+    return t.__name__ == "PanicException" and t.__module__ == "pyo3_runtime"

@@ -14,9 +14,11 @@ from __future__ import annotations
 import io
 import json
 import zipfile
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from .outputs import atomic_folder, json_ready, strict_json
 from .tokenizer import LoadedTokenizer, parse_merges
 
 #: Config keys naming special tokens (written to special_tokens_map.json when set).
@@ -149,26 +151,38 @@ def folder_files(
     cfg = build_config(tok, doc, base_config)
     files = {
         "tokenizer.json": json.dumps(doc, ensure_ascii=False, indent=None).encode("utf-8"),
-        "tokenizer_config.json": json.dumps(cfg, ensure_ascii=False, indent=2).encode("utf-8"),
-        "special_tokens_map.json": json.dumps(special_tokens_map(cfg), ensure_ascii=False, indent=2).encode(
-            "utf-8"
-        ),
+        "tokenizer_config.json": strict_json(json_ready(cfg)).encode("utf-8"),
+        "special_tokens_map.json": strict_json(special_tokens_map(cfg)).encode("utf-8"),
     }
     if report is not None:
-        files[report_name] = json.dumps(report, ensure_ascii=False, indent=2, default=_json_default).encode(
-            "utf-8"
-        )
+        files[report_name] = strict_json(json_ready(_plain(report))).encode("utf-8")
     return files
 
 
-def _json_default(o: Any) -> Any:
+def _plain(o: Any) -> Any:
+    """Report values as JSON types: numpy scalars → numbers, sets → sorted lists, tuples → lists, others → str."""
+    if isinstance(o, dict):
+        return {str(k): _plain(v) for k, v in o.items()}
+    if isinstance(o, (list, tuple)):
+        return [_plain(v) for v in o]
+    if isinstance(o, (set, frozenset)):
+        return sorted(_plain(v) for v in o)
+    if o is None or isinstance(o, (str, int, float, bool)):
+        return o
     if hasattr(o, "item"):
         return o.item()
-    if isinstance(o, (set, frozenset)):
-        return sorted(o)
-    if isinstance(o, tuple):
-        return list(o)
     return str(o)
+
+
+def write_files(folder: str | Path, files: Mapping[str, bytes]) -> list[str]:
+    """Write `files` (relative path → bytes) into an existing folder, typically the temporary folder of
+    :func:`analysis.outputs.atomic_folder`; returns the relative paths written (the export's manifest)."""
+    root = Path(folder)
+    for rel, data in files.items():
+        p = root / rel
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_bytes(data)
+    return list(files)
 
 
 def write_folder(
@@ -178,13 +192,24 @@ def write_folder(
     *,
     base_config: dict | None = None,
     report_name: str = "extension_report.json",
+    replace: bool = False,
+    extra: Mapping[str, bytes] | None = None,
 ) -> Path:
-    """Write the Hugging Face folder to out_dir (created if missing); returns its path."""
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    for name, data in folder_files(tok, report, base_config=base_config, report_name=report_name).items():
-        (out / name).write_bytes(data)
-    return out
+    """Write the Hugging Face folder (plus `extra` files) to out_dir atomically; returns its path.
+
+    The folder is built beside out_dir and renamed into place: a reader sees no folder or the complete one.
+    An existing non-empty out_dir is refused (DataError) unless `replace`, which replaces it whole.
+    """
+    files = folder_files(tok, report, base_config=base_config, report_name=report_name)
+    with atomic_folder(out_dir, replace=replace) as tmp:
+        write_files(tmp, {**files, **(extra or {})})
+    return Path(out_dir)
+
+
+def safe_folder_name(name: str, default: str = "tokenizer") -> str:
+    """A file-system and zip-safe folder name from a tokenizer name (no separators, `..`, control characters)."""
+    out = "".join(c if c.isalnum() or c in "-_.+() " else "_" for c in name).strip(" .")
+    return out[:100].replace(" ", "_") or default
 
 
 def zip_bytes(
@@ -196,8 +221,35 @@ def zip_bytes(
     report_name: str = "extension_report.json",
 ) -> bytes:
     """The exported folder as zip bytes (for a download button); files sit under `folder/`."""
+    folder = safe_folder_name(folder, "") if folder else ""
     buf = io.BytesIO()
     with zipfile.ZipFile(buf, "w", compression=zipfile.ZIP_DEFLATED) as zf:
         for name, data in folder_files(tok, report, base_config=base_config, report_name=report_name).items():
             zf.writestr(f"{folder}/{name}" if folder else name, data)
+    return buf.getvalue()
+
+
+# --------------------------------------------------------------------------------------------------
+# A session's library as one zip (uploads and edits survive a browser reload this way)
+# --------------------------------------------------------------------------------------------------
+LIBRARY_FORMAT = "tokenizer-lab-library"
+LIBRARY_MANIFEST = "library.json"
+
+
+def library_zip(entries: Mapping[str, LoadedTokenizer]) -> bytes:
+    """Name → tokenizer as a zip: `library.json` (names, sources, order) and one folder per tokenizer holding
+    its `tokenizer.json` (and `tokenizer_config.json` when it has a config). Read back by
+    :func:`analysis.sources.load_library_zip`."""
+    manifest: dict[str, Any] = {"format": LIBRARY_FORMAT, "version": 1, "entries": []}
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w", compression=zipfile.ZIP_DEFLATED) as zf:
+        for k, (name, tok) in enumerate(entries.items(), 1):
+            folder = f"{k:03d}"
+            manifest["entries"].append({"name": name, "folder": folder, "source": tok.source})
+            zf.writestr(f"{folder}/tokenizer.json", tok.to_json().encode("utf-8"))
+            if tok.config:
+                zf.writestr(
+                    f"{folder}/tokenizer_config.json", strict_json(json_ready(tok.config)).encode("utf-8")
+                )
+        zf.writestr(LIBRARY_MANIFEST, strict_json(manifest).encode("utf-8"))
     return buf.getvalue()

@@ -446,6 +446,11 @@ def language_stats(
     computed = []
 
     def compute() -> dict[str, Any]:
+        if use_cache:  # a flight that finished between our cache check and now left its result here
+            with _MEM_LOCK:
+                done = _MEM.get(key)
+            if done is not None:
+                return done
         computed.append(True)
         return _compute_language(tok, data, code, key, power)
 
@@ -519,8 +524,12 @@ def compression_table(
     labels = list(names) if names is not None else [t.name for t in tokenizers]
     if len(labels) != len(tokenizers):
         raise ValueError("names must have one entry per tokenizer")
+    if not (isinstance(power, (int, float)) and math.isfinite(power) and power > 0):
+        raise DataError(f"the Rényi power must be a positive number, not {power}")
     codes = data.resolve_many(langs)
-    ref = data.resolve(reference) if reference and reference in data else None
+    if reference and reference not in data:
+        raise DataError(f"the parity reference {reference!r} is not a language of this FLORES data")
+    ref = data.resolve(reference) if reference else None
     total = len(tokenizers) * len(codes)
     rows: list[dict[str, Any]] = []
     done = 0

@@ -62,8 +62,10 @@ def architectures(src: ModelSource) -> list[str]:
         return []
     try:
         cfg = json.loads(p.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as e:
-        raise ModelLoadError(f"{src.label}: config.json is not readable JSON ({e})") from e
+    except (OSError, ValueError, RecursionError) as e:
+        raise ModelLoadError(
+            f"{src.label}: config.json is not readable JSON ({type(e).__name__}: {e})"
+        ) from e
     archs = cfg.get("architectures") if isinstance(cfg, dict) else None
     return [a for a in archs if isinstance(a, str)] if isinstance(archs, list) else []
 

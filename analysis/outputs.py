@@ -5,12 +5,17 @@
 * :func:`atomic_folder`: a context manager yielding a fresh temporary folder beside the target; on success the
   folder is renamed into place (the target must not exist, or be empty, unless ``replace=True``, which swaps the
   old folder out whole); on error the temporary folder is removed and the target is untouched.
-* :func:`strict_json`: JSON text that standard parsers accept (NaN/Infinity refused, numpy scalars converted).
+* :func:`strict_json`: JSON text that standard parsers accept (NaN/Infinity refused, numpy scalars converted);
+  :func:`json_ready` turns NaN/Infinity into null first, for reports and downloads where a missing value is fine.
+
+Failures to write (a read-only folder, a full disk, an existing file in the way, `/proc`) are DataErrors with the
+path and the reason; nothing half-written is left at the target.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import os
 import shutil
 import tempfile
@@ -23,18 +28,29 @@ from typing import Any
 from .errors import DataError
 
 
+def _write_error(p: Path, e: OSError) -> DataError:
+    return DataError(f"cannot write {_short(p)}: {e.strerror or e}")
+
+
 def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> Path:
-    """Write `data` to `path` through a temporary sibling and a rename; returns the path."""
+    """Write `data` to `path` through a temporary sibling and a rename; returns the path (DataError on failure)."""
     p = Path(path)
-    fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", suffix=".tmp", dir=p.parent)
+    try:
+        if p.is_dir():
+            raise DataError(f"cannot write {p}: it is a folder")
+        fd, tmp = tempfile.mkstemp(prefix=f".{p.name[:100]}.", suffix=".tmp", dir=p.parent)
+    except OSError as e:
+        raise _write_error(p, e) from e
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(data)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, p)
-    except BaseException:
+    except BaseException as e:
         Path(tmp).unlink(missing_ok=True)
+        if isinstance(e, OSError):
+            raise _write_error(p, e) from e
         raise
     return p
 
@@ -54,9 +70,39 @@ def _json_default(o: Any) -> Any:
     raise TypeError(f"not JSON serialisable: {type(o).__name__}")
 
 
+def json_ready(obj: Any) -> Any:
+    """A copy of `obj` with NaN/±Infinity floats (also numpy ones) replaced by None, ready for :func:`strict_json`."""
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else None
+    if isinstance(obj, dict):
+        return {k: json_ready(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [json_ready(v) for v in obj]
+    if hasattr(obj, "tolist") and not isinstance(obj, (str, bytes)):  # numpy arrays and scalars
+        return json_ready(obj.tolist())
+    return obj
+
+
 def strict_json(obj: Any, *, indent: int | None = 2) -> str:
     """JSON text that strict parsers accept: NaN and ±Infinity raise ValueError instead of being written."""
     return json.dumps(obj, ensure_ascii=False, indent=indent, allow_nan=False, default=_json_default)
+
+
+def check_output_folder(target: str | os.PathLike, *, replace: bool = False) -> None:
+    """DataError when `target` cannot become an output folder: an existing file, a non-empty folder (unless
+    `replace`), or a path the file system refuses. Commands call it before their work, :func:`atomic_folder`
+    again when it writes."""
+    t = Path(target)
+    try:
+        if t.exists() and not t.is_dir():
+            raise DataError(f"output {_short(t)} exists and is not a folder")
+        if t.is_dir() and any(t.iterdir()) and not replace:
+            raise DataError(
+                f"output folder {_short(t)} is not empty: choose a new folder, or ask to replace it (--force on "
+                "the command line replaces it whole)"
+            )
+    except OSError as e:
+        raise DataError(f"cannot write the output folder {_short(t)}: {e.strerror or e}") from e
 
 
 @contextmanager
@@ -65,23 +111,21 @@ def atomic_folder(target: str | os.PathLike, *, replace: bool = False) -> Iterat
 
     Raises DataError before anything is written when `target` is an existing file, or a non-empty folder and
     `replace` is False. With `replace`, the old folder is swapped out whole (never merged with the new files).
+    An OSError inside the block (a full disk) becomes a DataError; the target is then untouched.
     """
     t = Path(target)
-    if t.exists() and not t.is_dir():
-        raise DataError(f"output {t} exists and is not a folder")
-    if t.is_dir() and any(t.iterdir()) and not replace:
-        raise DataError(f"output folder {t} is not empty (choose a new folder, or ask to replace it)")
-    parent = t.parent
+    check_output_folder(t, replace=replace)
     try:
+        parent = t.parent
         parent.mkdir(parents=True, exist_ok=True)
-        tmp = Path(tempfile.mkdtemp(prefix=f".{t.name}.", suffix=".partial", dir=parent))
+        tmp = Path(tempfile.mkdtemp(prefix=f".{t.name[:100]}.", suffix=".partial", dir=parent))
     except OSError as e:
-        raise DataError(f"cannot create the output folder {t}: {e.strerror or e}") from e
+        raise DataError(f"cannot write the output folder {_short(t)}: {e.strerror or e}") from e
     try:
         yield tmp
         old = None
         if t.exists():
-            old = parent / f".{t.name}.{uuid.uuid4().hex[:8]}.old"
+            old = parent / f".{t.name[:100]}.{uuid.uuid4().hex[:8]}.old"
             os.replace(t, old)
         try:
             os.replace(tmp, t)
@@ -91,6 +135,13 @@ def atomic_folder(target: str | os.PathLike, *, replace: bool = False) -> Iterat
             raise
         if old is not None:
             shutil.rmtree(old, ignore_errors=True)
-    except BaseException:
+    except BaseException as e:
         shutil.rmtree(tmp, ignore_errors=True)
+        if isinstance(e, OSError):
+            raise DataError(f"cannot write the output folder {_short(t)}: {e.strerror or e}") from e
         raise
+
+
+def _short(p: Path) -> str:
+    s = str(p)
+    return s if len(s) <= 200 else s[:100] + "…" + s[-60:]

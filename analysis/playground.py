@@ -4,7 +4,21 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from .errors import DataError
 from .tokenizer import LoadedTokenizer
+
+#: The longest text the side-by-side views encode (an encoding keeps ids, strings and offsets per token, so a
+#: 100 MB paste would cost gigabytes); longer texts are refused with this number in the message.
+MAX_CHARS = 1_000_000
+
+
+def check_text(text: str) -> None:
+    """DataError for a text longer than :data:`MAX_CHARS`."""
+    if len(text) > MAX_CHARS:
+        raise DataError(
+            f"the text is {len(text):,} characters long; the side-by-side views take at most {MAX_CHARS:,} "
+            "(measure whole corpora on the Compression page or with `python -m analysis compress`)"
+        )
 
 
 @dataclass
@@ -38,6 +52,7 @@ class EncodingView:
 
 def encode_view(tok: LoadedTokenizer, text: str, *, add_special_tokens: bool = False) -> EncodingView:
     """Encode text with one tokenizer and collect its token end offsets (character boundaries)."""
+    check_text(text)
     enc = tok.tokenizer.encode(text, add_special_tokens=add_special_tokens)
     offsets = [tuple(o) for o in enc.offsets]
     bounds = {e for s, e in offsets if e > s}
@@ -66,6 +81,7 @@ def compare_encodings(
 
 def pre_tokens(tok: LoadedTokenizer, text: str) -> tuple[str, list[tuple[str, tuple[int, int]]]]:
     """The tokenizer's normalizer and pre-tokenizer applied to `text`: (normalized text, [(pre-token, offsets)])."""
+    check_text(text)
     rust = tok.tokenizer
     normalized = rust.normalizer.normalize_str(text) if rust.normalizer is not None else text
     if rust.pre_tokenizer is None:

@@ -8,12 +8,14 @@ import io
 import os
 import zipfile
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from .embeddings import RemapReport, remap_model
 from .errors import DataError
-from .export import write_folder, zip_bytes
+from .export import folder_files, write_files, zip_bytes
+from .outputs import atomic_folder
 from .pruning import PruneResult, unreachable_ids
 from .tokenizer import LoadedTokenizer
 
@@ -66,6 +68,15 @@ def pruned_zip(res: PruneResult, report: dict[str, Any], folder: str) -> bytes:
     )
 
 
+@dataclass
+class WrittenExport:
+    """A folder an export wrote: where it is, the files it wrote (relative paths) and the model remap, if any."""
+
+    folder: Path
+    files: list[str]
+    remap: RemapReport | None = None
+
+
 def write_pruned(
     tok: LoadedTokenizer,
     res: PruneResult,
@@ -74,33 +85,52 @@ def write_pruned(
     *,
     model: str | None = None,
     init: str = "fvt",
-) -> RemapReport | None:
+    replace: bool = False,
+) -> WrittenExport:
     """Write the pruned tokenizer folder to `out_dir` and, given a model, the model with its embeddings and LM
-    head remapped to the new ids (new rows: `init`). Raises DataError when the folder cannot be written."""
+    head remapped to the new ids (new rows: `init`).
+
+    Atomic (:func:`analysis.outputs.atomic_folder`): the folder is built beside `out_dir` and renamed into place
+    when complete; a non-empty `out_dir` is refused unless `replace`. Raises DataError when it cannot be written.
+    """
     new = res.tokenizer
-    try:
-        write_folder(new, out_dir, report, base_config=new.config, report_name=REPORT_NAME)
-        if model:
-            return remap_model(model, tok, new, res.id_map, out_dir, init=init, report=report)
-    except OSError as e:
-        raise DataError(f"cannot write {out_dir}: {e}") from e
-    return None
+    with atomic_folder(out_dir, replace=replace) as tmp:
+        write_files(tmp, folder_files(new, report, base_config=new.config, report_name=REPORT_NAME))
+        remap = remap_model(model, tok, new, res.id_map, tmp, init=init, report=report) if model else None
+        files = sorted(f.relative_to(tmp).as_posix() for f in tmp.rglob("*") if f.is_file())
+    return WrittenExport(Path(out_dir), files, remap)
 
 
-def folder_size(folder: str | os.PathLike) -> int:
-    """Total bytes of the files under a folder."""
-    return sum(f.stat().st_size for f in Path(folder).rglob("*") if f.is_file())
-
-
-def zip_folder(folder: str | os.PathLike, max_bytes: int = MAX_ZIP_BYTES) -> bytes:
-    """A folder (tokenizer + model) as zip bytes, its files under the folder's name; DataError above `max_bytes`."""
+def folder_size(folder: str | os.PathLike, files: Sequence[str] | None = None) -> int:
+    """Total bytes of the files under a folder (only `files`, relative paths, when given)."""
     root = Path(folder)
-    files = [f for f in root.rglob("*") if f.is_file()]
-    total = sum(f.stat().st_size for f in files)
+    paths = [root / f for f in files] if files is not None else [f for f in root.rglob("*") if f.is_file()]
+    return sum(f.stat().st_size for f in paths if f.is_file() and not f.is_symlink())
+
+
+def zip_folder(
+    folder: str | os.PathLike, files: Sequence[str] | None = None, max_bytes: int = MAX_ZIP_BYTES
+) -> bytes:
+    """A folder (tokenizer + model) as zip bytes, its files under the folder's name; DataError above `max_bytes`.
+
+    With `files` (the manifest an export returned), only those files go into the zip — never anything else that
+    appeared in the folder since — and each must still be a regular file inside it (not a link).
+    """
+    root = Path(folder).resolve()
+    if files is None:
+        chosen = [f for f in root.rglob("*") if f.is_file() and not f.is_symlink()]
+    else:
+        chosen = []
+        for rel in files:
+            f = root / rel
+            if f.is_symlink() or not f.is_file() or not f.resolve().is_relative_to(root):
+                raise DataError(f"{rel} is no longer a file of the exported folder {root}: not zipped")
+            chosen.append(f)
+    total = sum(f.stat().st_size for f in chosen)
     if total > max_bytes:
         raise DataError(f"{root} holds {total / 1e6:.0f} MB: too large to zip in memory")
     buf = io.BytesIO()
     with zipfile.ZipFile(buf, "w", compression=zipfile.ZIP_DEFLATED) as zf:
-        for f in files:
-            zf.write(f, f"{root.name}/{f.relative_to(root)}")
+        for f in chosen:
+            zf.write(f, f"{root.name}/{f.relative_to(root).as_posix()}")
     return buf.getvalue()

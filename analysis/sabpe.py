@@ -29,8 +29,6 @@ learned merges in order, the base's pre-tokenizer and decoder), so `tokenizers` 
 
 from __future__ import annotations
 
-import gzip
-import json
 import time
 from collections import Counter
 from collections.abc import Iterable, Sequence
@@ -53,6 +51,7 @@ from .bpe.trainer import (
     priority_function,
 )
 from .errors import DataError, UnsupportedTokenizerError
+from .inputs import json_records
 from .metrics import encode_ids, gini, text_counts
 from .progress import Progress
 from .tokenizer import BYTE_TO_CHAR, LoadedTokenizer, bpe_model
@@ -158,16 +157,9 @@ def read_code(
         stem = f.name.split(".")[0]
         n_files: Counter = Counter()
         n_bytes: Counter = Counter()
-        opener = gzip.open if f.suffix == ".gz" else open
         try:
-            with opener(f, "rt", encoding="utf-8") as fh:
-                for line_no, line in enumerate(fh, 1):
-                    if not line.strip():
-                        continue
-                    try:
-                        rec = json.loads(line)
-                    except json.JSONDecodeError as e:
-                        raise DataError(f"{f.name} line {line_no}: not valid JSON ({e.msg})") from None
+            with open(f, "rb") as fh:  # bounded lines, strict UTF-8, clear JSON errors (analysis.inputs)
+                for _, rec in json_records(fh, f.name):
                     text = rec.get("text") if isinstance(rec, dict) else None
                     if not isinstance(text, str) or not text:
                         continue

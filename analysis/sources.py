@@ -11,21 +11,27 @@ from __future__ import annotations
 
 import base64
 import io
-import json
 import os
 import re
 import tempfile
-import zipfile
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from .errors import TokenizerLoadError
+from .errors import AnalysisError, TokenizerLoadError
+from .inputs import (
+    check_size,
+    copy_member,
+    decode_utf8,
+    human_size,
+    open_zip,
+    parse_json,
+    path_error,
+    read_file,
+)
+from .paths import max_file_bytes, max_unzipped_bytes
 from .tokenizer import BYTE_TO_CHAR, SPIECE_UNDERLINE, LoadedTokenizer, added_token_entry, bpe_model
 
-#: Largest upload accepted (bytes); tokenizer files are at most tens of MB.
-MAX_UPLOAD_BYTES = int(os.environ.get("TOKLAB_MAX_UPLOAD_BYTES", 200 * 1024 * 1024))
-#: Largest total uncompressed size of a zipped tokenizer folder.
-MAX_UNZIPPED_BYTES = int(os.environ.get("TOKLAB_MAX_UNZIPPED_BYTES", 400 * 1024 * 1024))
+# Size caps (one for every way a file arrives): analysis.paths.max_file_bytes / max_unzipped_bytes.
 
 #: Most entries accepted in a zipped tokenizer folder.
 MAX_ZIP_ENTRIES = 1000
@@ -88,9 +94,13 @@ def load(
 ) -> LoadedTokenizer:
     """Load from a local folder, a local file, or (if no such path exists) a Hugging Face hub id."""
     p = Path(os.path.expanduser(str(source)))
-    if p.is_dir():
+    try:
+        is_dir, is_file = p.is_dir(), p.is_file()
+    except OSError as e:  # a path too long for the file system, a permission problem on a parent …
+        raise TokenizerLoadError(path_error(p, e)) from e
+    if is_dir:
         return load_folder(p, name=name)
-    if p.is_file():
+    if is_file:
         return load_file(p, name=name)
     s = str(source).strip()
     if not s:
@@ -111,20 +121,18 @@ def load_folder(folder: str | os.PathLike, *, name: str | None = None) -> Loaded
         return load_tokenizer_json(folder / "tokenizer.json", name=name, config=config, source=str(folder))
     for sp in ("tokenizer.model", "spiece.model", "sentencepiece.bpe.model"):
         if (folder / sp).is_file():
-            doc = sentencepiece_to_document((folder / sp).read_bytes())
+            doc = sentencepiece_to_document(_read(folder / sp))
             return LoadedTokenizer.from_document(doc, name=name, source=str(folder), config=config)
-    tik = sorted(folder.glob("*.tiktoken"))
+    tik = sorted(q for q in folder.glob("*.tiktoken") if q.is_file())
     if tik:
-        doc = tiktoken_to_document(tik[0].read_bytes())
+        doc = tiktoken_to_document(_read(tik[0]))
         return LoadedTokenizer.from_document(doc, name=name, source=str(folder), config=config)
     if (folder / "vocab.json").is_file() and (folder / "merges.txt").is_file():
-        doc = gpt2_files_to_document(
-            (folder / "vocab.json").read_bytes(), (folder / "merges.txt").read_bytes()
-        )
+        doc = gpt2_files_to_document(_read(folder / "vocab.json"), _read(folder / "merges.txt"))
         return LoadedTokenizer.from_document(doc, name=name, source=str(folder), config=config)
     if (folder / "vocab.txt").is_file():
         lower = bool(config.get("do_lower_case", True))
-        doc = wordpiece_vocab_to_document((folder / "vocab.txt").read_bytes(), lowercase=lower)
+        doc = wordpiece_vocab_to_document(_read(folder / "vocab.txt"), lowercase=lower)
         return LoadedTokenizer.from_document(doc, name=name, source=str(folder), config=config)
     raise TokenizerLoadError(
         f"{folder} holds no tokenizer files (looked for tokenizer.json, tokenizer.model, *.tiktoken, "
@@ -137,10 +145,7 @@ def load_tokenizer_json(
 ) -> LoadedTokenizer:
     """Load one tokenizer.json file."""
     path = Path(path)
-    try:
-        text = path.read_bytes()
-    except OSError as e:
-        raise TokenizerLoadError(f"cannot read {path}: {e.strerror}") from e
+    text = _read(path)
     if config is None:
         config = _read_json_if(path.parent / "tokenizer_config.json")
     return LoadedTokenizer.from_json_text(
@@ -151,22 +156,18 @@ def load_tokenizer_json(
 def load_file(path: str | os.PathLike, *, name: str | None = None) -> LoadedTokenizer:
     """Load a single local file of any supported kind (by name and content)."""
     path = Path(path)
-    size = path.stat().st_size
-    if size > MAX_UPLOAD_BYTES:
-        raise TokenizerLoadError(_too_big(path.name, size))
     if path.suffix == ".json" and path.name.lower() not in _PARTIAL_JSON:
         return load_tokenizer_json(
             path, name=name or (path.parent.name if path.name == "tokenizer.json" else path.stem)
         )
-    return load_upload(path.name, path.read_bytes(), name=name)
+    return load_upload(path.name, _read(path), name=name)
 
 
 def load_upload(
     filename: str, data: bytes, *, name: str | None = None, tiktoken_pattern: str | None = None
 ) -> LoadedTokenizer:
     """Load an uploaded file: tokenizer.json, a zipped folder, a SentencePiece .model or a tiktoken file."""
-    if len(data) > MAX_UPLOAD_BYTES:
-        raise TokenizerLoadError(_too_big(filename, len(data)))
+    check_size(filename, len(data), TokenizerLoadError)
     if not data:
         raise TokenizerLoadError(f"{filename} is empty")
     base = PurePosixPath(filename.replace("\\", "/")).name
@@ -190,10 +191,7 @@ def load_upload(
         doc = sentencepiece_to_document(data)
         return LoadedTokenizer.from_document(doc, name=name, source=f"upload:{base}")
     if lower.endswith("vocab.txt") and not _looks_like_tiktoken(data):  # a BERT-style WordPiece vocabulary
-        try:
-            lines = data.decode("utf-8").splitlines()
-        except UnicodeDecodeError as e:
-            raise TokenizerLoadError(f"{base} is not UTF-8 text ({e})") from e
+        lines = decode_utf8(data, base, TokenizerLoadError).splitlines()
         words = [t for t in lines if t and not t.startswith("[")]
         cased = sum(any(c.isupper() for c in t) for t in words) > 0.01 * max(1, len(words))
         doc = wordpiece_vocab_to_document(data, lowercase=not cased)
@@ -209,8 +207,8 @@ def load_upload(
 
 def _has_model_section(data: bytes) -> bool:
     try:
-        doc = json.loads(data)
-    except (json.JSONDecodeError, UnicodeDecodeError):
+        doc = parse_json(data, "file", TokenizerLoadError)
+    except TokenizerLoadError:
         return False
     return isinstance(doc, dict) and isinstance(doc.get("model"), dict)
 
@@ -330,44 +328,45 @@ def hub_cache_dir() -> str:
 # Zip uploads
 # --------------------------------------------------------------------------------------------------
 def safe_extract_zip(data: bytes, dest: Path, max_total: int | None = None) -> Path:
-    """Extract a zipped tokenizer folder, refusing absolute/`..` paths, links and zip bombs.
+    """Extract a zipped tokenizer folder, refusing absolute/`..` paths, links, corrupt members and zip bombs.
 
-    Returns the folder inside `dest` that holds the tokenizer files.
+    Sizes are counted on the bytes actually decompressed (headers can lie), against `max_total` (default
+    :func:`analysis.paths.max_unzipped_bytes`). Returns the folder inside `dest` that holds the tokenizer files.
     """
-    max_total = MAX_UNZIPPED_BYTES if max_total is None else max_total
-    try:
-        zf = zipfile.ZipFile(io.BytesIO(data))
-    except zipfile.BadZipFile as e:
-        raise TokenizerLoadError(f"not a valid zip file ({e})") from e
+    max_total = max_unzipped_bytes() if max_total is None else max_total
+    zf = open_zip(io.BytesIO(data), "the zip", MAX_ZIP_ENTRIES, TokenizerLoadError)
+    infos = zf.infolist()
     with zf:
-        total = 0
-        members = []
-        if len(zf.infolist()) > MAX_ZIP_ENTRIES:
+        if len(infos) > MAX_ZIP_ENTRIES:
             raise TokenizerLoadError(
-                f"zip holds {len(zf.infolist())} entries, more than the {MAX_ZIP_ENTRIES} a tokenizer folder needs: refused"
+                f"zip holds {len(infos)} entries, more than the {MAX_ZIP_ENTRIES} a tokenizer folder needs: refused"
             )
-        for info in zf.infolist():
+        claimed = 0
+        for info in infos:
             n = info.filename.replace("\\", "/")
             parts = PurePosixPath(n).parts
-            if n.startswith("/") or re.match(r"^[A-Za-z]:", n) or ".." in parts:
+            if n.startswith("/") or re.match(r"^[A-Za-z]:", n) or ".." in parts or "\x00" in n:
                 raise TokenizerLoadError(f"zip entry {info.filename!r} has an absolute or '..' path: refused")
             if (info.external_attr >> 16) & 0o170000 == 0o120000:
                 raise TokenizerLoadError(f"zip entry {info.filename!r} is a symbolic link: refused")
-            total += info.file_size
-            if total > max_total:
-                raise TokenizerLoadError(f"zip expands to more than {_human_size(max_total)}: refused")
-            members.append(info)
+            claimed += info.file_size
+            if claimed > max_total:
+                raise TokenizerLoadError(f"zip expands to more than {human_size(max_total)}: refused")
         dest = dest.resolve()
-        for info in members:
+        left = max_total
+        for info in infos:
             target = (dest / info.filename).resolve()
-            if not str(target).startswith(str(dest)):
+            if not target.is_relative_to(dest):
                 raise TokenizerLoadError(f"zip entry {info.filename!r} escapes the folder: refused")
             if info.is_dir():
                 target.mkdir(parents=True, exist_ok=True)
                 continue
-            target.parent.mkdir(parents=True, exist_ok=True)
-            with zf.open(info) as src, open(target, "wb") as out:
-                out.write(src.read(max_total + 1))
+            try:
+                target.parent.mkdir(parents=True, exist_ok=True)
+                with open(target, "wb") as out:
+                    left -= copy_member(zf, info, out, left, TokenizerLoadError)
+            except OSError as e:
+                raise TokenizerLoadError(f"cannot extract {info.filename!r}: {e.strerror or e}") from e
     markers = ("tokenizer.json", "tokenizer.model", "spiece.model", "vocab.json", "vocab.txt")
     candidates = sorted(
         {p.parent for m in markers for p in dest.rglob(m) if "__MACOSX" not in p.parts},
@@ -387,8 +386,8 @@ def _looks_like_sentencepiece(data: bytes) -> bool:
 
 
 def _looks_like_tiktoken(data: bytes) -> bool:
-    head = data[:2000].split(b"\n")[:5]
-    return bool(head) and all(re.fullmatch(rb"[A-Za-z0-9+/=]+ \d+", line.strip()) for line in head if line)
+    head = [line.strip() for line in data[:2000].split(b"\n")[:5] if line.strip()]
+    return bool(head) and all(re.fullmatch(rb"[A-Za-z0-9+/=]+ \d+", line) for line in head)
 
 
 def sentencepiece_to_document(model_bytes: bytes) -> dict:
@@ -614,12 +613,11 @@ def _bpe_parts(ranks: dict[bytes, int], token: bytes, max_rank: int) -> list[byt
 
 def gpt2_files_to_document(vocab_json: bytes, merges_txt: bytes) -> dict:
     """Build a GPT-2-style byte-level BPE document from slow-tokenizer `vocab.json` and `merges.txt`."""
-    try:
-        vocab = json.loads(vocab_json)
-    except json.JSONDecodeError as e:
-        raise TokenizerLoadError(f"vocab.json is not valid JSON ({e})") from e
+    vocab = parse_json(vocab_json, "vocab.json", TokenizerLoadError)
+    if not isinstance(vocab, dict):
+        raise TokenizerLoadError("vocab.json must map each token to its id")
     merges = []
-    for line in merges_txt.decode("utf-8").splitlines():
+    for line in decode_utf8(merges_txt, "merges.txt", TokenizerLoadError).splitlines():
         if not line or line.startswith("#version"):
             continue
         a, sep, b = line.partition(" ")
@@ -663,10 +661,12 @@ def gpt2_files_to_document(vocab_json: bytes, merges_txt: bytes) -> dict:
 def wordpiece_vocab_to_document(vocab_txt: bytes, *, lowercase: bool = True) -> dict:
     """Build a BERT-style WordPiece document from a slow-tokenizer `vocab.txt`."""
     vocab = {}
-    for line in vocab_txt.decode("utf-8").splitlines():
+    for line in decode_utf8(vocab_txt, "vocab.txt", TokenizerLoadError).splitlines():
         tok = line.rstrip("\n")
         if tok and tok not in vocab:
             vocab[tok] = len(vocab)
+    if not vocab:
+        raise TokenizerLoadError("vocab.txt is empty: a WordPiece vocabulary lists one token per line")
     specials = [t for t in ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]") if t in vocab]
     pp = None
     if "[CLS]" in vocab and "[SEP]" in vocab:
@@ -697,26 +697,74 @@ def wordpiece_vocab_to_document(vocab_txt: bytes, *, lowercase: bool = True) -> 
 
 
 # --------------------------------------------------------------------------------------------------
+def _read(path: Path) -> bytes:
+    """A tokenizer file's bytes under the one size cap (TokenizerLoadError when unreadable or too large)."""
+    return read_file(path, TokenizerLoadError)
+
+
 def _read_json_if(path: Path) -> dict[str, Any]:
+    """An optional JSON side file (tokenizer_config.json): {} when missing or corrupt; too large is an error."""
     if not path.is_file():
         return {}
+    data = _read(path)
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        doc = parse_json(data, path.name, TokenizerLoadError)
+    except AnalysisError:
         return {}
-    return data if isinstance(data, dict) else {}
+    return doc if isinstance(doc, dict) else {}
 
 
-def _too_big(name: str, size: int) -> str:
-    return (
-        f"{name} is {_human_size(size)}, over the {_human_size(MAX_UPLOAD_BYTES)} limit "
-        "for tokenizer files (did you upload model weights?)"
-    )
+# --------------------------------------------------------------------------------------------------
+# A saved session library (analysis.export.library_zip)
+# --------------------------------------------------------------------------------------------------
+#: Most tokenizers restored from one library zip.
+MAX_LIBRARY_ENTRIES = 64
 
 
-def _human_size(n: int) -> str:
-    """1234 → '1.2 kB', 200 MiB → '200 MB' (binary units, short labels)."""
-    for unit, div in (("GB", 1 << 30), ("MB", 1 << 20), ("kB", 1 << 10)):
-        if n >= div:
-            return f"{n / div:.1f}".removesuffix(".0") + f" {unit}"
-    return f"{n} bytes"
+def load_library_zip(data: bytes) -> list[tuple[str, LoadedTokenizer]]:
+    """The (name, tokenizer) pairs of a library zip written by :func:`analysis.export.library_zip`.
+
+    Every tokenizer goes through the same checks as an upload (size caps on the bytes actually decompressed,
+    id density, merges); names are plain text of at most 200 characters.
+    """
+    check_size("the library zip", len(data), TokenizerLoadError)
+    zf = open_zip(io.BytesIO(data), "the library zip", 2 * MAX_LIBRARY_ENTRIES + 1, TokenizerLoadError)
+    budget = [max_unzipped_bytes()]
+
+    def member(name: str) -> bytes | None:
+        try:
+            info = zf.getinfo(name)
+        except KeyError:
+            return None
+        out = io.BytesIO()
+        budget[0] -= copy_member(zf, info, out, min(budget[0], max_file_bytes()), TokenizerLoadError)
+        return out.getvalue()
+
+    with zf:
+        raw = member("library.json")
+        if raw is None:
+            raise TokenizerLoadError("not a Tokenizer Lab library: the zip has no library.json")
+        manifest = parse_json(raw, "library.json", TokenizerLoadError)
+        entries = manifest.get("entries") if isinstance(manifest, dict) else None
+        if manifest.get("format") != "tokenizer-lab-library" or not isinstance(entries, list):
+            raise TokenizerLoadError("not a Tokenizer Lab library (library.json has another format)")
+        if len(entries) > MAX_LIBRARY_ENTRIES:
+            raise TokenizerLoadError(
+                f"the library holds {len(entries)} tokenizers, more than {MAX_LIBRARY_ENTRIES}"
+            )
+        out = []
+        for e in entries:
+            name, folder = (e.get("name"), e.get("folder")) if isinstance(e, dict) else (None, None)
+            if not (isinstance(name, str) and name.strip() and isinstance(folder, str) and folder.isalnum()):
+                raise TokenizerLoadError("library.json lists an entry without a name or folder")
+            name = name.strip()[:200]
+            text = member(f"{folder}/tokenizer.json")
+            if text is None:
+                raise TokenizerLoadError(f"the library lists {name!r} but holds no {folder}/tokenizer.json")
+            cfg_raw = member(f"{folder}/tokenizer_config.json")
+            cfg = parse_json(cfg_raw, f"{name}: tokenizer_config.json", TokenizerLoadError) if cfg_raw else {}
+            tok = LoadedTokenizer.from_json_text(
+                text, name=name, source="upload:library", config=cfg if isinstance(cfg, dict) else {}
+            )
+            out.append((name, tok))
+    return out

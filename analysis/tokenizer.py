@@ -17,9 +17,13 @@ from typing import Any
 
 import tokenizers
 
-from .errors import TokenizerLoadError
+from .errors import TokenizerLoadError, is_rust_panic
+from .inputs import parse_json
 
 MODEL_TYPES = ("BPE", "WordPiece", "Unigram", "WordLevel")
+#: Ids may leave gaps (padding rows, removed tokens), but the largest id must stay below
+#: 2 × (number of ids) + MAX_ID_SLACK: every table indexed by id is then at most a few times the vocabulary.
+MAX_ID_SLACK = 65_536
 
 
 # --------------------------------------------------------------------------------------------------
@@ -81,6 +85,103 @@ def parse_merges(raw: list[Any]) -> list[tuple[str, str]]:
         else:
             raise TokenizerLoadError(f"merge #{i} has an unsupported form: {m!r}")
     return out
+
+
+def _model_type(model: dict) -> str | None:
+    t = model.get("type")
+    if t is None and "merges" in model:
+        return "BPE"
+    return t
+
+
+def _duplicate_id(vocab: dict[str, int]) -> str:
+    seen: dict[int, str] = {}
+    for tok, i in vocab.items():
+        if i in seen:
+            return f"tokens {seen[i]!r} and {tok!r} share id {i}"
+        seen[i] = tok
+    return ""
+
+
+def check_document(doc: Any, name: str) -> None:
+    """Refuse a tokenizer.json document before the Rust library builds it, when it would crash or exhaust us.
+
+    * no `model` section; an empty vocabulary (every measure of it would be 0 or undefined);
+    * a negative id, two model tokens with one id, or ids so sparse that a table indexed by id would dwarf the
+      vocabulary (largest id ≥ 2 × ids + :data:`MAX_ID_SLACK`): one token with id 2,000,000,000 is refused at
+      load instead of costing gigabytes later;
+    * a BPE merge whose parts or result are not in the vocabulary (the tokenizers library panics on some of
+      these, with a Rust backtrace, instead of raising an error).
+    Malformed values (a string id, a merge of three parts) are left to the library, which rejects them cleanly.
+    """
+    if not isinstance(doc, dict) or not isinstance(doc.get("model"), dict):
+        raise TokenizerLoadError(f"{name}: not a tokenizer.json document (no 'model' section)")
+    model = doc["model"]
+    vocab = model.get("vocab")
+    if isinstance(vocab, dict):
+        ids = list(vocab.values())
+    elif isinstance(vocab, list):
+        ids = list(range(len(vocab)))
+    else:
+        return
+    if not all(type(i) is int for i in ids):
+        return
+    added = {
+        a["id"] for a in doc.get("added_tokens") or [] if isinstance(a, dict) and type(a.get("id")) is int
+    }
+    model_ids = set(ids)
+    if isinstance(vocab, dict) and len(model_ids) != len(ids):
+        raise TokenizerLoadError(f"{name}: duplicate vocabulary ids: {_duplicate_id(vocab)}")
+    all_ids = model_ids | added
+    if not all_ids:
+        raise TokenizerLoadError(f"{name}: the vocabulary is empty (no tokens, so nothing can be measured)")
+    lo, hi = min(all_ids), max(all_ids)
+    if lo < 0:
+        raise TokenizerLoadError(f"{name}: token ids must not be negative (found {lo})")
+    if hi >= 2 * len(all_ids) + MAX_ID_SLACK:
+        raise TokenizerLoadError(
+            f"{name}: token ids are not dense: the largest id is {hi:,} but there are only {len(all_ids):,} "
+            f"tokens (ids must stay below 2 × tokens + {MAX_ID_SLACK:,}); is the vocabulary corrupt?"
+        )
+    if _model_type(model) == "BPE" and isinstance(vocab, dict):
+        _check_merges(model, vocab, name)
+
+
+def _check_merges(model: dict, vocab: dict[str, int], name: str) -> None:
+    """Check that every merge's result is in the vocabulary (the library panics when it is not; it reports
+    missing parts and malformed merges itself)."""
+    raw = model.get("merges") or []
+    if not isinstance(raw, list) or not raw:
+        return
+    prefix = model.get("continuing_subword_prefix") or ""
+    cut = len(prefix.encode("utf-8")) if isinstance(prefix, str) else 0
+    if not cut and all(type(m) is str for m in raw):
+        made = [m.replace(" ", "", 1) for m in raw]  # fast path: "a b" → "ab"
+        if set(made) <= vocab.keys():
+            return
+    try:
+        merges = parse_merges(raw)
+    except TokenizerLoadError as e:
+        raise TokenizerLoadError(f"{name}: {e}") from None
+    for i, (a, b) in enumerate(merges):
+        if a not in vocab or b not in vocab:
+            continue  # reported by the library
+        merged = _merged_with_prefix(a, b, cut) if cut else a + b
+        if merged is None or merged not in vocab:
+            raise TokenizerLoadError(
+                f"{name}: merge #{i} ({a!r}, {b!r}) makes {merged!r}, which is not in the vocabulary"
+            )
+
+
+def _merged_with_prefix(a: str, b: str, cut: int) -> str | None:
+    """What the tokenizers library makes of a merge when a continuing-subword prefix of `cut` bytes is set."""
+    tail = b.encode("utf-8")
+    if len(tail) < cut:
+        return None
+    try:
+        return a + tail[cut:].decode("utf-8")
+    except UnicodeDecodeError:
+        return None
 
 
 def _walk_components(node: Any) -> Iterator[dict]:
@@ -213,8 +314,7 @@ class LoadedTokenizer:
         cls, doc: dict, name: str, source: str = "", config: dict | None = None
     ) -> LoadedTokenizer:
         """Build a view from a tokenizer.json document (validated by the Rust library)."""
-        if not isinstance(doc, dict) or not isinstance(doc.get("model"), dict):
-            raise TokenizerLoadError(f"{name}: not a tokenizer.json document (no 'model' section)")
+        check_document(doc, name)
         raw = json.dumps(doc, ensure_ascii=False).encode("utf-8")
         obj = cls(raw, name=name, source=source, config=config, doc=doc)
         _ = obj.tokenizer  # validate eagerly: a bad document fails here, with a clear message
@@ -226,7 +326,17 @@ class LoadedTokenizer:
     ) -> LoadedTokenizer:
         """Build a view from tokenizer.json text (clear error on corrupt JSON or a rejected document)."""
         raw = text.encode("utf-8") if isinstance(text, str) else bytes(text)
-        obj = cls(raw, name=name, source=source, config=config)
+        if raw.startswith(b"\xef\xbb\xbf"):  # a UTF-8 byte-order mark
+            raw = raw[3:]
+        try:
+            raw.decode("utf-8")
+        except UnicodeDecodeError as e:
+            raise TokenizerLoadError(
+                f"{name}: tokenizer.json is not UTF-8 text (bad byte at offset {e.start})"
+            ) from None
+        doc = parse_json(raw, f"{name}: tokenizer.json", TokenizerLoadError)
+        check_document(doc, name)
+        obj = cls(raw, name=name, source=source, config=config, doc=doc)
         _ = obj.tokenizer
         return obj
 
@@ -237,6 +347,7 @@ class LoadedTokenizer:
             name=name or self.name,
             source=self.source if source is None else source,
             config=self.config,
+            doc=self.__dict__.get("_doc"),
         )
 
     @cached_property
@@ -269,11 +380,10 @@ class LoadedTokenizer:
             raise TokenizerLoadError(f"{self.name}: tokenizer.json is not UTF-8 text ({e})") from e
         try:
             tok = tokenizers.Tokenizer.from_str(text)
-        except Exception as e:  # the Rust side raises plain Exception subclasses
-            try:
-                doc = json.loads(text)
-            except json.JSONDecodeError as je:
-                raise TokenizerLoadError(f"{self.name}: tokenizer.json is not valid JSON ({je})") from je
+        except BaseException as e:  # the Rust side raises plain Exception subclasses, or panics
+            if not isinstance(e, Exception) and not is_rust_panic(e):
+                raise
+            doc = parse_json(text, f"{self.name}: tokenizer.json", TokenizerLoadError)
             if not isinstance(doc, dict) or "model" not in doc:
                 raise TokenizerLoadError(
                     f"{self.name}: not a tokenizer.json document (no 'model' section)"

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 import re
 import struct
@@ -23,6 +24,7 @@ import numpy as np
 
 from .cache import DiskCache
 from .errors import ModelLoadError, TokenizerLoadError
+from .inputs import parse_json, path_error
 from .sources import HUB_TOKENIZER_PATTERNS, load_folder
 from .tokenizer import LoadedTokenizer
 
@@ -241,14 +243,26 @@ _HUB_ID = re.compile(r"^[A-Za-z0-9][\w.\-]*/[\w.\-]+$")
 def resolve_model(
     source: str | os.PathLike, *, revision: str | None = None, token: str | None = None
 ) -> ModelSource:
-    """Find the weight files of a folder, a weight file, or a hub id (downloaded or from the local cache)."""
+    """Find the weight files of a folder, a weight file, or a hub id (downloaded or from the local cache).
+
+    `hub:owner/name` always means the hub, even when a local folder of that name exists.
+    """
     s = str(source).strip()
     if not s:
         raise ModelLoadError("no model given: enter a folder, a .safetensors/.gguf/.bin file or a hub id")
+    if s.startswith("hub:"):  # a hub id that must never be read as a local path (ids typed in the browser)
+        s = s[4:].strip()
+        if not _HUB_ID.match(s):
+            raise ModelLoadError(f"not a hub id (owner/name): {s}")
+        return _resolve_hub(s, revision=revision, token=token)
     p = Path(os.path.expanduser(s))
-    if p.is_file():
+    try:
+        is_file, is_dir = p.is_file(), p.is_dir()
+    except OSError as e:
+        raise ModelLoadError(path_error(p, e)) from e
+    if is_file:
         return _resolve_file(p)
-    if p.is_dir():
+    if is_dir:
         return _resolve_folder(p)
     if s.startswith(("/", ".", "~")) or not _HUB_ID.match(s):
         raise ModelLoadError(f"no such file or folder, and not a hub id: {s}")
@@ -298,8 +312,8 @@ def _resolve_folder(folder: Path) -> ModelSource:
 def _shards_from_index(index: Path) -> list[Path]:
     try:
         wm = json.loads(index.read_text(encoding="utf-8"))["weight_map"]
-    except (OSError, ValueError, KeyError, TypeError) as e:
-        raise ModelLoadError(f"{index.name}: not a valid weight index ({e})") from e
+    except (OSError, ValueError, KeyError, TypeError, RecursionError) as e:
+        raise ModelLoadError(f"{index.name}: not a valid weight index ({type(e).__name__})") from e
     files = []
     for f in dict.fromkeys(wm.values()):
         q = index.parent / f
@@ -353,8 +367,20 @@ def _resolve_hub(repo_id: str, *, revision: str | None, token: str | None) -> Mo
 # --------------------------------------------------------------------------------------------------
 # safetensors (own header parser + memory map)
 # --------------------------------------------------------------------------------------------------
+#: bytes per element of the safetensors dtypes (for checking headers; only _ST_DTYPES are read)
+_ST_ITEMSIZE = {
+    "BOOL": 1, "U8": 1, "I8": 1, "F8_E4M3": 1, "F8_E5M2": 1, "I16": 2, "U16": 2, "F16": 2, "BF16": 2,
+    "I32": 4, "U32": 4, "F32": 4, "I64": 8, "U64": 8, "F64": 8,
+}  # fmt: skip
+
+
 def read_safetensors_header(path: Path) -> tuple[dict, int]:
-    """The JSON header of a safetensors file and the byte offset where its data starts."""
+    """The JSON header of a safetensors file and the byte offset where its data starts.
+
+    Every tensor entry is checked before anything is mapped: a dtype string, a shape of non-negative integers,
+    data offsets `[begin, end]` with `0 ≤ begin ≤ end` inside the file, and `end - begin` equal to the shape's
+    size for known dtypes. A malformed header is a ModelLoadError naming the tensor, never an exception later.
+    """
     try:
         size = path.stat().st_size
         with open(path, "rb") as f:
@@ -364,15 +390,42 @@ def read_safetensors_header(path: Path) -> tuple[dict, int]:
             (n,) = struct.unpack("<Q", head)
             if n <= 0 or n > min(size - 8, 100 * 1024 * 1024):
                 raise ModelLoadError(f"{path.name}: corrupt safetensors header (length {n})")
-            header = json.loads(f.read(n).decode("utf-8"))
+            header = parse_json(f.read(n), f"{path.name} (corrupt safetensors header)", ModelLoadError)
     except OSError as e:
         raise ModelLoadError(f"cannot read {path}: {e.strerror}") from e
-    except (UnicodeDecodeError, ValueError) as e:
-        raise ModelLoadError(f"{path.name}: corrupt safetensors header ({e})") from e
     if not isinstance(header, dict):
         raise ModelLoadError(f"{path.name}: corrupt safetensors header (not an object)")
     header.pop("__metadata__", None)
+    data_size = size - 8 - n
+    for name, info in header.items():
+        _check_tensor_entry(path.name, name, info, data_size)
     return header, 8 + n
+
+
+def _check_tensor_entry(file: str, name: str, info: Any, data_size: int) -> None:
+    """One safetensors header entry, checked (see :func:`read_safetensors_header`)."""
+    bad = f"{file}: corrupt safetensors header: tensor {name!r}"
+    if not isinstance(info, dict):
+        raise ModelLoadError(f"{bad} is not an object")
+    dt, shape, offs = info.get("dtype"), info.get("shape"), info.get("data_offsets")
+    if not isinstance(dt, str):
+        raise ModelLoadError(f"{bad} has no dtype")
+    if not isinstance(shape, list) or not all(type(d) is int and d >= 0 for d in shape):
+        raise ModelLoadError(
+            f"{bad} has an invalid shape {shape!r} (dimensions must be non-negative integers)"
+        )
+    if (
+        not isinstance(offs, list)
+        or len(offs) != 2
+        or not all(type(o) is int for o in offs)
+        or not 0 <= offs[0] <= offs[1]
+    ):
+        raise ModelLoadError(f"{bad} has invalid data offsets {offs!r}")
+    if offs[1] > data_size:
+        raise ModelLoadError(f"{bad} lies past the end of the file (truncated or corrupt)")
+    item = _ST_ITEMSIZE.get(dt)
+    if item is not None and math.prod(shape) * item != offs[1] - offs[0]:
+        raise ModelLoadError(f"{bad}: its shape {shape} does not match its {offs[1] - offs[0]:,} bytes")
 
 
 def _safetensors_matrix(path: Path, header: dict, data_start: int, name: str) -> Matrix:
@@ -444,7 +497,7 @@ def _read_config(folder: Path) -> dict:
         return {}
     try:
         cfg = json.loads(p.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):
         return {}
     return cfg if isinstance(cfg, dict) else {}
 

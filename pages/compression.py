@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import json
-
 import pandas as pd
 import plotly.express as px
 import streamlit as st
@@ -11,11 +9,13 @@ import streamlit as st
 from analysis import flores as fl
 from analysis import metrics as mx
 from analysis import parity as pa
+from analysis import paths
 from analysis.flores import FloresData
+from analysis.outputs import json_ready, strict_json
 from analysis.references import cite
 from ui.errors import try_step
 from ui.library import library
-from ui.pickers import pick_tokenizers
+from ui.pickers import SERVER_PATHS_OFF, pick_tokenizers
 from ui.progress import progress
 from ui.spans import token_spans_html
 
@@ -52,12 +52,7 @@ def flores_source() -> tuple[str, str]:
         if "cmp-flores" not in st.session_state:
             default_path = fl.default_flores_path()
             st.session_state["cmp-flores"] = str(default_path) if default_path else ""
-        path = st.text_input(
-            "FLORES folder, .tar.gz or parquet",
-            key="cmp-flores",
-            help=f"Official FLORES-200 layout (devtest/<code>.devtest), the official .tar.gz, or FLORES+ parquet. "
-            f"Default: ${fl.ENV_VAR}, else the shared assets.",
-        )
+        path = flores_path_field()
         split = st.selectbox("Split", fl.SPLITS, key="cmp-split")
         c1, c2 = st.columns(2)
         got = None
@@ -68,11 +63,34 @@ def flores_source() -> tuple[str, str]:
             with progress("Downloading FLORES+…", unit="MB") as cb:
                 got = fl.download_flores_plus(split=split, progress=cb)
         if got is not None:
+            _downloaded().add(str(got))
             st.session_state["cmp-flores-next"] = str(got)
             st.rerun()
         if not fl.parquet_available():
             st.caption("pyarrow is not installed: FLORES+ parquet sources cannot be read.")
     return path, split
+
+
+def _downloaded() -> set[str]:
+    """FLORES copies this session downloaded (offered back in the path field)."""
+    return st.session_state.setdefault("cmp-flores-downloaded", set())
+
+
+def flores_path_field() -> str:
+    """The FLORES location: the operator's (or a finished download's), editable only when server paths are allowed
+    (then confined to the allowed folders, see `analysis.paths.confine`)."""
+    help_text = (f"Official FLORES-200 layout (devtest/<code>.devtest), the official .tar.gz, or FLORES+ parquet. "
+                 f"Default: ${fl.ENV_VAR}, else the shared assets.")  # fmt: skip
+    if not paths.server_paths_enabled():
+        st.text_input("FLORES folder, .tar.gz or parquet", st.session_state["cmp-flores"], disabled=True,
+                      key="cmp-flores-shown", help=help_text + " " + SERVER_PATHS_OFF)  # fmt: skip
+        return st.session_state["cmp-flores"]
+    path = st.text_input("FLORES folder, .tar.gz or parquet", key="cmp-flores", help=help_text)
+    default = fl.default_flores_path()
+    if not path.strip() or (default is not None and path == str(default)) or path in _downloaded():
+        return path  # the operator's location or one this app downloaded into its cache
+    allowed = try_step(paths.confine, path)
+    return str(allowed) if allowed is not None else ""
 
 
 def pick_languages(data: FloresData) -> list[str]:
@@ -188,7 +206,7 @@ def downloads(df: pd.DataFrame, rows: list[dict], pv: pd.DataFrame, metric: str,
     st.download_button(
         "Download CSV", df.to_csv(index=False).encode("utf-8"), "compression.csv", "text/csv", key="cmp-csv"
     )
-    st.download_button("Download JSON", json.dumps(rows, ensure_ascii=False, indent=1).encode("utf-8"),
+    st.download_button("Download JSON", strict_json(json_ready(rows), indent=1).encode("utf-8"),
                        "compression.json", "application/json", key="cmp-json")  # fmt: skip
     wide_rows = [{"lang": lang, **r} for lang, r in pv.to_dict(orient="index").items()]
     latex = mx.to_latex(
@@ -305,7 +323,7 @@ def parity_results(res: dict) -> None:
         "bytes_per_token parity",
     ]
     st.dataframe(rows[cols], hide_index=True, key="cmp-par-table")
-    st.download_button("Download the comparison (JSON)", json.dumps(res, ensure_ascii=False, indent=1),
+    st.download_button("Download the comparison (JSON)", strict_json(json_ready(res), indent=1),
                        file_name="parity_vs_plain.json", mime="application/json", key="cmp-par-dl")  # fmt: skip
 
 

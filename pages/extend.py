@@ -15,7 +15,7 @@ from analysis.extension import ADDED_MARK, METHOD_LABELS, Plan, Preview, extensi
 from analysis.flores import FLORES_TRAIN_LINES, available_codes, split_lines
 from analysis.training import continue_training
 from ui.caching import cache_data, cache_resource
-from ui.pickers import pick_tokenizer
+from ui.pickers import pick_tokenizer, server_path_input
 from ui.spans import pieces_html
 from ui.trees import merge_tree_text
 
@@ -91,14 +91,14 @@ def training_text(lang: str) -> Corpus | None:
         chosen = st.multiselect("Shared corpora", list(corpora), default=default_c, key="ext-corpora")
         uploads = st.file_uploader("Upload text files (.txt, .jsonl, .gz) or a .zip of them",
                                    accept_multiple_files=True, key="ext-uploads")  # fmt: skip
-        folder = st.text_input("Local folder with text files (optional)", key="ext-folder")
-        budget = st.number_input("Character budget", min_value=10_000, max_value=2_000_000_000, value=5_000_000,
+        folder = server_path_input("Folder of text files on the server (optional)", "ext-folder")
+        budget = st.number_input("Character budget", min_value=10_000, max_value=100_000_000, value=5_000_000,
                                  step=1_000_000, key="ext-budget")  # fmt: skip
     sources = [Source("flores-train", f"{lang}:{FLORES_TRAIN_LINES}")] if use_flores else []
     sources += [Source("file", str(corpora[k])) for k in chosen]
     sources += [Source("bytes", u.name, u.getvalue()) for u in uploads or []]
-    if folder.strip():
-        sources.append(Source("folder", folder.strip()))
+    if folder is not None:
+        sources.append(Source("folder" if folder.is_dir() else "file", str(folder)))
     return Corpus(tuple(sources), int(budget)) if sources else None
 
 

@@ -17,6 +17,7 @@ from ui import links
 from ui.errors import try_step
 from ui.library import add_to_library, library, upload_to_library
 from ui.loaders import example_tokenizers, load_hub_cached, load_path_cached
+from ui.pickers import server_path_input
 
 FLAGS = [
     "ignore_merges",
@@ -55,9 +56,11 @@ def load_examples() -> None:
 
 
 def load_path() -> None:
-    """A local folder or tokenizer file."""
-    path = st.text_input("Folder or tokenizer.json path", key="inspect-path", placeholder="/models/llama/")
-    if st.button("Load from path", key="inspect-load-path", disabled=not path):
+    """A folder or tokenizer file on the server (only when the operator allows server-side paths)."""
+    path = server_path_input(
+        "Folder or tokenizer.json path on the server", "inspect-path", placeholder="/models/llama/"
+    )
+    if path is not None and st.button("Load from path", key="inspect-load-path"):
         _loaded(add_to_library(load_path_cached(path)))
 
 

@@ -13,10 +13,11 @@ from analysis import LoadedTokenizer
 from analysis import pruning as P
 from analysis import undertrained as ut
 from analysis.bpe import merge_tree
-from analysis.corpora import iter_bytes
+from analysis.corpora import MAX_UPLOAD_CHARS, upload_lines
 from analysis.flores import available_codes, split_lines
 from analysis.prune_export import (
     MAX_ZIP_BYTES,
+    WrittenExport,
     folder_size,
     prune_report,
     pruned_zip,
@@ -27,7 +28,7 @@ from analysis.weights import resolve_model
 from ui.caching import cache_resource
 from ui.errors import try_step
 from ui.library import add_to_library
-from ui.pickers import BPE, pick_model, pick_tokenizer
+from ui.pickers import BPE, pick_model, pick_tokenizer, server_path_input
 from ui.trees import merge_tree_text
 
 UI_ORDERS = list(P.ORDERS)
@@ -92,7 +93,11 @@ def text_mix(langs: list[str], n_train: int, uploads) -> tuple[tuple[str, ...] |
     for lang in langs:
         train, held[lang] = split_lines(lang, n_train)
         parts.append(train)
-    parts += [[u for u in iter_bytes(up.name, up.getvalue()) if u.strip()] for up in uploads or []]
+    for up in uploads or []:  # strict UTF-8, at most MAX_UPLOAD_CHARS characters per upload
+        units, cut = upload_lines(up.name, up.getvalue())
+        parts.append(units)
+        if cut:
+            st.caption(f"{up.name}: only the first {MAX_UPLOAD_CHARS:,} characters are used for the mix.")
     texts = tuple(P.mix_texts(parts, by="bytes" if uploads else "lines")) if parts else None
     return texts, held
 
@@ -164,32 +169,40 @@ def export(tok: LoadedTokenizer, method: str, res: P.PruneResult, held: dict[str
     if e2.button("Add to library", key="prune-add"):
         name = add_to_library(new.with_source(name=f"{tok.name} -{n} ({method})", source="edited:"))
         st.success(f"Added {name!r} to the library.")
-    out_dir = e3.text_input("…or write a folder", key="prune-out", placeholder="/path/to/folder")
-    model = st.text_input("Model (folder, weight file or hub id) whose embeddings and LM head should follow — optional",
-                          key="prune-model")  # fmt: skip
-    init = st.radio("Init of new rows", ["fvt", "mean", "random"], horizontal=True, key="prune-init")
-    if st.button("Write folder" + (" with model" if model else ""), key="prune-write", disabled=not out_dir):
-        with st.spinner("Writing" + (" and remapping the model's embeddings…" if model else "…")):
-            report = prune_report(tok, method, res, stt=True, out=out_dir)
-            rep = write_pruned(tok, res, out_dir, report, model=model or None, init=init)
-        if rep is None:
-            st.success(f"Wrote the tokenizer folder to {out_dir}.")
-        else:
-            st.success(f"Wrote tokenizer and model ({rep.old_rows:,} → {rep.new_rows:,} rows) to {out_dir}.")
-            st.session_state["prune-written"] = out_dir
+    if st.session_state.pop("prune-out-reset", False):  # the folder just written: start a fresh name
+        st.session_state["prune-out"] = ""
+    out_dir = server_path_input("…or write a new folder on the server", "prune-out", write=True, container=e3,
+                                placeholder="/path/to/new-folder")  # fmt: skip
+    if out_dir is not None:
+        write_folder_ui(tok, method, res, out_dir)
     zip_written(st.session_state.get("prune-written"))
 
 
-def zip_written(written: str | None) -> None:
-    """Offer a written model + tokenizer folder as one zip."""
-    if not written or not Path(written).is_dir():
+def write_folder_ui(tok: LoadedTokenizer, method: str, res: P.PruneResult, out_dir: Path) -> None:
+    """Write the pruned tokenizer (and, optionally, a model following it) to a new server folder."""
+    model = pick_model("prune-model", "Model whose embeddings and LM head should follow", optional=True)
+    init = st.radio("Init of new rows", ["fvt", "mean", "random"], horizontal=True, key="prune-init")
+    if st.button("Write folder" + (" with model" if model else ""), key="prune-write"):
+        with st.spinner("Writing" + (" and remapping the model's embeddings…" if model else "…")):
+            report = prune_report(tok, method, res, stt=True, out=out_dir)
+            st.session_state["prune-written"] = write_pruned(tok, res, out_dir, report, model=model or None,
+                                                             init=init)  # fmt: skip
+        st.session_state["prune-out-reset"] = True
+        st.rerun()
+
+
+def zip_written(written: WrittenExport | None) -> None:
+    """Say what the last write produced and offer it as one zip: only the files the export wrote."""
+    if written is None or not written.folder.is_dir():
         return
-    total = folder_size(written)
+    rows = f" (model {written.remap.old_rows:,} → {written.remap.new_rows:,} rows)" if written.remap else ""
+    st.success(f"Wrote {len(written.files)} files to {written.folder}{rows}.")
+    total = folder_size(written.folder, written.files)
     if total <= MAX_ZIP_BYTES and st.button(
-        f"Zip {written} for download ({total / 1e6:.0f} MB)", key="prune-zip"
+        f"Zip {written.folder} for download ({total / 1e6:.0f} MB)", key="prune-zip"
     ):
-        st.download_button("Download model + tokenizer (.zip)", zip_folder(written), file_name=f"{Path(written).name}.zip",
-                           mime="application/zip", key="prune-dl-model")  # fmt: skip
+        st.download_button("Download model + tokenizer (.zip)", zip_folder(written.folder, written.files),
+                           file_name=f"{written.folder.name}.zip", mime="application/zip", key="prune-dl-model")  # fmt: skip
 
 
 def page() -> None:

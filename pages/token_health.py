@@ -12,6 +12,7 @@ import streamlit as st
 from analysis import LoadedTokenizer
 from analysis import flores as fl
 from analysis.bpe import CATEGORIES, CATEGORY_HELP, explain_unreachable, never_produced, stt_report
+from analysis.corpora import MAX_UPLOAD_CHARS, upload_lines
 from analysis.vocab_views import UNREACHABLE, filter_stt, stt_table, would_be_ranks
 from ui import links
 from ui.caching import cache_data
@@ -139,7 +140,10 @@ def corpus_lines() -> list[str]:
             lines.extend(data.lines(code))
     up = st.file_uploader("…or a text file (one sentence per line)", type=["txt"], key="th-upload")
     if up is not None:
-        lines.extend(x for x in up.getvalue().decode("utf-8", errors="replace").splitlines() if x.strip())
+        units, cut = upload_lines(up.name, up.getvalue())  # strict UTF-8: no replacement characters
+        lines.extend(units)
+        if cut:
+            st.caption(f"{up.name}: only the first {MAX_UPLOAD_CHARS:,} characters are tokenized.")
     return lines
 
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-import json
 from pathlib import Path
 
 import pandas as pd
@@ -12,6 +11,7 @@ import streamlit as st
 
 from analysis import LoadedTokenizer
 from analysis import undertrained as ut
+from analysis.outputs import json_ready, strict_json
 from analysis.weights import ModelSource, resolve_model, tokenizer_for_model
 from ui.caching import cache_resource
 from ui.errors import try_step
@@ -47,7 +47,8 @@ def _lm(model: str, fingerprint: str, device: str):
 def _download(df: pd.DataFrame, name: str, key: str) -> None:
     c1, c2 = st.columns(2)
     c1.download_button("CSV", df.to_csv(index=False).encode(), f"{name}.csv", "text/csv", key=f"{key}-csv")
-    jl = "\n".join(json.dumps(r, ensure_ascii=False, default=str) for r in df.to_dict(orient="records"))
+    # strict JSON lines: NaN (e.g. an unverified token's probability) is written as null, never a bare NaN
+    jl = "\n".join(strict_json(json_ready(r), indent=None) for r in df.to_dict(orient="records"))
     c2.download_button("JSONL", jl.encode(), f"{name}.jsonl", "application/jsonl", key=f"{key}-jsonl")
 
 

@@ -38,7 +38,15 @@ def test_default_opens_on_embedded_tokenizer(at):
     assert spec["data"][0]["type"] == "bar"
 
 
-def test_load_from_folder_and_search(at):
+def _allow_server_paths(monkeypatch, *roots) -> None:
+    """The operator's switch for trusted local use: server-side paths under `roots`."""
+    monkeypatch.setenv("TOKLAB_SERVER_PATHS", "1")
+    monkeypatch.setenv("TOKLAB_SERVER_ROOTS", os.pathsep.join(str(r) for r in roots))
+
+
+def test_load_from_folder_and_search(at, monkeypatch):
+    _allow_server_paths(monkeypatch, TOKENIZERS)
+    at.run()
     at.text_input(key="inspect-path").input(str(TOKENIZERS / "llama-2")).run()
     at.button(key="inspect-load-path").click().run()
     assert not at.exception
@@ -52,7 +60,9 @@ def test_load_from_folder_and_search(at):
     assert len(table) == 16 and table["token"].str.startswith("<0x4").all()
 
 
-def test_bad_path_shows_clear_error(at, tmp_path):
+def test_bad_path_shows_clear_error(at, tmp_path, monkeypatch):
+    _allow_server_paths(monkeypatch, tmp_path)
+    at.run()
     (tmp_path / "tokenizer.json").write_text("{not json", encoding="utf-8")
     at.text_input(key="inspect-path").input(str(tmp_path)).run()
     at.button(key="inspect-load-path").click().run()

@@ -71,7 +71,10 @@ def test_by_script_and_no_languages(at):
     assert any("No languages selected" in w.value for w in at.warning)
 
 
-def test_missing_and_empty_flores_give_clear_messages(at, tmp_path):
+def test_missing_and_empty_flores_give_clear_messages(at, tmp_path, monkeypatch):
+    monkeypatch.setenv("TOKLAB_SERVER_PATHS", "1")  # a trusted local user may point at another FLORES copy
+    monkeypatch.setenv("TOKLAB_SERVER_ROOTS", str(tmp_path))
+    at.run()
     at.text_input(key="cmp-flores").input(str(tmp_path / "nope")).run()
     assert not at.exception
     assert any("does not exist" in e.value for e in at.error)

@@ -434,8 +434,10 @@ def test_batch_embeddings_smollm2_gguf():
     assert r["rows_computed"] > 0 and r["model_rows"] == tok.vocab_size and r["tokens_saved"] > 0
 
 
-def test_dynamic_page_model_embeddings(tiny_llama2):
+def test_dynamic_page_model_embeddings(tiny_llama2, monkeypatch):
     path, _ = tiny_llama2
+    monkeypatch.setenv("TOKLAB_SERVER_PATHS", "1")  # a trusted local user may point at a model folder
+    monkeypatch.setenv("TOKLAB_SERVER_ROOTS", str(path.parent))
     at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=60)
     at.run()
     at.switch_page("pages/dynamic.py").run()
@@ -445,7 +447,7 @@ def test_dynamic_page_model_embeddings(tiny_llama2):
     }
     at.run()
     at.selectbox(key="dyn-tok").set_value("llama-2").run()
-    at.selectbox(key="dyn-model-kind").set_value("Folder or file path").run()
+    at.selectbox(key="dyn-model-kind").set_value("Folder or file path on the server").run()
     at.text_input(key="dyn-model-path").input(str(path)).run()
     at.button(key="dyn-emb-run").click().run()
     assert not at.exception and not at.error, [e.message for e in at.exception]

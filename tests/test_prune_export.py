@@ -34,10 +34,14 @@ def test_write_zip_and_refusals(tmp_path):
     assert report["unreachable"] == report["unreachable_before"] == 0  # leaf orders never break reachability
     with zipfile.ZipFile(io.BytesIO(pruned_zip(res, report, "pruned"))) as zf:
         assert json.loads(zf.read("pruned/prune_report.json"))["removed"] == 50
-    assert write_pruned(tok, res, tmp_path / "out", report) is None
+    written = write_pruned(tok, res, tmp_path / "out", report)
+    assert written.remap is None and "tokenizer.json" in written.files
     assert load(tmp_path / "out").vocab_size == 32000 - 50
-    with zipfile.ZipFile(io.BytesIO(zip_folder(tmp_path / "out"))) as zf:
-        assert "out/tokenizer.json" in zf.namelist()
+    (tmp_path / "out" / ".env").write_text("SECRET=1")  # planted after the export: never in its zip
+    with zipfile.ZipFile(io.BytesIO(zip_folder(tmp_path / "out", written.files))) as zf:
+        assert sorted(zf.namelist()) == sorted(f"out/{f}" for f in written.files)
+    with pytest.raises(DataError, match="not empty"):
+        write_pruned(tok, res, tmp_path / "out", report)
     with pytest.raises(DataError, match="too large"):
         zip_folder(tmp_path / "out", max_bytes=10)
     (tmp_path / "file").write_text("x")

@@ -361,7 +361,11 @@ def test_cli_prune_json(tmp_path: Path) -> None:
 
 
 # --------------------------------------------------------------------------------------- page
-def test_prune_page_curves_and_export(tmp_path: Path) -> None:
+def test_prune_page_curves_and_export(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(
+        "TOKLAB_SERVER_PATHS", "1"
+    )  # writing a folder on the server: a trusted local user only
+    monkeypatch.setenv("TOKLAB_SERVER_ROOTS", str(tmp_path))
     at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=300)
     at.session_state["toklab_library"] = {"llama-2": load_shared("llama-2")}
     at.switch_page("pages/prune.py")

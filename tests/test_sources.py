@@ -344,7 +344,7 @@ def test_corrupt_tiktoken_file():
 
 
 def test_oversized_upload(monkeypatch, tmp_path):
-    monkeypatch.setattr(src, "MAX_UPLOAD_BYTES", 1000)
+    monkeypatch.setenv("TOKLAB_MAX_UPLOAD_BYTES", "1000")
     data = (TOKENIZERS / "gpt2" / "tokenizer.json").read_bytes()
     with pytest.raises(TokenizerLoadError, match=r"over the 1000 bytes limit.*model weights"):
         load_upload("tokenizer.json", data)
@@ -389,7 +389,7 @@ def test_zip_bomb_limit(monkeypatch):
     data = _zip([("tok/tokenizer.json", GPT2_JSON), ("tok/padding.bin", b"\0" * (8 << 20))])
     padding = zipfile.ZipFile(io.BytesIO(data)).getinfo("tok/padding.bin")
     assert padding.compress_size < 100_000  # 8 MB of zeros compress to a few kB
-    monkeypatch.setattr(src, "MAX_UNZIPPED_BYTES", 4 << 20)
+    monkeypatch.setenv("TOKLAB_MAX_UNZIPPED_MB", "4")
     with pytest.raises(TokenizerLoadError, match="zip expands to more than 4 MB: refused"):
         load_upload("bomb.zip", data)
 

@@ -469,7 +469,10 @@ def test_page_minilm_indicators_without_lm_head(monkeypatch, tmp_path):
 @pytest.mark.slow
 def test_page_verification_on_tiny_model(tiny_model, monkeypatch, tmp_path):
     at = _page(monkeypatch, tmp_path)
-    at.selectbox(key="ut-model-kind").select("Folder or file path").run()
+    monkeypatch.setenv("TOKLAB_SERVER_PATHS", "1")  # a model folder on the server: a trusted local user only
+    monkeypatch.setenv("TOKLAB_SERVER_ROOTS", str(tiny_model["folder"].parent))
+    at.run()
+    at.selectbox(key="ut-model-kind").select("Folder or file path on the server").run()
     at.text_input(key="ut-model-path").input(str(tiny_model["folder"])).run()
     at.button(key="ut-run").click().run()
     assert not at.exception, [e.message for e in at.exception]

@@ -18,6 +18,7 @@ from typing import Any, TypeVar
 import streamlit as st
 
 from analysis import AnalysisError
+from analysis.errors import is_rust_panic
 
 LOG = logging.getLogger("toklab.ui")
 T = TypeVar("T")
@@ -39,11 +40,20 @@ def show_error(e: Exception) -> None:
 
 @contextmanager
 def boundary() -> Iterator[None]:
-    """Show any `Exception` raised inside the block (see `show_error`) instead of a traceback page."""
+    """Show any `Exception` raised inside the block (see `show_error`) instead of a traceback page.
+
+    A panic in a Rust library (`pyo3_runtime.PanicException`, a BaseException) is shown too: the loaders check
+    inputs so that none is expected, but one must never make an action silently do nothing.
+    """
     try:
         yield
     except Exception as e:  # noqa: BLE001 - the boundary; Streamlit's rerun/stop signals are BaseExceptions
         show_error(e)
+    except BaseException as e:
+        if not is_rust_panic(e):
+            raise
+        LOG.error("Rust panic in the app", exc_info=e)
+        st.error(f"A library failed on this input (Rust panic: {e}).", icon=":material/error:")
 
 
 def try_step(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T | None:

@@ -7,16 +7,20 @@ there.
 
 from __future__ import annotations
 
+import html
 from pathlib import Path
 
 import streamlit as st
 
 from analysis import LoadedTokenizer
 from analysis.defaults import DEFAULT_NAME
-from analysis.sources import load_upload
+from analysis.export import library_zip
+from analysis.sources import load_library_zip, load_upload
 from ui.loaders import example_tokenizers, load_default, load_path_cached, load_source
 
 LIBRARY_KEY = "toklab_library"
+#: characters backslash-escaped in names shown as Markdown
+MARKDOWN_SPECIAL = set("\\`*_{}[]()#+-.!|~<>$")
 
 
 def library() -> dict[str, LoadedTokenizer]:
@@ -82,13 +86,15 @@ def ensure_from_source(source: str) -> str:
 
 
 def sidebar_library() -> None:
-    """The sidebar list of loaded tokenizers, with one-click examples."""
+    """The sidebar list of loaded tokenizers, with one-click examples and the library's save/restore."""
     lib = library()
     st.markdown("### Tokenizer library")
     for name, tok in list(lib.items()):
         c1, c2 = st.columns([5, 1])
+        # names come from uploaded file names: escaped, so HTML in a name is shown as text
         c1.markdown(
-            f"**{name}**  \n<small>{tok.model_type} · {tok.vocab_size:,}</small>", unsafe_allow_html=True
+            f"**{_escape(name)}**  \n<small>{tok.model_type} · {tok.vocab_size:,}</small>",
+            unsafe_allow_html=True,
         )
         if name != DEFAULT_NAME and c2.button(":material/close:", key=f"rm-{name}", help=f"Remove {name}"):
             remove_from_library(name)
@@ -99,3 +105,31 @@ def sidebar_library() -> None:
         if choice != "—" and st.button("Add", key="sidebar-add"):
             add_to_library(load_path_cached(ex[choice]).with_source(name=choice))
             st.rerun()
+    save_and_restore()
+
+
+def _escape(text: str) -> str:
+    """Text for st.markdown with HTML allowed: HTML escaped, Markdown's special characters backslash-escaped."""
+    out = html.escape(text, quote=True)
+    return "".join("\\" + c if c in MARKDOWN_SPECIAL else c for c in out)
+
+
+def save_and_restore() -> None:
+    """Save this session's library as a zip and restore one: uploads and edits live in this browser tab only."""
+    st.caption(
+        "Uploads and edited tokenizers live only in this browser tab: reloading the page or closing it loses "
+        "them. Save the library as a zip (tokenizer.json files and their names) and restore it later."
+    )
+    with st.expander("Save or restore this library", expanded=False):
+        if st.button("Prepare library zip", key="lib-save"):
+            entries = {n: t for n, t in library().items() if n != DEFAULT_NAME}
+            st.session_state["lib-zip"] = library_zip(entries) if entries else None
+            if not entries:
+                st.info("Only the embedded default is loaded: nothing to save.")
+        if st.session_state.get("lib-zip"):
+            st.download_button("Download library (.zip)", st.session_state["lib-zip"],
+                               file_name="tokenizer-lab-library.zip", mime="application/zip", key="lib-dl")  # fmt: skip
+        up = st.file_uploader("Restore a saved library (.zip)", type=["zip"], key="lib-restore")
+        if up is not None and st.button("Restore", key="lib-restore-go"):
+            names = [add_to_library(tok, name) for name, tok in load_library_zip(up.getvalue())]
+            st.success(f"Restored {len(names)} tokenizer(s).")

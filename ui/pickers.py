@@ -4,10 +4,13 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
 
 import streamlit as st
 
 from analysis import LoadedTokenizer, paths
+from ui.errors import try_step
 from ui.library import library
 from ui.links import name_from_link, opened
 from ui.loaders import fetched_models
@@ -80,21 +83,56 @@ def pick_tokenizers(label: str, key: str, max_n: int = 8, default: list[str] | N
     return st.multiselect(label, names, default=default, key=key, max_selections=max_n)
 
 
-def pick_model(key: str, label: str = "Model") -> str:
-    """A model picker: a fetched model, a local folder/file or a hub id; returns the source ('' = none yet)."""
+SERVER_PATHS_OFF = (
+    "Server-side paths are off: the browser cannot read or write files on the server. An operator running the "
+    "app for a trusted local user can allow paths under chosen folders with `TOKLAB_SERVER_PATHS=1` and "
+    "`TOKLAB_SERVER_ROOTS` (see the README, *Limits and security*)."
+)
+
+
+def server_path_input(
+    label: str, key: str, *, write: bool = False, container: Any = None, **kwargs: Any
+) -> Path | None:
+    """A text field for a path on the server, shown only when the operator allows server-side paths.
+
+    Returns the resolved path once it passes :func:`analysis.paths.confine` (inside the configured roots, no
+    `..`, symlinks resolved; with `write`, a folder that does not exist yet), else None: the field is hidden
+    (a short note instead) while server paths are off, and a refused path is explained under the field.
+    """
+    box = container or st
+    if not paths.server_paths_enabled():
+        box.caption(f"*{label}*: " + SERVER_PATHS_OFF)
+        return None
+    roots = ", ".join(str(r) for r in paths.server_roots())
+    raw = box.text_input(label, key=key, help=f"Allowed under: {roots}", **kwargs)
+    if not raw.strip():
+        return None
+    return try_step(paths.confine, raw, write=write)
+
+
+def pick_model(key: str, label: str = "Model", *, optional: bool = False) -> str:
+    """A model picker: a fetched model, a hub id or (when the operator allows it) a server folder/file; returns
+    the source ('' = none yet, or "none" chosen when `optional`). A hub id comes back as `hub:owner/name`, so it
+    is never read as a local path."""
     fetched = {k: v for k, v in fetched_models().items() if v.exists()}
-    options = list(fetched) + ["Folder or file path", "Hugging Face hub id"]
+    options = (["— none —"] if optional else []) + list(fetched) + ["Hugging Face hub id"]
+    if paths.server_paths_enabled():
+        options.append("Folder or file path on the server")
     c1, c2 = st.columns([2, 3])
     choice = c1.selectbox(label, options, key=f"{key}-kind")
+    if choice == "— none —":
+        return ""
     if choice in fetched:
         model = str(fetched[choice])
         c2.text_input("Weights", model, disabled=True, key=f"{key}-shown")
-    elif choice == "Folder or file path":
-        model = c2.text_input("Folder, .safetensors, .gguf or .bin file", key=f"{key}-path").strip()
+    elif choice == "Folder or file path on the server":
+        path = server_path_input("Folder, .safetensors, .gguf or .bin file", f"{key}-path", container=c2)
+        model = str(path) if path else ""
     else:
-        model = c2.text_input(
+        hub = c2.text_input(
             "Hub id (owner/name; uses the local cache when offline)", key=f"{key}-hub"
         ).strip()
+        model = f"hub:{hub}" if hub else ""
     if not fetched:
         st.caption(
             f"Run `tests/fetch_models.sh` to fetch SmolLM2 and all-MiniLM-L6-v2 into {paths.models_dir()}."

@@ -1,12 +1,12 @@
-"""What several sub-commands share: the tokenizer argument and JSON output."""
+"""What several sub-commands share: the tokenizer argument, the output-folder arguments and strict JSON output."""
 
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from typing import Any
 
+from ..outputs import json_ready, strict_json
 from ..sources import load
 from ..tokenizer import LoadedTokenizer
 
@@ -26,14 +26,16 @@ def load_from_args(args: argparse.Namespace, source: str | None = None) -> Loade
     return load(source or args.tokenizer, revision=args.revision, token=args.token)
 
 
+def add_force_argument(p: argparse.ArgumentParser) -> None:
+    """Add --force: replace a non-empty --out folder whole (without it, such a folder is refused)."""
+    p.add_argument(
+        "--force",
+        action="store_true",
+        help="replace an existing non-empty --out folder (it is replaced whole, never merged)",
+    )
+
+
 def print_json(obj: Any) -> None:
-    """Print one JSON document to stdout (UTF-8, no ASCII escaping; numpy scalars and sets converted)."""
-    sys.stdout.write(json.dumps(obj, ensure_ascii=False, indent=2, default=_json_default) + "\n")
-
-
-def _json_default(o: Any) -> Any:
-    if hasattr(o, "item"):
-        return o.item()
-    if isinstance(o, (set, frozenset)):
-        return sorted(o)
-    raise TypeError(f"not JSON serialisable: {type(o).__name__}")
+    """Print one strict JSON document to stdout (UTF-8, no ASCII escaping; numpy values and sets converted,
+    NaN and infinities written as null)."""
+    sys.stdout.write(strict_json(json_ready(obj)) + "\n")

@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import argparse
 import csv
+import io
 import sys
 
-from ..errors import DataError
 from ..flores import DEFAULT_SPLIT, open_flores
 from ..metrics import DEFAULT_POWER, ROW_COLUMNS, compare, compression_table, summarize
+from ..outputs import atomic_write_text
 from ..sources import load
 from ._common import print_json
 
@@ -46,8 +47,6 @@ def run(args: argparse.Namespace) -> int:
     """Compute the table and print it (JSON or text), optionally writing CSV."""
     data = open_flores(args.flores, split=args.split)
     codes = data.resolve_many(args.langs)
-    if args.power <= 0:
-        raise DataError("--power must be positive")
     toks = []
     for src in args.tokenizer:
         t = load(src, revision=args.revision, token=args.token)
@@ -58,10 +57,11 @@ def run(args: argparse.Namespace) -> int:
         toks, data, codes, power=args.power, reference=args.reference, use_cache=not args.no_cache
     )
     if args.csv:
-        with open(args.csv, "w", newline="", encoding="utf-8") as f:
-            w = csv.DictWriter(f, fieldnames=ROW_COLUMNS)
-            w.writeheader()
-            w.writerows(rows)
+        buf = io.StringIO(newline="")
+        w = csv.DictWriter(buf, fieldnames=ROW_COLUMNS)
+        w.writeheader()
+        w.writerows(rows)
+        atomic_write_text(args.csv, buf.getvalue())
     if args.json:
         print_json(rows)
         return 0

@@ -18,9 +18,17 @@ from pathlib import Path
 from safetensors.numpy import save
 
 from .. import flores
-from ..dynamic import BOUNDARIES, batch_fvt_embeddings, dynamic_batches, dynamic_tokenize
+from ..corpora import iter_file, with_budget
+from ..dynamic import (
+    BOUNDARIES,
+    MAX_BATCH_CHARS,
+    batch_fvt_embeddings,
+    check_batch_size,
+    dynamic_batches,
+    dynamic_tokenize,
+)
 from ..errors import DataError
-from ..outputs import atomic_folder, atomic_write_text, strict_json
+from ..outputs import atomic_folder, atomic_write_text, check_output_folder, strict_json
 from ._common import add_tokenizer_argument, load_from_args, print_json
 
 NAME = "dynamic"
@@ -68,21 +76,19 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         metavar="DIR",
         help="with --model: write embeddings.safetensors (one row per unique token) and tokens.json to a new folder",
     )
-    p.add_argument("--replace", action="store_true", help="replace a non-empty --embeddings-out folder")
+    p.add_argument(
+        "--force",
+        action="store_true",
+        help="replace a non-empty --embeddings-out folder (whole, never merged)",
+    )
     p.add_argument("--json", action="store_true", help="print one JSON object")
 
 
 def _texts(args: argparse.Namespace) -> list[str]:
     texts = list(args.text)
-    for f in args.file:
-        path = Path(f)
-        if not path.is_file():
-            raise DataError(f"{f}: no such file")
-        try:
-            content = path.read_text(encoding="utf-8")
-        except UnicodeDecodeError as e:
-            raise DataError(f"{f}: not UTF-8 text ({e})") from e
-        texts += [line for line in content.splitlines() if line.strip()]
+    for f in args.file:  # bounded line pieces, strict UTF-8; never more than the batch limit (+1) is read
+        texts += list(with_budget(iter_file(f), MAX_BATCH_CHARS + 1))
+        check_batch_size(texts)
     if args.flores:
         texts += flores.lines(args.flores)[: max(args.n, 0)]
     if not texts:
@@ -113,7 +119,7 @@ def _embeddings(args: argparse.Namespace, tok, res) -> dict:
     emb = batch_fvt_embeddings(res, tok, args.model)
     rep = {"model": args.model, **emb.report()}
     if args.embeddings_out:
-        with atomic_folder(args.embeddings_out, replace=args.replace) as tmp:
+        with atomic_folder(args.embeddings_out, replace=args.force) as tmp:
             (tmp / "embeddings.safetensors").write_bytes(save({"embeddings": emb.rows}))
             doc = {"tokens": emb.tokens, "merged": emb.merged, "pieces": emb.pieces, "report": rep}
             atomic_write_text(tmp / "tokens.json", json.dumps(doc, ensure_ascii=False))
@@ -129,6 +135,8 @@ def run(args: argparse.Namespace) -> int:
         raise DataError("--sample-merges draws one merge count per batch: give --batch-size")
     if args.embeddings_out and not args.model:
         raise DataError("--embeddings-out needs --model")
+    if args.embeddings_out:
+        check_output_folder(args.embeddings_out, replace=args.force)  # before the work, not after it
     if args.batch_size:
         if args.model:
             raise DataError("--model works on one batch: leave out --batch-size")

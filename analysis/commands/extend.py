@@ -11,7 +11,8 @@ from ..errors import DataError
 from ..export import write_folder
 from ..extension import METHODS, extension_report, plan
 from ..flores import FLORES_TRAIN_LINES
-from ._common import add_tokenizer_argument, load_from_args, print_json
+from ..outputs import check_output_folder
+from ._common import add_force_argument, add_tokenizer_argument, load_from_args, print_json
 
 NAME = "extend"
 HELP = "extend a tokenizer: continued BPE training or a naive baseline; writes a Hugging Face folder"
@@ -55,6 +56,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help=f"held-out FLORES lines {FLORES_TRAIN_LINES + 1}–1012 of LANG (repeatable)",
     )
     p.add_argument("--out", default=None, metavar="DIR", help="write the extended tokenizer folder here")
+    add_force_argument(p)
     p.add_argument("--json", action="store_true", help="print one JSON object")
 
 
@@ -69,6 +71,8 @@ def _training_corpus(args: argparse.Namespace) -> Corpus:
 
 def run(args: argparse.Namespace) -> int:
     """Train, extend, measure and (with --out) export."""
+    if args.out:
+        check_output_folder(args.out, replace=args.force)  # before the work, not after it
     tok = load_from_args(args)
     text = _training_corpus(args)
     heldout: dict[str, list[str]] = {}
@@ -90,7 +94,7 @@ def run(args: argparse.Namespace) -> int:
         ext, n_requested=args.n, text=text.label, text_chars=chars, heldout=heldout or None, seconds=seconds
     )
     if args.out:
-        write_folder(ext.tokenizer, args.out, rep)
+        write_folder(ext.tokenizer, args.out, rep, replace=args.force)
         rep["out"] = str(Path(args.out).resolve())
     if args.json:
         rep_short = {k: v for k, v in rep.items() if k != "added_tokens"}

@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import argparse
-import json
+import math
 from pathlib import Path
 
 from .. import pruning
+from ..corpora import iter_file
 from ..embeddings import remap_model
 from ..errors import DataError
-from ..export import write_folder
-from ._common import add_tokenizer_argument, load_from_args, print_json
+from ..export import folder_files, write_files
+from ..inputs import parse_json, read_file
+from ..outputs import atomic_folder, check_output_folder
+from ._common import add_force_argument, add_tokenizer_argument, load_from_args, print_json
 
 NAME = "prune"
 HELP = (
@@ -33,6 +36,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--n", type=int, required=True, help="number of tokens to prune")
     p.add_argument("--out", required=True, help="output folder (Hugging Face tokenizer folder, + model)")
+    add_force_argument(p)
     p.add_argument(
         "--model", default=None, help="model folder / weight file / hub id whose embeddings to prune"
     )
@@ -67,30 +71,30 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def _read_lines(files: list[str]) -> list[list[str]]:
     out = []
     for f in files:
-        path = Path(f)
-        try:
-            lines = path.read_text(encoding="utf-8").splitlines()
-        except (OSError, UnicodeDecodeError) as e:
-            raise DataError(f"cannot read text file {f}: {e}") from e
-        out.append([ln for ln in lines if ln.strip()])
+        lines = list(iter_file(f))  # bounded, strict UTF-8 (analysis.inputs)
+        if not lines:
+            raise DataError(f"text file {f} is empty")
+        out.append(lines)
     return out
 
 
 def _read_scores(path: str) -> dict[int, float]:
-    try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, ValueError) as e:
-        raise DataError(f"cannot read scores file {path}: {e}") from e
+    data = parse_json(read_file(path), f"scores file {path}")
     try:
         if isinstance(data, list):
-            return {i: float(v) for i, v in enumerate(data)}
-        return {int(k): float(v) for k, v in data.items()}
-    except (TypeError, ValueError, AttributeError) as e:
+            scores = {i: float(v) for i, v in enumerate(data)}
+        else:
+            scores = {int(k): float(v) for k, v in data.items()}
+    except (TypeError, ValueError, AttributeError, OverflowError) as e:
         raise DataError(f"{path}: expected {{id: score}} or a list of scores ({e})") from e
+    if not all(math.isfinite(v) for v in scores.values()):
+        raise DataError(f"{path}: scores must be finite numbers (found NaN or infinity)")
+    return scores
 
 
 def run(args: argparse.Namespace) -> int:
     """Compute the order, prune, write the folder (and model), print a summary."""
+    check_output_folder(args.out, replace=args.force)  # before the work, not after it
     tok = load_from_args(args)
     pruning.check_prunable(tok)
     parts = _read_lines(args.text)
@@ -131,10 +135,13 @@ def run(args: argparse.Namespace) -> int:
         summary["unreachable"] = len(pruning.unreachable_ids(final))
     report = dict(summary)
     report["id_map"] = {str(k): v for k, v in id_map.items()}
-    write_folder(final, args.out, report, base_config=final.config, report_name="prune_report.json")
-    if args.model:
-        rep = remap_model(args.model, tok, final, id_map, args.out, init=args.init, report=report)
-        summary["model"] = {k: v for k, v in rep.to_json().items() if k != "pieces_sample"}
+    with atomic_folder(args.out, replace=args.force) as tmp:  # the folder appears complete, or not at all
+        write_files(
+            tmp, folder_files(final, report, base_config=final.config, report_name="prune_report.json")
+        )
+        if args.model:
+            rep = remap_model(args.model, tok, final, id_map, tmp, init=args.init, report=report)
+            summary["model"] = {k: v for k, v in rep.to_json().items() if k != "pieces_sample"}
     if args.json:
         print_json(summary)
     else:

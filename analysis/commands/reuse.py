@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import argparse
-import sys
 import time
 from pathlib import Path
 
 from ..corpora import iter_file
 from ..errors import DataError
 from ..flores import FLORES_TRAIN_LINES, split_lines
-from ..outputs import atomic_folder, strict_json
+from ..outputs import atomic_folder, check_output_folder
 from ..reuse import DEFAULT_RULES, PROTECTIONS, RULES, TRAINERS, build_reuse_tokenizer, target_training_texts
 from ..reuse_measures import (
     SPLITS,
@@ -21,7 +20,7 @@ from ..reuse_measures import (
     reused_script_demo,
 )
 from ..reuse_model import export_model
-from ._common import add_tokenizer_argument, load_from_args
+from ._common import add_force_argument, add_tokenizer_argument, load_from_args, print_json
 
 NAME = "reuse"
 HELP = (
@@ -102,7 +101,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="with --out: also write this model (folder, weight file, GGUF or hub id) with the reused ids' rows "
         "re-initialised by FVT",
     )
-    p.add_argument("--replace", action="store_true", help="replace a non-empty --out folder")
+    add_force_argument(p)
     p.add_argument("--json", action="store_true", help="print one JSON object")
 
 
@@ -125,6 +124,8 @@ def run(args: argparse.Namespace) -> int:
     """Build the R-BPE tokenizer, measure it on held-out FLORES (and every language), optionally save it."""
     if args.model and not args.out:
         raise DataError("--model needs --out (the folder the model and tokenizer are written to)")
+    if args.out:
+        check_output_folder(args.out, replace=args.force)  # before the work, not after it
     tok = load_from_args(args)
     t0 = time.perf_counter()
     rt = build_reuse_tokenizer(
@@ -155,14 +156,14 @@ def run(args: argparse.Namespace) -> int:
         rep["fertility_by_class"] = fertility_by_class(rows)
         rep["collateral"] = rows
     if args.out and args.model:
-        rep["model"] = export_model(rt, args.model, args.out, replace=args.replace)
+        rep["model"] = export_model(rt, args.model, args.out, replace=args.force)
         rep["out"] = rep["model"]["out"]
     elif args.out:
-        with atomic_folder(args.out, replace=args.replace) as tmp:
+        with atomic_folder(args.out, replace=args.force) as tmp:  # complete, or not there at all
             rt.save(tmp)
         rep["out"] = str(Path(args.out).resolve())
     if args.json:
-        sys.stdout.write(strict_json(rep) + "\n")
+        print_json(rep)
         return 0
     _print(rep, rt.info, tok.name, args)
     return 0

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import argparse
 import csv
+import io
 from pathlib import Path
 
 from ..errors import DataError
 from ..export import write_folder
+from ..outputs import check_output_folder
 from ..paths import shared_assets
 from ..sabpe import (
     DEFAULT_PRIORITY,
@@ -21,7 +23,7 @@ from ..sabpe import (
     train,
 )
 from ..sources import load
-from ._common import print_json
+from ._common import add_force_argument, print_json
 
 NAME = "sabpe"
 HELP = (
@@ -77,6 +79,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--out", default=None, metavar="DIR", help="write the SA-BPE tokenizer folder + history.csv here"
     )
+    add_force_argument(p)
     p.add_argument("--json", action="store_true", help="print one JSON object")
 
 
@@ -87,6 +90,8 @@ def _default_base() -> str:
 
 def run(args: argparse.Namespace) -> int:
     """Train, evaluate and (with --out) export."""
+    if args.out:
+        check_output_folder(args.out, replace=args.force)  # before the work, not after it
     priority = normalize_priority(args.priority)
     if args.max_share is not None and not 0 < args.max_share <= 1:
         raise DataError("--max-share must be in (0, 1]")
@@ -120,12 +125,19 @@ def run(args: argparse.Namespace) -> int:
         out[key]["most_concentrated"] = [r["token"] for r in res.concentrated(10)]
     sa = runs["sabpe"]
     if args.out:
-        folder = write_folder(sa.tokenizer, args.out, out, report_name="sabpe_report.json")
-        with open(folder / "history.csv", "w", newline="", encoding="utf-8") as fh:
-            rows = sa.history_records()
-            w = csv.DictWriter(fh, fieldnames=list(rows[0]) if rows else ["step"])
-            w.writeheader()
-            w.writerows(rows)
+        rows = sa.history_records()
+        buf = io.StringIO(newline="")
+        w = csv.DictWriter(buf, fieldnames=list(rows[0]) if rows else ["step"])
+        w.writeheader()
+        w.writerows(rows)
+        folder = write_folder(
+            sa.tokenizer,
+            args.out,
+            out,
+            report_name="sabpe_report.json",
+            replace=args.force,
+            extra={"history.csv": buf.getvalue().encode("utf-8")},
+        )
         out["out"] = str(folder.resolve())
     if args.json:
         print_json(out)

@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 
 from ..bpe import CATEGORIES, explain_unreachable, iter_tree, merge_tree, never_produced, stt_report
+from ..corpora import iter_file
 from ..errors import DataError
+from ..outputs import atomic_write_text
 from ._common import add_tokenizer_argument, load_from_args, print_json
 
 NAME = "stt"
@@ -55,17 +56,14 @@ def run(args: argparse.Namespace) -> int:
     if args.corpus:
         lines: list[str] = []
         for f in args.corpus:
-            path = Path(f)
-            if not path.is_file():
-                raise DataError(f"corpus file not found: {f}")
-            lines.extend(
-                x for x in path.read_text(encoding="utf-8", errors="replace").splitlines() if x.strip()
-            )
+            lines.extend(iter_file(f))  # bounded, strict UTF-8 (analysis.inputs)
+        if not lines:
+            raise DataError("the --corpus text is empty: every token would count as never produced")
         never = never_produced(tok, lines)
         out["corpus_lines"] = len(lines)
         out["never_produced"] = len(never)
     if args.csv:
-        Path(args.csv).write_text(rep.to_csv(tok.id_to_token), encoding="utf-8")
+        atomic_write_text(args.csv, rep.to_csv(tok.id_to_token))
     if args.json:
         print_json(out)
         return 0

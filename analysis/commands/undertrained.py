@@ -7,11 +7,13 @@ from __future__ import annotations
 import argparse
 
 from ..models import parse_max_memory
+from ..outputs import atomic_write_text
 from ..progress import stderr_progress
 from ..sources import load
 from ..undertrained import (
     INDICATOR_LABELS,
     analyze,
+    check_percentile,
     health_table,
     parse_reference_spec,
     stt_status,
@@ -74,6 +76,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Analyse (and optionally verify) one model."""
+    check_percentile(args.percentile)  # before reading anything
     src = resolve_model(args.model, revision=args.revision, token=args.token)
     tok = (
         load(args.tokenizer, revision=args.revision, token=args.token)
@@ -109,7 +112,7 @@ def run(args: argparse.Namespace) -> int:
             stt = stt_status(tok)
         except Exception:  # STT is optional context for the table
             stt = None
-        health_table(res, stt).to_csv(args.csv, index=False)
+        atomic_write_text(args.csv, health_table(res, stt).to_csv(index=False))
     doc = res.to_json(max_candidates=args.max_candidates)
     if args.json:
         print_json(doc)

@@ -43,7 +43,7 @@ from .references import (
     parse_reference_spec,
     user_references,
 )
-from .report import UndertrainedResult, analyze, health_table, stt_status, verify_result
+from .report import UndertrainedResult, analyze, check_percentile, health_table, stt_status, verify_result
 from .roundtrip import (
     MISSING,
     OK,
@@ -81,6 +81,7 @@ __all__ = [
     "Verification",
     "Verifier",
     "analyze",
+    "check_percentile",
     "auto_references",
     "compute_indicators",
     "default_main_indicator",

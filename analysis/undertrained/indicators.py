@@ -269,9 +269,10 @@ def select_candidates(
     n = n_tokens if n_tokens is not None else len(categories)
     cats = np.asarray(categories[:n])
     ind = np.asarray(indicator[:n], dtype=np.float64)
-    ok = cats == OK
+    finite = np.isfinite(ind)  # NaN/inf rows (corrupt weights) are never candidates
+    ok = (cats == OK) & finite
     if not ok.any():
         return float("nan"), []
     thr = float(np.percentile(ind[ok], percentile))
-    sel = np.flatnonzero(((cats == OK) | (cats == OK_SPECIAL)) & (ind <= thr))
+    sel = np.flatnonzero(((cats == OK) | (cats == OK_SPECIAL)) & finite & (ind <= thr))
     return thr, [int(i) for i in sel[np.argsort(ind[sel], kind="stable")]]

@@ -156,14 +156,24 @@ def user_references(ids: Iterable[int], tok: LoadedTokenizer | None = None) -> R
 def parse_reference_spec(spec: str, tok: LoadedTokenizer) -> list[int]:
     """Parse `"3,5-9,[unused0]"` style input: ids, id ranges or token strings."""
     out: list[int] = []
+    n = tok.vocab_size
+
+    def check(i: int, part: str) -> int:
+        if not 0 <= i < n:
+            raise DataError(f"reference {part!r}: id {i} is outside the vocabulary (0–{n - 1})")
+        return i
+
     for part in re.split(r"[,\s]+", spec.strip()):
         if not part:
             continue
         m = re.fullmatch(r"(\d+)-(\d+)", part)
         if m:
-            out.extend(range(int(m.group(1)), int(m.group(2)) + 1))
+            a, b = check(int(m.group(1)), part), check(int(m.group(2)), part)
+            if b < a:
+                raise DataError(f"reference range {part!r} is empty (it ends before it starts)")
+            out.extend(range(a, b + 1))
         elif part.isdigit():
-            out.append(int(part))
+            out.append(check(int(part), part))
         else:
             i = tok.tokenizer.token_to_id(part)
             if i is None:

@@ -75,7 +75,8 @@ class UndertrainedResult:
     def stats(self) -> dict[str, float]:
         """Mean ± std of the main indicator over the tokenizer's tokens."""
         v = self.main_values[: self.n_tokens].astype(np.float64)
-        return {"mean": float(v.mean()), "std": float(v.std())}
+        v = v[np.isfinite(v)]  # rows holding NaN/inf are reported in `notes`, not averaged in
+        return {"mean": float(v.mean()) if v.size else None, "std": float(v.std()) if v.size else None}
 
     def category(self, i: int) -> str:
         """Round-trip category of an id (PADDING_ROW beyond the tokenizer)."""
@@ -159,6 +160,12 @@ def _count(xs: Iterable[str]) -> dict[str, int]:
     return out
 
 
+def check_percentile(percentile: float) -> None:
+    """DataError unless the candidate percentile is a number in [0, 100]."""
+    if not (isinstance(percentile, (int, float)) and math.isfinite(percentile) and 0 <= percentile <= 100):
+        raise DataError(f"the candidate percentile must be between 0 and 100, not {percentile}")
+
+
 def analyze(
     model: str | ModelSource,
     tokenizer: LoadedTokenizer | None = None,
@@ -173,6 +180,7 @@ def analyze(
     """Indicators, references, round-trip categories and candidates for a model (no verification).
 
     `device` runs the indicators on a GPU (`cuda`, `cuda:N`, or `auto` = CUDA when present); None = CPU."""
+    check_percentile(percentile)
     t0 = time.perf_counter()
     src = model if isinstance(model, ModelSource) else resolve_model(model)
     tok = tokenizer or tokenizer_for_model(src)
@@ -195,6 +203,11 @@ def analyze(
         pad = row_norms(_row_slice(w.unembedding, tok.vocab_size)) if n_rows > tok.vocab_size else None
         dups = duplicate_row_groups(w.unembedding)
         refs = auto_references(tok, n_rows, padding_norms=pad, round_trip=rt, duplicate_groups=dups)
+    outside = [i for i in refs.ids if not 0 <= i < n_rows]
+    if reference_ids and outside:
+        raise DataError(
+            f"reference ids outside the model's {n_rows:,} embedding rows: {', '.join(map(str, outside[:5]))}"
+        )
     refs.ids = [i for i in refs.ids if i < n_rows]
     dev = resolve_device(device, w.unembedding.nbytes)
     indicators = compute_indicators(w, refs.ids or None, remove_pc1=remove_pc1, device=dev)
@@ -203,6 +216,16 @@ def analyze(
     main = main or default_main_indicator(names, remove_pc1)
     if main not in indicators:
         raise DataError(f"indicator {main!r} is not available here; choose one of {', '.join(names)}")
+    bad_rows = int((~np.isfinite(np.asarray(indicators[main][:n_tokens], dtype=np.float64))).sum())
+    if n_tokens and bad_rows == n_tokens:
+        raise ModelLoadError(
+            f"{src.label}: every embedding row gives a NaN or infinite {main}: the weights hold no usable values"
+        )
+    if bad_rows:
+        notes.append(
+            f"{bad_rows:,} rows give a NaN or infinite {main} (corrupt weights?): they are left out of the "
+            "statistics and are never candidates"
+        )
     id_to_tok = tok.id_to_token
     tokens = [tok.readable(id_to_tok[i]) if i in id_to_tok else f"⟨row {i}⟩" for i in range(n_rows)]
     thr, cands = select_candidates(indicators[main], rt.categories, percentile=percentile, n_tokens=n_tokens)

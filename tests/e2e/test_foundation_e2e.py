@@ -1,10 +1,9 @@
-"""Real browser: start the app, load a tokenizer from a folder, compare two tokenizers, take a screenshot."""
+"""Real browser: start the app, load an example tokenizer folder, compare two tokenizers, take a screenshot."""
 
 from __future__ import annotations
 
 from e2e_support import wait_idle
 from playwright.sync_api import Page, expect
-from support import TOKENIZERS
 
 
 def test_load_folder_and_compare(page: Page, app_url, artifacts):
@@ -13,14 +12,16 @@ def test_load_folder_and_compare(page: Page, app_url, artifacts):
     wait_idle(page)
     expect(page.get_by_text("151,646", exact=True)).to_be_visible(timeout=60_000)  # the embedded default
 
-    tab = page.get_by_role("tab", name="Local folder or file")
+    # server-side paths are off by default (README, Limits and security): load the operator's example folder
+    tab = page.get_by_role("tab", name="Examples")
     expect(tab).to_be_visible()
     tab.click()
-    path_box = page.get_by_label("Folder or tokenizer.json path")
-    path_box.fill(str(TOKENIZERS / "llama-3.1"))
-    path_box.press("Enter")
+    box = page.locator('[data-testid="stMultiSelect"]').filter(has_text="Example tokenizers")
+    box.locator("input").fill("llama-3.1")
+    box.locator("input").press("Enter")
+    page.keyboard.press("Escape")
     wait_idle(page)
-    page.get_by_role("button", name="Load from path").click()
+    page.get_by_role("button", name="Load examples").click()
     expect(page.get_by_text("128,256", exact=True)).to_be_visible(timeout=60_000)
     wait_idle(page)
     expect(page.locator('[data-testid="stPlotlyChart"] .main-svg').first).to_be_visible(timeout=60_000)
