@@ -185,3 +185,24 @@ def test_pickers_tag_and_explain_unsupported_tokenizers():
     assert not at.exception and not at.error
     assert any("R-BPE token reuse needs a byte-level BPE model" in i.value for i in at.info)
     assert not at.get("plotly_chart")  # nothing else is drawn for an unsupported tokenizer
+
+
+def test_token_health_switch_sends_the_new_filters_to_the_browser():
+    """After switching tokenizer the filters are the new defaults, and the browser is told so.
+
+    A widget keeps its identity across tokenizers (same key): unless the server sends the value (`set_value`),
+    the browser keeps drawing the previous chips while the table already uses the new filter (the bug a user
+    saw: "Special / added" chips over Llama-3.1's 588 skip-only tokens). The browser test in
+    tests/e2e/test_diagnose_e2e.py checks what is drawn.
+    """
+    at = _app("pages/token_health.py")
+    at.selectbox(key="th-tok").set_value("llama-2").run()
+    at.multiselect(key="th-cats").set_value(["special", "reachable"]).run()
+    at.text_input(key="th-q").input("<").run()
+    at.selectbox(key="th-tok").set_value("toy").run()
+    assert not at.exception, [e.message for e in at.exception]
+    cats = at.multiselect(key="th-cats")
+    assert cats.value == ["unreachable_multi"] and cats.proto.set_value
+    assert list(cats.proto.raw_values) == ["Unreachable (splits)"]
+    assert at.text_input(key="th-q").value == "" and at.text_input(key="th-q").proto.set_value
+    assert set(at.dataframe[0].value["category"]) == {"unreachable_multi"}

@@ -12,6 +12,7 @@ from ..undertrained import (
     INDICATOR_LABELS,
     analyze,
     health_table,
+    ordinal,
     parse_reference_spec,
     stt_status,
     verify_result,
@@ -33,6 +34,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--token", default=None, help="hub access token")
     p.add_argument(
         "--verify", type=int, default=0, metavar="K", help="verify the K lowest candidates with prompts"
+    )
+    p.add_argument(
+        "--verify-references",
+        action="store_true",
+        help="also verify the reference tokens (skipped by default: they are known to be unused)",
     )
     p.add_argument(
         "--refs", default=None, help="reference tokens: ids, ranges or token strings, e.g. '1-10,[unused0]'"
@@ -66,7 +72,14 @@ def run(args: argparse.Namespace) -> int:
     if args.verify > 0:
         progress = stderr_progress("verification") if not args.json else None
         verify_result(
-            res, src, tok, args.verify, device=args.device, batch_size=args.batch_size, progress=progress
+            res,
+            src,
+            tok,
+            args.verify,
+            device=args.device,
+            batch_size=args.batch_size,
+            progress=progress,
+            include_references=args.verify_references,
         )
     if args.csv:
         try:
@@ -87,7 +100,7 @@ def run(args: argparse.Namespace) -> int:
     st = doc["indicator_stats"]
     print(
         f"indicator: {doc['indicator_label']}  mean {st['mean']:.4f} ± {st['std']:.4f}; "
-        f"{doc['percentile']}th percentile threshold {doc['threshold']:.4f}; {doc['n_candidates']} candidates"
+        f"{ordinal(doc['percentile'])} percentile threshold {doc['threshold']:.4f}; {doc['n_candidates']} candidates"
     )
     for n in doc["notes"]:
         print(f"note: {n}")
