@@ -11,6 +11,7 @@ import streamlit as st
 from analysis import flores as fl
 from analysis import metrics as mx
 from analysis.flores import FloresData
+from analysis.references import reference as paper
 from ui.errors import try_step
 from ui.library import library
 from ui.pickers import pick_tokenizers
@@ -127,9 +128,11 @@ def bars_and_scatter(tabs, df: pd.DataFrame, metric: str) -> None:
 
 
 def per_script(rows: list[dict], metric: str) -> None:
-    """Means per script (optionally grouped as in paper 000 Table 2) and across languages."""
+    """Means per script (optionally grouped as in Purason et al. 2026, Table 2) and across languages."""
     table2 = st.toggle(
-        "Group as in paper 000 Table 2 (Latn, Cyrl, Arab, Jpan, Hani, Other)", value=True, key="cmp-t2"
+        f"Group as in {paper('continued-bpe').short}, Table 2 (Latn, Cyrl, Arab, Jpan, Hani, Other)",
+        value=True,
+        key="cmp-t2",
     )
     ss = pd.DataFrame(mx.script_summary(rows, metric, table2=table2))
     if not ss.empty:
@@ -141,7 +144,7 @@ def per_script(rows: list[dict], metric: str) -> None:
 
 
 def compare_two(rows: list[dict], names: list[str], metric: str) -> None:
-    """Δrel and win rate of A against B (paper 000 Table 1), per script and per language."""
+    """Δrel and win rate of A against B (as in Purason et al. 2026, Table 1), per script and per language."""
     if len(names) < 2:
         st.info("Pick two or more tokenizers to compare them.")
         return
@@ -156,7 +159,8 @@ def compare_two(rows: list[dict], names: list[str], metric: str) -> None:
     m2.metric("Win rate of A", f"{cmpr['win_rate']:.1%}")
     m3.metric("Languages", cmpr["languages"])
     st.caption(
-        "As in paper 000 Table 1. A win is a higher value for higher-is-better metrics and a lower one otherwise."
+        f"As in {paper('continued-bpe').short}, Table 1. A win is a higher value for higher-is-better metrics "
+        "and a lower one otherwise."
     )
     st.dataframe(pd.DataFrame(mx.script_compare(rows, a, b, metric)), hide_index=True, key="cmp-sc")
     st.dataframe(pd.DataFrame(cmpr["per_language"]), hide_index=True, key="cmp-per-lang")
@@ -231,9 +235,11 @@ def page() -> None:
     """Tokenizers, FLORES languages and options → `metrics.compression_table` → charts and downloads."""
     st.title("Compression across FLORES-200 languages")
     st.caption(
-        "Corpus-level metrics on parallel FLORES sentences (sums over sentences, no special tokens): bytes/token as "
-        "in paper 000 §4.2, fertility and parity (premium vs English) as in paper 001, Rényi efficiency (α = 2.5) "
-        "on token ids. Results are cached by tokenizer content hash and data hash."
+        "Corpus-level metrics on the parallel FLORES-200 sentences (sums over sentences, no special tokens): "
+        f"bytes/token as in {paper('continued-bpe').short} (§4.2), fertility and continued words as in "
+        f"{paper('continued-words').short}, parity (premium vs English) as in {paper('parity').short}, "
+        f"Rényi efficiency (α = 2.5) on token ids as in {paper('renyi').short}. Results are cached by "
+        "tokenizer content hash and data hash."
     )
     lib = library()
     names = pick_tokenizers("Tokenizers (1–8)", key="cmp-toks", max_n=8, default=list(lib)[:1])

@@ -13,6 +13,7 @@ from analysis.corpora import Corpus, Source, shared_corpora
 from analysis.export import zip_bytes
 from analysis.extension import ADDED_MARK, METHOD_LABELS, Plan, Preview, extension_report, methods_for, plan
 from analysis.flores import FLORES_TRAIN_LINES, available_codes, split_lines
+from analysis.references import cite, reference
 from analysis.training import continue_training
 from ui.caching import cache_data, cache_resource
 from ui.pickers import pick_tokenizer
@@ -136,10 +137,10 @@ def metrics_table(results: dict[str, dict], n: int) -> None:
     st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch")
     st.caption(
         "Bytes/token = Σ UTF-8 bytes / Σ tokens (no special tokens). Δrel = relative change. "
-        "STT-unreachable = added tokens the merges can never build (methods.md §2). English exact match "
-        "and Levenshtein distance (per sentence, divided by the base length) compare with the base "
-        "tokenization, as in paper 000 Table 6. Preview update: "
-        + ", ".join(f"{m} {r['seconds']:.2f} s" for m, r in results.items())
+        "STT-unreachable = added tokens that the merges can never build from their own string (the "
+        "Self-Tokenization Test). English exact match and Levenshtein distance (per sentence, divided by the base "
+        f"length) compare with the base tokenization, as in {reference('continued-bpe').short}, Table 6. "
+        "Preview update: " + ", ".join(f"{m} {r['seconds']:.2f} s" for m, r in results.items())
     )
 
 
@@ -230,11 +231,11 @@ def page() -> None:
     """Tokenizer, text, methods → one training run per method (`Preview`) → metrics, curve, spans, export."""
     st.title("Extend a tokenizer")
     st.caption(
-        "Add N tokens learned from your text. **Continued BPE training** (paper 000 §3.1) continues the merge "
-        "learning on top of the tokenizer's own segmentation, so every new token is reachable. The **naive** "
-        "baselines train a separate tokenizer on the same text and add its new tokens (regenerated merges, its "
-        "appended merge list, or `add_tokens`). One training run gives every N up to the maximum: the slider only "
-        "re-applies a prefix."
+        f"Add N tokens learned from your text. **Continued BPE training** ({cite('continued-bpe')}, §3.1) "
+        "continues the merge learning on top of the tokenizer's own segmentation, so every new token is "
+        "reachable. The **naive** baselines train a separate tokenizer on the same text and add its new tokens "
+        f"(regenerated merges, its appended merge list, or `add_tokens`; as in {reference('extension-thesis').short}). "
+        "One training run gives every N up to the maximum: the slider only re-applies a prefix."
     )
     tok = pick_tokenizer("Tokenizer", key="ext-tok")
     s = tok.summary()

@@ -23,6 +23,7 @@ from analysis.prune_export import (
     write_pruned,
     zip_folder,
 )
+from analysis.references import cite, reference
 from analysis.weights import resolve_model
 from ui.caching import cache_resource
 from ui.errors import try_step
@@ -196,9 +197,10 @@ def page() -> None:
     """Tokenizer, order, text mix → `pruning.compute_order` → curves, next tokens, export."""
     st.title("Prune a tokenizer without breaking it")
     st.caption(
-        "Paper 000 §3.2: leaf-based orders only remove tokens that no surviving merge needs, so pruning never "
-        "creates unreachable tokens; naive orders (by id, by frequency) can. One order is computed once; any N "
-        "prunes its first N tokens. Curves: bytes/token on held-out FLORES lines and STT-unreachable tokens."
+        f"Leaf-based pruning ({cite('continued-bpe')}, §3.2) only removes tokens that no surviving merge needs, "
+        "so it never creates unreachable tokens; naive orders (by id, by frequency) can. The under-trained-first "
+        f"order follows {reference('sa-bpe').short}. One order is computed once; any N prunes its first N tokens. "
+        "Curves: bytes/token on held-out FLORES lines and tokens the merges can no longer build (STT-unreachable)."
     )
     tok = pick_tokenizer("Tokenizer", key="prune-tok", needs=BPE, feature="Pruning")
     if tok is None:

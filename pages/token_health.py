@@ -12,11 +12,13 @@ import streamlit as st
 from analysis import LoadedTokenizer
 from analysis import flores as fl
 from analysis.reachability import CATEGORIES, CATEGORY_HELP, explain_unreachable, never_produced, stt_report
+from analysis.references import cite
 from analysis.vocab_views import UNREACHABLE, filter_stt, stt_table, would_be_ranks
 from ui import links
 from ui.caching import cache_data
 from ui.errors import try_step
 from ui.pickers import BPE, pick_tokenizer
+from ui.spans import pieces_html
 
 LABELS = {
     "reachable": "Reachable",
@@ -144,8 +146,13 @@ def explain(name: str, tok: LoadedTokenizer, view: pd.DataFrame) -> None:
     pick = st.selectbox("Unreachable token", ids, key="th-explain",
                         format_func=lambda i: f"{i} · {tok.readable(tok.id_to_token[i])!r}")  # fmt: skip
     e = explain_unreachable(tok, pick)
-    st.write(f"BPE builds **{' | '.join(tok.readable(p) for p in e['actual_tokens'])}** instead.")
-    st.error(e["reason"])
+    st.markdown("From the token's own string, BPE builds these tokens instead:")
+    st.html(pieces_html([tok.readable(p) for p in e["actual_tokens"]]))
+    st.info(e["reason"][0].upper() + e["reason"][1:] + ".", icon=":material/lightbulb:")
+    if tok.ignore_merges:
+        st.caption(
+            f"{name} uses ignore_merges: the token is still produced when a whole pre-token equals it."
+        )
     if st.button("Open its merge tree", key="th-open-tree"):
         links.open_merge_tree(name, int(pick))
 
@@ -196,7 +203,7 @@ def page() -> None:
     """Tokenizer (BPE) → STT report → counts, table, charts, explanation, corpus check, downloads."""
     st.title("Token health")
     st.caption(
-        "Self-Tokenization Test (paper 000 §3.3): every vocabulary string goes through the bare BPE model "
+        f"The Self-Tokenization Test ({cite('continued-bpe')}, §3.3): every vocabulary string goes through the bare BPE model "
         "(no normalizer or pre-tokenizer, ignore_merges off, no dropout). A token is reachable when the model "
         "gives back exactly that token; otherwise no input can ever produce it through merges."
     )

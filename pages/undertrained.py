@@ -12,6 +12,7 @@ import streamlit as st
 
 from analysis import LoadedTokenizer
 from analysis import undertrained as ut
+from analysis.references import cite, reference
 from analysis.weights import ModelSource, resolve_model, tokenizer_for_model
 from ui.caching import cache_resource
 from ui.errors import try_step
@@ -46,11 +47,13 @@ def _lm(model: str, fingerprint: str, device: str):
     return ut.load_lm(model, device=device)
 
 
-def _download(df: pd.DataFrame, name: str, key: str) -> None:
+def _download(df: pd.DataFrame, name: str, key: str, what: str) -> None:
     c1, c2 = st.columns(2)
-    c1.download_button("CSV", df.to_csv(index=False).encode(), f"{name}.csv", "text/csv", key=f"{key}-csv")
+    c1.download_button(f"Download {what} (CSV)", df.to_csv(index=False).encode(), f"{name}.csv", "text/csv",
+                       key=f"{key}-csv")  # fmt: skip
     jl = "\n".join(json.dumps(r, ensure_ascii=False, default=str) for r in df.to_dict(orient="records"))
-    c2.download_button("JSONL", jl.encode(), f"{name}.jsonl", "application/jsonl", key=f"{key}-jsonl")
+    c2.download_button(f"Download {what} (JSONL)", jl.encode(), f"{name}.jsonl", "application/jsonl",
+                       key=f"{key}-jsonl")  # fmt: skip
 
 
 def inputs() -> tuple | None:
@@ -199,16 +202,16 @@ def tables(res: ut.UndertrainedResult, table: pd.DataFrame) -> None:
     st.markdown(f"**Candidates** (lowest {res.percentile:g}% of round-trip tokens, {len(cand):,})")
     st.dataframe(cand, hide_index=True, width="stretch", height=320)
     if len(cand):
-        _download(cand, "undertrained-candidates", "ut-dl-cand")
+        _download(cand, "undertrained-candidates", "ut-dl-cand", "candidates")
     st.markdown(
         "**Token health** (all tokens: indicators, percentile, round trip, class, script, STT, verdict)"
     )
     cls_filter = st.multiselect("Classes", list(ut.TOKEN_CLASSES), key="ut-cls")
     view = table[table["class"].isin(cls_filter)] if cls_filter else table
     st.dataframe(view.sort_values(res.main).head(5000), hide_index=True, width="stretch", height=360)
-    _download(view, "token-health", "ut-dl-health")
+    _download(view, "token-health", "ut-dl-health", "token health")
     counts = table[table["candidate"]].groupby("class").size().reindex(ut.TOKEN_CLASSES, fill_value=0)
-    st.markdown("**Candidates by class** (paper 003 App. A rules)")
+    st.markdown(f"**Candidates by class** (the rules of {reference('sa-bpe').short}, App. A)")
     st.dataframe(counts.rename("tokens").reset_index(), hide_index=True)
 
 
@@ -217,7 +220,8 @@ def page() -> None:
     st.title("Under-trained tokens")
     st.caption(
         "Tokens a model (almost) never saw in training keep untrained embeddings and can cause glitches "
-        "(Land & Bartolo 2024, “Fishing for Magikarp”; paper 003). Indicators come straight from the embedding "
+        f"({cite('magikarp')}; token classes as in {reference('sa-bpe').short}). Indicators come straight from the "
+        "embedding "
         "matrices (L2 norm of input rows for untied models; cosine / L2 distance of unembedding rows to the mean of "
         "known-unused reference tokens); the lowest percentile of tokens that round-trip is verified with three "
         "repeat prompts. Lower indicator = more under-trained."

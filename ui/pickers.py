@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import streamlit as st
 
 from analysis import LoadedTokenizer, paths
-from ui.library import library
+from ui.library import library, take_selection
 from ui.links import name_from_link, opened
 from ui.loaders import fetched_models
 
@@ -53,6 +53,9 @@ def pick_tokenizer(
     """
     lib = library()
     _preselect_from_link(key)
+    added = take_selection()
+    if added:  # just added from the sidebar: select it here
+        st.session_state[key] = added
     if st.session_state.get(key) not in lib:
         st.session_state.pop(key, None)
 
@@ -73,10 +76,18 @@ def pick_tokenizer(
 def pick_tokenizers(label: str, key: str, max_n: int = 8, default: list[str] | None = None) -> list[str]:
     """A multiselect over the session library; returns the chosen names (names no longer loaded are dropped)."""
     names = list(library())
-    if key in st.session_state:  # keep the user's (or the URL's) choice
-        st.session_state[key] = [n for n in st.session_state[key] if n in names][:max_n]
+    added = take_selection()
+    if (
+        key in st.session_state
+    ):  # keep the user's (or the URL's) choice; one just added from the sidebar joins it
+        chosen = [n for n in st.session_state[key] if n in names]
+        if added and added not in chosen:
+            chosen = chosen[: max_n - 1] + [added]
+        st.session_state[key] = chosen[:max_n]
         return st.multiselect(label, names, key=key, max_selections=max_n)
     default = [d for d in (default or names[:1]) if d in names][:max_n]
+    if added and added not in default:
+        default = default[: max_n - 1] + [added]
     return st.multiselect(label, names, default=default, key=key, max_selections=max_n)
 
 

@@ -32,7 +32,9 @@ def test_token_health_filters_and_table_agree_after_switching_tokenizer(page: Pa
     page.set_default_timeout(SLOW)
     page.goto(app_url + "/token_health")
     wait_idle(page, SLOW)
-    expect(page.get_by_text(re.compile(r"^3 of 151,646 ids$"))).to_be_visible()  # Qwen: its 3 specials
+    expect(page.get_by_text(re.compile(r"^3 of 151,646 ids$"))).to_be_visible(
+        timeout=SLOW
+    )  # Qwen: its 3 specials
     add_example(page, "llama-3.1")
     pick_tokenizer(page, "Qwen (embedded)")
     # a filter set on the first tokenizer: special and reachable tokens, searched
@@ -44,7 +46,7 @@ def test_token_health_filters_and_table_agree_after_switching_tokenizer(page: Pa
     assert _chips(page, "Categories") == ["Special / added", "Reachable"]
 
     pick_tokenizer(page, "llama-3.1")
-    expect(page.get_by_text(re.compile(r"of 128,256 ids$"))).to_be_visible()
+    expect(page.get_by_text(re.compile(r"of 128,256 ids$"))).to_be_visible(timeout=SLOW)
     wait_idle(page, SLOW)
     summary = stt_report(load_shared("llama-3.1")).summary()
     chips = _chips(page, "Categories")
@@ -63,7 +65,7 @@ def test_token_health_filters_and_table_agree_after_switching_tokenizer(page: Pa
     search.press("Enter")
     wait_idle(page, SLOW)
     assert _chips(page, "Categories") == chips
-    expect(page.get_by_text(re.compile(r"^[1-9][\d,]* of 128,256 ids$"))).to_be_visible()
+    expect(page.get_by_text(re.compile(r"^[1-9][\d,]* of 128,256 ids$"))).to_be_visible(timeout=SLOW)
 
 
 @need_smollm
@@ -71,12 +73,12 @@ def test_undertrained_verification_shows_in_the_same_run(page: Page, app_url, ar
     page.set_default_timeout(600_000)
     page.goto(app_url + "/undertrained")
     wait_idle(page)
-    expect(page.get_by_text("SmolLM2-135M-Instruct (GGUF")).to_be_visible()
+    expect(page.get_by_label("Weights")).to_have_value(re.compile(r"SmolLM2.*\.gguf$"), timeout=60_000)
     page.get_by_role("button", name="Compute indicators").click()
-    expect(page.get_by_text("Main indicator")).to_be_visible()
+    expect(page.get_by_text("Main indicator")).to_be_visible(timeout=600_000)
     wait_idle(page, 600_000)
     page.get_by_role("tab", name="Verification").click()
-    k = page.get_by_label("Candidates to verify")
+    k = page.get_by_role("spinbutton", name="Candidates to verify")
     k.fill("2")
     k.press("Enter")
     wait_idle(page)
@@ -89,11 +91,11 @@ def test_undertrained_verification_shows_in_the_same_run(page: Page, app_url, ar
     wait_idle(page, 600_000)
     low = int(re.search(r"; (\d) with", done.inner_text()).group(1))
     chart = page.locator('[data-testid="stPlotlyChart"]').filter(has_text="Verification")
-    expect(chart.locator("path.point")).to_have_count(2)  # both verified candidates are drawn
+    expect(chart.locator("path.point")).to_have_count(2, timeout=60_000)  # both verified candidates are drawn
     page.screenshot(path=str(artifacts / "diagnose_undertrained_verified.png"), full_page=True)
     # the candidates table of the same run carries the verdicts the caption counts
     page.get_by_role("tab", name="Tables").click()
-    path = download(page, "CSV", artifacts / "undertrained-candidates.csv")
+    path = download(page, "Download candidates (CSV)", artifacts / "undertrained-candidates.csv")
     rows = [r for r in csv.DictReader(path.open(encoding="utf-8")) if r.get("verdict")]
     assert len(rows) == 2 and low == sum(float(r["max_prob"]) < 0.01 for r in rows), rows
     assert not any(r["reference"] == "True" for r in rows)  # reference tokens are not verified by default
