@@ -117,26 +117,37 @@ def methods_and_size(tok: LoadedTokenizer) -> tuple[tuple[str, ...], int, int | 
 
 # ------------------------------------------------------------------------------------------ results
 def metrics_table(results: dict[str, dict], n: int) -> None:
-    """Bytes/token before/after per text, STT-unreachable added tokens, use on held-out, English stability."""
-    rows = []
+    """Bytes/token per text (one column per method, so the table fits the page) and, per method, what was added:
+    STT-unreachable added tokens, use on held-out, English stability."""
+    methods = list(results)
+    texts = list(next(iter(results.values()))["texts"])
+    rows, config = [], {"before": st.column_config.NumberColumn(format="%.4f")}
+    for k in texts:
+        row = {"text": k, "before": results[methods[0]]["texts"][k]["before"]}
+        for m in methods:
+            v = results[m]["texts"][k]
+            row[m], row[f"{m} Δrel"] = v["after"], 100 * v["delta_rel"]
+            config[m] = st.column_config.NumberColumn(format="%.4f", help=METHOD_LABELS[m])
+            config[f"{m} Δrel"] = st.column_config.NumberColumn(format="%+.2f%%", help="relative change")
+        rows.append(row)
+    st.subheader(f"Bytes per token at N = {n:,}")
+    st.dataframe(
+        pd.DataFrame(rows), hide_index=True, width="stretch", column_config=config, key="ext-bpt-table"
+    )
+    st.caption("Columns by method: " + "; ".join(f"**{m}** = {METHOD_LABELS[m]}" for m in methods) + ".")
+    added = []
     for m, r in results.items():
-        row = {"method": METHOD_LABELS[m], "added": r["added"]}
-        for k, v in r["texts"].items():
-            row |= {f"{k}: before": round(v["before"], 4), f"{k}: after": round(v["after"], 4),
-                    f"{k}: Δrel": f"{v['delta_rel']:+.2%}"}  # fmt: skip
-        row["STT-unreachable added"] = r["unreachable_added"] if m in MERGE_METHODS else "n/a"
-        row["added tokens used on held-out"] = (
-            f"{r['used_share']:.1%}" if not math.isnan(r["used_share"]) else "—"
-        )
+        row = {"method": METHOD_LABELS[m], "added": r["added"],
+               "STT-unreachable added": r["unreachable_added"] if m in MERGE_METHODS else "n/a",
+               "used on held-out": f"{r['used_share']:.1%}" if not math.isnan(r["used_share"]) else "—"}  # fmt: skip
         if "english" in r:
             e = r["english"]
             row["English exact match"] = f"{e['exact_match']:.1%}"
             row["English Levenshtein (mean / max)"] = f"{e['levenshtein']:.4f} / {e['levenshtein_max']:.3f}"
-        rows.append(row)
-    st.subheader(f"Bytes per token at N = {n:,}")
-    st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch")
+        added.append(row)
+    st.dataframe(pd.DataFrame(added), hide_index=True, width="stretch", key="ext-added-table")
     st.caption(
-        "Bytes/token = Σ UTF-8 bytes / Σ tokens (no special tokens). Δrel = relative change. "
+        "Bytes/token = Σ UTF-8 bytes / Σ tokens (no special tokens); Δrel = relative change. "
         "STT-unreachable = added tokens that the merges can never build from their own string (the "
         "Self-Tokenization Test). English exact match and Levenshtein distance (per sentence, divided by the base "
         f"length) compare with the base tokenization, as in {reference('continued-bpe').short}, Table 6. "

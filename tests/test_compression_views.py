@@ -5,8 +5,10 @@ palette where the first tokenizers never share a hue family."""
 from __future__ import annotations
 
 import re
+import tomllib
 
 import pandas as pd
+from support import ROOT
 
 from analysis import metrics as mx
 from analysis.flores import languages
@@ -79,3 +81,9 @@ def test_grouped_order_pools_small_groups_and_puts_worst_first():
     latin = order[order["group"] == "Latin"]["mean"].tolist()
     assert latin == sorted(latin)  # bytes/token: the lowest (worst) first
     assert len(order) == 204
+
+
+def test_every_chart_without_explicit_colours_uses_the_same_palette():
+    """Streamlit's chart theme colours every series that has no colour of its own: Okabe–Ito, not two blues."""
+    config = tomllib.loads((ROOT / ".streamlit" / "config.toml").read_text(encoding="utf-8"))
+    assert config["theme"]["chartCategoricalColors"] == OKABE_ITO
