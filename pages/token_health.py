@@ -46,10 +46,11 @@ def _never(tok: LoadedTokenizer, lines: tuple[str, ...]) -> list[int]:
 
 def counts(name: str, tok: LoadedTokenizer, summary: dict) -> None:
     """The STT count and one metric per category."""
-    st.metric(
+    cells = st.columns(4) + st.columns(4)  # two rows: six-digit counts stay whole on a 1280-pixel screen
+    cells[0].metric(
         "Unreachable tokens (STT)", f"{summary['unreachable']:,}", help="unreachable by merges, all kinds"
     )
-    for c, cat in zip(st.columns(len(CATEGORIES)), CATEGORIES):
+    for c, cat in zip(cells[1:], CATEGORIES):
         c.metric(SHORT[cat], f"{summary[cat]:,}", help=f"{LABELS[cat]}: {CATEGORY_HELP[cat]}")
     if summary["unreachable"] == 0:
         st.success(f"All {summary['reachable']:,} merge-built tokens of {name} are reachable.")

@@ -78,7 +78,9 @@ def summary(res: ut.UndertrainedResult) -> None:
     m = st.columns(5)
     m[0].metric("Tied embeddings", "yes" if res.tied else "no")
     m[1].metric("LM head", "yes" if res.has_lm_head else "no")
-    m[2].metric("Rows / tokens", f"{res.n_rows:,} / {res.n_tokens:,}")
+    m[2].metric(
+        "Embedding rows", f"{res.n_rows:,}", help=f"{res.n_tokens:,} of them are tokens of the tokenizer"
+    )
     m[3].metric("Main indicator", res.main)
     m[4].metric("Candidates", f"{len(res.candidates):,}")
     stats = res.stats()
