@@ -277,7 +277,7 @@ def page() -> None:
                    + (f"; {len(tr.char_steps)} missing characters added first" if tr.char_steps else ""))  # fmt: skip
     n_cap = max(p.n_available for p in pv.plans.values())
     if n_cap < 1:
-        st.error("The text gave no new tokens.")
+        st.warning("The text gave no new tokens: every pair it contains is already a token.")
         return
     n = st.slider("N (new tokens)", 1, n_cap, n_cap, key="ext-n")
     results = {m: pv.at(m, n) for m in pv.plans}

@@ -53,7 +53,7 @@ def test_token_reuse_page_trains_and_exports(page: Page, app_url, artifacts):
     wait_idle(page, timeout=600_000)
     expect(page.get_by_text("Before / after", exact=True)).to_be_visible(timeout=600_000)
     expect(page.get_by_text("Reused scripts now decode as the target", exact=False)).to_be_visible()
-    page.screenshot(path=str(artifacts / "reuse_llama3_arabic.png"), full_page=True)
+    screenshot(page, artifacts / "change_reuse_llama3_arabic.png")
     path = download(page, "Download the R-BPE tokenizer (.zip)", artifacts / "reuse.zip")
     mapping = json.loads(_zip_member(path, "rbpe_mapping.json"))
     new = tokenizers.Tokenizer.from_str(_zip_member(path, "new_tokenizer/tokenizer.json").decode("utf-8"))
@@ -73,7 +73,7 @@ def test_source_attributed_bpe_page(page: Page, app_url, artifacts):
     wait_idle(page, timeout=600_000)
     expect(page.get_by_text("Comparison on held-out repositories")).to_be_visible(timeout=600_000)
     expect(page.get_by_text("Merge history", exact=True)).to_be_visible()
-    page.screenshot(path=str(artifacts / "sabpe_gpt2.png"), full_page=True)
+    screenshot(page, artifacts / "change_sabpe_gpt2.png")
     path = download(page, "Download SA-BPE tokenizer (.zip)", artifacts / "sabpe.zip")
     tok = tokenizers.Tokenizer.from_str(_zip_member(path, "/tokenizer.json").decode("utf-8"))
     assert 700 <= tok.get_vocab_size() <= 900

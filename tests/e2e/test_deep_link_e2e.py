@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from e2e_support import wait_idle
+from e2e_support import screenshot, wait_idle
 from playwright.sync_api import Page, expect
 
 
@@ -22,4 +22,4 @@ def test_first_request_deep_link_runs_in_the_frame(page: Page, fresh_app_url, ar
     assert sidebar.get_by_role("link", name="Playground").count() == 0
     expect(page.get_by_text("gpt2 ·").first).to_be_visible(timeout=60_000)  # the link's tokenizer was loaded
     assert "/playground" in page.url
-    page.screenshot(path=str(artifacts / "deep_link_first_request.png"), full_page=True)
+    screenshot(page, artifacts / "deep_link_first_request.png")

@@ -6,7 +6,7 @@ from __future__ import annotations
 import csv
 import re
 
-from e2e_support import add_example, download, pick_tokenizer, wait_idle
+from e2e_support import add_example, download, pick_tokenizer, screenshot, wait_idle
 from playwright.sync_api import Page, expect
 from support import load_shared, need_smollm
 
@@ -57,7 +57,7 @@ def test_token_health_filters_and_table_agree_after_switching_tokenizer(page: Pa
     }
     assert chips and all(c in labels for c in chips), chips
     assert _shown_ids(page) == sum(summary[labels[c]] for c in chips)  # the chips are the table's filter
-    page.screenshot(path=str(artifacts / "diagnose_token_health_switched.png"), full_page=True)
+    screenshot(page, artifacts / "diagnose_token_health_switched.png")
 
     # the next interaction keeps them in agreement: a search within the shown categories finds rows
     search = page.get_by_label("Search (readable or raw form)")
@@ -92,7 +92,7 @@ def test_undertrained_verification_shows_in_the_same_run(page: Page, app_url, ar
     low = int(re.search(r"; (\d) with", done.inner_text()).group(1))
     chart = page.locator('[data-testid="stPlotlyChart"]').filter(has_text="Verification")
     expect(chart.locator("path.point")).to_have_count(2, timeout=60_000)  # both verified candidates are drawn
-    page.screenshot(path=str(artifacts / "diagnose_undertrained_verified.png"), full_page=True)
+    screenshot(page, artifacts / "diagnose_undertrained_verified.png")
     # the candidates table of the same run carries the verdicts the caption counts
     page.get_by_role("tab", name="Tables").click()
     path = download(page, "Download candidates (CSV)", artifacts / "undertrained-candidates.csv")
