@@ -1,7 +1,9 @@
 """Tokenizer Lab: the router and frame. Pages live in pages/, shared widgets in ui/, the work in analysis/.
 
-Every page runs inside the one error boundary (`ui.errors.boundary`); the sidebar library is drawn after the
-page, also when the page failed or returned early, so it shows what the page loaded.
+The page groups sit in the top bar, so that the sidebar holds the tokenizer library alone and the library is
+reachable without scrolling on a small screen. Every page runs inside the one error boundary
+(`ui.errors.boundary`); the sidebar library is drawn after the page, also when the page failed or returned early,
+so it shows what the page loaded.
 """
 
 import streamlit as st
@@ -16,9 +18,14 @@ def _page(path: str, title: str, icon: str, url: str, **kw) -> st.Page:
     return st.Page(path, title=title, icon=f":material/{icon}:", url_path=url, **kw)
 
 
+#: The page groups: what each one answers is on the home page (`pages/home.py`, GROUPS).
 PAGES = {
+    "": [
+        _page("pages/home.py", "Home", "home", "home", default=True),
+        _page("pages/references.py", "References", "menu_book", "references"),
+    ],
     "Look inside": [
-        _page("pages/inspect.py", "Load & inspect", "search", "inspect", default=True),
+        _page("pages/inspect.py", "Load & inspect", "search", "inspect"),
         _page("pages/playground.py", "Playground", "compare", "playground"),
         _page("pages/merge_trees.py", "Merge trees", "account_tree", "merge_trees"),
     ],
@@ -38,7 +45,7 @@ PAGES = {
     ],
 }
 
-nav = st.navigation(PAGES)
+nav = st.navigation(PAGES, position="top")
 links.enter(nav.url_path)
 library_box = st.sidebar.container()
 try:

@@ -726,8 +726,38 @@ def worst_sentences(tok: LoadedTokenizer, lines: Sequence[str], k: int = 10) -> 
     return out
 
 
-def to_latex(rows: Sequence[dict], columns: Sequence[str], caption: str = "", digits: int = 3) -> str:
-    """A booktabs LaTeX table of the given columns (special characters escaped)."""
+def worst_languages(
+    rows: Sequence[dict], metric: str = "bytes_per_token", k: int = 20
+) -> dict[str, list[dict]]:
+    """Per tokenizer, its `k` worst languages on a metric (lowest first for higher-is-better metrics, highest
+    first otherwise): ``{tokenizer: [{"lang", "name", "script", "value"}, …]}``."""
+    hib = HIGHER_IS_BETTER.get(metric, True)
+    meta = {r["lang"]: r for r in rows}
+    out = {}
+    for t in _tokenizers(rows):
+        vals = sorted(_values(rows, t, metric).items(), key=lambda kv: kv[1], reverse=not hib)[:k]
+        out[t] = [
+            {"lang": c, "name": meta[c].get("name", c), "script": meta[c].get("script", ""), "value": v}
+            for c, v in vals
+        ]
+    return out
+
+
+def to_latex(
+    rows: Sequence[dict],
+    columns: Sequence[str],
+    caption: str = "",
+    digits: int = 3,
+    *,
+    longtable: bool = False,
+    label: str = "",
+) -> str:
+    """A booktabs LaTeX table of the given columns (special characters escaped).
+
+    With `longtable` (for hundreds of rows, e.g. all 204 FLORES languages) the table breaks across pages and
+    repeats its header on each one (``\\usepackage{booktabs,longtable}``); numbers are right-aligned, in a
+    footnote-sized font so that up to eight tokenizer columns fit the text width.
+    """
 
     def esc(v: Any) -> str:
         """One cell as LaTeX text."""
@@ -746,6 +776,18 @@ def to_latex(rows: Sequence[dict], columns: Sequence[str], caption: str = "", di
     head = " & ".join(esc(c) for c in columns)
     body = "\n".join(" & ".join(esc(r.get(c)) for c in columns) + r" \\" for r in rows)
     cap = f"\\caption{{{esc(caption)}}}\n" if caption else ""
+    lab = f"\\label{{{label}}}" if label else ""
+    if longtable:
+        numeric = [any(isinstance(r.get(c), (int, float)) and not isinstance(r.get(c), bool) for r in rows)
+                   for c in columns]  # fmt: skip
+        spec = "".join("r" if n else "l" for n in numeric)
+        cap_lt = f"\\caption{{{esc(caption)}}}{lab}\\\\\n" if caption else ""
+        return (
+            "% needs \\usepackage{booktabs,longtable}\n{\\footnotesize\\setlength{\\tabcolsep}{4pt}\n"
+            f"\\begin{{longtable}}{{{spec}}}\n{cap_lt}\\toprule\n{head} \\\\\n\\midrule\n\\endfirsthead\n"
+            f"\\toprule\n{head} \\\\\n\\midrule\n\\endhead\n\\bottomrule\n\\endlastfoot\n"
+            f"{body}\n\\end{{longtable}}\n}}\n"
+        )
     spec = "l" * len(columns)
     return (
         f"\\begin{{table}}[t]\n\\centering\n{cap}\\begin{{tabular}}{{{spec}}}\n\\toprule\n{head} \\\\\n\\midrule\n"

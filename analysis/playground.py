@@ -79,6 +79,36 @@ def compare_encodings(
     return views
 
 
+@dataclass(frozen=True)
+class BoundaryDiff:
+    """A stretch of the text between two boundaries every tokenizer shares, split differently by them."""
+
+    start: int
+    end: int
+    text: str
+    pieces: list[list[str]]  # per tokenizer (in the order given), the text between its boundaries
+
+
+def boundary_diff(text: str, views: list[EncodingView]) -> list[BoundaryDiff]:
+    """The compact diff of token boundaries: the stretches of `text` that the tokenizers split differently.
+
+    The text is cut at the boundaries all encodings share (and its ends); a stretch is listed when some
+    encoding has a boundary inside it (such a boundary is, by construction, not shared by all). Boundaries are
+    character positions where a token ends, so byte-level pieces of one character count as one piece.
+    """
+    if len(views) < 2:
+        return []
+    cuts = sorted(set.intersection(*(v.boundaries for v in views)) | {0, len(text)})
+    out = []
+    for a, b in zip(cuts, cuts[1:]):
+        inner = [sorted(x for x in v.boundaries if a < x < b) for v in views]
+        if not any(inner):
+            continue
+        pieces = [[text[s:e] for s, e in zip([a, *cut], [*cut, b])] for cut in inner]
+        out.append(BoundaryDiff(a, b, text[a:b], pieces))
+    return out
+
+
 def pre_tokens(tok: LoadedTokenizer, text: str) -> tuple[str, list[tuple[str, tuple[int, int]]]]:
     """The tokenizer's normalizer and pre-tokenizer applied to `text`: (normalized text, [(pre-token, offsets)])."""
     check_text(text)

@@ -40,7 +40,26 @@ class Reference:
     @property
     def full(self) -> str:
         """The full citation: authors, title, venue, year."""
-        return f"{self.authors}. *{self.title}*. {self.venue}, {self.year}."
+        return f"{self.authors.rstrip('.')}. *{self.title}*. {self.venue}, {self.year}."
+
+    def bibtex(self) -> str:
+        """A BibTeX entry (``@inproceedings`` for proceedings and Findings, ``@misc`` otherwise)."""
+        kind = "inproceedings" if ("Proceedings" in self.venue or "Findings" in self.venue) else "misc"
+        venue_field = "booktitle" if kind == "inproceedings" else "howpublished"
+        fields = {
+            "author": " and ".join(
+                "others" if a.strip() == "et al." else a.strip()
+                for a in self.authors.replace(" and ", ", ").split(",")
+                if a.strip()
+            ),
+            "title": "{" + self.title + "}",
+            venue_field: self.venue,
+            "year": str(self.year),
+        }
+        if self.url:
+            fields["url"] = self.url
+        body = ",\n".join(f"  {k} = {{{v}}}" for k, v in fields.items())
+        return f"@{kind}{{{self.key.replace('-', '_')},\n{body}\n}}"
 
     def to_json(self) -> dict[str, str | int]:
         """A JSON-ready record."""
@@ -174,6 +193,20 @@ _BY_KEY = {r.key: r for r in REFERENCES}
 def reference(key: str) -> Reference:
     """The reference with this key (KeyError for an unknown key: a programming error)."""
     return _BY_KEY[key]
+
+
+def markdown_list() -> str:
+    """The README's References section body: one bullet per paper (full citation, link, what the app uses)."""
+    lines = []
+    for r in REFERENCES:
+        link = f" <{r.url}>" if r.url else ""
+        lines.append(f"- {r.full}{link} — *used for:* {r.used_for}.")
+    return "\n".join(lines)
+
+
+def bibtex_all() -> str:
+    """Every reference as BibTeX, in the list's order."""
+    return "\n\n".join(r.bibtex() for r in REFERENCES) + "\n"
 
 
 def cite(key: str) -> str:

@@ -13,8 +13,11 @@ from analysis import paths
 from analysis.flores import FloresData
 from analysis.outputs import json_ready, strict_json
 from analysis.references import cite
+from analysis.references import reference as paper
 from ui.errors import try_step
+from ui.language_charts import MIN_GROUP, dot_plot, ordered_languages
 from ui.library import library
+from ui.palette import tokenizer_colours, tokenizer_symbols
 from ui.pickers import SERVER_PATHS_OFF, pick_tokenizers
 from ui.progress import progress
 from ui.spans import token_spans_html
@@ -42,6 +45,8 @@ TABLE_COLUMNS = ["tokenizer", "lang", "name", "script", "family", *[m for m in M
 DEFAULT_LANGS = ["eng_Latn", "est_Latn", "deu_Latn", "fra_Latn", "rus_Cyrl", "arb_Arab", "hin_Deva", "zho_Hans",
                  "jpn_Jpan", "kor_Hang"]  # fmt: skip
 MARGIN = {"l": 10, "r": 10, "t": 30, "b": 10}
+HEATMAP_MAX = 30  # up to this many languages a heatmap with values in the cells; beyond, a grouped dot plot
+WORST_K = 20
 
 
 def flores_source() -> tuple[str, str]:
@@ -115,53 +120,97 @@ def pick_languages(data: FloresData) -> list[str]:
     return [c for c, m in meta.items() if getattr(m, field) in chosen]
 
 
-def heatmap(df: pd.DataFrame, names: list[str], metric: str) -> pd.DataFrame:
-    """Languages × tokenizers; returns the pivot (also the LaTeX table)."""
+def heatmap(df: pd.DataFrame, names: list[str], metric: str, order: pd.DataFrame) -> None:
+    """Few languages: languages × tokenizers with the values in the cells, tokenizer names on top."""
     pv = df.pivot_table(index="lang", columns="tokenizer", values=metric, aggfunc="first", sort=False)
-    pv = pv[[n for n in names if n in pv.columns]]
+    pv = pv.reindex(index=order["lang"], columns=[n for n in names if n in pv.columns])
+    pv.index = order["label"]
     fig = px.imshow(
         pv, aspect="auto", color_continuous_scale="Viridis" if mx.HIGHER_IS_BETTER.get(metric, True) else "Viridis_r",
-        labels={"color": METRIC_LABELS[metric]}, text_auto=".2f" if len(pv) <= 40 else False,
+        labels={"color": METRIC_LABELS[metric], "y": "", "x": ""}, text_auto=".2f",
     )  # fmt: skip
-    fig.update_layout(height=max(320, 22 * len(pv) + 120), margin=MARGIN)
+    fig.update_xaxes(side="top")
+    fig.update_layout(height=max(260, 26 * len(pv) + 110), margin=MARGIN)
     st.plotly_chart(fig, key="cmp-heatmap")
-    return pv
 
 
-def bars_and_scatter(tabs, df: pd.DataFrame, metric: str) -> None:
-    """Bars per language (ordered by the mean) and a scatter of two metrics."""
-    with tabs[0]:
-        order = df.groupby("lang")[metric].mean().sort_values().index.tolist()
-        fig = px.bar(df, x="lang", y=metric, color="tokenizer", barmode="group", category_orders={"lang": order},
-                     hover_data=["name", "script", "family"], labels={metric: METRIC_LABELS[metric]})  # fmt: skip
-        fig.update_layout(height=460, margin=MARGIN)
-        st.plotly_chart(fig, key="cmp-bars")
-    with tabs[1]:
-        c1, c2 = st.columns(2)
-        xm = c1.selectbox("x", list(METRIC_LABELS), index=0, format_func=METRIC_LABELS.get, key="cmp-sx")
-        ym = c2.selectbox("y", list(METRIC_LABELS), index=7, format_func=METRIC_LABELS.get, key="cmp-sy")
-        fig = px.scatter(df, x=xm, y=ym, color="tokenizer", hover_name="lang", hover_data=["name", "script"],
-                         labels={xm: METRIC_LABELS[xm], ym: METRIC_LABELS[ym]})  # fmt: skip
-        fig.update_layout(height=460, margin=MARGIN)
-        st.plotly_chart(fig, key="cmp-scatter")
+def by_language(df: pd.DataFrame, names: list[str], metric: str) -> None:
+    """Every language, grouped by script or family, worst first within a group."""
+    c1, c2 = st.columns([1, 2])
+    by = c1.radio("Group by", ["script", "family"], horizontal=True, key="cmp-group-by")
+    order = ordered_languages(df, metric, by, higher_is_better=mx.HIGHER_IS_BETTER.get(metric, True))
+    worst = "lowest" if mx.HIGHER_IS_BETTER.get(metric, True) else "highest"
+    c2.caption(f"Languages grouped by {by} (groups under {MIN_GROUP} languages pooled), the {worst} mean "
+               f"{METRIC_LABELS[metric]} first within a group.")  # fmt: skip
+    if len(order) <= HEATMAP_MAX:
+        heatmap(df, names, metric, order)
+    else:
+        st.plotly_chart(dot_plot(df, names, metric, order, METRIC_LABELS[metric]), key="cmp-dots")
+
+
+def distribution(df: pd.DataFrame, names: list[str], metric: str, key: str) -> None:
+    """The distribution of one metric across languages, a box and the languages as points per tokenizer."""
+    fig = px.box(df, x=metric, y="tokenizer", color="tokenizer", points="all", hover_name="name",
+                 hover_data={"lang": True, "tokenizer": False}, category_orders={"tokenizer": names},
+                 color_discrete_map=tokenizer_colours(names), labels={metric: METRIC_LABELS[metric], "tokenizer": ""},
+                 title=f"{METRIC_LABELS[metric]} across {df['lang'].nunique()} languages")  # fmt: skip
+    fig.update_layout(
+        showlegend=False, height=110 + 70 * len(names), margin={"l": 10, "r": 10, "t": 40, "b": 10}
+    )
+    st.plotly_chart(fig, key=key)
+
+
+def overview(df: pd.DataFrame, rows: list[dict], names: list[str], metric: str, reference: str) -> None:
+    """At a glance: per-tokenizer summary, the distribution of the metric and of parity, the worst languages."""
+    summary = pd.DataFrame(mx.summarize(rows, metric)).drop(columns=["metric"])
+    st.dataframe(summary, hide_index=True, width="stretch", key="cmp-summary",
+                 column_config={c: st.column_config.NumberColumn(format="%.3f") for c in ("mean", "median", "min",
+                                                                                           "max", "gini")})  # fmt: skip
+    d1, d2 = st.columns(2)
+    with d1:
+        distribution(df, names, metric, "cmp-dist")
+    with d2:
+        if metric != "parity":
+            distribution(df, names, "parity", "cmp-dist-parity")
+        st.caption(f"Parity: a sentence's tokens divided by the tokens of its {reference} translation, averaged "
+                   "over the parallel sentences (1 = as cheap as the reference, 2 = twice the tokens).")  # fmt: skip
+    worst = mx.worst_languages(rows, metric, WORST_K)
+    table = pd.DataFrame({n: [f"{w['name']} · {w['value']:.3f}" for w in worst.get(n, [])] for n in names})
+    table.index = range(1, len(table) + 1)
+    high = "lowest" if mx.HIGHER_IS_BETTER.get(metric, True) else "highest"
+    st.markdown(f"**The {WORST_K} worst languages per tokenizer** ({high} {METRIC_LABELS[metric]})")
+    st.dataframe(table, width="stretch", height=35 * (len(table) + 1) + 3, key="cmp-worst")
+
+
+def scatter(df: pd.DataFrame, names: list[str]) -> None:
+    """Two metrics against each other, one colour per tokenizer."""
+    c1, c2 = st.columns(2)
+    xm = c1.selectbox("x", list(METRIC_LABELS), index=0, format_func=METRIC_LABELS.get, key="cmp-sx")
+    ym = c2.selectbox("y", list(METRIC_LABELS), index=7, format_func=METRIC_LABELS.get, key="cmp-sy")
+    fig = px.scatter(df, x=xm, y=ym, color="tokenizer", symbol="tokenizer", hover_name="name",
+                     hover_data=["lang", "script"], category_orders={"tokenizer": names},
+                     color_discrete_map=tokenizer_colours(names), symbol_map=tokenizer_symbols(names),
+                     labels={xm: METRIC_LABELS[xm], ym: METRIC_LABELS[ym]})  # fmt: skip
+    fig.update_layout(height=480, margin=MARGIN)
+    st.plotly_chart(fig, key="cmp-scatter")
 
 
 def per_script(rows: list[dict], metric: str) -> None:
-    """Means per script (optionally grouped as in paper 000 Table 2) and across languages."""
+    """Means per script (optionally grouped as in Purason et al. 2026, Table 2) and across languages."""
     table2 = st.toggle(
-        "Group as in paper 000 Table 2 (Latn, Cyrl, Arab, Jpan, Hani, Other)", value=True, key="cmp-t2"
+        f"Group as in {paper('continued-bpe').short}, Table 2 (Latn, Cyrl, Arab, Jpan, Hani, Other)",
+        value=True,
+        key="cmp-t2",
     )
     ss = pd.DataFrame(mx.script_summary(rows, metric, table2=table2))
     if not ss.empty:
         wide = ss.pivot_table(index="script", columns="tokenizer", values="mean", sort=False)
         wide.insert(0, "n", ss.groupby("script", sort=False)["n"].max())
         st.dataframe(wide, key="cmp-script-table")
-    st.markdown("**Across languages**")
-    st.dataframe(pd.DataFrame(mx.summarize(rows, metric)), hide_index=True, key="cmp-summary")
 
 
 def compare_two(rows: list[dict], names: list[str], metric: str) -> None:
-    """Δrel and win rate of A against B (paper 000 Table 1), per script and per language."""
+    """Δrel and win rate of A against B (as in Purason et al. 2026, Table 1), per script and per language."""
     if len(names) < 2:
         st.info("Pick two or more tokenizers to compare them.")
         return
@@ -176,7 +225,8 @@ def compare_two(rows: list[dict], names: list[str], metric: str) -> None:
     m2.metric("Win rate of A", f"{cmpr['win_rate']:.1%}")
     m3.metric("Languages", cmpr["languages"])
     st.caption(
-        "As in paper 000 Table 1. A win is a higher value for higher-is-better metrics and a lower one otherwise."
+        f"As in {paper('continued-bpe').short}, Table 1. A win is a higher value for higher-is-better metrics "
+        "and a lower one otherwise."
     )
     st.dataframe(pd.DataFrame(mx.script_compare(rows, a, b, metric)), hide_index=True, key="cmp-sc")
     st.dataframe(pd.DataFrame(cmpr["per_language"]), hide_index=True, key="cmp-per-lang")
@@ -201,25 +251,52 @@ def drill_down(data: FloresData, names: list[str], langs: list[str], reference: 
             st.caption(f"{reference}: {ref_lines[w['index']]}")
 
 
-def downloads(df: pd.DataFrame, rows: list[dict], pv: pd.DataFrame, metric: str, split: str) -> None:
-    """CSV, JSON and a LaTeX table of the chosen metric."""
-    st.download_button(
-        "Download CSV", df.to_csv(index=False).encode("utf-8"), "compression.csv", "text/csv", key="cmp-csv"
+def latex_tables(
+    df: pd.DataFrame, rows: list[dict], names: list[str], metric: str, split: str
+) -> tuple[str, str]:
+    """Two LaTeX tables that fit a page: every language (longtable, breaks across pages) and the per-script means."""
+    pv = df.pivot_table(index="lang", columns="tokenizer", values=metric, aggfunc="first", sort=False)
+    pv = pv[[n for n in names if n in pv.columns]]
+    wide = [{"code": lang, "language": fl.language(lang).name, "script": fl.language(lang).script}
+            | {n: (None if pd.isna(v) else float(v)) for n, v in r.items()}
+            for lang, r in pv.to_dict(orient="index").items()]  # fmt: skip
+    what = f"{METRIC_LABELS[metric]} on FLORES-200 {split}"
+    long = mx.to_latex(wide, ["code", "language", "script", *pv.columns], caption=what, longtable=True,
+                       label="tab:flores-languages")  # fmt: skip
+    ss = pd.DataFrame(mx.script_summary(rows, metric, table2=True))
+    per_script = [{"script": g, "n": int(part["n"].max())} | dict(zip(part["tokenizer"], part["mean"]))
+                  for g, part in ss.groupby("script", sort=False)]  # fmt: skip
+    summary = mx.to_latex(per_script, ["script", "n", *names], caption=f"Mean {what}, per script group",
+                          label="tab:flores-scripts")  # fmt: skip
+    return long, summary
+
+
+def downloads(df: pd.DataFrame, rows: list[dict], names: list[str], metric: str, split: str) -> None:
+    """CSV and JSON of every cell; LaTeX of the chosen metric for all languages and per script."""
+    long, summary = latex_tables(df, rows, names, metric, split)
+    c1, c2 = st.columns(2)
+    c1.download_button(
+        "Download CSV",
+        df.to_csv(index=False).encode("utf-8"),
+        "compression.csv",
+        "text/csv",
+        key="cmp-csv",
+        on_click="ignore",
     )
-    st.download_button("Download JSON", strict_json(json_ready(rows), indent=1).encode("utf-8"),
-                       "compression.json", "application/json", key="cmp-json")  # fmt: skip
-    wide_rows = [{"lang": lang, **r} for lang, r in pv.to_dict(orient="index").items()]
-    latex = mx.to_latex(
-        wide_rows, ["lang", *pv.columns], caption=f"{METRIC_LABELS[metric]} on FLORES-200 {split}"
-    )
-    st.download_button(
-        "Download LaTeX table", latex.encode("utf-8"), "compression.tex", "text/x-tex", key="cmp-tex"
-    )
-    st.code(latex, language="latex")
+    c2.download_button("Download JSON", strict_json(json_ready(rows), indent=1).encode("utf-8"), "compression.json",
+                       "application/json", key="cmp-json", on_click="ignore")  # fmt: skip
+    c1, c2 = st.columns(2)
+    c1.download_button("Download LaTeX, every language (longtable)", long.encode("utf-8"), "compression-languages.tex",
+                       "text/x-tex", key="cmp-tex", on_click="ignore")  # fmt: skip
+    c2.download_button("Download LaTeX, per script", summary.encode("utf-8"), "compression-scripts.tex",
+                       "text/x-tex", key="cmp-tex-scripts", on_click="ignore")  # fmt: skip
+    st.code(summary, language="latex")
+    with st.expander(f"LaTeX of every language ({df['lang'].nunique()} rows, breaks across pages)"):
+        st.code(long, language="latex")
 
 
 def results(data: FloresData, names: list[str], langs: list[str], rows: list[dict], reference: str) -> None:
-    """Metric choice, then heatmap, bars, scatter, per script, compare, table, drill down and downloads."""
+    """Metric choice, then overview, every language, scatter, per script, compare, table, drill down, downloads."""
     df = pd.DataFrame(rows)
     metric = st.selectbox(
         "Metric", list(METRIC_LABELS), format_func=lambda m: METRIC_LABELS[m], key="cmp-metric"
@@ -231,10 +308,14 @@ def results(data: FloresData, names: list[str], langs: list[str], rows: list[dic
             f"{'…' if len(spaceless) > 12 else ''}): tokens per whitespace word is meaningless there. "
             "Use tokens / char instead."
         )
-    tabs = st.tabs(["Heatmap", "Bars", "Scatter", "Per script", "Compare", "Table", "Drill down", "Download"])
+    tabs = st.tabs(["Overview", "Every language", "Scatter", "Per script", "Compare", "Table", "Drill down",
+                    "Download"])  # fmt: skip
     with tabs[0]:
-        pv = heatmap(df, names, metric)
-    bars_and_scatter(tabs[1:3], df, metric)
+        overview(df, rows, names, metric, reference)
+    with tabs[1]:
+        by_language(df, names, metric)
+    with tabs[2]:
+        scatter(df, names)
     with tabs[3]:
         per_script(rows, metric)
     with tabs[4]:
@@ -244,7 +325,7 @@ def results(data: FloresData, names: list[str], langs: list[str], rows: list[dic
     with tabs[6]:
         drill_down(data, names, langs, reference)
     with tabs[7]:
-        downloads(df, rows, pv, metric, data.split)
+        downloads(df, rows, names, metric, data.split)
 
 
 def parity_section() -> None:
@@ -331,9 +412,11 @@ def page() -> None:
     """Tokenizers, FLORES languages and options → `metrics.compression_table` → charts and downloads."""
     st.title("Compression across FLORES-200 languages")
     st.caption(
-        "Corpus-level metrics on parallel FLORES sentences (sums over sentences, no special tokens): bytes/token as "
-        "in paper 000 §4.2, fertility and parity (premium vs English) as in paper 001, Rényi efficiency (α = 2.5) "
-        "on token ids. Results are cached by tokenizer content hash and data hash."
+        "Corpus-level metrics on the parallel FLORES-200 sentences (sums over sentences, no special tokens): "
+        f"bytes/token as in {paper('continued-bpe').short} (§4.2), fertility and continued words as in "
+        f"{paper('continued-words').short}, parity (premium vs English) as in {paper('parity').short}, "
+        f"Rényi efficiency (α = 2.5) on token ids as in {paper('renyi').short}. Results are cached by "
+        "tokenizer content hash and data hash."
     )
     parity_section()
     lib = library()

@@ -37,6 +37,9 @@ BOUNDARY_HELP = {
     "word_hyphen": "as word, but punctuation joins a word only when it is '-'",
     "sentence": "anything but special tokens (the space-marker rule still holds)",
 }
+DEFAULT_LANG = "est_Latn"
+DEFAULT_BOUNDARY = "word"
+DEFAULT_TARGET = 10.0
 MERGE_COLUMNS = ["k", "left", "right", "merged", "merged (raw)", "count", "replaced", "avg length after"]
 
 
@@ -66,8 +69,9 @@ def batch() -> list[str]:
         if not langs:
             raise DataError(NO_FLORES)
         c1, c2 = st.columns(2)
-        lang = c1.selectbox("Language", langs, index=langs.index("eng_Latn") if "eng_Latn" in langs else 0,
-                            key="dyn-lang")  # fmt: skip
+        lang = c1.selectbox("Language", langs, index=langs.index(DEFAULT_LANG) if DEFAULT_LANG in langs else 0,
+                            key="dyn-lang", help="Estonian by default: most tokenizers split it into many pieces, "
+                            "so there is much to merge")  # fmt: skip
         n = c2.slider("Sentences in the batch", 1, 128, 32, key="dyn-n")
         return flores_lines(lang)[:n]
     raw = st.text_area("One example per line", value=SAMPLE_TEXT, height=160, key="dyn-text")
@@ -81,20 +85,27 @@ def numbers(res: DynamicResult, full: DynamicResult) -> None:
     m[0].metric("Tokens before", f"{before:,}")
     m[1].metric("Tokens after", f"{after:,}", delta=f"{after - before:,}", delta_color="inverse")
     m[2].metric("Reduction", f"{res.reduction_pct:.1f}%")
-    m[3].metric("Unique tokens after", f"{len(res.unique_tokens):,}")
-    m[4].metric("Max. merges (boundary level)", f"{len(full.merges):,}" + ("" if full.exhausted else "+"))
+    m[3].metric(
+        "Unique after", f"{len(res.unique_tokens):,}", help="distinct tokens in the batch after the merges"
+    )
+    m[4].metric("Possible merges", f"{len(full.merges):,}" + ("" if full.exhausted else "+"),
+                help="merges until no valid pair is left: the boundary level (word / pre-token) is reached")  # fmt: skip
 
 
-def curve(full: DynamicResult, k: int) -> None:
-    """Average sequence length against merges, and the merges needed for a target reduction."""
+def curve(full: DynamicResult, k: int, target: float) -> None:
+    """Average sequence length against merges, and the merges needed for the target reduction."""
     n_max = len(full.merges)
     c1, c2 = st.columns([1, 3])
-    target = c1.number_input("Target reduction %", 0.0, 100.0, 10.0, step=1.0, key="dyn-target")
     need = full.merges_for_reduction(target)
-    c1.metric("Merges needed", "not reachable" if need is None else f"{need:,}")
+    c1.metric("Merges needed", "not reachable" if need is None else f"{need:,}",
+              help=f"for {target:g}% fewer tokens than the base tokenizer's")  # fmt: skip
+    if need is None and n_max:
+        best = 100 * (1 - full.merges2seqlen[-1] / full.merges2seqlen[0]) if full.merges2seqlen[0] else 0.0
+        c1.caption(f"This batch allows at most {best:.1f}% at this boundary: lower the target or allow longer "
+                   "merges (word or sentence boundary).")  # fmt: skip
     if full.exhausted and n_max:
         need_rel = full.merges_for_reduction(target, relative_to_max=True)
-        c1.metric(f"Merges for {target:g}% of the max. reduction", "—" if need_rel is None else f"{need_rel:,}",
+        c1.metric(f"Merges for {target:g}% of max.", "—" if need_rel is None else f"{need_rel:,}",
                   help="the paper's scale: 100% = the boundary-level (word / pre-token) length")  # fmt: skip
     fig = go.Figure(
         go.Scatter(x=list(range(n_max + 1)), y=full.merges2seqlen, mode="lines", name="avg length")
@@ -107,6 +118,9 @@ def curve(full: DynamicResult, k: int) -> None:
     fig.update_layout(xaxis_title="merges k", yaxis_title="average sequence length", height=340,
                       margin=dict(t=30, b=10))  # fmt: skip
     c2.plotly_chart(fig, width="stretch", key="dyn-curve")
+    c2.caption("Each merge joins the batch's most frequent adjacent pair, so the average number of tokens per "
+               "example drops fastest over the first merges and then slowly, once the pairs left occur only once or "
+               "twice; the dotted line is the chosen k, the marker the merges the target needs.")  # fmt: skip
 
 
 def spans(tok: LoadedTokenizer, texts: list[str], res: DynamicResult, k: int) -> None:
@@ -147,7 +161,7 @@ def page() -> None:
     """Tokenizer, batch, boundary and k → `dynamic.dynamic_tokenize` → numbers, curve, spans, merges."""
     st.title("Dynamic tokenization")
     st.caption(
-        "Batch-level dynamic tokenization (Feher, Vulić & Minixhofer, arXiv 2411.18553): tokenize a batch with the "
+        f"Batch-level dynamic tokenization ({cite('dynamic-tokenization')}): tokenize a batch with the "
         "base tokenizer, then repeatedly merge the most frequent valid adjacent pair across the whole batch. The "
         "merged strings need not be in any vocabulary; a model gets their embeddings from a hypernetwork or FVT."
     )
@@ -157,21 +171,22 @@ def page() -> None:
     if not texts:
         st.warning("Type some text: each non-empty line is one example of the batch.")
         return
-    c1, c2 = st.columns([1, 2])
-    boundary = c1.selectbox("Merge boundary", BOUNDARIES, key="dyn-boundary",
+    c1, c2, c3 = st.columns([2, 1, 2])
+    boundary = c1.selectbox("Merge boundary", BOUNDARIES, index=BOUNDARIES.index(DEFAULT_BOUNDARY), key="dyn-boundary",
                             format_func=lambda b: f"{b} — {BOUNDARY_HELP[b]}")  # fmt: skip
     special = c1.checkbox("Count special tokens", key="dyn-special",
                           help="the BOS/EOS … the tokenizer adds count in the sequence lengths (they never merge)")  # fmt: skip
+    target = c2.number_input("Target reduction %", 0.0, 100.0, DEFAULT_TARGET, step=1.0, key="dyn-target")
     full = _run(tok, tuple(texts), MAX_MERGES, boundary, special)
     n_max = len(full.merges)
     if n_max == 0:
         st.info("No valid pair to merge in this batch: it is already at the boundary level.")
-    k = min(
-        c2.slider("Merges", 0, max(n_max, 1), min(10, n_max), key="dyn-merges", disabled=n_max == 0), n_max
-    )
+    need = full.merges_for_reduction(target)
+    default_k = min(need if need is not None else 10, n_max)  # the first view shows the target reached
+    k = min(c3.slider("Merges", 0, max(n_max, 1), default_k, key="dyn-merges", disabled=n_max == 0), n_max)
     res = _run(tok, tuple(texts), k, boundary, special)
     numbers(res, full)
-    curve(full, k)
+    curve(full, k, target)
     spans(tok, texts, res, k)
     merges_table(tok, res, full, boundary, k)
     model_embeddings(tok, res)

@@ -13,6 +13,7 @@ from analysis.corpora import Corpus, Source, shared_corpora
 from analysis.export import zip_bytes
 from analysis.extension import ADDED_MARK, METHOD_LABELS, Plan, Preview, extension_report, methods_for, plan
 from analysis.flores import FLORES_TRAIN_LINES, available_codes, split_lines
+from analysis.references import cite, reference
 from analysis.training import continue_training
 from ui.caching import cache_data, cache_resource
 from ui.pickers import pick_tokenizer, server_path_input
@@ -116,30 +117,41 @@ def methods_and_size(tok: LoadedTokenizer) -> tuple[tuple[str, ...], int, int | 
 
 # ------------------------------------------------------------------------------------------ results
 def metrics_table(results: dict[str, dict], n: int) -> None:
-    """Bytes/token before/after per text, STT-unreachable added tokens, use on held-out, English stability."""
-    rows = []
+    """Bytes/token per text (one column per method, so the table fits the page) and, per method, what was added:
+    STT-unreachable added tokens, use on held-out, English stability."""
+    methods = list(results)
+    texts = list(next(iter(results.values()))["texts"])
+    rows, config = [], {"before": st.column_config.NumberColumn(format="%.4f")}
+    for k in texts:
+        row = {"text": k, "before": results[methods[0]]["texts"][k]["before"]}
+        for m in methods:
+            v = results[m]["texts"][k]
+            row[m], row[f"{m} Δrel"] = v["after"], 100 * v["delta_rel"]
+            config[m] = st.column_config.NumberColumn(format="%.4f", help=METHOD_LABELS[m])
+            config[f"{m} Δrel"] = st.column_config.NumberColumn(format="%+.2f%%", help="relative change")
+        rows.append(row)
+    st.subheader(f"Bytes per token at N = {n:,}")
+    st.dataframe(
+        pd.DataFrame(rows), hide_index=True, width="stretch", column_config=config, key="ext-bpt-table"
+    )
+    st.caption("Columns by method: " + "; ".join(f"**{m}** = {METHOD_LABELS[m]}" for m in methods) + ".")
+    added = []
     for m, r in results.items():
-        row = {"method": METHOD_LABELS[m], "added": r["added"]}
-        for k, v in r["texts"].items():
-            row |= {f"{k}: before": round(v["before"], 4), f"{k}: after": round(v["after"], 4),
-                    f"{k}: Δrel": f"{v['delta_rel']:+.2%}"}  # fmt: skip
-        row["STT-unreachable added"] = r["unreachable_added"] if m in MERGE_METHODS else "n/a"
-        row["added tokens used on held-out"] = (
-            f"{r['used_share']:.1%}" if not math.isnan(r["used_share"]) else "—"
-        )
+        row = {"method": METHOD_LABELS[m], "added": r["added"],
+               "STT-unreachable added": r["unreachable_added"] if m in MERGE_METHODS else "n/a",
+               "used on held-out": f"{r['used_share']:.1%}" if not math.isnan(r["used_share"]) else "—"}  # fmt: skip
         if "english" in r:
             e = r["english"]
             row["English exact match"] = f"{e['exact_match']:.1%}"
             row["English Levenshtein (mean / max)"] = f"{e['levenshtein']:.4f} / {e['levenshtein_max']:.3f}"
-        rows.append(row)
-    st.subheader(f"Bytes per token at N = {n:,}")
-    st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch")
+        added.append(row)
+    st.dataframe(pd.DataFrame(added), hide_index=True, width="stretch", key="ext-added-table")
     st.caption(
-        "Bytes/token = Σ UTF-8 bytes / Σ tokens (no special tokens). Δrel = relative change. "
-        "STT-unreachable = added tokens the merges can never build (methods.md §2). English exact match "
-        "and Levenshtein distance (per sentence, divided by the base length) compare with the base "
-        "tokenization, as in paper 000 Table 6. Preview update: "
-        + ", ".join(f"{m} {r['seconds']:.2f} s" for m, r in results.items())
+        "Bytes/token = Σ UTF-8 bytes / Σ tokens (no special tokens); Δrel = relative change. "
+        "STT-unreachable = added tokens that the merges can never build from their own string (the "
+        "Self-Tokenization Test). English exact match and Levenshtein distance (per sentence, divided by the base "
+        f"length) compare with the base tokenization, as in {reference('continued-bpe').short}, Table 6. "
+        "Preview update: " + ", ".join(f"{m} {r['seconds']:.2f} s" for m, r in results.items())
     )
 
 
@@ -230,11 +242,11 @@ def page() -> None:
     """Tokenizer, text, methods → one training run per method (`Preview`) → metrics, curve, spans, export."""
     st.title("Extend a tokenizer")
     st.caption(
-        "Add N tokens learned from your text. **Continued BPE training** (paper 000 §3.1) continues the merge "
-        "learning on top of the tokenizer's own segmentation, so every new token is reachable. The **naive** "
-        "baselines train a separate tokenizer on the same text and add its new tokens (regenerated merges, its "
-        "appended merge list, or `add_tokens`). One training run gives every N up to the maximum: the slider only "
-        "re-applies a prefix."
+        f"Add N tokens learned from your text. **Continued BPE training** ({cite('continued-bpe')}, §3.1) "
+        "continues the merge learning on top of the tokenizer's own segmentation, so every new token is "
+        "reachable. The **naive** baselines train a separate tokenizer on the same text and add its new tokens "
+        f"(regenerated merges, its appended merge list, or `add_tokens`; as in {reference('extension-thesis').short}). "
+        "One training run gives every N up to the maximum: the slider only re-applies a prefix."
     )
     tok = pick_tokenizer("Tokenizer", key="ext-tok")
     s = tok.summary()
@@ -265,7 +277,7 @@ def page() -> None:
                    + (f"; {len(tr.char_steps)} missing characters added first" if tr.char_steps else ""))  # fmt: skip
     n_cap = max(p.n_available for p in pv.plans.values())
     if n_cap < 1:
-        st.error("The text gave no new tokens.")
+        st.warning("The text gave no new tokens: every pair it contains is already a token.")
         return
     n = st.slider("N (new tokens)", 1, n_cap, n_cap, key="ext-n")
     results = {m: pv.at(m, n) for m in pv.plans}

@@ -15,7 +15,7 @@ from analysis.vocab_table import vocab_table
 from analysis.vocab_views import filter_vocab
 from ui import links
 from ui.errors import try_step
-from ui.library import add_to_library, library, upload_to_library
+from ui.library import add_to_library, library, take_selection, upload_to_library
 from ui.loaders import example_tokenizers, load_hub_cached, load_path_cached
 from ui.pickers import server_path_input
 
@@ -49,10 +49,8 @@ def load_examples() -> None:
         loaded = [add_to_library(t.with_source(name=n)) for n, t in toks.items() if t is not None]
         if loaded and len(loaded) == len(names):
             _loaded(loaded[-1])
-        elif loaded:
-            st.session_state["inspect-pick"] = loaded[
-                -1
-            ]  # the errors above stay visible until the next action
+        elif loaded:  # the errors above stay visible until the next action
+            st.session_state["inspect-pick"] = loaded[-1]
 
 
 def load_path() -> None:
@@ -173,6 +171,9 @@ def page() -> None:
                 try_step(loader)
     lib = library()
     names = list(lib)
+    added = take_selection()
+    if added:  # just added from the sidebar
+        st.session_state["inspect-pick"] = added
     if st.session_state.get("inspect-pick") not in names:
         st.session_state["inspect-pick"] = names[-1]
     name = st.selectbox("Tokenizer", names, key="inspect-pick")

@@ -68,7 +68,7 @@ def token_metrics(tok: LoadedTokenizer, tid: int, tree: dict) -> None:
     c[1].metric("Reachable", status, help="Does BPE rebuild the token from its own string (merges only)?")
     c[2].metric("Depth", tree_depth(tree))
     c[3].metric("Final merge rank", "—" if tree.get("rank") is None else f"#{tree['rank']}")
-    c[4].metric("Tokens built on it", vs.downstream.get(tid, 0))
+    c[4].metric("Tokens built on it", len(vs.children_of(tid)), help="tokens whose final merge uses this one")
     kind = [label for ids, label in ((vs.atomic, "atomic (alphabet)"), (vs.leaves, "leaf (no merge uses it)"))
             if tid in ids]  # fmt: skip
     if kind:
@@ -79,7 +79,7 @@ def why_unreachable(tok: LoadedTokenizer, raw: str) -> None:
     """The merge that would make the token and the earlier merge that wins."""
     e = explain_unreachable(tok, raw)
     st.subheader("Why it is unreachable")
-    st.error(e["reason"])
+    st.info(e["reason"][0].upper() + e["reason"][1:] + ".", icon=":material/lightbulb:")
     r = tok.readable
     rows = [
         {
@@ -169,7 +169,7 @@ def page() -> None:
     st.caption(
         "How the BPE merges build a token from its own string (merges only, ignore_merges off, no dropout), "
         "or every token of a text (the tokenizer's own pipeline). Node labels show the token and, below it, the "
-        "rank of the merge that made it; grey nodes are alphabet symbols, red marks an unreachable token."
+        "rank of the merge that made it; the legend above the tree names every kind of node."
     )
     read_link()
     tok = pick_tokenizer("Tokenizer", key="mt-tok", needs=BPE, feature="Merge trees")

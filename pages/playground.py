@@ -6,11 +6,11 @@ import pandas as pd
 import streamlit as st
 
 from analysis.defaults import SAMPLE_TEXT
-from analysis.playground import EncodingView, compare_encodings
+from analysis.playground import EncodingView, boundary_diff, compare_encodings
 from ui import links
 from ui.library import library, source_of
 from ui.pickers import pick_tokenizers
-from ui.spans import token_spans_html
+from ui.spans import token_spans_html, visible_whitespace
 
 #: The only query parameters read, as plain strings (never unpickled or evaluated).
 ALLOWED = ("t", "text", "ws", "bytes", "special")
@@ -66,6 +66,35 @@ def comparison_table(names: list[str], results: list[EncodingView]) -> None:
     st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch")
 
 
+def diff_table(names: list[str], text: str, results: list[EncodingView]) -> None:
+    """The compact diff: only the stretches of the text that the tokenizers split differently, side by side."""
+    diff = boundary_diff(text, results)
+    st.markdown(f"**Where the boundaries differ** ({len(diff)} stretch{'es' if len(diff) != 1 else ''})")
+    if not diff:
+        st.caption("All chosen tokenizers put their token boundaries in the same places on this text.")
+        return
+    rows = [{"text": visible_whitespace(d.text).replace("\n", "")}
+            | {n: " | ".join(visible_whitespace(p).replace("\n", "") for p in pieces) for n, pieces in zip(names, d.pieces)}
+            for d in diff]  # fmt: skip
+    st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch", height=min(400, 35 * len(rows) + 40))
+    st.caption("Each row is a stretch between two boundaries every tokenizer shares; `|` separates its tokens "
+               "(`·` is a space). Stretches all tokenizers split alike are left out.")  # fmt: skip
+
+
+def encodings(
+    names: list[str], toks: list, text: str, results: list[EncodingView], flags: dict[str, bool]
+) -> None:
+    """Per tokenizer: the coloured tokens and the id sequence (a code block with a copy button)."""
+    st.caption("Tokens outlined in red end where at least one other tokenizer has no boundary. Hover a token for its "
+               "raw form and bytes; the ids below each text can be copied with the button at their right.")  # fmt: skip
+    for n, tok, r in zip(names, toks, results):
+        st.markdown(f"**{n}** · {r.n_tokens} tokens")
+        boundaries = r.common_boundaries if len(toks) > 1 else None
+        st.html(token_spans_html(tok, text, r.ids, r.offsets, show_whitespace=flags["ws"],
+                                 show_bytes=flags["bytes"], boundaries_elsewhere=boundaries))  # fmt: skip
+        st.code(" ".join(map(str, r.ids)), language=None, wrap_lines=True)
+
+
 def merge_tree_link(names: list[str], results: list[EncodingView]) -> None:
     """Open the merge tree of one token of a BPE tokenizer's encoding (on the Merge trees page)."""
     lib = library()
@@ -92,7 +121,8 @@ def page() -> None:
     read_link()
     lib = library()
     names = pick_tokenizers("Tokenizers (up to 8)", key="pg-toks", max_n=8, default=list(lib)[:4])
-    text = st.text_area("Text", SAMPLE_TEXT, key="pg-text", height=140)
+    st.session_state.setdefault("pg-text", SAMPLE_TEXT)  # a link may have set it: no second default
+    text = st.text_area("Text", key="pg-text", height=140)
     c1, c2, c3 = st.columns(3)
     flags = {
         "ws": c1.toggle("Show whitespace", key="pg-ws"),
@@ -109,15 +139,9 @@ def page() -> None:
     toks = [lib[n] for n in names]
     results = compare_encodings(toks, text, add_special_tokens=flags["special"])
     comparison_table(names, results)
-    st.caption(
-        "Tokens outlined in red end where at least one other tokenizer has no boundary. Hover a token for "
-        "its id and bytes."
-    )
-    for n, tok, r in zip(names, toks, results):
-        st.markdown(f"**{n}** · {r.n_tokens} tokens")
-        boundaries = r.common_boundaries if len(toks) > 1 else None
-        st.html(token_spans_html(tok, text, r.ids, r.offsets, show_whitespace=flags["ws"],
-                                 show_bytes=flags["bytes"], boundaries_elsewhere=boundaries))  # fmt: skip
+    if len(names) > 1:
+        diff_table(names, text, results)
+    encodings(names, toks, text, results, flags)
     merge_tree_link(names, results)
 
 

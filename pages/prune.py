@@ -24,6 +24,7 @@ from analysis.prune_export import (
     write_pruned,
     zip_folder,
 )
+from analysis.references import cite, reference
 from analysis.weights import resolve_model
 from ui.caching import cache_resource
 from ui.errors import try_step
@@ -126,13 +127,43 @@ def curves(tok: LoadedTokenizer, spec: tuple, order: P.PruneOrder, held: dict[st
     g1, g2 = st.columns(2)
     g1.plotly_chart(px.line(df, x="N pruned", y="bytes/token", color="language", markers=True,
                             title="Bytes per token on held-out lines (↑ better)"), key="prune-bpt-chart")  # fmt: skip
+    with g1:
+        flat_reasons(tok, order, int(max_n), df, held)
     if stt:
         du = pd.DataFrame([{"N pruned": p.n, "unreachable": p.unreachable} for p in pts])
         g2.plotly_chart(px.line(du, x="N pruned", y="unreachable", markers=True, title="STT-unreachable tokens"),
                         key="prune-stt-chart")  # fmt: skip
+        if du["unreachable"].nunique() == 1:
+            g2.caption(f"Flat: {du['unreachable'].iloc[0]:,} unreachable tokens at every N. No removed token is a "
+                       "part of a surviving token's merges, so every token left can still be built"
+                       + (" (the order removes leaves only)." if spec[0] in P.STRUCTURE_SAFE_ORDERS else "."))  # fmt: skip
     with st.expander("Curve table"):
         st.dataframe(df.pivot_table(index="N pruned", columns="language", values="bytes/token"),
                      key="prune-curve-table")  # fmt: skip
+
+
+@cache_resource(show_spinner=False, max_entries=16)
+def _occurrences(tok: LoadedTokenizer, lines: tuple[str, ...], ids: tuple[int, ...]) -> tuple[int, int]:
+    """How often the given ids occur when the tokenizer encodes the lines, and the lines' token count."""
+    wanted = set(ids)
+    enc = tok.tokenizer.encode_batch_fast(list(lines), add_special_tokens=False)
+    return sum(1 for e in enc for i in e.ids if i in wanted), sum(len(e.ids) for e in enc)
+
+
+def flat_reasons(
+    tok: LoadedTokenizer, order: P.PruneOrder, max_n: int, df: pd.DataFrame, held: dict[str, list[str]]
+) -> None:
+    """One line per language whose bytes/token curve is flat: the removed tokens (almost) never occur there."""
+    for lang, part in df.groupby("language", sort=False):
+        if part["bytes/token"].max() - part["bytes/token"].min() >= 5e-4:
+            continue
+        used, total = _occurrences(tok, tuple(held[lang]), tuple(order.ids[:max_n]))
+        if used == 0:
+            st.caption(f"{lang} is flat: none of the {max_n:,} tokens this order removes first occurs when "
+                       f"{tok.name} encodes its held-out lines, so removing them changes nothing there.")  # fmt: skip
+        else:
+            st.caption(f"{lang} is flat: the {max_n:,} tokens this order removes first make up only {used:,} of "
+                       f"the {total:,} tokens of its held-out lines.")  # fmt: skip
 
 
 def next_tokens(tok: LoadedTokenizer, order: P.PruneOrder, n: int) -> None:
@@ -154,14 +185,17 @@ def export(tok: LoadedTokenizer, method: str, res: P.PruneResult, held: dict[str
     """Sizes, the zip (tokenizer + prune_report.json), adding to the library, and writing a folder (+ model)."""
     new = res.tokenizer
     m1, m2, m3 = st.columns(3)
-    m1.metric("Vocabulary", f"{new.vocab_size:,}", delta=f"-{len(res.removed):,}")
-    m2.metric("Merges", f"{len(new.merges):,}", delta=f"-{res.merges_removed:,}")
+    m1.metric("Vocabulary", f"{new.vocab_size:,}", delta=f"-{len(res.removed):,}", delta_color="off")
+    m2.metric("Merges", f"{len(new.merges):,}", delta=f"-{res.merges_removed:,}", delta_color="off")
     if held:
         lang, lines = next(iter(held.items()))
         after = P.bytes_per_token(new, lines)
-        m3.metric(
-            f"bytes/token ({lang})", f"{after:.3f}", delta=f"{after - P.bytes_per_token(tok, lines):+.3f}"
-        )
+        change = round(after - P.bytes_per_token(tok, lines), 3)
+        if change == 0:  # no "−0.000" in red: the pruned tokens do not occur in these lines
+            m3.metric(f"bytes/token ({lang})", f"{after:.3f}", delta="no change", delta_color="off", delta_arrow="off",
+                      help=f"none of the removed tokens occurs when the original tokenizer encodes the {lang} lines")  # fmt: skip
+        else:
+            m3.metric(f"bytes/token ({lang})", f"{after:.3f}", delta=f"{change:+.3f}")
     report = prune_report(tok, method, res)
     e1, e2, e3 = st.columns(3)
     e1.download_button("Download tokenizer (.zip)", data=pruned_zip(res, report, "tokenizer"),
@@ -209,9 +243,10 @@ def page() -> None:
     """Tokenizer, order, text mix → `pruning.compute_order` → curves, next tokens, export."""
     st.title("Prune a tokenizer without breaking it")
     st.caption(
-        "Paper 000 §3.2: leaf-based orders only remove tokens that no surviving merge needs, so pruning never "
-        "creates unreachable tokens; naive orders (by id, by frequency) can. One order is computed once; any N "
-        "prunes its first N tokens. Curves: bytes/token on held-out FLORES lines and STT-unreachable tokens."
+        f"Leaf-based pruning ({cite('continued-bpe')}, §3.2) only removes tokens that no surviving merge needs, "
+        "so it never creates unreachable tokens; naive orders (by id, by frequency) can. The under-trained-first "
+        f"order follows {reference('sa-bpe').short}. One order is computed once; any N prunes its first N tokens. "
+        "Curves: bytes/token on held-out FLORES lines and tokens the merges can no longer build (STT-unreachable)."
     )
     tok = pick_tokenizer("Tokenizer", key="prune-tok", needs=BPE, feature="Pruning")
     if tok is None:

@@ -9,6 +9,7 @@ import streamlit as st
 from analysis import DataError, LoadedTokenizer
 from analysis import sabpe as S
 from analysis.export import zip_bytes
+from analysis.references import cite
 from ui.caching import cache_resource
 from ui.library import add_to_library
 from ui.pickers import BYTE_LEVEL, pick_tokenizer
@@ -154,7 +155,7 @@ def page() -> None:
     st.title("Source-attributed BPE (SA-BPE)")
     st.caption(
         "Train a byte-level BPE tokenizer from scratch on code whose files carry their **repository** and "
-        "**language** (paper 003). Every candidate pair keeps its frequency F, the number of repositories R and "
+        f"**language** ({cite('sa-bpe')}). Every candidate pair keeps its frequency F, the number of repositories R and "
         "languages L it occurs in. SA-BPE changes the merge **priority** (e.g. F·log R·L) and can **skip** merges "
         "that live in too few sources. Inference stays plain BPE. Plain BPE (priority F) is trained on the "
         "same words for comparison, and both are measured on held-out repositories."

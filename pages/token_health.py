@@ -13,11 +13,13 @@ from analysis import LoadedTokenizer
 from analysis import flores as fl
 from analysis.bpe import CATEGORIES, CATEGORY_HELP, explain_unreachable, never_produced, stt_report
 from analysis.corpora import MAX_UPLOAD_CHARS, upload_lines
+from analysis.references import cite
 from analysis.vocab_views import UNREACHABLE, filter_stt, stt_table, would_be_ranks
 from ui import links
 from ui.caching import cache_data
 from ui.errors import try_step
 from ui.pickers import BPE, pick_tokenizer
+from ui.spans import pieces_html
 
 LABELS = {
     "reachable": "Reachable",
@@ -45,10 +47,11 @@ def _never(tok: LoadedTokenizer, lines: tuple[str, ...]) -> list[int]:
 
 def counts(name: str, tok: LoadedTokenizer, summary: dict) -> None:
     """The STT count and one metric per category."""
-    st.metric(
+    cells = st.columns(4) + st.columns(4)  # two rows: six-digit counts stay whole on a 1280-pixel screen
+    cells[0].metric(
         "Unreachable tokens (STT)", f"{summary['unreachable']:,}", help="unreachable by merges, all kinds"
     )
-    for c, cat in zip(st.columns(len(CATEGORIES)), CATEGORIES):
+    for c, cat in zip(cells[1:], CATEGORIES):
         c.metric(SHORT[cat], f"{summary[cat]:,}", help=f"{LABELS[cat]}: {CATEGORY_HELP[cat]}")
     if summary["unreachable"] == 0:
         st.success(f"All {summary['reachable']:,} merge-built tokens of {name} are reachable.")
@@ -59,19 +62,37 @@ def counts(name: str, tok: LoadedTokenizer, summary: dict) -> None:
         )
 
 
+def default_categories(summary: dict) -> list[str]:
+    """The categories a tokenizer's table opens on: its unreachable kinds, else its first other category."""
+    present = [c for c in CATEGORIES if summary[c]]
+    return [c for c in UNREACHABLE if summary[c]] or [c for c in present if c != "reachable"][:1] or present
+
+
+def reset_filters(tok: LoadedTokenizer, summary: dict) -> None:
+    """On another tokenizer, put the filters back to its defaults *by value*.
+
+    Assigning the widgets' state (rather than deleting it) is what makes the browser redraw them: a widget keeps
+    its identity across tokenizers (same key), so a deleted value would leave the old chips on screen while the
+    table already used the new defaults.
+    """
+    if st.session_state.get("th-last") == tok.content_hash:
+        return
+    st.session_state["th-last"] = tok.content_hash
+    st.session_state["th-cats"] = default_categories(summary)
+    st.session_state["th-scripts"] = []
+    st.session_state["th-q"] = ""
+
+
 def token_table(name: str, df: pd.DataFrame, summary: dict) -> pd.DataFrame:
     """Filters (categories, search, scripts) and the table with a merge-tree link per row; returns the view."""
     st.subheader("Tokens")
     present = [c for c in CATEGORIES if summary[c]]
-    default = (
-        [c for c in UNREACHABLE if summary[c]] or [c for c in present if c != "reachable"][:1] or present
-    )
     f1, f2, f3 = st.columns([2, 2, 1])
-    cats = f1.multiselect(
-        "Categories", present, default=default, key="th-cats", format_func=lambda c: LABELS[c]
-    )
+    cats = f1.multiselect("Categories", present, key="th-cats", format_func=lambda c: LABELS[c])
     q = f2.text_input("Search (readable or raw form)", key="th-q")
     scripts_all = sorted(df.loc[df["category"].isin(cats), "script"].unique()) if cats else []
+    if any(s not in scripts_all for s in st.session_state.get("th-scripts", [])):
+        st.session_state["th-scripts"] = [s for s in st.session_state["th-scripts"] if s in scripts_all]
     scripts = f3.multiselect("Scripts", scripts_all, key="th-scripts")
     view = filter_stt(df, cats, q, scripts)
     st.caption(f"{len(view):,} of {len(df):,} ids")
@@ -122,11 +143,18 @@ def explain(name: str, tok: LoadedTokenizer, view: pd.DataFrame) -> None:
     if not ids:
         return
     st.subheader("Why is a token unreachable?")
+    if st.session_state.get("th-explain") not in ids:  # by value, so the browser shows what is explained
+        st.session_state["th-explain"] = ids[0]
     pick = st.selectbox("Unreachable token", ids, key="th-explain",
                         format_func=lambda i: f"{i} · {tok.readable(tok.id_to_token[i])!r}")  # fmt: skip
     e = explain_unreachable(tok, pick)
-    st.write(f"BPE builds **{' | '.join(tok.readable(p) for p in e['actual_tokens'])}** instead.")
-    st.error(e["reason"])
+    st.markdown("From the token's own string, BPE builds these tokens instead:")
+    st.html(pieces_html([tok.readable(p) for p in e["actual_tokens"]]))
+    st.info(e["reason"][0].upper() + e["reason"][1:] + ".", icon=":material/lightbulb:")
+    if tok.ignore_merges:
+        st.caption(
+            f"{name} uses ignore_merges: the token is still produced when a whole pre-token equals it."
+        )
     if st.button("Open its merge tree", key="th-open-tree"):
         links.open_merge_tree(name, int(pick))
 
@@ -180,7 +208,7 @@ def page() -> None:
     """Tokenizer (BPE) → STT report → counts, table, charts, explanation, corpus check, downloads."""
     st.title("Token health")
     st.caption(
-        "Self-Tokenization Test (paper 000 §3.3): every vocabulary string goes through the bare BPE model "
+        f"The Self-Tokenization Test ({cite('continued-bpe')}, §3.3): every vocabulary string goes through the bare BPE model "
         "(no normalizer or pre-tokenizer, ignore_merges off, no dropout). A token is reachable when the model "
         "gives back exactly that token; otherwise no input can ever produce it through merges."
     )
@@ -191,10 +219,7 @@ def page() -> None:
     with st.spinner("Running the Self-Tokenization Test (once per tokenizer)…"):
         summary = stt_report(tok).summary()
         df = stt_table(tok)
-    if st.session_state.get("th-last") != tok.content_hash:  # another tokenizer: default filters again
-        for k in ("th-cats", "th-scripts", "th-explain"):
-            st.session_state.pop(k, None)
-        st.session_state["th-last"] = tok.content_hash
+    reset_filters(tok, summary)
     counts(name, tok, summary)
     view = token_table(name, df, summary)
     if len(view):

@@ -12,6 +12,7 @@ import streamlit as st
 from analysis import LoadedTokenizer
 from analysis import undertrained as ut
 from analysis.outputs import json_ready, strict_json
+from analysis.references import cite, reference
 from analysis.weights import ModelSource, resolve_model, tokenizer_for_model
 from ui.caching import cache_resource
 from ui.errors import try_step
@@ -19,6 +20,8 @@ from ui.library import library
 from ui.pickers import pick_model
 
 OWN = "the model's own tokenizer"
+VERDICT_COLOURS = {"strong_verified": "#D55E00", "weak_verified": "#E69F00", "weak_rejected": "#56B4E9",
+                   "strong_rejected": "#0072B2", "verification_encoding_failed": "#999999"}  # fmt: skip
 REFS_HELP = (
     "ids, ranges or token strings, e.g. `1-10, [unused20]`. Automatic: bytes that never occur in UTF-8, "
     "<unused…>/reserved specials, rows beyond the tokenizer, identical (never updated) rows, then STT/round-trip "
@@ -44,12 +47,14 @@ def _lm(model: str, fingerprint: str, device: str):
     return ut.load_lm(model, device=device)
 
 
-def _download(df: pd.DataFrame, name: str, key: str) -> None:
+def _download(df: pd.DataFrame, name: str, key: str, what: str) -> None:
     c1, c2 = st.columns(2)
-    c1.download_button("CSV", df.to_csv(index=False).encode(), f"{name}.csv", "text/csv", key=f"{key}-csv")
+    c1.download_button(f"Download {what} (CSV)", df.to_csv(index=False).encode(), f"{name}.csv", "text/csv",
+                       key=f"{key}-csv")  # fmt: skip
     # strict JSON lines: NaN (e.g. an unverified token's probability) is written as null, never a bare NaN
     jl = "\n".join(strict_json(json_ready(r), indent=None) for r in df.to_dict(orient="records"))
-    c2.download_button("JSONL", jl.encode(), f"{name}.jsonl", "application/jsonl", key=f"{key}-jsonl")
+    c2.download_button(f"Download {what} (JSONL)", jl.encode(), f"{name}.jsonl", "application/jsonl",
+                       key=f"{key}-jsonl")  # fmt: skip
 
 
 def inputs() -> tuple | None:
@@ -74,13 +79,15 @@ def summary(res: ut.UndertrainedResult) -> None:
     m = st.columns(5)
     m[0].metric("Tied embeddings", "yes" if res.tied else "no")
     m[1].metric("LM head", "yes" if res.has_lm_head else "no")
-    m[2].metric("Rows / tokens", f"{res.n_rows:,} / {res.n_tokens:,}")
+    m[2].metric(
+        "Embedding rows", f"{res.n_rows:,}", help=f"{res.n_tokens:,} of them are tokens of the tokenizer"
+    )
     m[3].metric("Main indicator", res.main)
     m[4].metric("Candidates", f"{len(res.candidates):,}")
     stats = res.stats()
     st.caption(
         f"{ut.INDICATOR_LABELS.get(res.main, res.main)}: mean {stats['mean']:.4f} ± {stats['std']:.4f}; "
-        f"{res.percentile:g}th percentile of round-trip tokens = threshold {res.threshold:.4f}. "
+        f"{ut.ordinal(res.percentile)} percentile of round-trip tokens = threshold {res.threshold:.4f}. "
         f"Weights: {res.weights['format']} · {', '.join(Path(f).name for f in res.weights['files'])}."
     )
     for n in res.notes:
@@ -132,44 +139,64 @@ def scatter(res: ut.UndertrainedResult, table: pd.DataFrame) -> None:
 
 
 def _verify(
-    res: ut.UndertrainedResult, model: str, src: ModelSource, tok: LoadedTokenizer, k: int, bs: int, dev: str
-) -> None:
+    res: ut.UndertrainedResult, model: str, src: ModelSource, tok: LoadedTokenizer, k: int, bs: int, dev: str,
+    refs: bool,
+) -> None:  # fmt: skip
     """Load the LM (cached) and verify the first `k` candidates into `res.verifications`, with a progress bar."""
     device = ut.pick_device(None if dev == "auto" else dev)
     bar = st.progress(0.0, text="Loading the model…")
     lm = _lm(model, src.fingerprint(), device)
-    ut.verify_result(res, src, tok, k, batch_size=bs, lm=lm,
+    ut.verify_result(res, src, tok, k, batch_size=bs, lm=lm, include_references=refs,
                      progress=lambda d, t, m="": bar.progress(d / max(1, t), text=f"Verified {d}/{t}"))  # fmt: skip
+    bar.empty()
 
 
-def verification(
-    res: ut.UndertrainedResult, model: str, src: ModelSource, tok: LoadedTokenizer, table: pd.DataFrame
-) -> None:
-    """Verify the lowest candidates with the model's own predictions (three repeat prompts per token)."""
+def verify_controls(res: ut.UndertrainedResult, model: str, src: ModelSource, tok: LoadedTokenizer) -> None:
+    """How many candidates to verify, on which device; runs the verification when asked (before the page builds
+    its tables, so that every view below shows the run that just finished)."""
     if not res.has_lm_head:
         st.warning("This model has no LM head: verification is not possible (the indicators still work).")
         return
+    refs = st.checkbox(
+        "Also verify the reference tokens",
+        key="ut-include-refs",
+        help="They are skipped by default: they were chosen because they are known to be unused, and as the rows "
+        "the indicators measure distances to, they would take the first places of the candidate list.",
+    )
+    n_cand = max(
+        1, len(res.verification_queue(len(res.candidates), include_references=refs)) + len(res.verifications)
+    )
     v1, v2, v3 = st.columns(3)
-    n_cand = max(1, len(res.candidates))
-    k = v1.number_input("Candidates to verify", 1, n_cand, min(20, n_cand), key="ut-k")
+    k = v1.number_input("Candidates to verify", 1, n_cand, min(20, n_cand), key="ut-k",
+                        help="the lowest-indicator candidates" + ("" if refs else ", reference tokens left out"))  # fmt: skip
     bs = v2.number_input("Batch size", 1, 64, 8, key="ut-bs")
     dev = v3.selectbox("Device", ["auto", "cpu", "cuda"], key="ut-dev")
     b1, b2 = st.columns(2)
     go = b1.button("Verify", type="primary", key="ut-verify")
     b2.button("Stop", key="ut-stop", help="Stops after the current batch; finished results are kept.")
     if go:  # a failed run keeps the finished verifications on screen
-        try_step(_verify, res, model, src, tok, int(k), int(bs), dev)
+        try_step(_verify, res, model, src, tok, int(k), int(bs), dev, refs)
+
+
+def verification_results(res: ut.UndertrainedResult, table: pd.DataFrame) -> None:
+    """The verified candidates: how many the model fails to repeat, and indicator against max probability."""
     done = [i for i in res.candidates if i in res.verifications]
     if not done:
+        if res.has_lm_head:
+            st.caption("Nothing verified yet: each candidate gets three repeat prompts; a token the model gives "
+                       "less than 1% probability in all three is under-trained.")  # fmt: skip
         return
     vt = table.set_index("id").loc[done].reset_index()
-    st.caption(f"{len(done)} verified so far; {int((vt['max_prob'] < 0.01).sum())} with max probability < 0.01 "
-               "(under-trained).")  # fmt: skip
+    low = int((vt["max_prob"] < 0.01).sum())
+    st.caption(f"{len(done)} verified so far; {low} with max probability < 0.01 (under-trained).")
     fig = px.scatter(vt, x=res.main, y="max_prob", color="verdict", log_y=True, hover_data=["id", "token", "class"],
-                     title="Verification: indicator vs max probability")  # fmt: skip
-    fig.add_hline(y=0.01, line_dash="dot")
+                     title="Verification: indicator vs max probability",
+                     color_discrete_map=VERDICT_COLOURS)  # fmt: skip
+    fig.add_hline(y=0.01, line_dash="dot", annotation_text="0.01", annotation_position="bottom right")
     fig.update_layout(height=480)
     st.plotly_chart(fig, key="ut-ver-scatter")
+    st.dataframe(vt[["id", "token", res.main, "max_prob", "verdict", "class"]], hide_index=True, width="stretch",
+                 key="ut-ver-table")  # fmt: skip
 
 
 def tables(res: ut.UndertrainedResult, table: pd.DataFrame) -> None:
@@ -178,16 +205,16 @@ def tables(res: ut.UndertrainedResult, table: pd.DataFrame) -> None:
     st.markdown(f"**Candidates** (lowest {res.percentile:g}% of round-trip tokens, {len(cand):,})")
     st.dataframe(cand, hide_index=True, width="stretch", height=320)
     if len(cand):
-        _download(cand, "undertrained-candidates", "ut-dl-cand")
+        _download(cand, "undertrained-candidates", "ut-dl-cand", "candidates")
     st.markdown(
         "**Token health** (all tokens: indicators, percentile, round trip, class, script, STT, verdict)"
     )
     cls_filter = st.multiselect("Classes", list(ut.TOKEN_CLASSES), key="ut-cls")
     view = table[table["class"].isin(cls_filter)] if cls_filter else table
     st.dataframe(view.sort_values(res.main).head(5000), hide_index=True, width="stretch", height=360)
-    _download(view, "token-health", "ut-dl-health")
+    _download(view, "token-health", "ut-dl-health", "token health")
     counts = table[table["candidate"]].groupby("class").size().reindex(ut.TOKEN_CLASSES, fill_value=0)
-    st.markdown("**Candidates by class** (paper 003 App. A rules)")
+    st.markdown(f"**Candidates by class** (the rules of {reference('sa-bpe').short}, App. A)")
     st.dataframe(counts.rename("tokens").reset_index(), hide_index=True)
 
 
@@ -196,7 +223,8 @@ def page() -> None:
     st.title("Under-trained tokens")
     st.caption(
         "Tokens a model (almost) never saw in training keep untrained embeddings and can cause glitches "
-        "(Land & Bartolo 2024, “Fishing for Magikarp”; paper 003). Indicators come straight from the embedding "
+        f"({cite('magikarp')}; token classes as in {reference('sa-bpe').short}). Indicators come straight from the "
+        "embedding "
         "matrices (L2 norm of input rows for untied models; cosine / L2 distance of unembedding rows to the mean of "
         "known-unused reference tokens); the lowest percentile of tokens that round-trip is verified with three "
         "repeat prompts. Lower indicator = more under-trained."
@@ -219,17 +247,19 @@ def page() -> None:
         base, verifications=ver
     )  # this session's verifications only; the cached one is shared
     summary(res)
-    table = ut.health_table(res, ut.stt_status(tok))
-    table = table[table["id"] < res.n_tokens]
     t_hist, t_scatter, t_ver, t_tables = st.tabs(
         ["Histograms", "Indicator scatter", "Verification", "Tables"]
     )
+    with t_ver:  # first: a verification that runs now must show in every view below
+        verify_controls(res, model, src, tok)
+    table = ut.health_table(res, ut.stt_status(tok))
+    table = table[table["id"] < res.n_tokens]
     with t_hist:
         histograms(res, table)
     with t_scatter:
         scatter(res, table)
     with t_ver:
-        verification(res, model, src, tok, table)
+        verification_results(res, table)
     with t_tables:
         tables(res, table)
 

@@ -49,8 +49,10 @@ def test_compute_two_tokenizers_on_languages(at):
     assert round(llama.loc["eng_Latn", "bytes_per_token"], 3) == 4.862
     assert round(llama.loc["est_Latn", "bytes_per_token"], 3) == 2.644
     assert llama.loc["zho_Hans", "spaceless"]
-    heat = json.loads(at.get("plotly_chart")[0].proto.spec)
-    assert heat["data"][0]["type"] == "heatmap"
+    charts = [json.loads(c.proto.spec) for c in at.get("plotly_chart")]
+    heat = next(c for c in charts if c["data"][0]["type"] == "heatmap")  # few languages: values in the cells
+    assert heat["layout"]["xaxis"]["side"] == "top"  # tokenizer names above the rows
+    assert any(c["data"][0]["type"] == "box" for c in charts)  # the overview's distribution
     # fertility on a spaceless script warns and points to the char-based alternative
     at.selectbox(key="cmp-metric").select("fertility").run()
     assert any("without spaces" in w.value for w in at.warning)
@@ -59,9 +61,10 @@ def test_compute_two_tokenizers_on_languages(at):
     assert "Win rate of A" in labels and labels["Languages"] == "3"
     # drill down shows tokenized sentences
     assert at.get("html"), "drill-down should render token spans"
-    # downloads (CSV, JSON, LaTeX)
-    dls = at.get("download_button")
-    assert len(dls) == 3
+    # downloads (CSV, JSON, LaTeX of every language and per script)
+    labels = [d.label for d in at.get("download_button")]
+    assert labels == ["Download CSV", "Download JSON", "Download LaTeX, every language (longtable)",
+                      "Download LaTeX, per script"]  # fmt: skip
 
 
 def test_by_script_and_no_languages(at):

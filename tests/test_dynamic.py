@@ -259,6 +259,18 @@ def test_cli_json_and_text(tmp_path):
     assert main(["dynamic", str(TOKENIZERS / "llama-2")]) == 2  # no batch → clear error, exit 2
 
 
+def test_dynamic_page_first_view_says_something():
+    """The defaults (Estonian, word boundary, 10% target) open on a reachable target with k at the merges it takes."""
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=60)
+    at.switch_page("pages/dynamic.py").run()
+    assert not at.exception, [e.message for e in at.exception]
+    metrics = {m.label: m.value for m in at.metric}
+    assert metrics["Merges needed"] != "not reachable"
+    assert at.slider(key="dyn-merges").value == int(metrics["Merges needed"].replace(",", "")) > 0
+    assert float(metrics["Reduction"].rstrip("%")) >= 10.0
+    assert any("drops fastest" in c.value for c in at.caption)  # the plot explained in one sentence
+
+
 def test_dynamic_page():
     at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=60)
     at.run()
@@ -272,6 +284,7 @@ def test_dynamic_page():
     at.selectbox(key="dyn-tok").set_value("llama-2").run()
     at.selectbox(key="dyn-lang").set_value("est_Latn").run()
     at.slider(key="dyn-n").set_value(16).run()
+    at.selectbox(key="dyn-boundary").set_value("pretokens").run()
     at.slider(key="dyn-merges").set_value(25).run()
     assert not at.exception and not at.error, [e.message for e in at.exception]
     texts = flores_lines("est_Latn", 16)
@@ -447,6 +460,10 @@ def test_dynamic_page_model_embeddings(tiny_llama2, monkeypatch):
     }
     at.run()
     at.selectbox(key="dyn-tok").set_value("llama-2").run()
+    at.selectbox(key="dyn-lang").set_value("eng_Latn").run()  # the batch this test measures below
+    at.slider(key="dyn-n").set_value(32).run()
+    at.selectbox(key="dyn-boundary").set_value("pretokens").run()
+    at.slider(key="dyn-merges").set_value(10).run()
     at.selectbox(key="dyn-model-kind").set_value("Folder or file path on the server").run()
     at.text_input(key="dyn-model-path").input(str(path)).run()
     at.button(key="dyn-emb-run").click().run()

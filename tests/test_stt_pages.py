@@ -79,7 +79,8 @@ def test_merge_tree_from_query_param_and_unreachable_explanation():
     at.selectbox(key="mt-tok").set_value("toy").run()
     assert not at.exception
     assert {m.label: m.value for m in at.metric}["Reachable"] == "NO"
-    assert any("would make it" in e.value for e in at.error)
+    assert any("would make it" in i.value for i in at.info)  # an explanation, not an error
+    assert not at.error
     assert len(at.dataframe) >= 1
 
 
@@ -141,7 +142,8 @@ def test_token_health_unreachable_table_and_explanation():
     table = at.dataframe[0].value
     assert list(table["readable"]) == ["cab"] and table["pieces"].iloc[0] == "c | ab"
     assert table["merge tree"].iloc[0].endswith("token=cab")
-    assert any("would make it" in e.value for e in at.error)
+    assert any("would make it" in i.value for i in at.info) and not at.error  # an explanation, not an error
+    assert "c | ab" not in " ".join(m.value for m in at.markdown)  # the pieces are drawn as tokens
     assert len(at.get("plotly_chart")) >= 2
     # filter by category: only reachable ones
     at.multiselect(key="th-cats").set_value(["reachable"]).run()
@@ -185,3 +187,42 @@ def test_pickers_tag_and_explain_unsupported_tokenizers():
     assert not at.exception and not at.error
     assert any("R-BPE token reuse needs a byte-level BPE model" in i.value for i in at.info)
     assert not at.get("plotly_chart")  # nothing else is drawn for an unsupported tokenizer
+
+
+def test_token_health_switch_sends_the_new_filters_to_the_browser():
+    """After switching tokenizer the filters are the new defaults, and the browser is told so.
+
+    A widget keeps its identity across tokenizers (same key): unless the server sends the value (`set_value`),
+    the browser keeps drawing the previous chips while the table already uses the new filter (the bug a user
+    saw: "Special / added" chips over Llama-3.1's 588 skip-only tokens). The browser test in
+    tests/e2e/test_diagnose_e2e.py checks what is drawn.
+    """
+    at = _app("pages/token_health.py")
+    at.selectbox(key="th-tok").set_value("llama-2").run()
+    at.multiselect(key="th-cats").set_value(["special", "reachable"]).run()
+    at.text_input(key="th-q").input("<").run()
+    at.selectbox(key="th-tok").set_value("toy").run()
+    assert not at.exception, [e.message for e in at.exception]
+    cats = at.multiselect(key="th-cats")
+    assert cats.value == ["unreachable_multi"] and cats.proto.set_value
+    assert list(cats.proto.raw_values) == ["Unreachable (splits)"]
+    assert at.text_input(key="th-q").value == "" and at.text_input(key="th-q").proto.set_value
+    assert set(at.dataframe[0].value["category"]) == {"unreachable_multi"}
+
+
+def test_merge_tree_is_readable_and_has_a_legend_for_every_marker():
+    """Labels at a readable size, one legend entry per kind of node drawn, and the "built on it" count equal to
+    the list below it (a token merged with itself counts once)."""
+    at = _app("pages/merge_trees.py", token="cab")
+    at.selectbox(key="mt-tok").set_value("toy").run()
+    spec = _spec(at, "mt-tree")
+    nodes = spec["data"][1]
+    assert nodes["textfont"]["size"] >= 12
+    assert all("<sub>" not in t for t in nodes["text"])  # no shrunken rank labels
+    symbols = set(nodes["marker"]["symbol"])
+    legend = {t["marker"]["symbol"]: t["name"] for t in spec["data"][2:]}
+    assert symbols == set(legend) and {"x", "circle"} <= symbols  # the unreachable x has its legend entry
+    assert spec["layout"]["showlegend"]
+    at.text_input(key="mt-q").input("#1").run()  # "b": used by "ab" and "bc"
+    metric = {m.label: m.value for m in at.metric}["Tokens built on it"]
+    assert int(metric) == len(at.dataframe[-1].value) == 2

@@ -429,7 +429,12 @@ def test_smollm2_cli_pipeline_with_verification(tmp_path):
     assert doc["tied"] is True and doc["indicator"] == "cosine" and doc["reference_ids"]
     verified = [c for c in doc["candidates"] if "verdict" in c]
     assert len(verified) == 20
-    assert sum(c["max_prob"] < 0.01 for c in verified) >= 15
+    # the reference tokens (SmolLM2's unused specials) are skipped: the 20 are real candidates, and the known
+    # glitch tokens among them are verified (max probability ~1e-4; 12 of the 20 stay under 0.01 on this CPU)
+    assert not any(c["reference"] for c in verified)
+    assert sum(c["max_prob"] < 0.01 for c in verified) >= 10
+    by_token = {c["token"]: c for c in verified}
+    assert all(by_token[t]["verdict"].endswith("_verified") for t in ("MetaInfoClass", "swigfaiss"))
     assert (tmp_path / "health.csv").stat().st_size > 1000
     print(
         f"SmolLM2 CLI pipeline: {time.perf_counter() - t0:.1f} s;",

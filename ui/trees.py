@@ -4,6 +4,8 @@ Prune). Trees are the nested dicts of `analysis.bpe.merge_tree` / `BPEReplay.tex
 
 from __future__ import annotations
 
+import html
+
 import plotly.graph_objects as go
 import streamlit as st
 
@@ -11,19 +13,32 @@ from analysis import AnalysisError, LoadedTokenizer
 from analysis.bpe import collapse_tree, layout_forest
 from analysis.bpe import merge_tree as base_merge_tree
 
-#: node kind → (colour, marker symbol, hover note)
+#: node kind → (colour, marker symbol, hover note, legend entry); Okabe–Ito colours, distinct for colour-blind eyes
 _STYLE = {
-    "unreachable": ("#dc2626", "x", "<br>UNREACHABLE: BPE builds the pieces below instead"),
-    "collapsed": ("#f59e0b", "triangle-down", "<br>collapsed: raise the depth to expand"),
-    "added": ("#111827", "square", ""),
+    "merged": ("#0072B2", "circle", "", "made by a merge (its rank below the token)"),
+    "atomic": ("#999999", "circle", "", "alphabet symbol (no merge)"),
+    "unreachable": (
+        "#D55E00",
+        "x",
+        "<br>UNREACHABLE: BPE builds the pieces below instead",
+        "unreachable token",
+    ),
+    "collapsed": (
+        "#E69F00",
+        "triangle-down",
+        "<br>collapsed: raise the depth to expand",
+        "collapsed subtree (…)",
+    ),
+    "added": ("#000000", "square", "", "added / special token"),
     "merge_skipped": (
-        "#7c3aed",
+        "#CC79A7",
         "diamond",
         "<br>whole pre-token in the vocabulary: merges skipped (ignore_merges)",
+        "whole pre-token (merges skipped)",
     ),
-    "atomic": ("#9ca3af", "circle", ""),
-    "merged": ("#2563eb", "circle", ""),
 }
+LABEL_SIZE = 14  # token text on the nodes; the merge rank below it is drawn at RANK_SIZE
+RANK_SIZE = 12
 
 
 def _kind(n: dict) -> str:
@@ -38,18 +53,23 @@ def _kind(n: dict) -> str:
 def _label_and_hover(tok: LoadedTokenizer, n: dict, kind: str) -> tuple[str, str]:
     raw = n["token"]
     readable = tok.readable(raw) if not n.get("added") else raw
-    shown = readable.replace(" ", "·").replace("\n", "↵") or "∅"
+    shown = html.escape(readable.replace(" ", "·").replace("\n", "↵") or "∅")
     rank = n.get("rank")
-    label = shown if rank is None else f"{shown}<br><sub>#{rank}</sub>"
+    label = (
+        shown
+        if rank is None
+        else f"{shown}<br><span style='font-size:{RANK_SIZE}px;color:#475569'>#{rank}</span>"
+    )
     if kind == "collapsed":
         label += " …"
     made = "atomic (no merge)" if rank is None and kind != "unreachable" else f"merge rank #{rank}"
-    hover = f"<b>{readable!r}</b><br>id {n.get('id')} · raw {raw!r}<br>{made}{_STYLE[kind][2]}"
+    hover = f"<b>{html.escape(repr(readable))}</b><br>id {n.get('id')} · raw {html.escape(repr(raw))}<br>{made}{_STYLE[kind][2]}"
     return label, hover
 
 
 def merge_tree_figure(tok: LoadedTokenizer, trees: list[dict], max_depth: int) -> go.Figure:
-    """A Plotly forest of merge trees cut at `max_depth`: nodes labelled with the token and its merge rank."""
+    """A Plotly forest of merge trees cut at `max_depth`: nodes labelled with the token and its merge rank, one
+    legend entry per kind of node shown."""
     nodes = layout_forest([collapse_tree(t, max_depth) for t in trees])
     ex: list[float | None] = []
     ey: list[float | None] = []
@@ -62,7 +82,14 @@ def merge_tree_figure(tok: LoadedTokenizer, trees: list[dict], max_depth: int) -
     labels, hovers = zip(*(_label_and_hover(tok, n, k) for n, k in zip(nodes, kinds))) if nodes else ((), ())
     fig = go.Figure()
     fig.add_trace(
-        go.Scatter(x=ex, y=ey, mode="lines", line={"color": "#cbd5e1", "width": 1.5}, hoverinfo="skip")
+        go.Scatter(
+            x=ex,
+            y=ey,
+            mode="lines",
+            line={"color": "#cbd5e1", "width": 1.5},
+            hoverinfo="skip",
+            showlegend=False,
+        )
     )
     fig.add_trace(
         go.Scatter(
@@ -71,23 +98,37 @@ def merge_tree_figure(tok: LoadedTokenizer, trees: list[dict], max_depth: int) -
             mode="markers+text",
             text=list(labels),
             textposition="top center",
+            textfont={"size": LABEL_SIZE, "color": "#0f172a"},
             hovertext=list(hovers),
             hoverinfo="text",
             marker={
-                "size": 11,
+                "size": 12,
                 "color": [_STYLE[k][0] for k in kinds],
                 "symbol": [_STYLE[k][1] for k in kinds],
                 "line": {"width": 1, "color": "white"},
             },
+            showlegend=False,
         )
     )
+    for kind in [k for k in _STYLE if k in kinds]:  # legend: one entry per kind of node on screen
+        colour, symbol, _, text = _STYLE[kind]
+        fig.add_trace(
+            go.Scatter(
+                x=[None],
+                y=[None],
+                mode="markers",
+                name=text,
+                marker={"size": 12, "color": colour, "symbol": symbol},
+            )
+        )
     levels = max((-n["y"] for n in nodes), default=0)
     fig.update_layout(
-        showlegend=False,
-        height=max(260, 90 * (levels + 1) + 60),
-        margin={"l": 10, "r": 10, "t": 30, "b": 10},
+        showlegend=True,
+        legend={"orientation": "h", "yanchor": "bottom", "y": 1.02, "x": 0, "font": {"size": 13}},
+        height=max(300, 110 * (levels + 1) + 90),
+        margin={"l": 10, "r": 10, "t": 50, "b": 10},
         xaxis={"visible": False},
-        yaxis={"visible": False, "range": [-levels - 0.5, 0.6]},
+        yaxis={"visible": False, "range": [-levels - 0.5, 0.75]},
         plot_bgcolor="white",
     )
     return fig

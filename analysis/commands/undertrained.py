@@ -15,6 +15,7 @@ from ..undertrained import (
     analyze,
     check_percentile,
     health_table,
+    ordinal,
     parse_reference_spec,
     stt_status,
     verify_result,
@@ -36,6 +37,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--token", default=None, help="hub access token")
     p.add_argument(
         "--verify", type=int, default=0, metavar="K", help="verify the K lowest candidates with prompts"
+    )
+    p.add_argument(
+        "--verify-references",
+        action="store_true",
+        help="also verify the reference tokens (skipped by default: they are known to be unused)",
     )
     p.add_argument(
         "--refs", default=None, help="reference tokens: ids, ranges or token strings, e.g. '1-10,[unused0]'"
@@ -106,6 +112,7 @@ def run(args: argparse.Namespace) -> int:
             max_memory=max_memory,
             batch_size=args.batch_size,
             progress=progress,
+            include_references=args.verify_references,
         )
     if args.csv:
         try:
@@ -126,7 +133,7 @@ def run(args: argparse.Namespace) -> int:
     st = doc["indicator_stats"]
     print(
         f"indicator: {doc['indicator_label']}  mean {st['mean']:.4f} ± {st['std']:.4f}; "
-        f"{doc['percentile']}th percentile threshold {doc['threshold']:.4f}; {doc['n_candidates']} candidates"
+        f"{ordinal(doc['percentile'])} percentile threshold {doc['threshold']:.4f}; {doc['n_candidates']} candidates"
     )
     for n in doc["notes"]:
         print(f"note: {n}")

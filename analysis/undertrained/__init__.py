@@ -43,7 +43,15 @@ from .references import (
     parse_reference_spec,
     user_references,
 )
-from .report import UndertrainedResult, analyze, check_percentile, health_table, stt_status, verify_result
+from .report import (
+    UndertrainedResult,
+    analyze,
+    check_percentile,
+    health_table,
+    ordinal,
+    stt_status,
+    verify_result,
+)
 from .roundtrip import (
     MISSING,
     OK,
@@ -89,6 +97,7 @@ __all__ = [
     "first_principal_component",
     "health_table",
     "load_lm",
+    "ordinal",
     "parse_reference_spec",
     "pick_device",
     "round_trip_categories",

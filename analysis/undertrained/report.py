@@ -109,6 +109,17 @@ class UndertrainedResult:
             out.append(row)
         return out
 
+    def verification_queue(self, k: int, *, include_references: bool = False) -> list[int]:
+        """The ids a verification of the first `k` candidates runs, lowest indicator first.
+
+        The reference tokens are left out unless `include_references`: they are known to be unused (that is why
+        they are references) and, being the rows the indicators measure distances to, they fill the first
+        places of the candidate list. Ids verified already are skipped, so a stopped run resumes.
+        """
+        refs = set() if include_references else set(self.references.ids)
+        eligible = [i for i in self.candidates if i not in refs][: max(0, k)]
+        return [i for i in eligible if i not in self.verifications]
+
     def reference_validation(self) -> dict[str, Any] | None:
         """How the held-out known-unused tokens rank under the main indicator (share in the lowest 5%)."""
         held = [i for i in self.references.held_out if i < self.n_tokens]
@@ -151,6 +162,15 @@ class UndertrainedResult:
             "placement": self.placement,
             "notes": self.notes,
         }
+
+
+def ordinal(x: float) -> str:
+    """An English ordinal for a percentile: 1st, 2nd, 3rd, 4th, 11th, 12th, 22nd, 2.5th."""
+    if x != int(x):
+        return f"{x:g}th"
+    n = int(x)
+    suffix = "th" if 10 <= n % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
+    return f"{n}{suffix}"
 
 
 def _count(xs: Iterable[str]) -> dict[str, int]:
@@ -269,6 +289,7 @@ def verify_result(
     progress: Progress | None = None,
     should_stop: Callable[[], bool] | None = None,
     lm: tuple[Any, str] | None = None,
+    include_references: bool = False,
 ) -> list[Verification]:
     """Verify the first `k` candidates of a result (stored in `result.verifications`); returns them.
 
@@ -276,6 +297,7 @@ def verify_result(
     ``device_map="auto"`` over the GPUs and CPU memory (:func:`analysis.models.plan_placement`); an explicit
     `device_map`/`max_memory` forces that. Candidates are batched on the device holding the input embeddings.
     `result.placement` records where the model went and `result.timings` the per-candidate cost.
+    The reference tokens are skipped unless `include_references` (see `UndertrainedResult.verification_queue`).
     """
     src = model if isinstance(model, ModelSource) else resolve_model(model)
     if not result.has_lm_head:
@@ -285,14 +307,14 @@ def verify_result(
     t0 = time.perf_counter()
     if lm is None:
         plan = plan_placement(src, device=device, device_map=device_map, max_memory=max_memory)
-        result.placement = plan.to_json()
+        result.placement.update(plan.to_json())
         net, dev = load_lm(src, device=plan.device, device_map=plan.device_map, max_memory=plan.max_memory)
         result.placement["device_map_summary"] = _device_map_summary(net)
     else:
         net, dev = lm
     t1 = time.perf_counter()
     ver = Verifier(net, tok, device=dev, round_trip=result.round_trip)
-    todo = [i for i in result.candidates[:k] if i not in result.verifications]
+    todo = result.verification_queue(k, include_references=include_references)
     out = ver.verify(
         todo,
         batch_size=batch_size,

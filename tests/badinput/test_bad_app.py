@@ -72,7 +72,8 @@ def watch():
 
 
 # ------------------------------------------------------------------------------------------ helpers
-def _app(page: str | None = None, library: dict | None = None, **state) -> AppTest:
+def _app(page: str | None = "pages/inspect.py", library: dict | None = None, **state) -> AppTest:
+    """The app on `page` (Load & inspect unless said otherwise; Home is the default page)."""
     at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=300)
     if library is not None:
         at.session_state["toklab_library"] = library

@@ -15,6 +15,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
+from playwright.sync_api import expect
 from support import ROOT
 
 HERE = Path(__file__).resolve().parent
@@ -30,6 +31,9 @@ CHROME_ARGS = [
     "--disable-sync",
 ]
 ARTIFACTS = ROOT / "test-artifacts"
+#: How long an `expect(...)` waits by default: a page's first run on a busy 2-core machine can take a minute.
+EXPECT_TIMEOUT_MS = 90_000
+expect.set_options(timeout=EXPECT_TIMEOUT_MS)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

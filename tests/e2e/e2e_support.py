@@ -43,3 +43,22 @@ def download(page: Page, button: str, path: Path, timeout: int = 120_000) -> Pat
         page.get_by_role("button", name=button).click()
     dl.value.save_as(path)
     return path
+
+
+def screenshot(page: Page, path: Path, max_height: int = 9000) -> Path:
+    """A screenshot of the whole page: the viewport is stretched to the height of Streamlit's scrolling main
+    area for the shot (a plain full-page screenshot stops at the viewport), then put back."""
+    size = page.viewport_size or {"width": 1400, "height": 1000}
+    height = page.evaluate(
+        '() => Math.max(...[...document.querySelectorAll(\'[data-testid="stMain"], '
+        '[data-testid="stAppViewContainer"], [data-testid="stSidebarContent"]\')].map(e => e.scrollHeight))'
+    )
+    page.set_viewport_size(
+        {"width": size["width"], "height": min(max(size["height"], int(height) + 40), max_height)}
+    )
+    try:
+        page.wait_for_timeout(600)  # charts re-layout to the new size
+        page.screenshot(path=str(path))
+    finally:
+        page.set_viewport_size(size)
+    return path

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from e2e_support import wait_idle
+from e2e_support import screenshot, wait_idle
 from playwright.sync_api import Page, expect
 
 
@@ -13,10 +13,13 @@ def test_first_request_deep_link_runs_in_the_frame(page: Page, fresh_app_url, ar
     expect(page.get_by_role("heading", name="Playground")).to_be_visible(timeout=120_000)
     sidebar = page.locator('[data-testid="stSidebar"]')
     expect(sidebar.get_by_text("Tokenizer library")).to_be_visible(timeout=60_000)
-    expect(
-        sidebar.get_by_text("Look inside")
-    ).to_be_visible()  # st.navigation's sections, not the pages/ list
-    expect(sidebar.get_by_role("link", name="Source-attributed BPE")).to_be_visible()
+    # st.navigation's groups in the top bar, not the legacy pages/ list in the sidebar
+    nav = page.locator('[data-testid="stTopNav"]')
+    expect(nav.locator('[data-testid="stTopNavSection"]').filter(has_text="Change")).to_be_visible()
+    nav.locator('[data-testid="stTopNavSection"]').filter(has_text="Change").click()
+    expect(page.get_by_role("menuitem", name="Source-attributed BPE")).to_be_visible()
+    page.keyboard.press("Escape")
+    assert sidebar.get_by_role("link", name="Playground").count() == 0
     expect(page.get_by_text("gpt2 ·").first).to_be_visible(timeout=60_000)  # the link's tokenizer was loaded
     assert "/playground" in page.url
-    page.screenshot(path=str(artifacts / "deep_link_first_request.png"), full_page=True)
+    screenshot(page, artifacts / "deep_link_first_request.png")

@@ -7,24 +7,28 @@ import json
 import zipfile
 
 import tokenizers
-from e2e_support import add_example, download, pick_tokenizer, wait_idle
+from e2e_support import download, screenshot, wait_idle
 from playwright.sync_api import Page, expect
 
 
 def test_extend_llama3_with_estonian_and_download(page: Page, app_url, artifacts):
-    page.goto(app_url + "/extend")
+    page.goto(app_url)  # the Home page's journey "Adapt a tokenizer to a language": one click
     wait_idle(page)
-    add_example(page, "llama-3.1")
+    page.get_by_role("link", name="Open Extend").click()
     expect(page.get_by_text("Extend a tokenizer", exact=True)).to_be_visible(timeout=60_000)
-    pick_tokenizer(page, "llama-3.1")
     expect(page.get_by_text("lines 801–1012 are held out", exact=False)).to_be_visible(timeout=60_000)
+    wait_idle(page)
+    expect(page.get_by_role("combobox", name="Tokenizer")).to_have_value("llama-3.1")  # the link's tokenizer
 
     page.get_by_role("button", name="Train", exact=True).click()
     wait_idle(page, timeout=600_000)
     expect(page.get_by_text("Bytes per token at N = 1,000")).to_be_visible(timeout=600_000)
     expect(page.get_by_text("One sentence, before and after")).to_be_visible()
     expect(page.get_by_text("Continued BPE training (", exact=False).first).to_be_visible()
-    page.screenshot(path=str(artifacts / "extend_llama3_est.png"), full_page=True)
+    table = page.locator('[data-testid="stDataFrame"]').first  # bytes/token per text: fits the page width
+    box, main = table.bounding_box(), page.locator('[data-testid="stMainBlockContainer"]').bounding_box()
+    assert box and main and box["x"] + box["width"] <= main["x"] + main["width"] + 1
+    screenshot(page, artifacts / "change_extend_llama3_est.png")
 
     page.get_by_role("button", name="Build the extended tokenizer").click()
     wait_idle(page, timeout=300_000)

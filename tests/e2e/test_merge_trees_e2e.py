@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from e2e_support import wait_idle
+from e2e_support import screenshot, wait_idle
 from playwright.sync_api import Page, expect
 
 SLOW = 240_000  # first STT / vocabulary structure of Llama-3.1 on a busy 2-core machine
@@ -32,7 +32,7 @@ def test_merge_tree_and_unreachable_filter(page: Page, app_url, artifacts):
     assert "#7752" in drawn, drawn[:300]  # the rank of ' v'+'i' labels a node of the tree BPE builds
     expect(page.get_by_text("would make it").first).to_be_visible()
     assert "token=" in page.url
-    page.screenshot(path=str(artifacts / "merge_trees_llama31.png"), full_page=True)
+    screenshot(page, artifacts / "look_merge_trees_llama31.png")
 
     # a reachable token: its tree is drawn and the tokens built on it are listed
     box.fill(" Token")
@@ -60,4 +60,4 @@ def test_merge_tree_and_unreachable_filter(page: Page, app_url, artifacts):
     shown = int(caption.inner_text().split(" of ")[0].replace(",", ""))
     assert 0 < shown < 588
     expect(page.get_by_text("Why is a token unreachable?")).to_be_visible()
-    page.screenshot(path=str(artifacts / "token_health_llama31.png"), full_page=True)
+    screenshot(page, artifacts / "diagnose_token_health_llama31.png")

@@ -1,0 +1,149 @@
+"""First-render time of every page on the embedded default, in a real browser, and the Playground's update time.
+
+A real server (`streamlit run app.py`, 127.0.0.1) and Debian chromium through Playwright. For each page of the
+navigation, a new browser session opens the page's URL; the time runs from the request until the page is idle: its
+title is drawn, the script has finished (`data-test-script-state="notRunning"`) and the "Running…" widget is gone.
+Pages that compute on a button (Compression, Under-trained tokens, Extend…) are timed to their first view, before
+the button. The first pass (`cold`) is the first visit of each page on a fresh server (imports, first loads and
+disk-cache reads included); the second pass (`warm`) visits them again in new sessions.
+
+The Playground's update time: type a new text into the text area of a session with three tokenizers (the embedded
+default, gpt2, llama-3.1), commit it, and wait until the new tokens are drawn; the median of several edits.
+
+    python bench/bench_pages.py [--repeat 5] [--json bench/out/pages.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import socket
+import statistics
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+from playwright.sync_api import Page, expect, sync_playwright
+
+ROOT = Path(__file__).resolve().parents[1]
+CHROME_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--no-first-run",
+    "--disable-background-networking",
+]
+PLAYGROUND = "/playground?t=embedded:&t=example:gpt2&t=example:llama-3.1"
+
+
+def pages() -> list[tuple[str, str]]:
+    """(title, url path) of every page, in the navigation's order (read from app.py)."""
+    src = (ROOT / "app.py").read_text(encoding="utf-8")
+    return [
+        (t, "/" if u == "home" else f"/{u}")
+        for t, u in re.findall(r'_page\("pages/\w+\.py", "([^"]+)", "\w+", "([\w-]+)"', src)
+    ]
+
+
+def idle(page: Page, timeout: int = 600_000) -> None:
+    """The app is connected, the script has finished and the "Running…" widget is gone."""
+    page.wait_for_selector('[data-testid="stApp"][data-test-connection-state="CONNECTED"]', timeout=timeout)
+    page.wait_for_selector('[data-testid="stApp"][data-test-script-state="notRunning"]', timeout=timeout)
+    expect(page.locator('[data-testid="stStatusWidget"]')).to_be_hidden(timeout=timeout)
+
+
+def first_render(browser, url: str) -> float:
+    """Seconds from the request to the idle page, in a new browser session."""
+    ctx = browser.new_context(viewport={"width": 1280, "height": 900})
+    page = ctx.new_page()
+    t0 = time.perf_counter()
+    page.goto(url)
+    expect(page.locator('[data-testid="stMain"] h1').first).to_be_visible(timeout=600_000)
+    idle(page)
+    dt = time.perf_counter() - t0
+    ctx.close()
+    return dt
+
+
+def playground_updates(browser, base: str, repeat: int) -> list[float]:
+    """Seconds from committing a new text to its tokens being drawn, three tokenizers, `repeat` edits."""
+    ctx = browser.new_context(viewport={"width": 1280, "height": 900})
+    page = ctx.new_page()
+    page.goto(base + PLAYGROUND)
+    expect(page.locator(".tl-spans")).to_have_count(3, timeout=600_000)
+    idle(page)
+    box = page.get_by_label("Text")
+    times = []
+    for k in range(repeat):
+        word = f"Benchmarkword{k}x"
+        box.fill(f"Tokenizers split {word} differently; tere hommikust, 東京 {k}.")
+        t0 = time.perf_counter()
+        box.press("Control+Enter")
+        expect(page.locator(".tl-spans").last).to_contain_text(f"{k}x", timeout=60_000)
+        idle(page)
+        times.append(time.perf_counter() - t0)
+    ctx.close()
+    return times
+
+
+def serve() -> tuple[subprocess.Popen, str]:
+    """A fresh server on a free port; returns the process and its URL once /_stcore/health answers."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "streamlit", "run", str(ROOT / "app.py"), "--server.headless", "true",
+         "--server.address", "127.0.0.1", "--server.port", str(port), "--browser.gatherUsageStats", "false",
+         "--server.fileWatcherType", "none"],
+        cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    url = f"http://127.0.0.1:{port}"
+    for _ in range(300):
+        try:
+            if urllib.request.urlopen(url + "/_stcore/health", timeout=1).read() == b"ok":
+                return proc, url
+        except OSError:
+            time.sleep(0.2)
+    proc.terminate()
+    raise RuntimeError("the server did not start")
+
+
+def main() -> None:
+    """Time every page cold and warm, then the Playground's updates; print a table, optionally write JSON."""
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--repeat", type=int, default=5, help="Playground edits to time")
+    ap.add_argument("--json", default=None, help="write the figures to this file")
+    args = ap.parse_args()
+    proc, base = serve()
+    try:
+        with sync_playwright() as pw:
+            browser = pw.chromium.launch(
+                executable_path=os.environ.get("CHROMIUM", "/usr/bin/chromium"), args=CHROME_ARGS
+            )
+            rows = [{"page": t, "path": p, "cold_s": first_render(browser, base + p)} for t, p in pages()]
+            for r in rows:
+                r["warm_s"] = first_render(browser, base + r["path"])
+            updates = playground_updates(browser, base, args.repeat)
+            browser.close()
+    finally:
+        proc.terminate()
+        proc.wait(15)
+    print(f"{'page':<24} {'cold (s)':>9} {'warm (s)':>9}")
+    for r in rows:
+        print(f"{r['page']:<24} {r['cold_s']:>9.2f} {r['warm_s']:>9.2f}")
+    print(f"Playground update (3 tokenizers): median {statistics.median(updates):.2f} s, max {max(updates):.2f} s "
+          f"over {len(updates)} edits")  # fmt: skip
+    if args.json:
+        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.json).write_text(
+            json.dumps({"pages": rows, "playground_update_s": updates}, indent=1) + "\n"
+        )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,101 @@
+"""Real browser, the Diagnose group: Token health keeps its filters and its table in agreement when the tokenizer
+changes; Under-trained tokens verifies candidates of SmolLM2 (GGUF, CPU) and shows the result in the same run."""
+
+from __future__ import annotations
+
+import csv
+import re
+
+from e2e_support import add_example, download, pick_tokenizer, screenshot, wait_idle
+from playwright.sync_api import Page, expect
+from support import load_shared, need_smollm
+
+from analysis.bpe import stt_report
+
+SLOW = 240_000  # a first STT of Llama-3.1 on a busy 2-core machine
+
+
+def _chips(page: Page, label: str) -> list[str]:
+    """The chips a multiselect shows (what the user sees as the filter)."""
+    box = page.locator('[data-testid="stMultiSelect"]').filter(has_text=label)
+    tags = box.locator('.react-aria-ComboBox [data-testid="stMultiSelectTagsContainer"] [data-tag]')
+    return [t.get_attribute("aria-label") or "" for t in tags.all()]
+
+
+def _shown_ids(page: Page) -> int:
+    """The "N of M ids" count above the token table."""
+    caption = page.get_by_text(re.compile(r"^[\d,]+ of [\d,]+ ids$"))
+    return int(caption.inner_text().split(" of ")[0].replace(",", ""))
+
+
+def test_token_health_filters_and_table_agree_after_switching_tokenizer(page: Page, app_url, artifacts):
+    page.set_default_timeout(SLOW)
+    page.goto(app_url + "/token_health")
+    wait_idle(page, SLOW)
+    expect(page.get_by_text(re.compile(r"^3 of 151,646 ids$"))).to_be_visible(
+        timeout=SLOW
+    )  # Qwen: its 3 specials
+    add_example(page, "llama-3.1")
+    pick_tokenizer(page, "Qwen (embedded)")
+    # a filter set on the first tokenizer: special and reachable tokens, searched
+    cats = page.locator('[data-testid="stMultiSelect"]').filter(has_text="Categories")
+    cats.locator("input").fill("Reachable")
+    cats.locator("input").press("Enter")
+    page.keyboard.press("Escape")
+    wait_idle(page, SLOW)
+    assert _chips(page, "Categories") == ["Special / added", "Reachable"]
+
+    pick_tokenizer(page, "llama-3.1")
+    expect(page.get_by_text(re.compile(r"of 128,256 ids$"))).to_be_visible(timeout=SLOW)
+    wait_idle(page, SLOW)
+    summary = stt_report(load_shared("llama-3.1")).summary()
+    chips = _chips(page, "Categories")
+    labels = {
+        "Reachable": "reachable",
+        "Only via merge skipping": "merge_skip_only",
+        "Special / added": "special",
+    }
+    assert chips and all(c in labels for c in chips), chips
+    assert _shown_ids(page) == sum(summary[labels[c]] for c in chips)  # the chips are the table's filter
+    screenshot(page, artifacts / "diagnose_token_health_switched.png")
+
+    # the next interaction keeps them in agreement: a search within the shown categories finds rows
+    search = page.get_by_label("Search (readable or raw form)")
+    search.fill("việ")
+    search.press("Enter")
+    wait_idle(page, SLOW)
+    assert _chips(page, "Categories") == chips
+    expect(page.get_by_text(re.compile(r"^[1-9][\d,]* of 128,256 ids$"))).to_be_visible(timeout=SLOW)
+
+
+@need_smollm
+def test_undertrained_verification_shows_in_the_same_run(page: Page, app_url, artifacts):
+    page.set_default_timeout(600_000)
+    page.goto(app_url + "/undertrained")
+    wait_idle(page)
+    expect(page.get_by_label("Weights")).to_have_value(re.compile(r"SmolLM2.*\.gguf$"), timeout=60_000)
+    page.get_by_role("button", name="Compute indicators").click()
+    expect(page.get_by_text("Main indicator")).to_be_visible(timeout=600_000)
+    wait_idle(page, 600_000)
+    page.get_by_role("tab", name="Verification").click()
+    k = page.get_by_role("spinbutton", name="Candidates to verify")
+    k.fill("2")
+    k.press("Enter")
+    wait_idle(page)
+    page.locator('[data-testid="stSelectbox"]').filter(has_text="Device").click()
+    page.get_by_role("option", name="cpu", exact=True).click()
+    wait_idle(page)
+    page.get_by_role("button", name="Verify", exact=True).click()
+    done = page.get_by_text(re.compile(r"^2 verified so far; \d with max probability < 0\.01"))
+    expect(done).to_be_visible(timeout=600_000)
+    wait_idle(page, 600_000)
+    low = int(re.search(r"; (\d) with", done.inner_text()).group(1))
+    chart = page.locator('[data-testid="stPlotlyChart"]').filter(has_text="Verification")
+    expect(chart.locator("path.point")).to_have_count(2, timeout=60_000)  # both verified candidates are drawn
+    screenshot(page, artifacts / "diagnose_undertrained_verified.png")
+    # the candidates table of the same run carries the verdicts the caption counts
+    page.get_by_role("tab", name="Tables").click()
+    path = download(page, "Download candidates (CSV)", artifacts / "undertrained-candidates.csv")
+    rows = [r for r in csv.DictReader(path.open(encoding="utf-8")) if r.get("verdict")]
+    assert len(rows) == 2 and low == sum(float(r["max_prob"]) < 0.01 for r in rows), rows
+    assert not any(r["reference"] == "True" for r in rows)  # reference tokens are not verified by default
