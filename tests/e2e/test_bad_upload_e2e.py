@@ -27,7 +27,7 @@ def _upload(page: Page, name: str, data: bytes) -> None:
 
 
 def test_hostile_uploads_in_a_real_browser(page: Page, app_url, artifacts):
-    page.goto(app_url)  # Load & inspect is the default page
+    page.goto(app_url + "/inspect")
     wait_idle(page)
     sidebar = page.locator('[data-testid="stSidebar"]')
     expect(sidebar.get_by_text("Qwen (embedded)")).to_be_visible(timeout=60_000)

@@ -1,6 +1,6 @@
 """Real browser, the Look inside group and the way in: the Home page on a 1280×720 screen (library reachable
 without scrolling), a journey one click away, a shared Playground link (ids, boundary diff, no Session State
-warning in the server log), adding an example from the sidebar, loading a folder on Load & inspect."""
+warning in the server log), adding an example from the sidebar, loading an example folder on Load & inspect (server paths are off by default)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from urllib.parse import parse_qs, urlparse
 
 from e2e_support import screenshot, wait_idle
 from playwright.sync_api import Page, expect
-from support import ROOT, TOKENIZERS
+from support import ROOT
 
 LINK = "/playground?t=example:gpt2&t=example:llama-3.1&text=Tokenizers%20split%20na%C3%AFve%20words%20differently"
 
@@ -68,13 +68,19 @@ def test_add_an_example_and_load_a_folder(page: Page, app_url, artifacts):
     page.get_by_text(
         "Load a tokenizer", exact=True
     ).click()  # folded once the library has more than the default
-    tab = page.get_by_role("tab", name="Local folder or file")
-    tab.click()
-    path_box = page.get_by_label("Folder or tokenizer.json path")
-    path_box.fill(str(TOKENIZERS / "llama-3.1"))
-    path_box.press("Enter")
+    # server-side paths are off by default (README, Limits and security): the path tab says so, and the
+    # operator's example folders load in one click
+    page.get_by_role("tab", name="Local folder or file").click()
+    expect(page.get_by_text("Server-side paths are off").first).to_be_visible()
+    page.get_by_role("tab", name="Examples").click()
+    box = page.locator('[data-testid="stMain"] [data-testid="stMultiSelect"]').filter(
+        has_text="Example tokenizers"
+    )
+    box.click()
+    page.get_by_role("option", name="llama-3.1", exact=True).click()
+    page.keyboard.press("Escape")
     wait_idle(page)
-    page.get_by_role("button", name="Load from path").click()
+    page.get_by_role("button", name="Load examples").click()
     expect(page.get_by_text("128,256", exact=True)).to_be_visible(timeout=60_000)
     wait_idle(page)
     expect(page.locator('[data-testid="stPlotlyChart"] .main-svg').first).to_be_visible(timeout=60_000)
