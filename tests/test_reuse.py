@@ -262,6 +262,40 @@ def test_save_load_round_trip(llama_rt, tmp_path):
         reuse.ReuseTokenizer.load(tmp_path)
 
 
+def test_load_refuses_hostile_mapping_files(llama_rt, tmp_path):
+    """The mapping file goes through the guarded JSON reader: deep nesting, a non-object, missing or wrong
+    fields and a broken new tokenizer are DataErrors, never RecursionError, AttributeError or KeyError."""
+    folder = llama_rt.save(tmp_path / "rbpe")
+    mp = folder / reuse.MAPPING_FILE
+    good = mp.read_bytes()
+    for bad, match in (
+        (b"[" * 100_000 + b"]" * 100_000, "nested too deeply"),
+        (b"[1, 2]", "unknown format"),
+        (b'{"format": "\xff"}', "not UTF-8"),
+        (json.dumps({"format": reuse.FORMAT, "new_to_old": [[1]]}).encode(), "not an R-BPE mapping"),
+        (
+            json.dumps(
+                {
+                    "format": reuse.FORMAT,
+                    "new_to_old": [],
+                    "target_blocks": [],
+                    "replacement_ids": [],
+                    "reused_ids": [],
+                    "info": [1],
+                }
+            ).encode(),
+            "'info' must be an object",
+        ),  # fmt: skip
+    ):
+        mp.write_bytes(bad)
+        with pytest.raises(DataError, match=match):
+            reuse.ReuseTokenizer.load(folder)
+    mp.write_bytes(good)
+    (folder / "new_tokenizer" / "tokenizer.json").write_text('{"model": 1}')
+    with pytest.raises(DataError, match="not a tokenizer.json"):
+        reuse.ReuseTokenizer.load(folder)
+
+
 def test_unsupported_tokenizer_is_refused():
     with pytest.raises(UnsupportedTokenizerError, match="byte-level BPE"):
         reuse.build_reuse_tokenizer(load_shared("llama-2"), TRAIN[:10])
