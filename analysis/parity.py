@@ -18,15 +18,19 @@ development set).
   held-out lines from :data:`analysis.flores.FLORES_TRAIN_LINES` on: per language the premium against English
   (Petrov et al. 2023, :func:`analysis.metrics.premium`) and bytes/token; overall the mean, maximum and Gini
   (:func:`analysis.metrics.gini`) of the premiums, and the compression cost (bytes/token over all held-out
-  text). Results are cached on disk by parameters and FLORES data hashes.
+  text), as one :class:`ParityComparison` (``to_json()``: what `python -m analysis parity-train --json`
+  prints and the Compression page offers). Results are cached on disk by parameters and FLORES data hashes.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import os
 import time
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -39,12 +43,14 @@ from . import flores
 from .cache import DiskCache
 from .errors import DataError
 from .metrics import gini, premium
+from .outputs import atomic_folder, atomic_write_text, json_document
 from .progress import Progress, report
 from .tokenizer import LoadedTokenizer, bpe_model
 
 VARIANTS = ("base", "window")
 KINDS = ("plain", "parity")
 _CACHE = DiskCache("parity", 1)
+REPORT_FILE = "parity_report.json"
 _ALPHABET = pre_tokenizers.ByteLevel.alphabet()
 
 
@@ -243,6 +249,53 @@ def _cache_key(params: dict[str, Any], langs: Sequence[str]) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()[:24]
 
 
+@dataclass
+class ParityComparison:
+    """Parity-aware vs plain BPE at equal vocabulary size on FLORES (:func:`parity_comparison`)."""
+
+    #: vocabulary size, lines, variant, reference, minimum frequency, global merges, tokenizers version, languages
+    params: dict[str, Any]
+    #: per kind: ``vocab_size``, training ``seconds``, ``summary`` (:func:`summarize`), per-language ``rows``
+    plain: dict[str, Any]
+    parity: dict[str, Any]
+    #: parity-aware minus plain: premium mean/max/Gini/std and bytes/token, absolute and relative
+    cost: dict[str, Any]
+    #: the two trained tokenizers (``plain``, ``parity``) when kept; never cached, never in the JSON
+    tokenizers: dict[str, tokenizers.Tokenizer] | None = None
+    #: the folder :meth:`save` wrote
+    out: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        """``params``, ``plain``, ``parity``, ``cost`` (and ``out`` once saved)."""
+        doc: dict[str, Any] = {
+            "params": self.params,
+            "plain": self.plain,
+            "parity": self.parity,
+            "cost": self.cost,
+        }
+        if self.out is not None:
+            doc["out"] = self.out
+        return doc
+
+    @classmethod
+    def from_json(cls, doc: dict[str, Any]) -> ParityComparison:
+        """The comparison a :meth:`to_json` document holds (the disk cache's form)."""
+        return cls(doc["params"], doc["plain"], doc["parity"], doc["cost"])
+
+    def save(self, folder: str | os.PathLike, *, replace: bool = False) -> str:
+        """Write ``plain/tokenizer.json``, ``parity/tokenizer.json`` and :data:`REPORT_FILE` to a new folder,
+        atomically; returns its absolute path (also kept in :attr:`out`)."""
+        if not self.tokenizers:
+            raise DataError("the trained tokenizers were not kept: compare again with keep_tokenizers=True")
+        with atomic_folder(folder, replace=replace) as tmp:
+            for kind, tok in self.tokenizers.items():
+                (tmp / kind).mkdir()
+                atomic_write_text(tmp / kind / "tokenizer.json", tok.to_str())
+            atomic_write_text(tmp / REPORT_FILE, json_document(self.to_json()))
+        self.out = str(Path(folder).resolve())
+        return self.out
+
+
 def parity_comparison(
     vocab_size: int,
     langs: str | Sequence[str] | None = "all",
@@ -256,14 +309,10 @@ def parity_comparison(
     use_cache: bool = True,
     keep_tokenizers: bool = False,
     progress: Progress | None = None,
-) -> dict[str, Any]:
-    """Parity-aware vs plain BPE at equal vocabulary size on FLORES (module docstring).
-
-    Returns ``params``, per kind (``plain``, ``parity``) its ``summary``, per-language ``rows``, ``vocab_size``
-    and training ``seconds``, and ``cost`` (parity-aware minus plain: premium mean/max/Gini and bytes/token, in
-    absolute and relative terms). With `keep_tokenizers` the two trained ``tokenizers.Tokenizer`` objects are
-    added under ``tokenizers`` (never cached).
-    """
+) -> ParityComparison:
+    """Parity-aware vs plain BPE at equal vocabulary size on FLORES (module docstring), as a
+    :class:`ParityComparison`. With `keep_tokenizers` the two trained ``tokenizers.Tokenizer`` objects are kept
+    (and the cache is not read)."""
     codes = flores.dataset().resolve_many(langs)
     reference = flores.dataset().resolve(reference)
     if reference not in codes:
@@ -285,10 +334,13 @@ def parity_comparison(
         hit = _CACHE.get(key)
         if hit is not None:
             report(progress, 1, 1, "from the cache")
-            return hit
+            try:
+                return ParityComparison.from_json(hit)
+            except (KeyError, TypeError):  # a document of another shape: train again
+                pass
     report(progress, 0, 4, f"reading FLORES ({len(codes)} languages)")
     train, dev, held = flores_splits(codes, n_train, n_dev)
-    out: dict[str, Any] = {"params": {**params, "languages": codes}}
+    out: dict[str, Any] = {}
     trained: dict[str, tokenizers.Tokenizer] = {}
     for k, kind in enumerate(KINDS):
         report(progress, 1 + k, 4, f"training {kind} BPE ({vocab_size:,} tokens, {len(codes)} languages)")
@@ -316,12 +368,17 @@ def parity_comparison(
         }
         trained[kind] = tok
     report(progress, 4, 4, "measured on held-out FLORES")
-    out["cost"] = _cost(out["plain"]["summary"], out["parity"]["summary"])
+    res = ParityComparison(
+        {**params, "languages": codes},
+        out["plain"],
+        out["parity"],
+        _cost(out["plain"]["summary"], out["parity"]["summary"]),
+    )
     if use_cache:
-        _CACHE.put(key, out)
+        _CACHE.put(key, res.to_json())
     if keep_tokenizers:
-        out = {**out, "tokenizers": trained}
-    return out
+        res.tokenizers = trained
+    return res
 
 
 def _cost(plain: dict[str, Any], parity: dict[str, Any]) -> dict[str, Any]:

@@ -59,6 +59,7 @@ from . import flores, paths
 from .cache import memoize
 from .errors import DataError, UnsupportedTokenizerError
 from .export import folder_files
+from .inputs import decode_utf8, parse_json, read_file
 from .parity import train_parity_bpe
 from .progress import Progress, report
 from .sources import load
@@ -1038,27 +1039,41 @@ class ReuseTokenizer:
 
     @classmethod
     def load(cls, path: str | Path) -> ReuseTokenizer:
-        """Load a folder written by :meth:`save`."""
+        """Load a folder written by :meth:`save` (the mapping file through the guarded JSON reader: size cap,
+        nesting, UTF-8; a malformed mapping or new tokenizer is a DataError)."""
         root = Path(path)
         mp = root / MAPPING_FILE
         if not mp.is_file():
             raise DataError(f"{root}: no {MAPPING_FILE} (not an R-BPE tokenizer folder)")
+        doc = parse_json(read_file(mp), str(mp))
+        if not isinstance(doc, dict) or doc.get("format") != FORMAT:
+            got = doc.get("format") if isinstance(doc, dict) else type(doc).__name__
+            raise DataError(f"{mp}: unknown format {got!r}")
         try:
-            doc = json.loads(mp.read_text(encoding="utf-8"))
-        except json.JSONDecodeError as e:
-            raise DataError(f"{mp}: not valid JSON ({e})") from e
-        if doc.get("format") != FORMAT:
-            raise DataError(f"{mp}: unknown format {doc.get('format')!r}")
+            new_to_old = {int(n): int(o) for n, o in doc["new_to_old"]}
+            target_blocks = [str(b) for b in doc["target_blocks"]]
+            replacement_ids = frozenset(int(i) for i in doc["replacement_ids"])
+            reused_ids = frozenset(int(i) for i in doc["reused_ids"])
+        except (KeyError, TypeError, ValueError) as e:
+            raise DataError(f"{mp}: not an R-BPE mapping ({type(e).__name__}: {e})") from None
+        info = doc.get("info", {})
+        if not isinstance(info, dict):
+            raise DataError(f"{mp}: 'info' must be an object")
         old = load(root / "old_tokenizer")
-        new = tokenizers.Tokenizer.from_file(str(root / "new_tokenizer" / "tokenizer.json"))
+        new_file = root / "new_tokenizer" / "tokenizer.json"
+        text = decode_utf8(read_file(new_file), str(new_file))
+        try:
+            new = tokenizers.Tokenizer.from_str(text)
+        except Exception as e:  # the Rust parser raises plain Exceptions
+            raise DataError(f"{new_file}: not a tokenizer.json ({e})") from None
         return cls(
             old=old,
             new=new,
-            new_to_old={int(n): int(o) for n, o in doc["new_to_old"]},
-            target_blocks=list(doc["target_blocks"]),
-            replacement_ids=frozenset(doc["replacement_ids"]),
-            reused_ids=frozenset(doc["reused_ids"]),
-            info=doc.get("info", {}),
+            new_to_old=new_to_old,
+            target_blocks=target_blocks,
+            replacement_ids=replacement_ids,
+            reused_ids=reused_ids,
+            info=info,
         )
 
 

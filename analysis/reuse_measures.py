@@ -14,6 +14,9 @@ before and after reuse, on the same lines:
 The collateral table (:func:`collateral`) runs every FLORES language through encode → decode: reused ids
 decode as target-script tokens everywhere, so a language whose text uses a reused id no longer round-trips.
 Each row gives the share of its ids that were reused, whether every line round-trips, and one broken line.
+
+:func:`measure_reuse` puts it together as one :class:`ReuseReport`, whose ``to_json()`` is what
+`python -m analysis reuse --json` prints and the Token reuse page offers for download.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from __future__ import annotations
 import re
 import unicodedata
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -276,3 +280,92 @@ def reused_script_demo(rt: ReuseTokenizer, text: str | None = None) -> dict[str,
         "n_reused": sum(1 for i in ids if i in rt.reused_ids),
         "decoded": rt.decode(ids),
     }
+
+
+# --------------------------------------------------------------------------------------------------
+# The report
+# --------------------------------------------------------------------------------------------------
+#: build facts left out of the report (long: every class count, every reusable block)
+_INFO_LEFT_OUT = ("classes", "reusable_blocks")
+
+
+@dataclass
+class ReuseReport:
+    """What an R-BPE tokenizer gains and breaks (:func:`measure_reuse`): the build facts, the measures before
+    and after on the held-out FLORES lines of the training language and of the reference language, the reused
+    script decoding as the target, optionally the collateral table, and where it was written."""
+
+    rt: ReuseTokenizer
+    train_lang: str
+    reference_lang: str | None
+    #: :func:`compare` on the held-out lines of `train_lang` (premium against `reference_lang`)
+    heldout: dict[str, Any]
+    #: :func:`compare` on the held-out lines of `reference_lang` itself (None without a reference)
+    reference: dict[str, Any] | None
+    #: :func:`reused_script_demo`
+    demo: dict[str, Any] | None
+    #: seconds the build took (classification, training, mapping)
+    seconds: float = 0.0
+    #: the lines of the collateral table (``heldout`` / ``all``; None: not measured)
+    collateral_split: str | None = None
+    collateral: list[dict[str, Any]] | None = None
+    #: :func:`analysis.reuse_model.export_model`'s summary, when a model was written
+    model: dict[str, Any] | None = None
+    #: the folder the tokenizer (and model) went to
+    out: str | None = None
+
+    def measure_collateral(self, split: str = "heldout", *, progress: Progress | None = None) -> None:
+        """Fill the collateral table over every FLORES language (:func:`collateral`)."""
+        ref = self.reference_lang or ""  # no reference language: no premiums
+        self.collateral = collateral(self.rt, "all", split=split, reference=ref, progress=progress)
+        self.collateral_split = split
+
+    def to_json(self) -> dict[str, Any]:
+        """The build facts (``rt.info`` without the class counts and block list), ``seconds``, ``heldout`` and
+        ``heldout_reference`` (lines, before, after, fertility change), ``reused_script_demo``, and when present
+        ``collateral_split``, ``collateral_summary``, ``fertility_by_class``, ``collateral``, ``model``, ``out``."""
+        rep: dict[str, Any] = {k: v for k, v in self.rt.info.items() if k not in _INFO_LEFT_OUT}
+        rep["seconds"] = self.seconds
+        rep["heldout"] = {"lang": self.train_lang, "reference": self.reference_lang, **self.heldout}
+        if self.reference is not None:
+            rep["heldout_reference"] = {"lang": self.reference_lang, **self.reference}
+        if self.demo:
+            rep["reused_script_demo"] = {k: self.demo[k] for k in ("text", "decoded", "n_reused")}
+        if self.collateral is not None:
+            rep["collateral_split"] = self.collateral_split
+            rep["collateral_summary"] = collateral_summary(self.collateral)
+            rep["fertility_by_class"] = fertility_by_class(self.collateral)
+            rep["collateral"] = self.collateral
+        if self.model is not None:
+            rep["model"] = self.model
+        if self.out is not None:
+            rep["out"] = self.out
+        return rep
+
+
+def measure_reuse(
+    rt: ReuseTokenizer,
+    train_lang: str,
+    reference_lang: str | None = flores.ENGLISH,
+    *,
+    collateral_split: str | None = None,
+    seconds: float = 0.0,
+    progress: Progress | None = None,
+) -> ReuseReport:
+    """Measure an R-BPE tokenizer on held-out FLORES: the lines after :data:`analysis.flores.FLORES_TRAIN_LINES`
+    of `train_lang` (premium against the same lines of `reference_lang`) and of `reference_lang` itself; the
+    reused-script demo; with `collateral_split` (``heldout`` / ``all``) the collateral table too."""
+    heldout = flores.split_lines(train_lang)[1]
+    ref_lines = flores.split_lines(reference_lang)[1] if reference_lang else None
+    report = ReuseReport(
+        rt=rt,
+        train_lang=train_lang,
+        reference_lang=reference_lang,
+        heldout=compare(rt, heldout, ref_lines),
+        reference=compare(rt, ref_lines, ref_lines) if ref_lines is not None else None,
+        demo=reused_script_demo(rt),
+        seconds=seconds,
+    )
+    if collateral_split is not None:
+        report.measure_collateral(collateral_split, progress=progress)
+    return report

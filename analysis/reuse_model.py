@@ -16,7 +16,6 @@ so are the logits of every id that is not reused.
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 from typing import Any
@@ -25,6 +24,7 @@ from .bpe import bare_tokenize_fn
 from .embeddings import save_model
 from .errors import DataError, ModelLoadError
 from .fvt import fvt_pieces, fvt_rows
+from .inputs import parse_json, read_file
 from .models import load_causal_lm
 from .outputs import atomic_folder, atomic_write_text, strict_json
 from .reuse import ReuseTokenizer
@@ -116,6 +116,9 @@ def read_model_report(folder: str | os.PathLike) -> dict[str, Any]:
     """The ``rbpe_model.json`` of an exported folder."""
     p = Path(folder) / MODEL_REPORT
     try:
-        return json.loads(p.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as e:
-        raise DataError(f"{p}: not a readable R-BPE model report ({e})") from e
+        doc = parse_json(read_file(p), str(p))  # size cap, nesting guard, strict UTF-8
+    except DataError as e:
+        raise DataError(f"{p}: not a readable R-BPE model report ({e})") from None
+    if not isinstance(doc, dict):
+        raise DataError(f"{p}: not a readable R-BPE model report (a JSON object is expected)")
+    return doc

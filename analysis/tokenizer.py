@@ -11,7 +11,7 @@ import copy
 import hashlib
 import json
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from functools import cached_property
 from typing import Any
 
@@ -285,6 +285,39 @@ class AddedToken:
     lstrip: bool = False
     rstrip: bool = False
     single_word: bool = False
+
+
+@dataclass(frozen=True)
+class TokenizerSummary:
+    """The Inspect result of one tokenizer: what `python -m analysis inspect` prints and the Load & inspect page
+    shows in its summary card and offers as JSON (:meth:`to_json`, one schema for both)."""
+
+    name: str
+    source: str
+    model_type: str
+    flavour: str
+    #: tokens including the added ones
+    vocab_size: int
+    model_vocab_size: int
+    merges: int
+    added_tokens: int
+    special_tokens: list[str]
+    ignore_merges: bool
+    byte_fallback: bool
+    dropout: float | None
+    continuing_subword_prefix: str | None
+    end_of_word_suffix: str | None
+    unk_token: str | None
+    #: the pipeline components, each a flat readable list (:func:`describe_component`)
+    normalizer: list[str]
+    pre_tokenizer: list[str]
+    post_processor: list[str]
+    decoder: list[str]
+    content_hash: str
+
+    def to_json(self) -> dict[str, Any]:
+        """The JSON document (keys in the order the text output prints them)."""
+        return asdict(self)
 
 
 class LoadedTokenizer:
@@ -597,28 +630,31 @@ class LoadedTokenizer:
         return len(token) == 6 and token.startswith("<0x") and token.endswith(">") and self.byte_fallback
 
     # ---------------------------------------------------------------- summary
+    def inspect(self) -> TokenizerSummary:
+        """The Inspect result: model, sizes, flags, pipeline, special tokens (:class:`TokenizerSummary`)."""
+        return TokenizerSummary(
+            name=self.name,
+            source=self.source,
+            model_type=self.model_type,
+            flavour=self.flavour,
+            vocab_size=self.vocab_size,
+            model_vocab_size=self.tokenizer.get_vocab_size(with_added_tokens=False),
+            merges=len(self.model.get("merges") or []) if self.model_type == "BPE" else 0,
+            added_tokens=len(self.added_tokens),
+            special_tokens=[a.content for a in self.special_tokens],
+            ignore_merges=self.ignore_merges,
+            byte_fallback=self.byte_fallback,
+            dropout=self.dropout,
+            continuing_subword_prefix=self.continuing_subword_prefix,
+            end_of_word_suffix=self.end_of_word_suffix,
+            unk_token=self.unk_token,
+            normalizer=describe_component(self.normalizer),
+            pre_tokenizer=describe_component(self.pre_tokenizer),
+            post_processor=describe_component(self.post_processor),
+            decoder=describe_component(self.decoder),
+            content_hash=self.content_hash,
+        )
+
     def summary(self) -> dict[str, Any]:
-        """The facts `python -m analysis inspect --json` prints and the summary card shows."""
-        pp = self.post_processor
-        return {
-            "name": self.name,
-            "source": self.source,
-            "model_type": self.model_type,
-            "flavour": self.flavour,
-            "vocab_size": self.vocab_size,
-            "model_vocab_size": self.tokenizer.get_vocab_size(with_added_tokens=False),
-            "merges": len(self.model.get("merges") or []) if self.model_type == "BPE" else 0,
-            "added_tokens": len(self.added_tokens),
-            "special_tokens": [a.content for a in self.special_tokens],
-            "ignore_merges": self.ignore_merges,
-            "byte_fallback": self.byte_fallback,
-            "dropout": self.dropout,
-            "continuing_subword_prefix": self.continuing_subword_prefix,
-            "end_of_word_suffix": self.end_of_word_suffix,
-            "unk_token": self.unk_token,
-            "normalizer": describe_component(self.normalizer),
-            "pre_tokenizer": describe_component(self.pre_tokenizer),
-            "post_processor": describe_component(pp),
-            "decoder": describe_component(self.decoder),
-            "content_hash": self.content_hash,
-        }
+        """:meth:`inspect` as its JSON document (what `python -m analysis inspect --json` prints)."""
+        return self.inspect().to_json()

@@ -11,7 +11,7 @@ from analysis import metrics as mx
 from analysis import parity as pa
 from analysis import paths
 from analysis.flores import FloresData
-from analysis.outputs import json_ready, strict_json
+from analysis.outputs import json_document, json_ready, strict_json
 from analysis.references import cite
 from analysis.references import reference as paper
 from ui.errors import try_step
@@ -355,7 +355,7 @@ def parity_section() -> None:
             with progress("Training plain and parity-aware BPE") as cb:
                 st.session_state["cmp-par"] = (
                     key,
-                    pa.parity_comparison(vocab, langs, variant=variant, progress=cb),
+                    pa.parity_comparison(vocab, langs, variant=variant, progress=cb).to_json(),
                 )
         stored = st.session_state.get("cmp-par")
         if stored is None or stored[0] != key:
@@ -404,7 +404,7 @@ def parity_results(res: dict) -> None:
         "bytes_per_token parity",
     ]
     st.dataframe(rows[cols], hide_index=True, key="cmp-par-table")
-    st.download_button("Download the comparison (JSON)", strict_json(json_ready(res), indent=1),
+    st.download_button("Download the comparison (JSON)", json_document(res),
                        file_name="parity_vs_plain.json", mime="application/json", key="cmp-par-dl")  # fmt: skip
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import json
+import hashlib
 
 import pandas as pd
 import plotly.graph_objects as go
@@ -13,24 +13,28 @@ from analysis import DataError, LoadedTokenizer
 from analysis.defaults import SAMPLE_TEXT
 from analysis.dynamic import (
     BOUNDARIES,
+    FULL_CURVE_MERGES,
+    BatchEmbeddings,
+    DynamicReport,
     DynamicResult,
     PairRules,
+    SampledBatches,
     batch_fvt_embeddings,
-    dynamic_batches,
     dynamic_tokenize,
     merged_ids,
     merged_offsets,
     readable_token,
+    sampled_batches,
 )
 from analysis.flores import available_codes
 from analysis.flores import lines as flores_lines
+from analysis.outputs import json_document
 from analysis.references import cite
 from ui.caching import cache_resource
 from ui.pickers import pick_model, pick_tokenizer
 from ui.spans import token_spans_html
 
 NO_FLORES = "FLORES-200 was not found: set TOKLAB_FLORES (or TOKLAB_ASSETS to the shared assets folder)."
-MAX_MERGES = 5000  # the full curve: until no valid pair is left, at most this many merges
 BOUNDARY_HELP = {
     "pretokens": "never across the base pre-tokenizer's pieces",
     "word": "never across whitespace (punctuation may join a word)",
@@ -53,8 +57,8 @@ def _run(
 @cache_resource(show_spinner="Merging every batch to its maximum…", max_entries=8)
 def _batches(
     tok: LoadedTokenizer, texts: tuple[str, ...], size: int, seed: int, boundary: str, special: bool
-) -> list:
-    return dynamic_batches(
+) -> SampledBatches:
+    return sampled_batches(
         tok, list(texts), batch_size=size, seed=seed, boundary=boundary, special_tokens=special
     )
 
@@ -136,10 +140,8 @@ def spans(tok: LoadedTokenizer, texts: list[str], res: DynamicResult, k: int) ->
                              raws=res.tokens[i]))  # fmt: skip
 
 
-def merges_table(
-    tok: LoadedTokenizer, res: DynamicResult, full: DynamicResult, boundary: str, k: int
-) -> None:
-    """The merges in order, with counts, and the JSON download (with the full curve)."""
+def merges_table(tok: LoadedTokenizer, res: DynamicResult) -> None:
+    """The merges in order, with counts."""
     rules = PairRules(tok, "sentence")  # one byte memo for every token shown
     rows = [
         {"k": j + 1, "left": readable_token(tok, s.left, rules), "right": readable_token(tok, s.right, rules),
@@ -149,12 +151,13 @@ def merges_table(
     ]  # fmt: skip
     st.subheader(f"Merges ({len(rows)})")
     st.dataframe(pd.DataFrame(rows, columns=MERGE_COLUMNS), hide_index=True, width="stretch")
-    payload = res.to_json() | {
-        "full_curve": {"merges2seqLen": full.merges2seqlen, "exhausted": full.exhausted}
-    }
-    st.download_button("Download JSON", json.dumps(payload, ensure_ascii=False, indent=1),
-                       file_name=f"dynamic_{tok.name}_{boundary}_{k}.json", mime="application/json",
-                       key="dyn-download")  # fmt: skip
+
+
+def download(tok: LoadedTokenizer, report: DynamicReport, k: int) -> None:
+    """The result as JSON: the document `python -m analysis dynamic … --target T --full-curve --json` prints."""
+    st.download_button("Download JSON", json_document(report.to_json()),
+                       file_name=f"dynamic_{tok.name}_{report.result.boundary}_{k}.json", mime="application/json",
+                       key="dyn-download", help="with the full curve and, once computed, the embeddings' cost")  # fmt: skip
 
 
 def page() -> None:
@@ -177,7 +180,7 @@ def page() -> None:
     special = c1.checkbox("Count special tokens", key="dyn-special",
                           help="the BOS/EOS … the tokenizer adds count in the sequence lengths (they never merge)")  # fmt: skip
     target = c2.number_input("Target reduction %", 0.0, 100.0, DEFAULT_TARGET, step=1.0, key="dyn-target")
-    full = _run(tok, tuple(texts), MAX_MERGES, boundary, special)
+    full = _run(tok, tuple(texts), FULL_CURVE_MERGES, boundary, special)
     n_max = len(full.merges)
     if n_max == 0:
         st.info("No valid pair to merge in this batch: it is already at the boundary level.")
@@ -188,50 +191,61 @@ def page() -> None:
     numbers(res, full)
     curve(full, k, target)
     spans(tok, texts, res, k)
-    merges_table(tok, res, full, boundary, k)
-    model_embeddings(tok, res)
-    sampled_batches(tok, texts, boundary, special)
+    merges_table(tok, res)
+    emb = model_embeddings(tok, res, (tok.content_hash, _digest(texts), k, boundary, special))
+    download(tok, DynamicReport(res, float(target), full, emb.report() if emb else None), k)
+    batches_section(tok, texts, boundary, special)
 
 
-def model_embeddings(tok: LoadedTokenizer, res: DynamicResult) -> None:
-    """The FVT rows a chosen model needs for this batch: the sequence-length saving next to the cost."""
+def _digest(texts: list[str]) -> str:
+    return hashlib.sha256("\n".join(texts).encode("utf-8")).hexdigest()
+
+
+def model_embeddings(tok: LoadedTokenizer, res: DynamicResult, key: tuple) -> BatchEmbeddings | None:
+    """The FVT rows a chosen model needs for this batch: the sequence-length saving next to the cost (kept for
+    this batch and k until either changes; returned for the JSON)."""
     with st.expander("Embeddings for a model (FVT): the saving next to the cost"):
         st.caption(
             "A model cannot look merged tokens up: each gets the mean of its pieces' input-embedding rows (FVT, as "
             f"{cite('dynamic-tokenization')} use for their baseline); unmerged tokens keep their own rows."
         )
         model = pick_model("dyn-model", "Model of this tokenizer")
-        if not model or not st.button("Compute the batch's embeddings", key="dyn-emb-run"):
-            return
-        with st.spinner("Reading the model's input embeddings and averaging…"):
-            emb = batch_fvt_embeddings(res, tok, model)
-        r = emb.report()
-        m = st.columns(5)
-        m[0].metric(
-            "Tokens saved", f"{r['tokens_saved']:,}", f"-{r['reduction_pct']:.1f}%", delta_color="off"
-        )
-        m[1].metric("Attention cost (Σ L²)", f"-{r['attention_cost_reduction_pct']:.1f}%")
-        m[2].metric("Rows computed (FVT)", f"{r['rows_computed']:,}")
-        m[3].metric("Memory of the new rows", f"{r['new_rows_bytes'] / 1024:.1f} KiB")
-        m[4].metric(
-            "Time", f"{r['fvt_seconds'] * 1e3:.1f} ms", f"read {r['read_seconds']:.1f} s", delta_color="off"
-        )
-        st.caption(
-            f"The batch uses {r['unique_tokens']:,} rows of dimension {r['dim']} "
-            f"({r['batch_rows_bytes'] / 1024:.0f} KiB in float32) instead of the model's {r['model_rows']:,}-row "
-            f"matrix ({r['model_embedding_bytes'] / 1e6:.0f} MB)."
-        )
-        rules = PairRules(tok, "sentence")
-        rows = [{"token": readable_token(tok, t, rules), "pieces": emb.pieces[t], "raw": t}
-                for t, new in zip(emb.tokens, emb.merged) if new]  # fmt: skip
-        st.dataframe(
-            pd.DataFrame(rows, columns=["token", "pieces", "raw"]), hide_index=True, key="dyn-emb-table"
-        )
-        st.download_button("Download the rows (.safetensors)", save({"embeddings": emb.rows}),
-                           file_name="dynamic_embeddings.safetensors", key="dyn-emb-dl")  # fmt: skip
+        if model and st.button("Compute the batch's embeddings", key="dyn-emb-run"):
+            with st.spinner("Reading the model's input embeddings and averaging…"):
+                st.session_state["dyn-emb"] = ((*key, model), batch_fvt_embeddings(res, tok, model))
+        stored = st.session_state.get("dyn-emb")
+        if not model or stored is None or stored[0] != (*key, model):
+            return None
+        emb = stored[1]
+        embeddings_view(tok, emb)
+        return emb
 
 
-def sampled_batches(tok: LoadedTokenizer, texts: list[str], boundary: str, special: bool) -> None:
+def embeddings_view(tok: LoadedTokenizer, emb: BatchEmbeddings) -> None:
+    """The saving and the cost as metrics, the FVT rows' pieces and the rows as .safetensors."""
+    r = emb.report()
+    m = st.columns(5)
+    m[0].metric("Tokens saved", f"{r['tokens_saved']:,}", f"-{r['reduction_pct']:.1f}%", delta_color="off")
+    m[1].metric("Attention cost (Σ L²)", f"-{r['attention_cost_reduction_pct']:.1f}%")
+    m[2].metric("Rows computed (FVT)", f"{r['rows_computed']:,}")
+    m[3].metric("Memory of the new rows", f"{r['new_rows_bytes'] / 1024:.1f} KiB")
+    m[4].metric(
+        "Time", f"{r['fvt_seconds'] * 1e3:.1f} ms", f"read {r['read_seconds']:.1f} s", delta_color="off"
+    )
+    st.caption(
+        f"The batch uses {r['unique_tokens']:,} rows of dimension {r['dim']} "
+        f"({r['batch_rows_bytes'] / 1024:.0f} KiB in float32) instead of the model's {r['model_rows']:,}-row "
+        f"matrix ({r['model_embedding_bytes'] / 1e6:.0f} MB)."
+    )
+    rules = PairRules(tok, "sentence")
+    rows = [{"token": readable_token(tok, t, rules), "pieces": emb.pieces[t], "raw": t}
+            for t, new in zip(emb.tokens, emb.merged) if new]  # fmt: skip
+    st.dataframe(pd.DataFrame(rows, columns=["token", "pieces", "raw"]), hide_index=True, key="dyn-emb-table")
+    st.download_button("Download the rows (.safetensors)", save({"embeddings": emb.rows}),
+                       file_name="dynamic_embeddings.safetensors", key="dyn-emb-dl")  # fmt: skip
+
+
+def batches_section(tok: LoadedTokenizer, texts: list[str], boundary: str, special: bool) -> None:
     """Split the examples into batches and draw each batch's merge count from U(0, m_max), as in training."""
     with st.expander("Sample the number of merges per batch (as the paper trains)"):
         st.caption(
@@ -242,8 +256,12 @@ def sampled_batches(tok: LoadedTokenizer, texts: list[str], boundary: str, speci
         size = c1.number_input("Batch size", 1, 128, 8, key="dyn-batch-size")
         seed = c2.number_input("Seed", 0, 10**6, 0, key="dyn-seed")
         runs = _batches(tok, tuple(texts), int(size), int(seed), boundary, special)
-        df = pd.DataFrame([r.to_json() for r in runs])
-        st.dataframe(df, hide_index=True, key="dyn-batches-table")
+        doc = runs.to_json()
+        st.dataframe(pd.DataFrame(doc["batches"]), hide_index=True, key="dyn-batches-table")
+        st.download_button("Download the batches (JSON)", json_document(doc), file_name="dynamic_batches.json",
+                           mime="application/json", key="dyn-batches-download",
+                           help="the document `python -m analysis dynamic … --batch-size B --sample-merges "
+                           "--json` prints")  # fmt: skip
 
 
 page()

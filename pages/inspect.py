@@ -8,6 +8,7 @@ import streamlit as st
 
 from analysis import LoadedTokenizer
 from analysis.defaults import SAMPLE_TEXT
+from analysis.outputs import json_document
 from analysis.playground import pre_tokens
 from analysis.sources import TIKTOKEN_PATTERNS
 from analysis.tokenizer import describe_component
@@ -94,25 +95,28 @@ def load_upload() -> None:
 
 
 def summary(tok: LoadedTokenizer) -> None:
-    """Model, sizes, flags and the normalizer → pre-tokenizer → post-processor → decoder pipeline."""
-    s = tok.summary()
+    """Model, sizes, flags and the normalizer → pre-tokenizer → post-processor → decoder pipeline, and the
+    summary as JSON (`LoadedTokenizer.inspect`, the document `python -m analysis inspect --json` prints)."""
+    s = tok.inspect()
     c = st.columns(5)
-    c[0].metric("Model", s["model_type"])
-    c[1].metric("Vocabulary (incl. added)", f"{s['vocab_size']:,}")
-    c[2].metric("Merges", f"{s['merges']:,}")
-    c[3].metric("Added tokens", f"{s['added_tokens']:,}")
-    c[4].metric("Encoding", s["flavour"])
+    c[0].metric("Model", s.model_type)
+    c[1].metric("Vocabulary (incl. added)", f"{s.vocab_size:,}")
+    c[2].metric("Merges", f"{s.merges:,}")
+    c[3].metric("Added tokens", f"{s.added_tokens:,}")
+    c[4].metric("Encoding", s.flavour)
     left, right = st.columns(2)
     with left:
         st.markdown("**Flags**")
-        flags = pd.DataFrame({"flag": FLAGS, "value": [str(s[k]) for k in FLAGS]})
+        flags = pd.DataFrame({"flag": FLAGS, "value": [str(getattr(s, k)) for k in FLAGS]})
         st.dataframe(flags, hide_index=True, width="stretch")
-        st.caption(f"Source: `{tok.source}` · content hash `{tok.content_hash}`")
+        st.caption(f"Source: `{s.source}` · content hash `{s.content_hash}`")
+        st.download_button("Download the summary (JSON)", json_document(s.to_json()), file_name="summary.json",
+                           mime="application/json", key="inspect-summary-json")  # fmt: skip
     with right:
         st.markdown("**Pipeline**")
         for label, key in PIPELINE:
-            st.markdown(f"*{label}:* " + (" → ".join(f"`{x}`" for x in s[key]) or "—"))
-        specials = s["special_tokens"]
+            st.markdown(f"*{label}:* " + (" → ".join(f"`{x}`" for x in getattr(s, key)) or "—"))
+        specials = s.special_tokens
         more = f" … (+{len(specials) - 24})" if len(specials) > 24 else ""
         st.markdown(
             f"*Special tokens ({len(specials)}):* "

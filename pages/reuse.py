@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
+import time
 
 import pandas as pd
 import plotly.graph_objects as go
@@ -11,7 +13,8 @@ import streamlit as st
 from analysis import LoadedTokenizer, reuse
 from analysis import reuse_measures as rm
 from analysis.corpora import iter_bytes
-from analysis.flores import FLORES_TRAIN_LINES, split_lines
+from analysis.flores import ENGLISH, FLORES_TRAIN_LINES, split_lines
+from analysis.outputs import json_document
 from analysis.prune_export import zip_folder
 from analysis.references import cite
 from analysis.reuse_model import export_model
@@ -80,14 +83,15 @@ def training_text(lang: str) -> tuple[list[str], tuple, int, str]:
 
 
 def build(tok: LoadedTokenizer, texts: list[str], opts: dict) -> dict:
-    """Train and map the new tokenizer (live progress), then measure it on held-out FLORES and pack the zip."""
+    """Train and map the new tokenizer (live progress), then measure it on held-out FLORES
+    (`reuse_measures.measure_reuse`, the CLI's report) and pack the zip."""
     lang = TARGETS[opts["target"]]
+    t0 = time.perf_counter()
     with progress("Training the target tokenizer…") as cb:
         rt = reuse.build_reuse_tokenizer(tok, texts, progress=cb, train_lang=lang, **opts)
+    seconds = time.perf_counter() - t0
     with st.spinner("Measuring on held-out FLORES and packing the export…"):
-        held, eng = split_lines(lang)[1], split_lines("eng_Latn")[1]
-        return {"rt": rt, "target": rm.compare(rt, held, eng), "english": rm.compare(rt, eng, eng),
-                "demo": rm.reused_script_demo(rt), "zip": rt.zip_bytes()}  # fmt: skip
+        return {"report": rm.measure_reuse(rt, lang, ENGLISH, seconds=seconds), "zip": rt.zip_bytes()}
 
 
 def classes_chart(vc: reuse.VocabClasses, plan: reuse.ReusePlan) -> None:
@@ -143,11 +147,15 @@ MEASURES = {"fertility": "fertility", "bytes_per_token": "bytes/token", "continu
             "premium": "premium vs English"}  # fmt: skip
 
 
-def heldout(built: dict, lang: str) -> None:
+def heldout(report: rm.ReuseReport) -> None:
     """The paper's measures before/after on the target's held-out lines and on English."""
+    lang = report.train_lang
     st.subheader(f"Held-out FLORES ({lang}, lines {FLORES_TRAIN_LINES + 1}–1012)")
     rows = []
-    for name, c in ((lang, built["target"]), ("eng_Latn", built["english"])):
+    sides = [(lang, report.heldout)] + (
+        [(report.reference_lang, report.reference)] if report.reference else []
+    )
+    for name, c in sides:
         for key, label in MEASURES.items():
             b, a = c["before"][key], c["after"][key]
             rows.append({"language": name, "measure": label, "before": b, "after": a,
@@ -160,8 +168,9 @@ def heldout(built: dict, lang: str) -> None:
     )
 
 
-def collateral_section(rt: reuse.ReuseTokenizer, key: tuple) -> None:
-    """The collateral table over every FLORES language (on demand), with the fertility per class."""
+def collateral_section(report: rm.ReuseReport, key: tuple) -> rm.ReuseReport:
+    """The collateral table over every FLORES language (on demand), with the fertility per class; returns the
+    report with the table once it is measured."""
     st.subheader("What the reuse breaks")
     st.caption(
         "Reused ids decode as target-script tokens everywhere: a language whose text uses one no longer "
@@ -171,11 +180,13 @@ def collateral_section(rt: reuse.ReuseTokenizer, key: tuple) -> None:
     stored = st.session_state.get("reuse-collateral")
     if stored is None or stored[0] != key:
         if not st.button("Check every FLORES language (held-out lines)", key="reuse-collateral-run"):
-            return
+            return report
+        measured = dataclasses.replace(report)
         with progress("Encoding and decoding every FLORES language…") as cb:
-            rows = rm.collateral(rt, "all", progress=cb)
-        st.session_state["reuse-collateral"] = stored = (key, rows)
-    rows = stored[1]
+            measured.measure_collateral("heldout", progress=cb)
+        st.session_state["reuse-collateral"] = stored = (key, measured)
+    report = stored[1]
+    rows = report.collateral
     s = rm.collateral_summary(rows)
     c = st.columns(3)
     c[0].metric("Languages that no longer round-trip", f"{s['not_round_trip']} of {s['languages']}")
@@ -194,11 +205,13 @@ def collateral_section(rt: reuse.ReuseTokenizer, key: tuple) -> None:
     st.dataframe(
         pd.DataFrame([{"class": k, **v} for k, v in fert.items()]), hide_index=True, key="reuse-fert-class"
     )
+    return report
 
 
-def consequence_and_export(tok: LoadedTokenizer, built: dict, target: str) -> None:
-    """What reusing ids costs (a reused script now decodes as the target), the zip and the model export."""
-    demo = built["demo"]
+def consequence_and_export(tok: LoadedTokenizer, report: rm.ReuseReport, zipped: bytes, target: str) -> None:
+    """What reusing ids costs (a reused script now decodes as the target), the zip, the report and the model
+    export."""
+    demo = report.demo
     if demo is not None:
         st.warning(
             "**Reused scripts now decode as the target.** Their ids belong to the new tokenizer: text in a reused "
@@ -206,13 +219,18 @@ def consequence_and_export(tok: LoadedTokenizer, built: dict, target: str) -> No
             f"{target} tokens.\n\n*Input:* {demo['text']}\n\n*Decoded:* {demo['decoded']}",
             icon="♻️",
         )
-    st.download_button("Download the R-BPE tokenizer (.zip)", built["zip"], file_name=f"{tok.name}-rbpe-{target}.zip",
+    d1, d2 = st.columns(2)
+    d1.download_button("Download the R-BPE tokenizer (.zip)", zipped, file_name=f"{tok.name}-rbpe-{target}.zip",
                        mime="application/zip", key="reuse-download")  # fmt: skip
+    d2.download_button("Download the report (JSON)", json_document(report.to_json()), file_name="rbpe_report.json",
+                       mime="application/json", key="reuse-report",
+                       help="the document `python -m analysis reuse --json` prints (with the collateral table once "
+                       "checked)")  # fmt: skip
     st.caption(
         "The zip holds `old_tokenizer/`, `new_tokenizer/` and `rbpe_mapping.json` (id maps, target blocks); load "
         "it with `analysis.reuse.ReuseTokenizer.load(folder)`."
     )
-    model_export(built["rt"])
+    model_export(report.rt)
 
 
 def model_export(rt: reuse.ReuseTokenizer) -> None:
@@ -283,15 +301,16 @@ def page() -> None:
         st.info("Train the new tokenizer to see the preview, the held-out metrics and the export.")
         return
     built = stored[1]
-    i = built["rt"].info
+    report: rm.ReuseReport = built["report"]
+    i = report.rt.info
     st.success(
         f"New vocabulary {i['new_vocab_size']:,} tokens: {i['common_tokens']:,} already in {tok.name} (same id), "
         f"{i['reused_tokens']:,} placed on reused ids. Trained on {i['training_chars']:,} target characters."
     )
-    before_after(tok, built["rt"], opts["target"])
-    heldout(built, lang)
-    collateral_section(built["rt"], key)
-    consequence_and_export(tok, built, opts["target"])
+    before_after(tok, report.rt, opts["target"])
+    heldout(report)
+    report = collateral_section(report, key)
+    consequence_and_export(tok, report, built["zip"], opts["target"])
 
 
 page()

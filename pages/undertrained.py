@@ -11,7 +11,7 @@ import streamlit as st
 
 from analysis import LoadedTokenizer
 from analysis import undertrained as ut
-from analysis.outputs import json_ready, strict_json
+from analysis.outputs import json_document, json_ready, strict_json
 from analysis.references import cite, reference
 from analysis.weights import ModelSource, resolve_model, tokenizer_for_model
 from ui.caching import cache_resource
@@ -22,6 +22,15 @@ from ui.pickers import pick_model
 OWN = "the model's own tokenizer"
 VERDICT_COLOURS = {"strong_verified": "#D55E00", "weak_verified": "#E69F00", "weak_rejected": "#56B4E9",
                    "strong_rejected": "#0072B2", "verification_encoding_failed": "#999999"}  # fmt: skip
+DEVICES = ["auto", "cpu", "cuda"]
+IND_DEVICE_HELP = (
+    "Where the indicators (norms, cosines, distances over the whole matrix) are computed: cpu; cuda; or auto = "
+    "CUDA when present and the matrix is large enough for the GPU to win."
+)
+MAX_MEMORY_HELP = (
+    "Per-device caps for accelerate, e.g. `0=20GiB,1=20GiB,cpu=64GiB` (GPU indices, cpu or disk; sizes with a "
+    "unit). Layers that fit nowhere go to a temporary folder on disk. Implies spreading the model."
+)
 REFS_HELP = (
     "ids, ranges or token strings, e.g. `1-10, [unused20]`. Automatic: bytes that never occur in UTF-8, "
     "<unused…>/reserved specials, rows beyond the tokenizer, identical (never updated) rows, then STT/round-trip "
@@ -31,10 +40,12 @@ REFS_HELP = (
 
 @cache_resource(show_spinner="Reading embeddings and computing indicators…", max_entries=6)
 def _analysis(
-    model: str, fingerprint: str, tok: LoadedTokenizer, refs: tuple[int, ...], pc1: bool, pct: float
-):
-    """Indicators + candidates, cached by model files (path/size/mtime) and tokenizer content."""
-    return ut.analyze(model, tok, reference_ids=list(refs) or None, remove_pc1=pc1, percentile=pct)
+    model: str, fingerprint: str, tok: LoadedTokenizer, refs: tuple[int, ...], pc1: bool, pct: float, device: str
+):  # fmt: skip
+    """Indicators + candidates, cached by model files (path/size/mtime), tokenizer content and options."""
+    return ut.analyze(
+        model, tok, reference_ids=list(refs) or None, remove_pc1=pc1, percentile=pct, device=device
+    )
 
 
 @st.cache_resource(show_spinner="Reading the tokenizer…", max_entries=4)
@@ -43,8 +54,20 @@ def _own_tokenizer(model: str, fingerprint: str) -> LoadedTokenizer:
 
 
 @st.cache_resource(show_spinner=False, max_entries=2)
-def _lm(model: str, fingerprint: str, device: str):
-    return ut.load_lm(model, device=device)
+def _placed_lm(model: str, fingerprint: str, device: str, spread: bool, max_memory: str) -> ut.PlacedLM:
+    """The verification model, placed as asked (`undertrained.place_lm`), shared while its files are unchanged."""
+    return ut.place_lm(model, device=None if device == "auto" else device, device_map="auto" if spread else None,
+                       max_memory=ut.parse_max_memory(max_memory))  # fmt: skip
+
+
+def cuda_missing(choice: str, what: str) -> bool:
+    """True, after saying so, when `choice` asks for CUDA on a machine without it."""
+    if choice.startswith("cuda") and not ut.cuda_available():
+        st.warning(
+            f"CUDA is not available on this machine: {what} can run on the CPU only (choose cpu or auto)."
+        )
+        return True
+    return False
 
 
 def _download(df: pd.DataFrame, name: str, key: str, what: str) -> None:
@@ -63,14 +86,18 @@ def inputs() -> tuple | None:
     tok_choice = st.selectbox("Tokenizer", [OWN, *library()], key="ut-tok")
     with st.expander("Reference tokens and options", expanded=False):
         refs_spec = st.text_input("Reference tokens (empty = automatic)", key="ut-refs", help=REFS_HELP)
-        o1, o2 = st.columns(2)
+        o1, o2, o3 = st.columns(3)
         pct = o1.number_input("Candidate percentile", 0.1, 20.0, 2.0, 0.1, key="ut-pct")
-        pc1 = o2.checkbox("Also cosine with the 1st principal component removed", key="ut-pc1")
+        ind_dev = o2.selectbox(
+            "Indicators run on", ["cpu", "auto", "cuda"], key="ut-ind-dev", help=IND_DEVICE_HELP
+        )
+        pc1 = o3.checkbox("Also cosine with the 1st principal component removed", key="ut-pc1")
+    no_cuda = cuda_missing(ind_dev, "the indicators")
     if not model:
         st.info("Choose a model: a fetched one, a local folder/file, or a hub id.")
         return None
-    if st.button("Compute indicators", type="primary", key="ut-run"):
-        st.session_state["ut-active"] = (model, tok_choice, refs_spec, pc1, pct)
+    if st.button("Compute indicators", type="primary", key="ut-run", disabled=no_cuda):
+        st.session_state["ut-active"] = (model, tok_choice, refs_spec, pc1, pct, ind_dev)
     return st.session_state.get("ut-active")
 
 
@@ -88,7 +115,8 @@ def summary(res: ut.UndertrainedResult) -> None:
     st.caption(
         f"{ut.INDICATOR_LABELS.get(res.main, res.main)}: mean {stats['mean']:.4f} ± {stats['std']:.4f}; "
         f"{ut.ordinal(res.percentile)} percentile of round-trip tokens = threshold {res.threshold:.4f}. "
-        f"Weights: {res.weights['format']} · {', '.join(Path(f).name for f in res.weights['files'])}."
+        f"Weights: {res.weights['format']} · {', '.join(Path(f).name for f in res.weights['files'])}. "
+        f"Indicators computed on {res.placement.get('indicators_device', 'cpu')}."
     )
     for n in res.notes:
         st.info(n)
@@ -140,20 +168,41 @@ def scatter(res: ut.UndertrainedResult, table: pd.DataFrame) -> None:
 
 def _verify(
     res: ut.UndertrainedResult, model: str, src: ModelSource, tok: LoadedTokenizer, k: int, bs: int, dev: str,
-    refs: bool,
+    spread: bool, max_memory: str, refs: bool,
 ) -> None:  # fmt: skip
-    """Load the LM (cached) and verify the first `k` candidates into `res.verifications`, with a progress bar."""
-    device = ut.pick_device(None if dev == "auto" else dev)
+    """Place the LM (cached) and verify the first `k` candidates into `res.verifications`, with a progress bar."""
     bar = st.progress(0.0, text="Loading the model…")
-    lm = _lm(model, src.fingerprint(), device)
+    lm = _placed_lm(model, src.fingerprint(), dev, spread, max_memory.strip())
     ut.verify_result(res, src, tok, k, batch_size=bs, lm=lm, include_references=refs,
                      progress=lambda d, t, m="": bar.progress(d / max(1, t), text=f"Verified {d}/{t}"))  # fmt: skip
     bar.empty()
 
 
+def placement(res: ut.UndertrainedResult) -> None:
+    """Where verification put the model: the device, accelerate's device map and the cost per candidate."""
+    p = res.placement
+    if "input_device" not in p:
+        return
+    dm = p.get("device_map_summary")
+    per = res.timings.get("verify_per_candidate")
+    m = st.columns(3)
+    m[0].metric("Verified on", p.get("device") or p["input_device"], help=p.get("reason"))
+    m[1].metric("Device map", ", ".join(f"{d}: {n}" for d, n in dm.items()) if dm else "one device",
+                help="modules per device (accelerate's device_map=auto)" if dm else None)  # fmt: skip
+    m[2].metric(
+        "Per candidate", "—" if per is None else f"{per * 1e3:.0f} ms", help="three prompts per candidate"
+    )
+    caps = p.get("max_memory")
+    st.caption(
+        f"Placement: {p.get('reason', '')}; device_map {p.get('device_map') or 'none'}"
+        + (f", max memory {', '.join(f'{d}={v}' for d, v in caps.items())}" if caps else "")
+        + f"; about {p.get('needed_bytes', 0) / 2**20:,.0f} MiB of parameters; inputs on {p['input_device']}."
+    )
+
+
 def verify_controls(res: ut.UndertrainedResult, model: str, src: ModelSource, tok: LoadedTokenizer) -> None:
-    """How many candidates to verify, on which device; runs the verification when asked (before the page builds
-    its tables, so that every view below shows the run that just finished)."""
+    """How many candidates to verify, on which device and placement; runs the verification when asked (before
+    the page builds its tables, so that every view below shows the run that just finished)."""
     if not res.has_lm_head:
         st.warning("This model has no LM head: verification is not possible (the indicators still work).")
         return
@@ -170,12 +219,23 @@ def verify_controls(res: ut.UndertrainedResult, model: str, src: ModelSource, to
     k = v1.number_input("Candidates to verify", 1, n_cand, min(20, n_cand), key="ut-k",
                         help="the lowest-indicator candidates" + ("" if refs else ", reference tokens left out"))  # fmt: skip
     bs = v2.number_input("Batch size", 1, 64, 8, key="ut-bs")
-    dev = v3.selectbox("Device", ["auto", "cpu", "cuda"], key="ut-dev")
+    dev = v3.selectbox("Device", DEVICES, key="ut-dev", help="auto: CUDA when present, else the CPU")
+    p1, p2 = st.columns([1, 2])
+    spread = p1.checkbox("Spread the model over devices", key="ut-devmap",
+                         help="accelerate's device_map=auto: GPUs, then CPU memory, then disk (default: only when "
+                         "the model does not fit one device)")  # fmt: skip
+    mem = p2.text_input(
+        "Max memory per device", key="ut-maxmem", placeholder="0=20GiB,cpu=64GiB", help=MAX_MEMORY_HELP
+    )
+    bad = cuda_missing(dev, "verification")
+    if mem.strip() and try_step(ut.parse_max_memory, mem) is None:  # the message is shown
+        bad = True
     b1, b2 = st.columns(2)
-    go = b1.button("Verify", type="primary", key="ut-verify")
+    go = b1.button("Verify", type="primary", key="ut-verify", disabled=bad)
     b2.button("Stop", key="ut-stop", help="Stops after the current batch; finished results are kept.")
     if go:  # a failed run keeps the finished verifications on screen
-        try_step(_verify, res, model, src, tok, int(k), int(bs), dev, refs)
+        try_step(_verify, res, model, src, tok, int(k), int(bs), dev, spread, mem, refs)
+    placement(res)
 
 
 def verification_results(res: ut.UndertrainedResult, table: pd.DataFrame) -> None:
@@ -213,6 +273,9 @@ def tables(res: ut.UndertrainedResult, table: pd.DataFrame) -> None:
     view = table[table["class"].isin(cls_filter)] if cls_filter else table
     st.dataframe(view.sort_values(res.main).head(5000), hide_index=True, width="stretch", height=360)
     _download(view, "token-health", "ut-dl-health", "token health")
+    st.download_button("Download the report (JSON)", json_document(res.to_json()), file_name="undertrained.json",
+                       mime="application/json", key="ut-dl-report",
+                       help="the document `python -m analysis undertrained --json` prints")  # fmt: skip
     counts = table[table["candidate"]].groupby("class").size().reindex(ut.TOKEN_CLASSES, fill_value=0)
     st.markdown(f"**Candidates by class** (the rules of {reference('sa-bpe').short}, App. A)")
     st.dataframe(counts.rename("tokens").reset_index(), hide_index=True)
@@ -232,7 +295,7 @@ def page() -> None:
     active = inputs()
     if not active:
         return
-    model, tok_choice, refs_spec, pc1, pct = active
+    model, tok_choice, refs_spec, pc1, pct, ind_dev = active
     lib = library()
     if tok_choice != OWN and tok_choice not in lib:
         st.info(f"{tok_choice} is no longer in the library: choose a tokenizer and compute again.")
@@ -241,11 +304,13 @@ def page() -> None:
     fp = src.fingerprint()
     tok = _own_tokenizer(model, fp) if tok_choice == OWN else lib[tok_choice]
     refs = tuple(ut.parse_reference_spec(refs_spec, tok)) if refs_spec.strip() else ()
-    base = _analysis(model, fp, tok, refs, pc1, float(pct))
-    ver = st.session_state.setdefault(f"ut-ver-{fp}-{tok.content_hash}-{refs}-{pc1}-{pct}", {})
-    res = dataclasses.replace(
-        base, verifications=ver
-    )  # this session's verifications only; the cached one is shared
+    base = _analysis(model, fp, tok, refs, pc1, float(pct), ind_dev)
+    # this session's verifications, placement and timings: the cached result is shared and never modified
+    mine = st.session_state.setdefault(
+        f"ut-ver-{fp}-{tok.content_hash}-{refs}-{pc1}-{pct}-{ind_dev}",
+        {"verifications": {}, "placement": dict(base.placement), "timings": dict(base.timings)},
+    )
+    res = dataclasses.replace(base, **mine)
     summary(res)
     t_hist, t_scatter, t_ver, t_tables = st.tabs(
         ["Histograms", "Indicator scatter", "Verification", "Tables"]

@@ -3,15 +3,19 @@ exits 2 with `error: ...` on stderr and no traceback."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import subprocess
 import sys
 
 import pytest
+from download_support import record_downloads
+from streamlit.testing.v1 import AppTest
 from support import ROOT, TOKENIZERS
 
 from analysis.cli import main
+from analysis.tokenizer import TokenizerSummary
 
 REQUIRED = ("model_type", "vocab_size", "merges", "ignore_merges", "byte_fallback", "added_tokens")
 
@@ -112,3 +116,21 @@ def test_subprocess_bad_input_no_traceback(tmp_path):
     assert r.stderr.startswith("error: ") and "not valid JSON" in r.stderr and "Traceback" not in r.stderr
     r = _run("--json")  # missing TOKENIZER: argparse usage error, also status 2
     assert r.returncode == 2 and "usage:" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_page_download_is_the_cli_json(capsys, monkeypatch):
+    """The Load & inspect page offers the very document `inspect --json` prints (same bytes)."""
+    downloads = record_downloads(monkeypatch)
+    monkeypatch.setenv("TOKLAB_SERVER_PATHS", "1")
+    monkeypatch.setenv("TOKLAB_SERVER_ROOTS", str(TOKENIZERS))
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=120)
+    at.switch_page("pages/inspect.py").run()
+    at.text_input(key="inspect-path").input(str(TOKENIZERS / "llama-2")).run()
+    at.button(key="inspect-load-path").click().run()
+    assert not at.exception, [e.message for e in at.exception]
+    assert at.selectbox(key="inspect-pick").value == "llama-2"
+    rc, out, _ = _inspect(capsys, str(TOKENIZERS / "llama-2"), "--json")
+    assert rc == 0
+    page = downloads["inspect-summary-json"].decode("utf-8")
+    assert page == out and json.loads(page)["name"] == "llama-2"
+    assert set(json.loads(page)) == {f.name for f in dataclasses.fields(TokenizerSummary)}

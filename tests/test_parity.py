@@ -7,6 +7,7 @@ import json
 from contextlib import redirect_stdout
 
 import pytest
+from download_support import record_downloads, without
 from streamlit.testing.v1 import AppTest
 from support import ROOT, load_shared
 
@@ -68,7 +69,9 @@ def test_bad_arguments():
 
 def test_comparison_and_cli(tmp_path):
     langs = "eng_Latn,hin_Deva,tha_Thai,fra_Latn"
-    res = parity.parity_comparison(1200, langs, n_train=150, n_dev=50, use_cache=False)
+    comparison = parity.parity_comparison(1200, langs, n_train=150, n_dev=50, use_cache=False)
+    res = comparison.to_json()
+    assert set(res) == {"params", "plain", "parity", "cost"} and comparison.tokenizers is None
     assert res["params"]["languages"] == langs.split(",")
     for kind in parity.KINDS:
         assert res[kind]["vocab_size"] == 1200 and len(res[kind]["rows"]) == 4
@@ -88,7 +91,9 @@ def test_comparison_and_cli(tmp_path):
     doc = json.loads(buf.getvalue())
     assert doc["plain"]["summary"] == s_plain and doc["parity"]["summary"] == s_par
     assert (out / "plain" / "tokenizer.json").is_file() and (out / "parity" / "tokenizer.json").is_file()
-    assert json.loads((out / "parity_report.json").read_text(encoding="utf-8"))["cost"] == doc["cost"]
+    assert doc["out"] == str(out.resolve())
+    written = json.loads((out / parity.REPORT_FILE).read_text(encoding="utf-8"))
+    assert written == without(doc, {"out"})  # the report in the folder is the printed document
     # the second run comes from the cache (same numbers) and the text output names both tokenizers
     buf = io.StringIO()
     with redirect_stdout(buf):
@@ -117,6 +122,7 @@ def test_comparison_and_cli(tmp_path):
 @pytest.mark.slow
 def test_compression_page_section(tmp_path, monkeypatch):
     monkeypatch.setenv("TOKLAB_CACHE", str(tmp_path / "cache"))
+    got = record_downloads(monkeypatch)
     at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=180)
     at.run()
     at.switch_page("pages/compression.py").run()
@@ -126,9 +132,14 @@ def test_compression_page_section(tmp_path, monkeypatch):
     at.multiselect(key="cmp-par-langs").set_value(langs).run()
     at.button(key="cmp-par-run").click().run()
     assert not at.exception and not at.error, [e.message for e in at.exception]
-    res = parity.parity_comparison(1000, langs)  # the page's result, now from the cache
+    res = parity.parity_comparison(1000, langs).to_json()  # the page's result, now from the cache
     metrics = {m.label: m.value for m in at.metric}
     assert metrics["Gini of premiums"] == f"{res['parity']['summary']['premium_gini']:.4f}"
     table = next(d.value for d in at.dataframe if "premium parity" in d.value.columns)
     assert sorted(table["lang"]) == sorted(langs)
     assert any(b.label == "Download the comparison (JSON)" for b in at.get("download_button"))
+    # the download is the document `parity-train --json` prints (from the same cache)
+    buf = io.StringIO()
+    with redirect_stdout(buf):
+        rc = main(["parity-train", "--vocab-size", "1000", "--langs", ",".join(langs), "--json"])
+    assert rc == 0 and got["cmp-par-dl"].decode("utf-8") == buf.getvalue()

@@ -2,17 +2,21 @@
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import subprocess
 import sys
 import unicodedata
+from contextlib import redirect_stdout
 
 import pytest
+from download_support import record_downloads, without
 from streamlit.testing.v1 import AppTest
 from support import ROOT, TOKENIZERS, flores_lines, load_shared
 
 from analysis import reuse, reuse_measures, unicode
+from analysis.cli import main
 from analysis.errors import DataError, UnsupportedTokenizerError
 from analysis.flores import FLORES_TRAIN_LINES
 
@@ -262,6 +266,40 @@ def test_save_load_round_trip(llama_rt, tmp_path):
         reuse.ReuseTokenizer.load(tmp_path)
 
 
+def test_load_refuses_hostile_mapping_files(llama_rt, tmp_path):
+    """The mapping file goes through the guarded JSON reader: deep nesting, a non-object, missing or wrong
+    fields and a broken new tokenizer are DataErrors, never RecursionError, AttributeError or KeyError."""
+    folder = llama_rt.save(tmp_path / "rbpe")
+    mp = folder / reuse.MAPPING_FILE
+    good = mp.read_bytes()
+    for bad, match in (
+        (b"[" * 100_000 + b"]" * 100_000, "nested too deeply"),
+        (b"[1, 2]", "unknown format"),
+        (b'{"format": "\xff"}', "not UTF-8"),
+        (json.dumps({"format": reuse.FORMAT, "new_to_old": [[1]]}).encode(), "not an R-BPE mapping"),
+        (
+            json.dumps(
+                {
+                    "format": reuse.FORMAT,
+                    "new_to_old": [],
+                    "target_blocks": [],
+                    "replacement_ids": [],
+                    "reused_ids": [],
+                    "info": [1],
+                }
+            ).encode(),
+            "'info' must be an object",
+        ),  # fmt: skip
+    ):
+        mp.write_bytes(bad)
+        with pytest.raises(DataError, match=match):
+            reuse.ReuseTokenizer.load(folder)
+    mp.write_bytes(good)
+    (folder / "new_tokenizer" / "tokenizer.json").write_text('{"model": 1}')
+    with pytest.raises(DataError, match="not a tokenizer.json"):
+        reuse.ReuseTokenizer.load(folder)
+
+
 def test_unsupported_tokenizer_is_refused():
     with pytest.raises(UnsupportedTokenizerError, match="byte-level BPE"):
         reuse.build_reuse_tokenizer(load_shared("llama-2"), TRAIN[:10])
@@ -295,7 +333,7 @@ def test_cli_json_without_collateral(tmp_path):
     # a non-empty output folder is refused unless asked to replace it
     again = _cli("--no-corpora", "--collateral", "none", "--out", str(out))
     assert again.returncode == 2 and "not empty" in again.stderr
-    assert _cli("--no-corpora", "--collateral", "none", "--out", str(out), "--replace").returncode == 0
+    assert _cli("--no-corpora", "--collateral", "none", "--out", str(out), "--force").returncode == 0
     bad = _cli("--no-corpora", "--protect", "everything")
     assert bad.returncode == 2 and "unknown protection" in bad.stderr
 
@@ -355,6 +393,42 @@ def test_page_trains_previews_and_exports():
     at.selectbox(key="reuse-target").set_value("greek").run()
     assert not at.exception, [e.message for e in at.exception]
     assert any("Train the new tokenizer" in i.value for i in at.info)
+
+
+def test_page_report_is_the_cli_json(monkeypatch):
+    """ "Download the report (JSON)" is `reuse --json` for the same tokenizer, target and training text (FLORES
+    lines only), build time aside; both measure English too, where nothing changes."""
+    got = record_downloads(monkeypatch)
+    at = _page()
+    at.session_state["toklab_library"] = {**at.session_state["toklab_library"], "gpt2": load_shared("gpt2")}
+    at.run()
+    at.selectbox(key="reuse-tok").set_value("gpt2").run()
+    at.button(key="reuse-train").click().run(timeout=120)
+    assert not at.exception and not at.error, [e.message for e in at.exception]
+    page = json.loads(got["reuse-report"])
+    buf = io.StringIO()
+    with redirect_stdout(buf):
+        rc = main(["reuse", str(TOKENIZERS / "gpt2"), "--no-corpora", "--collateral", "none", "--json"])
+    assert rc == 0
+    cli = json.loads(buf.getvalue())
+    assert page["base"] == "gpt2" and page["heldout"]["lang"] == "arb_Arab" and "collateral" not in page
+    eng = page["heldout_reference"]
+    assert eng["lang"] == "eng_Latn" and eng["before"]["fertility"] == eng["after"]["fertility"]
+    assert page["reusable_count"] > 0 and page["heldout"]["lines"] == 1012 - FLORES_TRAIN_LINES
+    assert without(page, {"seconds"}) == without(cli, {"seconds"})
+
+
+def test_report_schema_with_collateral(llama_rt):
+    """The collateral keys appear once the table is measured, as the CLI prints them."""
+    rep = reuse_measures.measure_reuse(llama_rt, "arb_Arab", "eng_Latn", seconds=1.5)
+    doc = rep.to_json()
+    assert doc["seconds"] == 1.5 and "collateral" not in doc and "classes" not in doc
+    rep.collateral = reuse_measures.collateral(llama_rt, ["eng_Latn", "rus_Cyrl", "arb_Arab"])
+    rep.collateral_split = "heldout"
+    doc = rep.to_json()
+    assert [r["lang"] for r in doc["collateral"]] == ["eng_Latn", "rus_Cyrl", "arb_Arab"]
+    assert doc["collateral_summary"] == reuse_measures.collateral_summary(doc["collateral"])
+    assert set(doc["fertility_by_class"]) == {"English", "Russian", "Arabic"}
 
 
 @pytest.mark.slow

@@ -5,30 +5,30 @@ Batch-level dynamic tokenization (see :mod:`analysis.dynamic`): every `--text` a
 merges performed in order. `--special-tokens` counts the post-processor's special tokens in the lengths;
 `--batch-size B` splits the examples into batches and `--sample-merges` draws each batch's merge count from
 U(0, m_max) as Feher et al. train; `--model M` computes the FVT embeddings of the batch's merged tokens for that
-model and reports their cost next to the sequence-length saving (`--embeddings-out DIR` writes them).
+model and reports their cost next to the sequence-length saving (`--embeddings-out DIR` writes them);
+`--full-curve` adds the curve until no valid pair is left, as the page draws it. The JSON is
+:class:`analysis.dynamic.DynamicReport` (or :class:`analysis.dynamic.SampledBatches` with `--batch-size`), the
+document the Dynamic tokenization page offers for download.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
-import sys
-from pathlib import Path
-
-from safetensors.numpy import save
 
 from .. import flores
 from ..corpora import iter_file, with_budget
 from ..dynamic import (
     BOUNDARIES,
+    FULL_CURVE_MERGES,
     MAX_BATCH_CHARS,
+    DynamicReport,
     batch_fvt_embeddings,
     check_batch_size,
-    dynamic_batches,
     dynamic_tokenize,
+    sampled_batches,
 )
 from ..errors import DataError
-from ..outputs import atomic_folder, atomic_write_text, check_output_folder, strict_json
+from ..outputs import check_output_folder
 from ._common import add_tokenizer_argument, load_from_args, print_json
 
 NAME = "dynamic"
@@ -50,6 +50,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--target", type=float, default=None, help="also report the merges needed for this reduction %%"
+    )
+    p.add_argument(
+        "--full-curve",
+        action="store_true",
+        help=f"also merge until no valid pair is left (at most {FULL_CURVE_MERGES}) and report that curve",
     )
     p.add_argument(
         "--special-tokens",
@@ -97,19 +102,17 @@ def _texts(args: argparse.Namespace) -> list[str]:
 
 
 def _batches(args: argparse.Namespace, tok, texts: list[str]) -> int:
-    runs = dynamic_batches(tok, texts, batch_size=args.batch_size, merges=None if args.sample_merges else args.merges,
+    runs = sampled_batches(tok, texts, batch_size=args.batch_size, merges=None if args.sample_merges else args.merges,
                            seed=args.seed, boundary=args.boundary, special_tokens=args.special_tokens)  # fmt: skip
     if args.json:
-        doc = {"tokenizer": tok.name, "boundary": args.boundary, "sampled": args.sample_merges, "seed": args.seed,
-               "special_tokens": args.special_tokens, "batches": [r.to_json() for r in runs]}  # fmt: skip
-        sys.stdout.write(strict_json(doc) + "\n")
+        print_json(runs.to_json())
         return 0
     how = f"m ~ U(0, m_max), seed {args.seed}" if args.sample_merges else f"m = min({args.merges}, m_max)"
-    print(f"tokenizer {tok.name} · boundary {args.boundary} · {len(runs)} batches · {how}")
+    print(f"tokenizer {tok.name} · boundary {args.boundary} · {len(runs.runs)} batches · {how}")
     print(
         f"{'batch':>5} {'seqs':>5} {'m_max':>6} {'m':>6} {'before':>7} {'after':>7} {'reduction':>9} {'of max':>7}"
     )
-    for r in runs:
+    for r in runs.runs:
         print(f"{r.index:>5} {r.sequences:>5} {r.m_max:>6} {r.merges:>6} {r.tokens_before:>7} {r.tokens_after:>7} "
               f"{r.reduction_pct:>8.1f}% {r.reduction_of_max_pct:>6.1f}%")  # fmt: skip
     return 0
@@ -117,13 +120,9 @@ def _batches(args: argparse.Namespace, tok, texts: list[str]) -> int:
 
 def _embeddings(args: argparse.Namespace, tok, res) -> dict:
     emb = batch_fvt_embeddings(res, tok, args.model)
-    rep = {"model": args.model, **emb.report()}
+    rep = emb.report()
     if args.embeddings_out:
-        with atomic_folder(args.embeddings_out, replace=args.force) as tmp:
-            (tmp / "embeddings.safetensors").write_bytes(save({"embeddings": emb.rows}))
-            doc = {"tokens": emb.tokens, "merged": emb.merged, "pieces": emb.pieces, "report": rep}
-            atomic_write_text(tmp / "tokens.json", json.dumps(doc, ensure_ascii=False))
-        rep["out"] = str(Path(args.embeddings_out).resolve())
+        rep["out"] = emb.save(args.embeddings_out, replace=args.force)
     return rep
 
 
@@ -138,40 +137,53 @@ def run(args: argparse.Namespace) -> int:
     if args.embeddings_out:
         check_output_folder(args.embeddings_out, replace=args.force)  # before the work, not after it
     if args.batch_size:
-        if args.model:
-            raise DataError("--model works on one batch: leave out --batch-size")
+        if args.model or args.full_curve:
+            raise DataError("--model and --full-curve work on one batch: leave out --batch-size")
         return _batches(args, tok, texts)
     res = dynamic_tokenize(tok, texts, args.merges, args.boundary, special_tokens=args.special_tokens)
-    target = None if args.target is None else res.merges_for_reduction(args.target)
-    emb = _embeddings(args, tok, res) if args.model else None
+    full = None
+    if args.full_curve:
+        full = dynamic_tokenize(
+            tok, texts, FULL_CURVE_MERGES, args.boundary, special_tokens=args.special_tokens
+        )
+    report = DynamicReport(res, args.target, full, _embeddings(args, tok, res) if args.model else None)
     if args.json:
-        d = res.to_json()
-        if args.target is not None:
-            d["target_reduction_pct"] = args.target
-            d["merges_for_target"] = target
-        if emb is not None:
-            d["embeddings"] = emb
-        print_json(d)
+        print_json(report.to_json())
         return 0
-    before, after = sum(res.lengths_before), sum(res.lengths_after)
+    _print(report, args)
+    return 0
+
+
+def _print(report: DynamicReport, args: argparse.Namespace) -> None:
+    res, d = report.result, report.to_json()
     print(f"tokenizer {res.tokenizer} · boundary {res.boundary} · {len(res.tokens)} sequences")
     print(
-        f"tokens before {before} → after {after} ({res.reduction_pct:.2f}% shorter) with {len(res.merges)} merges"
+        f"tokens before {d['total_before']} → after {d['total_after']} ({res.reduction_pct:.2f}% shorter) with "
+        f"{len(res.merges)} merges"
     )
     print(f"average length {res.merges2seqlen[0]:.2f} → {res.merges2seqlen[-1]:.2f}")
     if res.exhausted:
         print("stopped early: no valid pair left (boundary level reached)")
     if args.target is not None:
+        target = d["merges_for_target"]
         print(f"merges for {args.target:g}% reduction: {target if target is not None else 'not reached'}")
+    if report.full is not None:
+        f = d["full_curve"]
+        more = "" if f["exhausted"] else "+"
+        line = f"full curve: {len(report.full.merges)}{more} merges to the boundary level"
+        if args.target is not None:
+            need = f["merges_for_target"]
+            line += f"; {args.target:g}% needs {need if need is not None else 'more than possible'}"
+        print(line)
     for k, m in enumerate(res.merges, 1):
         print(f"{k:>5}  {m.left!r} + {m.right!r} → {m.merged!r}  (count {m.count}, replaced {m.replaced})")
+    emb = report.embeddings
     if emb is not None:
         print(
-            f"embeddings for {args.model}: {emb['tokens_saved']} tokens saved ({emb['reduction_pct']:.1f}%, attention "
+            f"embeddings for {emb['model']}: {emb['tokens_saved']} tokens saved ({emb['reduction_pct']:.1f}%, attention "
             f"cost −{emb['attention_cost_reduction_pct']:.1f}%) for {emb['rows_computed']} FVT rows "
             f"({emb['new_rows_bytes'] / 1024:.1f} KiB, {emb['fvt_seconds'] * 1e3:.1f} ms; reading the matrix "
             f"{emb['read_seconds']:.1f} s); the batch uses {emb['unique_tokens']} rows of dim {emb['dim']}"
         )
         if emb.get("out"):
             print(f"written to {emb['out']}")
-    return 0

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import argparse
 
-from ..demo_models import DEMO_MODELS, demo_model, fetch, is_fetched
+from ..demo_models import DEMO_MODELS, FetchReport, demo_model, fetch_model
 from ..paths import models_dir
 from ..progress import stderr_progress
 from ._common import print_json
@@ -31,15 +31,12 @@ def run(args: argparse.Namespace) -> int:
     """Fetch the demo models that are missing; print where they are."""
     models = [demo_model(k) for k in args.only] if args.only else list(DEMO_MODELS)
     dest = args.dest or models_dir()
-    out = []
+    done = FetchReport([])
     for m in models:
-        was = is_fetched(m, dest)
-        path = fetch(m, dest, progress=None if args.json else stderr_progress(m.label))
-        out.append(
-            {"model": m.key, "label": m.label, "path": str(path), "fetched_now": not was, "source": m.source}
-        )
+        got = fetch_model(m, dest, progress=None if args.json else stderr_progress(m.label))
+        done.models.append(got)
         if not args.json:
-            print(f"{'ok' if was else 'fetched'}: {path}")
+            print(f"{'fetched' if got.fetched_now else 'ok'}: {got.path}")
     if args.json:
-        print_json({"models": out})
+        print_json(done.to_json())
     return 0

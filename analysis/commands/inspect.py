@@ -17,9 +17,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Load and summarise the tokenizer."""
-    tok = load_from_args(args)
-    s = tok.summary()
+    """Load and summarise the tokenizer (:meth:`analysis.tokenizer.LoadedTokenizer.inspect`)."""
+    s = load_from_args(args).inspect().to_json()
     if args.json:
         print_json(s)
     else:

@@ -7,12 +7,12 @@ against English per language (mean, maximum, Gini) next to the compression cost 
 from __future__ import annotations
 
 import argparse
-import sys
 
 from ..errors import DataError
 from ..flores import ENGLISH, FLORES_TRAIN_LINES
-from ..outputs import atomic_folder, atomic_write_text, strict_json
+from ..outputs import check_output_folder
 from ..parity import VARIANTS, parity_comparison
+from ._common import print_json
 
 NAME = "parity-train"
 HELP = "parity-aware BPE vs plain BPE on FLORES: premium vs English across languages and the compression cost"
@@ -51,7 +51,9 @@ def run(args: argparse.Namespace) -> int:
     """Train both tokenizers (or read the cache), measure, print, optionally write them."""
     if args.vocab_size < 300:
         raise DataError("--vocab-size must be at least 300 (256 bytes + merges)")
-    res = parity_comparison(
+    if args.out:
+        check_output_folder(args.out, replace=args.replace)  # before the training, not after it
+    comparison = parity_comparison(
         args.vocab_size,
         args.langs,
         n_train=args.n_train,
@@ -63,16 +65,11 @@ def run(args: argparse.Namespace) -> int:
         use_cache=not args.no_cache,
         keep_tokenizers=bool(args.out),
     )
-    trained = res.pop("tokenizers", None)
     if args.out:
-        with atomic_folder(args.out, replace=args.replace) as tmp:
-            for kind, tok in (trained or {}).items():
-                (tmp / kind).mkdir()
-                atomic_write_text(tmp / kind / "tokenizer.json", tok.to_str())
-            atomic_write_text(tmp / "parity_report.json", strict_json(res))
-        res["out"] = str(args.out)
+        comparison.save(args.out, replace=args.replace)
+    res = comparison.to_json()
     if args.json:
-        sys.stdout.write(strict_json(res) + "\n")
+        print_json(res)
         return 0
     p = res["params"]
     print(

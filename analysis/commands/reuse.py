@@ -8,17 +8,10 @@ from pathlib import Path
 
 from ..corpora import iter_file
 from ..errors import DataError
-from ..flores import FLORES_TRAIN_LINES, split_lines
+from ..flores import FLORES_TRAIN_LINES
 from ..outputs import atomic_folder, check_output_folder
 from ..reuse import DEFAULT_RULES, PROTECTIONS, RULES, TRAINERS, build_reuse_tokenizer, target_training_texts
-from ..reuse_measures import (
-    SPLITS,
-    collateral,
-    collateral_summary,
-    compare,
-    fertility_by_class,
-    reused_script_demo,
-)
+from ..reuse_measures import SPLITS, ReuseReport, measure_reuse
 from ..reuse_model import export_model
 from ._common import add_force_argument, add_tokenizer_argument, load_from_args, print_json
 
@@ -140,36 +133,29 @@ def run(args: argparse.Namespace) -> int:
         trainer=args.trainer,
         train_lang=args.train_lang,
     )
-    seconds = time.perf_counter() - t0
-    heldout = split_lines(args.train_lang)[1]
-    reference = split_lines(args.reference_lang)[1] if args.reference_lang else None
-    cmp = compare(rt, heldout, reference)
-    demo = reused_script_demo(rt)
-    rep = {k: v for k, v in rt.info.items() if k not in ("classes", "reusable_blocks")}
-    rep["seconds"] = seconds
-    rep["heldout"] = {"lang": args.train_lang, "reference": args.reference_lang, **cmp}
-    if demo:
-        rep["reused_script_demo"] = {k: demo[k] for k in ("text", "decoded", "n_reused")}
-    if args.collateral != "none":
-        rows = collateral(rt, "all", split=args.collateral, reference=args.reference_lang)
-        rep["collateral_summary"] = collateral_summary(rows)
-        rep["fertility_by_class"] = fertility_by_class(rows)
-        rep["collateral"] = rows
+    rep = measure_reuse(
+        rt,
+        args.train_lang,
+        args.reference_lang or None,
+        collateral_split=None if args.collateral == "none" else args.collateral,
+        seconds=time.perf_counter() - t0,
+    )
     if args.out and args.model:
-        rep["model"] = export_model(rt, args.model, args.out, replace=args.force)
-        rep["out"] = rep["model"]["out"]
+        rep.model = export_model(rt, args.model, args.out, replace=args.force)
+        rep.out = rep.model["out"]
     elif args.out:
         with atomic_folder(args.out, replace=args.force) as tmp:  # complete, or not there at all
             rt.save(tmp)
-        rep["out"] = str(Path(args.out).resolve())
+        rep.out = str(Path(args.out).resolve())
     if args.json:
-        print_json(rep)
+        print_json(rep.to_json())
         return 0
-    _print(rep, rt.info, tok.name, args)
+    _print(rep, tok.name, args)
     return 0
 
 
-def _print(rep: dict, info: dict, name: str, args: argparse.Namespace) -> None:
+def _print(report: ReuseReport, name: str, args: argparse.Namespace) -> None:
+    rep, info = report.to_json(), report.rt.info
     h, b, a = rep["heldout"], rep["heldout"]["before"], rep["heldout"]["after"]
     sel = ", ".join(f"{k} ({v})" for k, v in info["selected_classes"].items())
     print(

@@ -137,6 +137,14 @@ def run(args: argparse.Namespace) -> int:
     )
     for n in doc["notes"]:
         print(f"note: {n}")
+    pl, per = doc["placement"], doc["timings_s"].get("verify_per_candidate")
+    if "input_device" in pl:
+        dm = pl.get("device_map_summary")
+        print(
+            f"verification on {pl.get('device') or pl['input_device']} ({pl.get('reason', '')}); device map "
+            + (", ".join(f"{d}: {n}" for d, n in dm.items()) if dm else "none")
+            + ("" if per is None else f"; {per * 1e3:.0f} ms per candidate")
+        )
     for c in doc["candidates"][: args.max_candidates or 50]:
         extra = f"  p={c['max_prob']:.2e} {c['verdict']}" if "verdict" in c else ""
         print(f"  {c['id']:>7}  {c['indicator']:.5f}  {c['token']!r:<30} {c['class']}{extra}")

@@ -18,14 +18,15 @@ module                 what it holds
 :mod:`.classes`        rule-based token classes (:func:`token_class`)
 :mod:`.verification`   :func:`load_lm` (through :func:`analysis.models.load_causal_lm`), :class:`Verifier`,
                        :func:`verdict_for`
-:mod:`.report`         :func:`analyze`, :func:`verify_result`, :class:`UndertrainedResult` (``to_json()``),
+:mod:`.report`         :func:`analyze`, :func:`place_lm` (:class:`PlacedLM`), :func:`verify_result`,
+                       :class:`UndertrainedResult` (``to_json()``: the CLI's JSON and the page's download),
                        :func:`health_table`, :func:`stt_status`
 =====================  ========================================================================================
 """
 
 from __future__ import annotations
 
-from ..models import pick_device
+from ..models import cuda_available, parse_max_memory, pick_device
 from .classes import TOKEN_CLASSES, token_class
 from .indicators import (
     INDICATOR_LABELS,
@@ -44,11 +45,13 @@ from .references import (
     user_references,
 )
 from .report import (
+    PlacedLM,
     UndertrainedResult,
     analyze,
     check_percentile,
     health_table,
     ordinal,
+    place_lm,
     stt_status,
     verify_result,
 )
@@ -82,6 +85,7 @@ __all__ = [
     "UNREACHABLE_MULTI",
     "UNREACHABLE_SINGLE",
     "UNREACHABLE_SPECIAL",
+    "PlacedLM",
     "PromptResult",
     "References",
     "RoundTrip",
@@ -90,6 +94,7 @@ __all__ = [
     "Verifier",
     "analyze",
     "check_percentile",
+    "cuda_available",
     "auto_references",
     "compute_indicators",
     "default_main_indicator",
@@ -98,8 +103,10 @@ __all__ = [
     "health_table",
     "load_lm",
     "ordinal",
+    "parse_max_memory",
     "parse_reference_spec",
     "pick_device",
+    "place_lm",
     "round_trip_categories",
     "row_norms",
     "select_candidates",

@@ -276,6 +276,34 @@ def _row_slice(m: Matrix, start: int) -> Matrix:
     return Matrix(m.raw[start:], m.dtype, m.name)
 
 
+@dataclass
+class PlacedLM:
+    """A causal LM loaded for verification (:func:`place_lm`) and where it went."""
+
+    model: Any
+    #: the device of the input embeddings (where input ids go)
+    device: str
+    #: :meth:`analysis.models.Placement.to_json` plus ``device_map_summary`` (modules per device, or None)
+    placement: dict[str, Any]
+
+
+def place_lm(
+    model: str | ModelSource,
+    *,
+    device: str | None = None,
+    device_map: str | None = None,
+    max_memory: dict[Any, str] | None = None,
+) -> PlacedLM:
+    """Plan where the model goes (:func:`analysis.models.plan_placement`: one device when it fits, CUDA if
+    present; else, or when `device_map`/`max_memory` are given, accelerate's ``device_map="auto"``) and load it.
+
+    A CUDA device or a GPU memory cap on a machine without CUDA is a DataError (before anything is loaded)."""
+    src = model if isinstance(model, ModelSource) else resolve_model(model)
+    plan = plan_placement(src, device=device, device_map=device_map, max_memory=max_memory)
+    net, dev = load_lm(src, device=plan.device, device_map=plan.device_map, max_memory=plan.max_memory)
+    return PlacedLM(net, dev, {**plan.to_json(), "device_map_summary": _device_map_summary(net)})
+
+
 def verify_result(
     result: UndertrainedResult,
     model: str | ModelSource,
@@ -288,15 +316,15 @@ def verify_result(
     batch_size: int = 8,
     progress: Progress | None = None,
     should_stop: Callable[[], bool] | None = None,
-    lm: tuple[Any, str] | None = None,
+    lm: PlacedLM | tuple[Any, str] | None = None,
     include_references: bool = False,
 ) -> list[Verification]:
     """Verify the first `k` candidates of a result (stored in `result.verifications`); returns them.
 
-    The model goes on one device when it fits (CUDA if present), else accelerate spreads it with
-    ``device_map="auto"`` over the GPUs and CPU memory (:func:`analysis.models.plan_placement`); an explicit
-    `device_map`/`max_memory` forces that. Candidates are batched on the device holding the input embeddings.
-    `result.placement` records where the model went and `result.timings` the per-candidate cost.
+    The model is placed by :func:`place_lm` (`device`, `device_map`, `max_memory`), or `lm` is one placed
+    already (a :class:`PlacedLM`, or a bare ``(model, device)`` pair whose placement is not recorded).
+    Candidates are batched on the device holding the input embeddings. `result.placement` records where the
+    model went and `result.timings` the per-candidate cost (``verify_per_candidate``, seconds).
     The reference tokens are skipped unless `include_references` (see `UndertrainedResult.verification_queue`).
     """
     src = model if isinstance(model, ModelSource) else resolve_model(model)
@@ -306,10 +334,10 @@ def verify_result(
         )
     t0 = time.perf_counter()
     if lm is None:
-        plan = plan_placement(src, device=device, device_map=device_map, max_memory=max_memory)
-        result.placement.update(plan.to_json())
-        net, dev = load_lm(src, device=plan.device, device_map=plan.device_map, max_memory=plan.max_memory)
-        result.placement["device_map_summary"] = _device_map_summary(net)
+        lm = place_lm(src, device=device, device_map=device_map, max_memory=max_memory)
+    if isinstance(lm, PlacedLM):
+        result.placement.update(lm.placement)
+        net, dev = lm.model, lm.device
     else:
         net, dev = lm
     t1 = time.perf_counter()
