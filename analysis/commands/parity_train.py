@@ -12,7 +12,7 @@ from ..errors import DataError
 from ..flores import ENGLISH, FLORES_TRAIN_LINES
 from ..outputs import check_output_folder
 from ..parity import VARIANTS, parity_comparison
-from ._common import print_json
+from ._common import add_force_argument, print_json
 
 NAME = "parity-train"
 HELP = "parity-aware BPE vs plain BPE on FLORES: premium vs English across languages and the compression cost"
@@ -43,7 +43,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--out", default=None, metavar="DIR", help="write both tokenizers and the report to a new folder"
     )
-    p.add_argument("--replace", action="store_true", help="replace a non-empty --out folder")
+    add_force_argument(p)
     p.add_argument("--json", action="store_true", help="print one JSON object")
 
 
@@ -52,7 +52,7 @@ def run(args: argparse.Namespace) -> int:
     if args.vocab_size < 300:
         raise DataError("--vocab-size must be at least 300 (256 bytes + merges)")
     if args.out:
-        check_output_folder(args.out, replace=args.replace)  # before the training, not after it
+        check_output_folder(args.out, replace=args.force)  # before the training, not after it
     comparison = parity_comparison(
         args.vocab_size,
         args.langs,
@@ -66,7 +66,7 @@ def run(args: argparse.Namespace) -> int:
         keep_tokenizers=bool(args.out),
     )
     if args.out:
-        comparison.save(args.out, replace=args.replace)
+        comparison.save(args.out, replace=args.force)
     res = comparison.to_json()
     if args.json:
         print_json(res)
