@@ -177,3 +177,45 @@ def test_private_regex_finder(tmp_path):
 def test_no_private_regex_api_in_analysis():
     uses = [u for p in sorted(PACKAGE.rglob("*.py")) for u in _private_regex_uses(p)]
     assert not uses, uses
+
+
+#: The page layer's functions stay short (issue 11: widgets → one engine call → charts, shared parts in ui/).
+MAX_PAGE_FUNCTION_LINES = 120
+
+
+def _function_lengths(path: Path) -> list[tuple[str, int]]:
+    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    return [
+        (node.name, node.end_lineno - node.lineno + 1)
+        for node in ast.walk(tree)
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+    ]
+
+
+def test_page_layer_functions_are_short():
+    files = [ROOT / "app.py", *sorted((ROOT / "pages").glob("*.py")), *sorted((ROOT / "ui").glob("*.py"))]
+    assert len(files) > 10
+    long = [
+        f"{p.relative_to(ROOT)}:{name} ({n} lines)"
+        for p in files
+        for name, n in _function_lengths(p)
+        if n > MAX_PAGE_FUNCTION_LINES
+    ]
+    assert not long, long
+
+
+def test_engine_does_not_import_streamlit():
+    users = []
+    for path in _modules().values():
+        tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+        for node in ast.walk(tree):
+            names = (
+                [a.name for a in node.names]
+                if isinstance(node, ast.Import)
+                else [node.module or ""]
+                if isinstance(node, ast.ImportFrom) and not node.level
+                else []
+            )
+            if any(n == "streamlit" or n.startswith("streamlit.") for n in names):
+                users.append(str(path.relative_to(ROOT)))
+    assert not users, users
