@@ -26,12 +26,15 @@ language grid with a JSON cache keyed by tokenizer content hash + data hash + me
 from __future__ import annotations
 
 import base64
+import csv
+import io
 import itertools
 import math
 import threading
 import unicodedata
 from collections import OrderedDict
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -313,37 +316,67 @@ def _stats_from(
 ) -> dict[str, Any]:
     facts = token_facts(tok)
     n_tok = int(flat.size)
-    n_bytes = int(tc["bytes"].sum())
-    n_chars = int(tc["chars"].sum())
-    n_words = int(tc["words"].sum())
-    n_sent = int(lens.size)
     size = max(facts.size, int(flat.max()) + 1 if n_tok else 0)
     counts = np.bincount(flat, minlength=size) if n_tok else np.zeros(size, dtype=np.int64)
-    used = np.flatnonzero(counts)
-
-    facts.ensure(used)
+    facts.ensure(np.flatnonzero(counts))
     n_words_tok, n_cont = continued_words(facts, flat, lens)
+    totals = {
+        "sentences": int(lens.size),
+        "tokens": n_tok,
+        "bytes": int(tc["bytes"].sum()),
+        "chars": int(tc["chars"].sum()),
+        "words": int(tc["words"].sum()),
+        "words_tok": n_words_tok,
+        "continued": n_cont,
+    }
+    return stats_from_counts(tok, counts, totals, power)
+
+
+#: The additive totals :func:`stats_from_counts` turns into metrics (every one a sum over sentences).
+TOTALS = ("sentences", "tokens", "bytes", "chars", "words", "words_tok", "continued")
+
+
+def stats_from_counts(
+    tok: LoadedTokenizer, counts: np.ndarray, totals: dict[str, int], power: float = DEFAULT_POWER
+) -> dict[str, Any]:
+    """The metrics of :func:`corpus_stats` from an id count vector (index = id) and additive totals.
+
+    `totals` holds the sums of :data:`TOTALS`: sentences, tokens, UTF-8 bytes, characters, whitespace words,
+    words as the tokenizer marks them and those split into ≥ 2 tokens (:func:`continued_words`). Every metric
+    is a ratio of sums, so counts and totals added up over any partition of a corpus (files, shards, map tasks)
+    give exactly the metrics of the whole — the one formula of the in-process and the distributed paths.
+    """
+    facts = token_facts(tok)
+    n_tok, n_bytes, n_chars, n_words, n_sent = (
+        int(totals[k]) for k in ("tokens", "bytes", "chars", "words", "sentences")
+    )
+    counts = np.asarray(counts, dtype=np.int64)
+    used = np.flatnonzero(counts)
+    facts.ensure(used)
+    cu = counts[used]
     lengths = facts.length[used]
+    nan = float("nan")
+    unk = facts.unk_id
     return {
         "sentences": n_sent,
         "tokens": n_tok,
         "bytes": n_bytes,
         "chars": n_chars,
         "words": n_words,
-        "bytes_per_token": n_bytes / n_tok if n_tok else float("nan"),
-        "chars_per_token": n_chars / n_tok if n_tok else float("nan"),
-        "tokens_per_sentence": n_tok / n_sent if n_sent else float("nan"),
-        "fertility": n_tok / n_words if n_words else float("nan"),
-        "tokens_per_char": n_tok / n_chars if n_chars else float("nan"),
+        "bytes_per_token": n_bytes / n_tok if n_tok else nan,
+        "chars_per_token": n_chars / n_tok if n_tok else nan,
+        "tokens_per_sentence": n_tok / n_sent if n_sent else nan,
+        "fertility": n_tok / n_words if n_words else nan,
+        "tokens_per_char": n_tok / n_chars if n_chars else nan,
         "spaceless": bool(n_words == 0 or n_chars / n_words > SPACELESS_CHARS_PER_WORD),
-        "renyi_efficiency": renyi_efficiency_from_counts(counts[used], power, tok.vocab_size),
-        "renyi_efficiency_observed": renyi_efficiency_from_counts(counts[used], power, None),
+        "renyi_efficiency": renyi_efficiency_from_counts(cu, power, tok.vocab_size),
+        "renyi_efficiency_observed": renyi_efficiency_from_counts(cu, power, None),
         "distinct_tokens": int(used.size),
-        "mean_token_length": float(lengths.mean()) if lengths.size else float("nan"),
-        "byte_fallback_rate": float(facts.byte_piece[flat].sum() / n_tok) if n_tok else 0.0,
-        "partial_char_rate": float(facts.partial[flat].sum() / n_tok) if n_tok else 0.0,
-        "unk_rate": float((flat == facts.unk_id).sum() / n_tok) if n_tok and facts.unk_id >= 0 else 0.0,
-        "continued_words": n_cont / n_words_tok if n_words_tok else float("nan"),
+        "mean_token_length": float(lengths.mean()) if lengths.size else nan,
+        "byte_fallback_rate": float(int(cu[facts.byte_piece[used]].sum()) / n_tok) if n_tok else 0.0,
+        "partial_char_rate": float(int(cu[facts.partial[used]].sum()) / n_tok) if n_tok else 0.0,
+        "unk_rate": float(int(counts[unk]) / n_tok) if n_tok and 0 <= unk < counts.size else 0.0,
+        "continued_words": totals["continued"] / totals["words_tok"] if totals["words_tok"] else nan,
         "power": power,
     }
 
@@ -574,6 +607,86 @@ def compression_table(
     return rows
 
 
+#: Columns of a compression row on a user corpus (`compress --corpus`, the Compression page's own corpus): the
+#: group (`corpus`: a file, folder, input or ``all``) replaces the FLORES language and its metadata; `parity_corpus`
+#: (Σ tokens / Σ tokens of the reference group, when both have as many sentences) replaces the per-sentence premium.
+CORPUS_ROW_COLUMNS = ["tokenizer", "corpus"] + [
+    c
+    for c in ROW_COLUMNS
+    if c not in ("tokenizer", "lang", "name", "script", "family", "parity", "data_hash")
+]
+
+
+def corpus_rows(
+    tok: LoadedTokenizer,
+    groups: Mapping[str, Mapping[str, Any]],
+    *,
+    label: str | None = None,
+    reference: str | None = None,
+) -> list[dict[str, Any]]:
+    """Compression rows of one tokenizer on the groups of a corpus (group → :func:`stats_from_counts` dict).
+
+    `reference` names a group to compare with (`parity_corpus`); it is None where the group is absent or has
+    another number of sentences (the ratio of totals only means something on parallel text).
+    """
+    ref = groups.get(reference) if reference else None
+    rows = []
+    for g, stats in groups.items():
+        parity_corpus = None
+        if ref and ref["tokens"] and ref["sentences"] == stats["sentences"]:
+            parity_corpus = stats["tokens"] / ref["tokens"]
+        row = {
+            **{k: _finite(v) for k, v in stats.items()},
+            "tokenizer": label or tok.name,
+            "corpus": g,
+            "parity_corpus": parity_corpus,
+            "tokenizer_hash": tok.content_hash,
+        }
+        rows.append({k: row.get(k) for k in CORPUS_ROW_COLUMNS})
+    return rows
+
+
+@dataclass
+class CompressionResult:
+    """Compression rows of one run: tokenizer × FLORES language (`kind="flores"`, :func:`compression_table`)
+    or tokenizer × corpus group (`kind="corpus"`, :func:`corpus_rows`), with the parameters they were measured
+    with. :meth:`to_json` is what `python -m analysis compress --json` prints and the Compression page downloads:
+    the list of rows (strict JSON: NaN and infinities are None)."""
+
+    kind: str
+    rows: list[dict[str, Any]]
+    power: float = DEFAULT_POWER
+    reference: str | None = None
+    #: where the text came from: FLORES root and split, or the corpus inputs, grouping and per-tokenizer runs
+    source: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def columns(self) -> list[str]:
+        """The row columns, in display order."""
+        return ROW_COLUMNS if self.kind == "flores" else CORPUS_ROW_COLUMNS
+
+    @property
+    def key(self) -> str:
+        """The column that names a row's text: `lang` or `corpus`."""
+        return "lang" if self.kind == "flores" else "corpus"
+
+    def summary(self, metric: str = "bytes_per_token") -> list[dict[str, Any]]:
+        """:func:`summarize` of the rows."""
+        return summarize(self.rows, metric)
+
+    def to_json(self) -> list[dict[str, Any]]:
+        """The rows, one JSON object each (columns in display order)."""
+        return [{k: _finite(r.get(k)) for k in self.columns} for r in self.rows]
+
+    def to_csv(self) -> str:
+        """The rows as CSV text (a header of :attr:`columns`)."""
+        buf = io.StringIO(newline="")
+        w = csv.DictWriter(buf, fieldnames=self.columns, extrasaction="ignore")
+        w.writeheader()
+        w.writerows(self.rows)
+        return buf.getvalue()
+
+
 # --------------------------------------------------------------------------------------------------
 # Across languages
 # --------------------------------------------------------------------------------------------------
@@ -590,7 +703,7 @@ def gini(values: Iterable[float]) -> float:
 
 def _values(rows: Sequence[dict], tokenizer: str, metric: str) -> dict[str, float]:
     return {
-        r["lang"]: float(r[metric])
+        r.get("lang", r.get("corpus")): float(r[metric])
         for r in rows
         if r["tokenizer"] == tokenizer and r.get(metric) is not None and math.isfinite(float(r[metric]))
     }

@@ -15,13 +15,67 @@ from typing import Any
 from .embeddings import RemapReport, remap_model
 from .errors import DataError
 from .export import folder_files, write_files, zip_bytes
-from .outputs import atomic_folder
+from .outputs import atomic_folder, json_ready, strict_json
 from .pruning import PruneResult, unreachable_ids
 from .tokenizer import LoadedTokenizer
 
 REPORT_NAME = "prune_report.json"
 #: folders larger than this are not zipped in memory for a download
 MAX_ZIP_BYTES = 1_000_000_000
+
+
+@dataclass
+class PruneReport:
+    """The report of one pruning run — what `python -m analysis prune --json` prints, the Prune page downloads
+    and both write as `prune_report.json` (:meth:`to_json`, one schema).
+
+    `unreachable_before` / `unreachable` are None when the STT was skipped; `corpus` describes how the token
+    frequencies were counted (executor, files, bytes, seconds) when the order needed them; `model` is the
+    model remap (:class:`analysis.embeddings.RemapReport`, without its pieces sample) when a model followed.
+    """
+
+    tokenizer: str
+    order: str
+    removed: int
+    added: int
+    original_vocab_size: int
+    vocab_size: int
+    merges_removed: int
+    merges: int
+    unreachable_before: int | None
+    unreachable: int | None
+    removed_sample: list[str]
+    id_map: dict[int, int]
+    out: str | None = None
+    corpus: dict[str, Any] | None = None
+    model: dict[str, Any] | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        """The report as a JSON object (id map keys as strings)."""
+        out: dict[str, Any] = {
+            k: getattr(self, k)
+            for k in (
+                "tokenizer",
+                "order",
+                "removed",
+                "added",
+                "original_vocab_size",
+                "vocab_size",
+                "merges_removed",
+                "merges",
+                "unreachable_before",
+                "unreachable",
+                "removed_sample",
+            )
+        }
+        if self.corpus is not None:
+            out["corpus"] = self.corpus
+        if self.out is not None:
+            out["out"] = self.out
+        out["id_map"] = {str(k): v for k, v in self.id_map.items()}
+        if self.model is not None:
+            out["model"] = self.model
+        return out
 
 
 def prune_report(
@@ -34,37 +88,42 @@ def prune_report(
     added: Sequence[str] = (),
     stt: bool = False,
     out: str | os.PathLike | None = None,
-) -> dict[str, Any]:
+    corpus: dict[str, Any] | None = None,
+) -> PruneReport:
     """The report of one pruning run (`final`/`id_map`/`added` when the pruned tokenizer was extended again).
 
     With `stt`, the STT-unreachable counts before and after are measured (seconds on a large vocabulary);
-    otherwise they are None, as with the CLI's `--no-stt`. `out` is the folder the run is written to, if any.
+    otherwise they are None, as with the CLI's `--no-stt`. `out` is the folder the run is written to, if any;
+    `corpus` the summary of the corpus run the order's frequencies came from.
     """
     final = final or res.tokenizer
     id_map = res.id_map if id_map is None else id_map
-    report: dict[str, Any] = {
-        "tokenizer": tok.name,
-        "order": order,
-        "removed": len(res.removed),
-        "added": len(added),
-        "original_vocab_size": tok.vocab_size,
-        "vocab_size": final.vocab_size,
-        "merges_removed": res.merges_removed,
-        "merges": len(final.merges),
-        "unreachable_before": len(unreachable_ids(tok)) if stt else None,
-        "unreachable": len(unreachable_ids(final)) if stt else None,
-        "removed_sample": [tok.readable(tok.id_to_token[i]) for i in res.removed[:20]],
-    }
-    if out is not None:
-        report["out"] = str(Path(out).resolve())
-    report["id_map"] = {str(k): v for k, v in id_map.items()}
-    return report
+    return PruneReport(
+        tokenizer=tok.name,
+        order=order,
+        removed=len(res.removed),
+        added=len(added),
+        original_vocab_size=tok.vocab_size,
+        vocab_size=final.vocab_size,
+        merges_removed=res.merges_removed,
+        merges=len(final.merges),
+        unreachable_before=len(unreachable_ids(tok)) if stt else None,
+        unreachable=len(unreachable_ids(final)) if stt else None,
+        removed_sample=[tok.readable(tok.id_to_token[i]) for i in res.removed[:20]],
+        id_map=dict(id_map),
+        out=str(Path(out).resolve()) if out is not None else None,
+        corpus=corpus,
+    )
 
 
-def pruned_zip(res: PruneResult, report: dict[str, Any], folder: str) -> bytes:
+def pruned_zip(res: PruneResult, report: PruneReport, folder: str) -> bytes:
     """The pruned tokenizer's Hugging Face folder (with the report) as zip bytes."""
     return zip_bytes(
-        res.tokenizer, report, folder=folder, base_config=res.tokenizer.config, report_name=REPORT_NAME
+        res.tokenizer,
+        report.to_json(),
+        folder=folder,
+        base_config=res.tokenizer.config,
+        report_name=REPORT_NAME,
     )
 
 
@@ -81,22 +140,29 @@ def write_pruned(
     tok: LoadedTokenizer,
     res: PruneResult,
     out_dir: str | os.PathLike,
-    report: dict[str, Any],
+    report: PruneReport,
     *,
     model: str | None = None,
     init: str = "fvt",
     replace: bool = False,
+    final: LoadedTokenizer | None = None,
 ) -> WrittenExport:
     """Write the pruned tokenizer folder to `out_dir` and, given a model, the model with its embeddings and LM
-    head remapped to the new ids (new rows: `init`).
+    head remapped to the new ids (new rows: `init`); `final` is the tokenizer written when the pruned one was
+    extended again (the id map is the report's).
 
+    The report's `model` is filled in by the remap, and `prune_report.json` equals ``report.to_json()``.
     Atomic (:func:`analysis.outputs.atomic_folder`): the folder is built beside `out_dir` and renamed into place
     when complete; a non-empty `out_dir` is refused unless `replace`. Raises DataError when it cannot be written.
     """
-    new = res.tokenizer
+    new = final or res.tokenizer
     with atomic_folder(out_dir, replace=replace) as tmp:
-        write_files(tmp, folder_files(new, report, base_config=new.config, report_name=REPORT_NAME))
-        remap = remap_model(model, tok, new, res.id_map, tmp, init=init, report=report) if model else None
+        write_files(tmp, folder_files(new, report.to_json(), base_config=new.config, report_name=REPORT_NAME))
+        remap = None
+        if model:
+            remap = remap_model(model, tok, new, report.id_map, tmp, init=init)
+            report.model = {k: v for k, v in remap.to_json().items() if k != "pieces_sample"}
+            write_files(tmp, {REPORT_NAME: strict_json(json_ready(report.to_json())).encode("utf-8")})
         files = sorted(f.relative_to(tmp).as_posix() for f in tmp.rglob("*") if f.is_file())
     return WrittenExport(Path(out_dir), files, remap)
 

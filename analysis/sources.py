@@ -4,19 +4,24 @@ Every loader returns a :class:`~analysis.tokenizer.LoadedTokenizer` or raises
 :class:`~analysis.errors.TokenizerLoadError` with a message a user can act on.
 Supported inputs: `tokenizer.json`, a folder (or zipped folder) holding one, a SentencePiece `.model`
 (converted to a fast tokenizer), a tiktoken ranks file (converted to byte-level BPE with a split regex),
-and slow-tokenizer files (`vocab.json` + `merges.txt`, `vocab.txt`).
+slow-tokenizer files (`vocab.json` + `merges.txt`, `vocab.txt`) and a GGUF model file (the tokenizer embedded
+in its metadata; the weights are never read).
 """
 
 from __future__ import annotations
 
 import base64
+import hashlib
 import io
+import json
 import os
 import re
+import struct
 import tempfile
 from pathlib import Path, PurePosixPath
 from typing import Any
 
+from .cache import DiskCache
 from .errors import AnalysisError, TokenizerLoadError
 from .inputs import (
     check_size,
@@ -100,6 +105,8 @@ def load(
         raise TokenizerLoadError(path_error(p, e)) from e
     if is_dir:
         return load_folder(p, name=name)
+    if is_file and _is_gguf_file(p):
+        return load_gguf(p, name=name)
     if is_file:
         return load_file(p, name=name)
     s = str(source).strip()
@@ -156,6 +163,8 @@ def load_tokenizer_json(
 def load_file(path: str | os.PathLike, *, name: str | None = None) -> LoadedTokenizer:
     """Load a single local file of any supported kind (by name and content)."""
     path = Path(path)
+    if _is_gguf_file(path):
+        return load_gguf(path, name=name)
     if path.suffix == ".json" and path.name.lower() not in _PARTIAL_JSON:
         return load_tokenizer_json(
             path, name=name or (path.parent.name if path.name == "tokenizer.json" else path.stem)
@@ -166,7 +175,15 @@ def load_file(path: str | os.PathLike, *, name: str | None = None) -> LoadedToke
 def load_upload(
     filename: str, data: bytes, *, name: str | None = None, tiktoken_pattern: str | None = None
 ) -> LoadedTokenizer:
-    """Load an uploaded file: tokenizer.json, a zipped folder, a SentencePiece .model or a tiktoken file."""
+    """Load an uploaded file: tokenizer.json, a zipped folder, a SentencePiece .model, a tiktoken file or a
+    GGUF model file (its embedded tokenizer; the upload must stay within :func:`analysis.paths.max_file_bytes`)."""
+    if (filename.lower().endswith(".gguf") or data[:4] == GGUF_MAGIC) and len(data) > max_file_bytes():
+        raise TokenizerLoadError(
+            f"{PurePosixPath(filename).name} is {human_size(len(data))}, over the {human_size(max_file_bytes())} "
+            "upload limit (TOKLAB_MAX_FILE_MB). A GGUF file holds the model's weights: give its path instead "
+            "(the command line, or the path field when the operator allows server paths), where only the "
+            "tokenizer metadata at its start is read"
+        )
     check_size(filename, len(data), TokenizerLoadError)
     if not data:
         raise TokenizerLoadError(f"{filename} is empty")
@@ -174,6 +191,8 @@ def load_upload(
     stem = base.rsplit(".", 1)[0] if "." in base else base
     name = name or stem
     lower = base.lower()
+    if lower.endswith(".gguf") or data[:4] == GGUF_MAGIC:
+        return load_gguf_bytes(base, data, name=name)
     if lower.endswith(".zip") or data[:4] == b"PK\x03\x04":
         with tempfile.TemporaryDirectory(prefix="toklab-zip-") as tmp:
             root = safe_extract_zip(data, Path(tmp))
@@ -201,7 +220,7 @@ def load_upload(
         return LoadedTokenizer.from_document(doc, name=name, source=f"upload:{base}")
     raise TokenizerLoadError(
         f"unsupported file {base!r}: upload tokenizer.json, a .zip of a tokenizer folder, "
-        "a SentencePiece .model or a tiktoken ranks file"
+        "a SentencePiece .model, a tiktoken ranks file or a .gguf model file"
     )
 
 
@@ -221,6 +240,179 @@ _PARTIAL_JSON = (
     "vocab.json",
     "config.json",
 )
+
+
+# --------------------------------------------------------------------------------------------------
+# GGUF: the tokenizer embedded in a model file
+# --------------------------------------------------------------------------------------------------
+GGUF_MAGIC = b"GGUF"
+#: tokenizer.json text converted from GGUF files, keyed by (path, size, mtime) or by an upload's content
+_GGUF_TOKENIZERS = DiskCache("gguf-tokenizer", version=2)
+
+_GPT2_REGEX_BYTE_LEVEL = {
+    "type": "ByteLevel",
+    "add_prefix_space": False,
+    "trim_offsets": True,
+    "use_regex": True,
+}
+#: llama.cpp pre-tokenizer types (`tokenizer.ggml.pre`) that transformers' GGUF converter leaves at plain
+#: byte-level splitting, as the Hugging Face pre-tokenizer of the original tokenizer: each digit apart, then
+#: GPT-2's split regex (llama.cpp's SMOLLM / STARCODER / REFACT pre-tokenizers: ``\p{N}`` then the GPT-2 regex).
+GGUF_PRE_TOKENIZERS: dict[str, dict] = {
+    name: {
+        "type": "Sequence",
+        "pretokenizers": [{"type": "Digits", "individual_digits": True}, _GPT2_REGEX_BYTE_LEVEL],
+    }
+    for name in ("smollm", "starcoder", "refact")
+}
+
+# GGUF value types: fixed sizes of the scalar ones (struct codes), 8 = string, 9 = array
+_GGUF_SCALARS = {0: "B", 1: "b", 2: "H", 3: "h", 4: "I", 5: "i", 6: "f", 7: "?", 10: "Q", 11: "q", 12: "d"}
+
+
+def _is_gguf_file(path: Path) -> bool:
+    if path.suffix.lower() == ".gguf":
+        return True
+    try:
+        with open(path, "rb") as fh:
+            return fh.read(4) == GGUF_MAGIC
+    except OSError:
+        return False
+
+
+def gguf_metadata(
+    fh: io.BufferedIOBase, keys: set[str] | frozenset[str], *, whole: bool = False
+) -> dict[str, Any]:
+    """The scalar and string values of `keys` in a GGUF file's metadata, read from its header only.
+
+    Stops as soon as every key is found, or with `whole` at the end of the metadata (which checks it is all
+    there); arrays such as the vocabulary are skipped, never loaded, and tensors are never read. Raises
+    TokenizerLoadError for a file that is not GGUF or whose header is cut short (every length read from
+    the file is checked against what is left of it before it is used).
+    """
+    end = fh.seek(0, io.SEEK_END)
+    fh.seek(0)
+
+    def ahead(n: int) -> int:  # a length read from the file, checked against what is left of it
+        if n > end - fh.tell():
+            raise TokenizerLoadError("the GGUF header ends early (a truncated file)")
+        return n
+
+    def read(n: int) -> bytes:
+        return fh.read(ahead(n))
+
+    def unpack(code: str) -> Any:
+        return struct.unpack("<" + code, read(struct.calcsize(code)))[0]
+
+    def string() -> str:
+        return read(unpack("Q")).decode("utf-8", errors="replace")
+
+    def skip(vtype: int, depth: int = 0) -> None:
+        if depth > 4:
+            raise TokenizerLoadError("GGUF arrays nested more than 4 deep: not a GGUF file this app can read")
+        if vtype in _GGUF_SCALARS:
+            fh.seek(ahead(struct.calcsize(_GGUF_SCALARS[vtype])), io.SEEK_CUR)
+        elif vtype == 8:
+            fh.seek(ahead(unpack("Q")), io.SEEK_CUR)
+        elif vtype == 9:
+            etype, count = unpack("I"), unpack("Q")
+            if etype in _GGUF_SCALARS:
+                fh.seek(ahead(count * struct.calcsize(_GGUF_SCALARS[etype])), io.SEEK_CUR)
+            else:
+                ahead(count * 8 if etype == 8 else count)  # each string is at least its 8-byte length
+                for _ in range(count):
+                    skip(etype, depth + 1)
+        else:
+            raise TokenizerLoadError(f"unknown GGUF value type {vtype}: not a GGUF file this app can read")
+
+    if read(4) != GGUF_MAGIC:
+        raise TokenizerLoadError("not a GGUF file (the first bytes are not 'GGUF')")
+    version = unpack("I")
+    if version < 2:
+        raise TokenizerLoadError(f"GGUF version {version} is too old (version 2 or later is read)")
+    unpack("Q")  # tensors
+    n_kv = unpack("Q")
+    out: dict[str, Any] = {}
+    for _ in range(n_kv):
+        key = string()
+        vtype = unpack("I")
+        if key in keys and vtype in _GGUF_SCALARS:
+            out[key] = unpack(_GGUF_SCALARS[vtype])
+        elif key in keys and vtype == 8:
+            out[key] = string()
+        else:
+            skip(vtype)
+        if len(out) == len(keys) and not whole:
+            return out
+    return out
+
+
+def load_gguf(path: str | os.PathLike, *, name: str | None = None, key: str | None = None) -> LoadedTokenizer:
+    """The tokenizer embedded in a GGUF model file (converted by transformers' GGUF reader, which reads the
+    metadata only; the weights are never loaded), with the pre-tokenizer of :data:`GGUF_PRE_TOKENIZERS` where
+    the converter does not know the file's `tokenizer.ggml.pre`. The tokenizer.json is cached by `key` (default:
+    path, size and modification time)."""
+    path = Path(path)
+    try:
+        st = path.stat()
+    except OSError as e:
+        raise TokenizerLoadError(path_error(path, e)) from e
+    key = key or hashlib.sha256(f"{path.resolve()}|{st.st_size}|{st.st_mtime_ns}".encode()).hexdigest()[:16]
+    name = name or path.stem
+    cached = _GGUF_TOKENIZERS.get(key)
+    if isinstance(cached, str):
+        try:
+            return LoadedTokenizer.from_json_text(cached, name=name, source=str(path))
+        except AnalysisError:  # a stale or damaged entry is rebuilt
+            pass
+    text = _convert_gguf(path)
+    tok = LoadedTokenizer.from_json_text(text, name=name, source=str(path))
+    _GGUF_TOKENIZERS.put(key, text)
+    return tok
+
+
+def _convert_gguf(path: Path) -> str:
+    try:
+        with open(path, "rb") as fh:
+            meta = gguf_metadata(fh, {"tokenizer.ggml.model", "tokenizer.ggml.pre"}, whole=True)
+    except OSError as e:
+        raise TokenizerLoadError(path_error(path, e)) from e
+    except TokenizerLoadError as e:
+        raise TokenizerLoadError(f"{path.name}: {e}") from e
+    if "tokenizer.ggml.model" not in meta:
+        raise TokenizerLoadError(f"{path.name}: the GGUF file holds no tokenizer (no tokenizer.ggml.model)")
+    try:
+        from transformers import AutoTokenizer  # noqa: PLC0415 - heavy, loaded on use
+
+        at = AutoTokenizer.from_pretrained(str(path.parent), gguf_file=path.name)
+        doc = parse_json(at.backend_tokenizer.to_str(), f"{path.name} (converted)", TokenizerLoadError)
+    except AnalysisError:
+        raise
+    except Exception as e:  # noqa: BLE001 - the converter's own errors, reported as a load error
+        raise TokenizerLoadError(
+            f"{path.name}: cannot read the tokenizer stored in the GGUF file ({e})"
+        ) from e
+    pre = GGUF_PRE_TOKENIZERS.get(str(meta.get("tokenizer.ggml.pre", "")))
+    if (
+        pre is not None
+        and meta.get("tokenizer.ggml.model") == "gpt2"
+        and doc.get("pre_tokenizer") == {**_GPT2_REGEX_BYTE_LEVEL}
+    ):
+        doc["pre_tokenizer"] = pre
+    return json.dumps(doc, ensure_ascii=False)
+
+
+def load_gguf_bytes(filename: str, data: bytes, *, name: str | None = None) -> LoadedTokenizer:
+    """:func:`load_gguf` for an uploaded GGUF file (size-checked by the caller), cached by its content."""
+    base = PurePosixPath(filename.replace("\\", "/")).name or "model.gguf"
+    if not base.lower().endswith(".gguf"):
+        base += ".gguf"
+    key = "upload-" + hashlib.sha256(data).hexdigest()[:24]
+    with tempfile.TemporaryDirectory(prefix="toklab-gguf-") as tmp:
+        path = Path(tmp) / base
+        path.write_bytes(data)
+        tok = load_gguf(path, name=name or path.stem, key=key)
+        return tok.with_source(name=name or path.stem, source=f"upload:{base}")
 
 
 # --------------------------------------------------------------------------------------------------

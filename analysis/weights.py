@@ -22,10 +22,9 @@ from typing import Any
 
 import numpy as np
 
-from .cache import DiskCache
 from .errors import ModelLoadError, TokenizerLoadError
 from .inputs import parse_json, path_error
-from .sources import HUB_TOKENIZER_PATTERNS, load_folder
+from .sources import HUB_TOKENIZER_PATTERNS, load_folder, load_gguf
 from .tokenizer import LoadedTokenizer
 
 #: Names of the input embedding tensor, most specific first (HF, original Llama, NeoX, T5, GGUF).
@@ -766,36 +765,10 @@ def tokenizer_for_model(src: ModelSource) -> LoadedTokenizer:
         try:
             return load_folder(src.folder)
         except TokenizerLoadError:
-            return tokenizer_from_gguf(src.files[0])
+            return load_gguf(src.files[0])
     try:
         return load_folder(src.folder)
     except TokenizerLoadError as e:
         raise ModelLoadError(
             f"{src.label}: no tokenizer files next to the weights; give --tokenizer ({e})"
         ) from e
-
-
-def tokenizer_from_gguf(path: Path) -> LoadedTokenizer:
-    """Convert the tokenizer embedded in a GGUF file (via transformers) and cache the tokenizer.json."""
-    st = path.stat()
-    key = hashlib.sha256(f"{path.resolve()}|{st.st_size}|{st.st_mtime_ns}".encode()).hexdigest()[:16]
-    cached = _GGUF_TOKENIZERS.get(key)
-    if isinstance(cached, str):
-        try:
-            return LoadedTokenizer.from_json_text(cached, name=path.stem, source=str(path))
-        except Exception:  # noqa: BLE001 - a stale or damaged entry is rebuilt
-            pass
-    try:
-        from transformers import AutoTokenizer  # noqa: PLC0415 - heavy, loaded on use
-
-        at = AutoTokenizer.from_pretrained(str(path.parent), gguf_file=path.name)
-        text = at.backend_tokenizer.to_str()
-    except Exception as e:
-        raise ModelLoadError(f"{path.name}: cannot read the tokenizer stored in the GGUF file ({e})") from e
-    tok = LoadedTokenizer.from_json_text(text, name=path.stem, source=str(path))
-    _GGUF_TOKENIZERS.put(key, text)
-    return tok
-
-
-#: tokenizer.json text converted from GGUF files, keyed by (path, size, mtime)
-_GGUF_TOKENIZERS = DiskCache("gguf-tokenizer", version=1)

@@ -19,19 +19,20 @@ def test_report_is_the_clis_report(tmp_path, capsys):
     out = tmp_path / "cli"
     assert main(["prune", "--tokenizer", str(TOKENIZERS / "llama-2"), "--order", "leaf-last-n", "--n", "100",
                  "--out", str(out), "--no-stt", "--json"]) == 0  # fmt: skip
-    capsys.readouterr()
+    printed = json.loads(capsys.readouterr().out)
     cli = json.loads((out / "prune_report.json").read_text(encoding="utf-8"))
+    assert printed == cli  # one schema: what --json prints is the file the folder holds
     tok = load_shared("llama-2")
     res = P.prune_by_order(tok, P.compute_order(tok, "leaf-last-n"), 100)
-    assert prune_report(tok, "leaf-last-n", res, out=out) == cli
-    assert set(prune_report(tok, "leaf-last-n", res)) == set(cli) - {"out"}
+    assert prune_report(tok, "leaf-last-n", res, out=out).to_json() == cli
+    assert set(prune_report(tok, "leaf-last-n", res).to_json()) == set(cli) - {"out"}
 
 
 def test_write_zip_and_refusals(tmp_path):
     tok = load_shared("llama-2")
     res = P.prune_by_order(tok, P.compute_order(tok, "leaf-last-n"), 50)
     report = prune_report(tok, "leaf-last-n", res, stt=True)
-    assert report["unreachable"] == report["unreachable_before"] == 0  # leaf orders never break reachability
+    assert report.unreachable == report.unreachable_before == 0  # leaf orders never break reachability
     with zipfile.ZipFile(io.BytesIO(pruned_zip(res, report, "pruned"))) as zf:
         assert json.loads(zf.read("pruned/prune_report.json"))["removed"] == 50
     written = write_pruned(tok, res, tmp_path / "out", report)

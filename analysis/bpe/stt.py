@@ -20,7 +20,7 @@ import csv
 import io
 import json
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -444,6 +444,66 @@ def corpus_token_counts(tok: LoadedTokenizer, lines: Iterable[str], batch_size: 
 
 def never_produced(tok: LoadedTokenizer, lines: Iterable[str]) -> list[int]:
     """Model-vocabulary ids (added tokens excluded) that never occur when encoding the lines."""
-    counts = corpus_token_counts(tok, lines)
+    return never_produced_from_counts(tok, corpus_token_counts(tok, lines))
+
+
+def never_produced_from_counts(tok: LoadedTokenizer, counts: Mapping[int, int]) -> list[int]:
+    """Model-vocabulary ids (added tokens excluded) with no occurrence in `counts` (id → occurrences, as
+    :func:`corpus_token_counts` or the `produced-ids` corpus statistic count them), sorted."""
     added = set(tok.added_ids)
     return sorted(i for i in tok.vocab.values() if i not in added and counts.get(i, 0) == 0)
+
+
+@dataclass
+class NeverProduced:
+    """Vocabulary tokens a corpus never produces when the tokenizer (with its own flags) encodes it.
+
+    `ids` are model-vocabulary ids (added tokens excluded); `lines` the text units encoded, `tokens` the tokens
+    they gave; `corpus` says how the corpus was read and counted (executor, shards, bytes, seconds).
+    """
+
+    ids: list[int]
+    lines: int
+    tokens: int
+    vocab: int
+    corpus: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def from_counts(
+        cls, tok: LoadedTokenizer, counts: Mapping[int, int], lines: int, corpus: dict | None = None
+    ) -> NeverProduced:
+        """From id counts (:func:`corpus_token_counts` or the `produced-ids` statistic)."""
+        ids = never_produced_from_counts(tok, counts)
+        vocab = len(set(tok.vocab.values()) - set(tok.added_ids))
+        return cls(ids, int(lines), int(sum(counts.values())), vocab, dict(corpus or {}))
+
+    def to_json(self) -> dict[str, Any]:
+        """`corpus_lines`, `corpus_tokens`, `never_produced` (count), `never_produced_ids` and `corpus`."""
+        return {
+            "corpus_lines": self.lines,
+            "corpus_tokens": self.tokens,
+            "never_produced": len(self.ids),
+            "never_produced_ids": list(self.ids),
+            "corpus": self.corpus,
+        }
+
+
+@dataclass
+class STTRun:
+    """One Self-Tokenization Test as `python -m analysis stt` and the Token health page report it: the per-id
+    report, optional explanations of unreachable tokens and, given a corpus, the tokens it never produces.
+    :meth:`to_json` is the one schema both print and download."""
+
+    report: STTReport
+    explanations: list[dict[str, Any]] = field(default_factory=list)
+    never: NeverProduced | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        """The report's summary (counts per category, the unreachable tokens) plus explanations and the
+        never-produced check when present."""
+        out = self.report.summary()
+        if self.explanations:
+            out["explanations"] = self.explanations
+        if self.never is not None:
+            out.update(self.never.to_json())
+        return out

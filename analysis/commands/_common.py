@@ -1,29 +1,55 @@
-"""What several sub-commands share: the tokenizer argument, the output-folder arguments and strict JSON output."""
+"""What several sub-commands share: the tokenizer argument (a model's own tokenizer by default), corpus inputs
+with the executor flags, the output-folder arguments and strict JSON output."""
 
 from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Sequence
 from typing import Any
 
+from ..distributed import CorpusRun, add_executor_arguments, compute, executor_from_args
+from ..errors import TokenizerLoadError
 from ..outputs import json_ready, strict_json
+from ..progress import stderr_progress
 from ..sources import load
 from ..tokenizer import LoadedTokenizer
+from ..weights import resolve_model, tokenizer_for_model
+
+_TOKENIZER_HELP = (
+    "folder, tokenizer.json, .gguf file (its embedded tokenizer) or hub id; "
+    "with --model it defaults to the model's own tokenizer"
+)
 
 
 def add_tokenizer_argument(p: argparse.ArgumentParser, flag: str | None = None, **kw) -> None:
-    """Add a TOKENIZER argument (folder, tokenizer.json file or hub id) plus --revision/--token."""
+    """Add a TOKENIZER argument (folder, tokenizer.json, .gguf file or hub id) plus --revision/--token.
+
+    The argument is optional on the command line: a command that also takes ``--model`` falls back to the
+    model's own tokenizer (:func:`load_from_args`); one without a model says that a tokenizer is needed.
+    """
     if flag:
-        p.add_argument(flag, dest="tokenizer", required=True, help="folder, tokenizer.json or hub id", **kw)
+        p.add_argument(flag, dest="tokenizer", default=None, help=_TOKENIZER_HELP, **kw)
     else:
-        p.add_argument("tokenizer", help="folder, tokenizer.json file or hub id", **kw)
+        p.add_argument("tokenizer", nargs="?", default=None, help=_TOKENIZER_HELP, **kw)
     p.add_argument("--revision", default=None, help="hub revision (branch, tag or commit)")
     p.add_argument("--token", default=None, help="hub access token (gated or private repos)")
 
 
 def load_from_args(args: argparse.Namespace, source: str | None = None) -> LoadedTokenizer:
-    """Load the tokenizer an argument names."""
-    return load(source or args.tokenizer, revision=args.revision, token=args.token)
+    """Load the tokenizer an argument names; without one, the tokenizer of ``--model`` (its folder's tokenizer
+    files, or the one embedded in a GGUF file: :func:`analysis.weights.tokenizer_for_model`)."""
+    src = source or getattr(args, "tokenizer", None)
+    revision, token = getattr(args, "revision", None), getattr(args, "token", None)
+    if src:
+        return load(src, revision=revision, token=token)
+    model = getattr(args, "model", None)
+    if model:
+        return tokenizer_for_model(resolve_model(model, revision=revision, token=token))
+    with_model = " (or --model M, to use the model's own tokenizer)" if hasattr(args, "model") else ""
+    raise TokenizerLoadError(
+        f"no tokenizer given: name a folder, tokenizer.json, .gguf file or hub id{with_model}"
+    )
 
 
 def add_force_argument(p: argparse.ArgumentParser) -> None:
@@ -32,6 +58,56 @@ def add_force_argument(p: argparse.ArgumentParser) -> None:
         "--force",
         action="store_true",
         help="replace an existing non-empty --out folder (it is replaced whole, never merged)",
+    )
+
+
+def add_corpus_arguments(
+    p: argparse.ArgumentParser,
+    *flags: str,
+    dest: str = "inputs",
+    required: bool = False,
+    help: str | None = None,
+) -> None:
+    """Add repeatable corpus inputs (default flags ``--text`` and ``--corpus``), ``--quiet`` and the executor
+    group (:func:`analysis.distributed.add_executor_arguments`).
+
+    Each input is a file, a folder, a quoted glob (``'DIR/*.devtest'``, ``'DIR/**/*.jsonl.gz'``), an
+    ``hf://datasets/…`` path or another fsspec URL; every executor reads them through
+    :mod:`analysis.distributed.inputs`, so the in-process run and a datatrove run count the same units.
+    """
+    p.add_argument(
+        *(flags or ("--text", "--corpus")),
+        dest=dest,
+        action="append",
+        default=[],
+        required=required,
+        metavar="PATH",
+        help=help
+        or "corpus: file, folder, quoted glob ('DIR/*.devtest') or hf://datasets/… path; repeatable",
+    )
+    p.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
+    add_executor_arguments(p)
+
+
+def compute_from_args(
+    tok: LoadedTokenizer,
+    stat: str,
+    args: argparse.Namespace,
+    *,
+    inputs: Sequence[str] | None = None,
+    options: dict | None = None,
+    label: str | None = None,
+) -> CorpusRun:
+    """:func:`analysis.distributed.compute` with the command's executor flags and progress on stderr (unless
+    ``--quiet``); `inputs` default to ``args.inputs`` (see :func:`add_corpus_arguments`)."""
+    progress = None if getattr(args, "quiet", False) else stderr_progress(label or stat)
+    return compute(
+        tok,
+        stat,
+        list(args.inputs if inputs is None else inputs),
+        options=options,
+        executor=executor_from_args(args),
+        progress=progress,
     )
 
 

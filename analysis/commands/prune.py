@@ -1,19 +1,36 @@
-"""`python -m analysis prune --tokenizer T --order O --text FILE … --n N --out DIR [--model M] --json`."""
+"""`python -m analysis prune --tokenizer T --order O --text PATH … --n N --out DIR [--model M] --json`.
+
+The corpus orders (frequency, leaf-frequency, merge-based) count token frequencies over every `--text` input
+(files, folders, globs, ``hf://`` paths; summed) as one corpus statistic of :mod:`analysis.distributed`
+(`token-ids`, or `merge-counts` for merge-based): in this process, or with ``--executor local|slurm|ray`` on
+many cores with the same counts, hence the same order and the same pruned tokenizer. The report printed with
+``--json`` is the one written as ``prune_report.json`` (:class:`analysis.prune_export.PruneReport`).
+"""
 
 from __future__ import annotations
 
 import argparse
 import math
-from pathlib import Path
+from typing import Any
+
+import numpy as np
 
 from .. import pruning
 from ..corpora import iter_file
-from ..embeddings import remap_model
+from ..distributed import CorpusRun
 from ..errors import DataError
-from ..export import folder_files, write_files
 from ..inputs import parse_json, read_file
-from ..outputs import atomic_folder, check_output_folder
-from ._common import add_force_argument, add_tokenizer_argument, load_from_args, print_json
+from ..outputs import check_output_folder
+from ..prune_export import prune_report, write_pruned
+from ..tokenizer import LoadedTokenizer
+from ._common import (
+    add_corpus_arguments,
+    add_force_argument,
+    add_tokenizer_argument,
+    compute_from_args,
+    load_from_args,
+    print_json,
+)
 
 NAME = "prune"
 HELP = (
@@ -27,13 +44,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     """Register the arguments of `prune`."""
     add_tokenizer_argument(p, "--tokenizer")
     p.add_argument("--order", required=True, choices=_CLI_ORDERS, help="pruning order")
-    p.add_argument(
-        "--text",
-        action="append",
-        default=[],
-        metavar="FILE",
-        help="UTF-8 text file for token frequencies; repeat to mix several in equal byte shares",
-    )
     p.add_argument("--n", type=int, required=True, help="number of tokens to prune")
     p.add_argument("--out", required=True, help="output folder (Hugging Face tokenizer folder, + model)")
     add_force_argument(p)
@@ -65,7 +75,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="after pruning, extend back by N with continued BPE training on these files",
     )
     p.add_argument("--no-stt", action="store_true", help="skip the Self-Tokenization Test of the result")
-    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.add_argument("--json", action="store_true", help="print one JSON object (the prune report)")
+    add_corpus_arguments(
+        p,
+        help="token frequencies for the frequency, leaf-frequency and merge-based orders: a file, folder, "
+        "quoted glob ('DIR/*.devtest') or hf://datasets/… path; repeatable, counts summed over all",
+    )
 
 
 def _read_lines(files: list[str]) -> list[list[str]]:
@@ -76,6 +91,20 @@ def _read_lines(files: list[str]) -> list[list[str]]:
             raise DataError(f"text file {f} is empty")
         out.append(lines)
     return out
+
+
+def corpus_counts(tok: LoadedTokenizer, args: argparse.Namespace) -> tuple[dict[str, Any], CorpusRun | None]:
+    """The frequencies a corpus order needs (`counts=` or `merges=` of :func:`analysis.pruning.compute_order`),
+    counted over the `--text` inputs on the chosen executor; ({}, None) for the other orders."""
+    if args.order not in pruning.CORPUS_ORDERS:
+        return {}, None
+    if not args.inputs:
+        raise DataError(f"the {args.order} order needs at least one --text FILE (a file, folder or glob)")
+    if args.order == "merge-based":
+        run = compute_from_args(tok, "merge-counts", args, label="prune: merge counts")
+        return {"merges": run.result}, run
+    run = compute_from_args(tok, "token-ids", args, label="prune: token counts")
+    return {"counts": np.asarray(run.result)}, run
 
 
 def _read_scores(path: str) -> dict[int, float]:
@@ -93,58 +122,43 @@ def _read_scores(path: str) -> dict[int, float]:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Compute the order, prune, write the folder (and model), print a summary."""
+    """Compute the order, prune, write the folder (and model), print the report."""
     check_output_folder(args.out, replace=args.force)  # before the work, not after it
     tok = load_from_args(args)
     pruning.check_prunable(tok)
-    parts = _read_lines(args.text)
-    texts = pruning.mix_texts(parts) if parts else None
-    if args.order in pruning.CORPUS_ORDERS and texts is None:
-        raise DataError(f"the {args.order} order needs at least one --text FILE")
+    freq, corpus_run = corpus_counts(tok, args)
     order = pruning.compute_order(
         tok,
         args.order,
-        texts,
         scores=_read_scores(args.scores) if args.scores else None,
         allowed_scripts=[s.strip() for s in args.allowed_scripts.split(",") if s.strip()],
+        **freq,
     )
     res = pruning.prune_by_order(tok, order, args.n)
-    final = res.tokenizer
-    id_map = res.id_map
-    added: list[str] = []
+    final, id_map, added = res.tokenizer, res.id_map, []
     if args.extend_text:
         ext_lines = [ln for part in _read_lines(args.extend_text) for ln in part]
         pe = pruning.prune_then_extend(tok, order, args.n, ext_lines)
         final, id_map, added = pe.tokenizer, pe.id_map, pe.added
-    summary = {
-        "tokenizer": tok.name,
-        "order": args.order,
-        "removed": len(res.removed),
-        "added": len(added),
-        "original_vocab_size": tok.vocab_size,
-        "vocab_size": final.vocab_size,
-        "merges_removed": res.merges_removed,
-        "merges": len(final.merges),
-        "unreachable_before": None,
-        "unreachable": None,
-        "removed_sample": [tok.readable(tok.id_to_token[i]) for i in res.removed[:20]],
-        "out": str(Path(args.out).resolve()),
-    }
-    if not args.no_stt:
-        summary["unreachable_before"] = len(pruning.unreachable_ids(tok))
-        summary["unreachable"] = len(pruning.unreachable_ids(final))
-    report = dict(summary)
-    report["id_map"] = {str(k): v for k, v in id_map.items()}
-    with atomic_folder(args.out, replace=args.force) as tmp:  # the folder appears complete, or not at all
-        write_files(
-            tmp, folder_files(final, report, base_config=final.config, report_name="prune_report.json")
-        )
-        if args.model:
-            rep = remap_model(args.model, tok, final, id_map, tmp, init=args.init, report=report)
-            summary["model"] = {k: v for k, v in rep.to_json().items() if k != "pieces_sample"}
+    report = prune_report(
+        tok,
+        args.order,
+        res,
+        final=final,
+        id_map=id_map,
+        added=added,
+        stt=not args.no_stt,
+        out=args.out,
+        corpus=corpus_run.summary() if corpus_run is not None else None,
+    )
+    write_pruned(
+        tok, res, args.out, report, model=args.model, init=args.init, replace=args.force, final=final
+    )
     if args.json:
-        print_json(summary)
-    else:
-        for k, v in summary.items():
-            print(f"{k:>20}: {v}")
+        print_json(report.to_json())
+        return 0
+    for k, v in report.to_json().items():
+        if k == "id_map":
+            v = f"{len(v):,} ids (in {args.out}/prune_report.json)"
+        print(f"{k:>20}: {v}")
     return 0

@@ -3,6 +3,11 @@
 Runs every vocabulary string through the bare BPE model (ignore_merges off, no dropout) and puts every
 id in one category: reachable, unreachable_multi, unreachable_other_single, merge_skip_only,
 byte_fallback, special, unk. `unreachable` is the STT count (the three unreachable categories).
+
+`--corpus PATH …` (files, folders, globs, ``hf://`` paths) also reports the vocabulary tokens the corpus never
+produces, counted as the `produced-ids` statistic of :mod:`analysis.distributed` (in this process or with
+``--executor local|slurm|ray``: the same counts). ``--json`` prints :meth:`analysis.bpe.STTRun.to_json`, the
+schema the Token health page downloads.
 """
 
 from __future__ import annotations
@@ -10,11 +15,24 @@ from __future__ import annotations
 import argparse
 import sys
 
-from ..bpe import CATEGORIES, explain_unreachable, iter_tree, merge_tree, never_produced, stt_report
-from ..corpora import iter_file
+from ..bpe import (
+    CATEGORIES,
+    NeverProduced,
+    STTRun,
+    explain_unreachable,
+    iter_tree,
+    merge_tree,
+    stt_report,
+)
 from ..errors import DataError
 from ..outputs import atomic_write_text
-from ._common import add_tokenizer_argument, load_from_args, print_json
+from ._common import (
+    add_corpus_arguments,
+    add_tokenizer_argument,
+    compute_from_args,
+    load_from_args,
+    print_json,
+)
 
 NAME = "stt"
 HELP = "Self-Tokenization Test: which BPE vocabulary tokens the merges can never produce"
@@ -33,12 +51,22 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--tree", metavar="TOKEN", help="print the merge tree of one token (raw or readable form) and exit"
     )
-    p.add_argument(
+    add_corpus_arguments(
+        p,
         "--corpus",
-        metavar="FILE",
-        action="append",
-        help="text file(s), one line per sentence: also report vocabulary tokens never produced on it",
+        "--text",
+        help="also report the vocabulary tokens this corpus never produces: a file (one sentence per line), "
+        "folder, quoted glob or hf://datasets/… path; repeatable",
     )
+
+
+def never_produced_on(tok, args: argparse.Namespace) -> NeverProduced:
+    """The tokens the `--corpus` inputs never produce (`produced-ids` on the chosen executor)."""
+    run = compute_from_args(tok, "produced-ids", args, label="stt: produced ids")
+    units = int(run.totals.get("units", 0))
+    if not units:
+        raise DataError("the --corpus text is empty: every token would count as never produced")
+    return NeverProduced.from_counts(tok, run.result, units, run.summary())
 
 
 def run(args: argparse.Namespace) -> int:
@@ -47,23 +75,17 @@ def run(args: argparse.Namespace) -> int:
     if args.tree is not None:
         return _print_tree(tok, args.tree, as_json=args.json)
     rep = stt_report(tok)
-    out = rep.summary()
+    result = STTRun(rep)
     if args.explain:
-        out["explanations"] = [
+        result.explanations = [
             {k: v for k, v in explain_unreachable(tok, r.id).items() if k != "actual_tree"}
             for r in rep.unreachable[: args.explain]
         ]
-    if args.corpus:
-        lines: list[str] = []
-        for f in args.corpus:
-            lines.extend(iter_file(f))  # bounded, strict UTF-8 (analysis.inputs)
-        if not lines:
-            raise DataError("the --corpus text is empty: every token would count as never produced")
-        never = never_produced(tok, lines)
-        out["corpus_lines"] = len(lines)
-        out["never_produced"] = len(never)
+    if args.inputs:
+        result.never = never_produced_on(tok, args)
     if args.csv:
         atomic_write_text(args.csv, rep.to_csv(tok.id_to_token))
+    out = result.to_json()
     if args.json:
         print_json(out)
         return 0

@@ -15,8 +15,8 @@ Ray (:mod:`.executors`); runs are resumable through datatrove's completion marke
 
 Entry points: :func:`compute` (blocking, with progress), :func:`start` (a background process for the app,
 with :class:`BackgroundJob` ``progress()`` / ``result()`` / ``cancel()``), :func:`add_executor_arguments` /
-:func:`executor_from_args` (the CLI flags), and the consumers :func:`train_from_words`,
-:func:`never_produced_from_counts`.
+:func:`executor_from_args` (the CLI flags), :func:`confine_inputs` (browser-named corpus paths), and the
+consumers :func:`train_from_words`, :func:`never_produced_from_counts` (re-exported from :mod:`analysis.bpe`).
 """
 
 from __future__ import annotations
@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..bpe import never_produced_from_counts
 from ..errors import AnalysisError, DataError
 from ..progress import Progress, report, scaled
 from ..tokenizer import LoadedTokenizer
@@ -42,15 +43,13 @@ from .executors import (
     executor_from_args,
     run_workdir,
 )
-from .inputs import Shard, resolve
-from .job import Manifest, Workdir, assign, finalize, record_error, run_inprocess
+from .inputs import Shard, confine_inputs, resolve
+from .job import Manifest, Workdir, assign, finalize, merged_totals, record_error, run_inprocess
 from .stats import (
     STATS,
     PretokenCounts,
     TrainingWords,
     get_stat,
-    never_produced_from_counts,
-    stats_from_totals,
     train_from_words,
 )
 
@@ -64,11 +63,11 @@ __all__ = [
     "TrainingWords",
     "add_executor_arguments",
     "compute",
+    "confine_inputs",
     "executor_from_args",
     "never_produced_from_counts",
     "plan",
     "start",
-    "stats_from_totals",
     "train_from_words",
 ]
 
@@ -77,7 +76,8 @@ __all__ = [
 class CorpusRun:
     """The outcome of :func:`compute`: the statistic's result and how it was computed.
 
-    `result` is None only for a Slurm job submitted with ``wait=False`` (rerun to collect it).
+    `result` is None only for a Slurm job submitted with ``wait=False`` (rerun to collect it). `totals` are the
+    map's additive totals (``units``: text units read, ``chars`` …; per group for compression).
     """
 
     result: Any
@@ -88,6 +88,7 @@ class CorpusRun:
     workdir: Path | None = None
     info: RunInfo | None = None
     seconds: dict[str, float] = field(default_factory=dict)
+    totals: dict = field(default_factory=dict)
 
     def summary(self) -> dict[str, Any]:
         """A JSON-serialisable description (without the result)."""
@@ -98,6 +99,8 @@ class CorpusRun:
             "bytes": self.bytes,
             "seconds": {k: round(v, 3) for k, v in self.seconds.items()},
         }
+        if "units" in self.totals:
+            out["units"] = int(self.totals["units"])
         if self.workdir is not None:
             out["workdir"] = str(self.workdir)
         if self.info is not None:
@@ -171,9 +174,10 @@ def compute(
     total = sum(x.size for x in shards)
     kind = cfg.resolved_kind(total)
     if kind == "inprocess":
-        result = run_inprocess(tok, s, opts, shards, progress)
+        result, totals = run_inprocess(tok, s, opts, shards, progress)
         report(progress, 1, 1, "done")
-        return CorpusRun(result, stat, kind, len(shards), total, seconds={"total": time.perf_counter() - t0})
+        secs = {"total": time.perf_counter() - t0}
+        return CorpusRun(result, stat, kind, len(shards), total, seconds=secs, totals=totals)
     wd, _ = _prepare(tok, stat, opts, shards, cfg)
     t1 = time.perf_counter()
     info = run_workdir(wd, cfg, kind, scaled(progress, 0.0, 0.97))
@@ -181,9 +185,10 @@ def compute(
         return CorpusRun(None, stat, kind, len(shards), total, wd.root, info)
     t2 = time.perf_counter()
     result = finalize(wd, scaled(progress, 0.97, 1.0))
+    totals = merged_totals(wd, wd.manifest())
     t3 = time.perf_counter()
     secs = {"plan": t1 - t0, **info.seconds, "finalize": t3 - t2, "total": t3 - t0}
-    return CorpusRun(result, stat, kind, len(shards), total, wd.root, info, secs)
+    return CorpusRun(result, stat, kind, len(shards), total, wd.root, info, secs, totals)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -259,6 +264,10 @@ class BackgroundJob:
         self._result = finalize(self.workdir)
         self._finished = True
         return self._result
+
+    def totals(self) -> dict:
+        """The map's additive totals (``units`` read, ``chars`` …) of a finished job."""
+        return merged_totals(self.workdir, self.manifest)
 
     def cancel(self) -> None:
         """Stop the job and its workers (completed tasks stay; the same job resumes from them).

@@ -6,8 +6,10 @@ file-local cap such as SA-BPE's per-repository limit applies exactly as in one p
 ``s3://...`` (with `s3fs`) resolve the same way.
 
 Formats, by file name (a ``.gz`` suffix adds gzip): ``.jsonl`` (the ``text`` field of each record), ``.parquet``
-(the ``text`` column), anything else plain text (one unit per non-empty line), as :mod:`analysis.corpora` reads
-them. Two read modes:
+(the ``text`` column), ``.zip`` (every text file inside, as :func:`analysis.corpora.iter_zip` reads an upload;
+named directly or by a glob, never picked up from a folder), anything else plain text (one unit per non-empty
+line, split at ``\n``, ``\r\n`` or ``\r`` only — never at U+2028 or other characters ``str.splitlines``
+breaks at), as :mod:`analysis.corpora` reads them. Two read modes:
 
 * **units** (training text, token counts, compression): exactly the units of :mod:`analysis.corpora` —
   non-empty lines of text files, non-blank ``text`` fields of JSON-lines records and parquet rows;
@@ -15,8 +17,12 @@ them. Two read modes:
   the file stem, the per-file caps of :func:`analysis.sabpe.read_code`.
 
 Unlike the forgiving readers used for uploads, these are strict: a bad gzip stream, a line that is not JSON,
-bytes that are not UTF-8 or an unreadable parquet file raise :class:`~analysis.errors.DataError` naming the
-shard (and the line or row), because a silently skipped part of a 100 GB corpus is worse than a stopped job.
+bytes that are not UTF-8, a NUL byte (a binary file) or an unreadable parquet file raise
+:class:`~analysis.errors.DataError` naming the shard (and the line or row), because a silently skipped part of
+a 100 GB corpus is worse than a stopped job.
+
+Paths a browser user types (the app's corpus field) go through :func:`confine_inputs` first: local files,
+folders and globs under the operator's roots only (:func:`analysis.paths.confine`).
 """
 
 from __future__ import annotations
@@ -24,6 +30,7 @@ from __future__ import annotations
 import gzip
 import io
 import json
+import os
 import zlib
 from collections import Counter
 from collections.abc import Iterable, Iterator
@@ -32,6 +39,8 @@ from pathlib import PurePosixPath
 
 import fsspec
 
+from .. import paths
+from ..corpora import iter_zip
 from ..errors import DataError
 from ..sabpe import CodeRecord
 
@@ -87,8 +96,10 @@ class Shard:
 
 
 def shard_format(name: str) -> tuple[str, bool]:
-    """(`text` | `jsonl` | `parquet`, gzip?) from a file name."""
+    """(`text` | `jsonl` | `parquet` | `zip`, gzip?) from a file name."""
     n = name.lower()
+    if n.endswith(".zip"):
+        return "zip", False
     gz = n.endswith(".gz")
     if gz:
         n = n[:-3]
@@ -231,7 +242,7 @@ def _lines(shard: Shard, pos: Position) -> Iterator[tuple[int, str]]:
         with fsspec.open(shard.url, "rb") as raw:
             pos.raw = raw
             stream = gzip.GzipFile(fileobj=raw) if shard.gzip else raw
-            text = io.TextIOWrapper(stream, encoding="utf-8", errors="strict", newline="")
+            text = io.TextIOWrapper(stream, encoding="utf-8-sig", errors="strict", newline="")
             for n, line in enumerate(text, 1):
                 yield n, line.rstrip("\r\n")
     except _LINE_ERRORS as e:
@@ -279,10 +290,17 @@ def iter_units(shard: Shard, pos: Position | None = None) -> Iterator[str]:
             if isinstance(t, str) and t.strip():
                 yield t
         return
+    if shard.fmt == "zip":
+        yield from _zip_units(shard, pos)
+        return
     jsonl = shard.fmt == "jsonl"
     for n, line in _lines(shard, pos):
         if not line.strip():
             continue
+        if "\x00" in line:
+            raise DataError(
+                f"corrupt shard {shard.url} (line {n}): holds a NUL byte; this looks like a binary file, not text"
+            )
         if jsonl:
             rec = _json_record(shard, n, line)
             t = rec.get("text") if isinstance(rec, dict) else None
@@ -290,6 +308,21 @@ def iter_units(shard: Shard, pos: Position | None = None) -> Iterator[str]:
                 yield t
         else:
             yield line
+
+
+def _zip_units(shard: Shard, pos: Position) -> Iterator[str]:
+    """The text units of every text file inside a zip shard (:func:`analysis.corpora.iter_zip`)."""
+    try:
+        with fsspec.open(shard.url, "rb") as raw:
+            pos.raw = raw
+            try:
+                yield from iter_zip(raw, shard.name)
+            except DataError as e:
+                raise DataError(f"corrupt shard {shard.url}: {e}") from None
+    except FileNotFoundError as e:
+        raise _corrupt(shard, "", e) from None
+    except OSError as e:
+        raise DataError(f"corrupt shard {shard.url}: {e}") from None
 
 
 def iter_records(
@@ -325,3 +358,45 @@ def iter_records(
         n_files[key] += 1
         n_bytes[key] += size
         yield CodeRecord(repo, lang, str(rec.get("path") or ""), text)
+
+
+# --------------------------------------------------------------------------------------------------
+# Paths named in the browser
+# --------------------------------------------------------------------------------------------------
+def confine_inputs(values: Iterable[str], *, layout: str = "text") -> list[str]:
+    """Corpus inputs a browser user typed, checked against the operator's roots; returns them resolved.
+
+    Each value is a local file, folder or glob (``DIR/*.txt``, ``DIR/**/*.jsonl.gz``); URLs (``hf://``,
+    ``s3://`` …) are refused, as is any ``..``. The part before the first wildcard must pass
+    :func:`analysis.paths.confine` (inside the roots, links resolved, off unless server paths are enabled), and
+    every file the value resolves to must lie inside the roots too (a link in a matched folder cannot lead out).
+    Raises :class:`analysis.paths.ServerPathError` (a DataError).
+    """
+    out: list[str] = []
+    roots = paths.server_roots()
+    for raw in values:
+        value = str(raw).strip()
+        if not value:
+            continue
+        if "://" in value or value.startswith(("hf:", "s3:", "gs:", "http:", "https:")):
+            raise paths.ServerPathError(
+                f"refused {value!r}: only files and folders on this server are accepted"
+            )
+        cut = min((value.find(c) for c in _GLOB_CHARS if c in value), default=-1)
+        if cut < 0:
+            out.append(str(paths.confine(value)))
+            continue
+        if ".." in PurePosixPath(value).parts:
+            raise paths.ServerPathError(f"refused path {value!r}: '..' is not allowed")
+        prefix = value[:cut]
+        head = prefix.rsplit("/", 1)[0] if "/" in prefix else ""
+        if not head and prefix.startswith("/"):
+            head = "/"
+        pattern = value[len(head) :].lstrip("/") if head else value
+        base = paths.confine(head or ".")
+        out.append(f"{str(base).rstrip('/')}/{pattern}")
+    for s in resolve(out, layout=layout):
+        real = os.path.realpath(s.url)
+        if not any(real == str(r) or real.startswith(str(r).rstrip("/") + "/") for r in roots):
+            raise paths.ServerPathError(f"refused {s.url}: it lies outside the allowed folders")
+    return out

@@ -611,8 +611,9 @@ def finalize(wd: Workdir, progress: Progress | None = None) -> Any:
 # --------------------------------------------------------------------------------------------------
 def run_inprocess(
     tok: LoadedTokenizer, stat: Stat, opts: dict, shards: Sequence[Shard], progress: Progress | None = None
-) -> Any:
-    """The statistic over all shards in this process: map (one task), reduce (one bucket), finalize."""
+) -> tuple[Any, dict]:
+    """The statistic over all shards in this process: map (one task), reduce (one bucket), finalize; returns
+    (result, the map's additive totals: units, characters, …)."""
     pos = Position()
     total = sum(s.size for s in shards) or 1
     counts: Counter = Counter()
@@ -633,4 +634,4 @@ def run_inprocess(
     totals = stat.map(tok, docs(), opts, counts.update)
     report(progress, total, total, "counting")
     out = stat.reduce(tok, counts, totals, opts)
-    return stat.finalize(tok, out, totals, opts)
+    return stat.finalize(tok, out, totals, opts), totals

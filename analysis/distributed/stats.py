@@ -452,12 +452,6 @@ class ProducedIds(Stat):
         return Counter(counts)
 
 
-def never_produced_from_counts(tok: LoadedTokenizer, counts: Counter) -> list[int]:
-    """:func:`analysis.bpe.stt.never_produced` from counted ids (model ids, added tokens excluded)."""
-    added = set(tok.added_ids)
-    return sorted(i for i in tok.vocab.values() if i not in added and counts.get(i, 0) == 0)
-
-
 class MergeCounts(Stat):
     """:func:`analysis.pruning.merge_counts` (final tokens and merge events of the BPE replay) → two Counters.
 
@@ -503,7 +497,6 @@ class MergeCounts(Stat):
 # --------------------------------------------------------------------------------------------------
 #: How compression results are grouped: per file (its name without suffixes), parent folder, input value, or all.
 GROUP_BY = ("file", "folder", "input", "all")
-_TOTALS = ("sentences", "tokens", "bytes", "chars", "words", "words_tok", "continued")
 
 
 class Compression(Stat):
@@ -534,7 +527,7 @@ class Compression(Stat):
             if flat.size:
                 facts.ensure(np.unique(flat))
             n_words_tok, n_cont = metrics.continued_words(facts, flat, lens)
-            t = totals.setdefault(group, dict.fromkeys(_TOTALS, 0))
+            t = totals.setdefault(group, dict.fromkeys(metrics.TOTALS, 0))
             t["sentences"] += int(lens.size)
             t["tokens"] += int(flat.size)
             t["bytes"] += int(tc["bytes"].sum())
@@ -573,55 +566,20 @@ class Compression(Stat):
             per.setdefault(g, {})[i] = c
         out = {}
         for g in sorted(totals.get("groups", {})):
-            out[g] = stats_from_totals(tok, per.get(g, {}), totals["groups"][g], opts["power"])
+            out[g] = _group_stats(tok, per.get(g, {}), totals["groups"][g], opts["power"])
         if not out:
             raise DataError("no non-empty lines to measure")
         return out
 
 
-def stats_from_totals(
-    tok: LoadedTokenizer, id_counts: dict[int, int], t: dict, power: float
-) -> dict[str, Any]:
-    """The dict of :func:`analysis.metrics.corpus_stats` from id counts and additive totals (same formulas)."""
-    facts = metrics.token_facts(tok)
-    n_tok, n_bytes, n_chars, n_words, n_sent = (
-        t[k] for k in ("tokens", "bytes", "chars", "words", "sentences")
-    )
-    top = max(id_counts) + 1 if id_counts else 0
-    size = max(facts.size, top)
+def _group_stats(tok: LoadedTokenizer, id_counts: dict[int, int], t: dict, power: float) -> dict[str, Any]:
+    """:func:`analysis.metrics.stats_from_counts` of one group's summed id counts and totals."""
+    size = max(tok.vocab_size, max(id_counts) + 1 if id_counts else 0)
     counts = np.zeros(size, dtype=np.int64)
     if id_counts:
         ids = np.fromiter(id_counts.keys(), dtype=np.int64, count=len(id_counts))
         counts[ids] = np.fromiter(id_counts.values(), dtype=np.int64, count=len(id_counts))
-    used = np.flatnonzero(counts)
-    facts.ensure(used)
-    lengths = facts.length[used]
-    cu = counts[used]
-    nan = float("nan")
-    return {
-        "sentences": n_sent,
-        "tokens": n_tok,
-        "bytes": n_bytes,
-        "chars": n_chars,
-        "words": n_words,
-        "bytes_per_token": n_bytes / n_tok if n_tok else nan,
-        "chars_per_token": n_chars / n_tok if n_tok else nan,
-        "tokens_per_sentence": n_tok / n_sent if n_sent else nan,
-        "fertility": n_tok / n_words if n_words else nan,
-        "tokens_per_char": n_tok / n_chars if n_chars else nan,
-        "spaceless": bool(n_words == 0 or n_chars / n_words > metrics.SPACELESS_CHARS_PER_WORD),
-        "renyi_efficiency": metrics.renyi_efficiency_from_counts(cu, power, tok.vocab_size),
-        "renyi_efficiency_observed": metrics.renyi_efficiency_from_counts(cu, power, None),
-        "distinct_tokens": int(used.size),
-        "mean_token_length": float(lengths.mean()) if lengths.size else nan,
-        "byte_fallback_rate": float(int(cu[facts.byte_piece[used]].sum()) / n_tok) if n_tok else 0.0,
-        "partial_char_rate": float(int(cu[facts.partial[used]].sum()) / n_tok) if n_tok else 0.0,
-        "unk_rate": float(int(counts[facts.unk_id]) / n_tok)
-        if n_tok and 0 <= facts.unk_id < counts.size
-        else 0.0,
-        "continued_words": t["continued"] / t["words_tok"] if t["words_tok"] else nan,
-        "power": power,
-    }
+    return metrics.stats_from_counts(tok, counts, t, power)
 
 
 # --------------------------------------------------------------------------------------------------

@@ -415,13 +415,20 @@ def compute_order(
     texts: Sequence[str] | None = None,
     *,
     counts: np.ndarray | None = None,
+    merges: tuple[Counter, Counter] | None = None,
     allowed_scripts: Iterable[str] = ("Latin",),
     forbidden_scripts: Iterable[str] = (),
     scores: Mapping[int, float] | np.ndarray | None = None,
     keep_added: bool = True,
     keep_alphabet: bool = True,
 ) -> PruneOrder:
-    """Compute the pruning order `method` (one of ORDERS) for a tokenizer and (when needed) a text sample."""
+    """Compute the pruning order `method` (one of ORDERS) for a tokenizer and (when needed) a text sample.
+
+    The corpus orders take their frequencies from `texts`, or already counted: `counts` (an id count vector,
+    :func:`token_counts` — frequency, leaf-frequency) and `merges` ((final-token Counter, merge Counter),
+    :func:`merge_counts` — merge-based), as the `token-ids` and `merge-counts` corpus statistics of
+    :mod:`analysis.distributed` give them for corpora of any size.
+    """
     check_prunable(tok)
     prot = protected_ids(tok, keep_added=keep_added, keep_alphabet=keep_alphabet)
     if method in ("frequency", "leaf-frequency") and counts is None:
@@ -437,9 +444,9 @@ def compute_order(
     if method == "leaf-frequency":
         return leaf_frequency_order(tok, counts, protected=prot)
     if method == "merge-based":
-        if texts is None:
+        if texts is None and merges is None:
             raise DataError("the merge-based order needs a text sample")
-        return merge_based_order(tok, texts, protected=prot)
+        return merge_based_order(tok, texts, counts=merges, protected=prot)
     if method == "script":
         return script_order(tok, allowed_scripts, forbidden=forbidden_scripts, protected=prot)
     if method == "score":
