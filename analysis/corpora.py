@@ -23,20 +23,28 @@ from .errors import DataError
 from .flores import FLORES_TRAIN_LINES
 from .inputs import ZipMember, open_zip, path_error, text_units
 
-#: Suffixes read as text (optionally gzip-compressed).
+#: Suffixes read as text in folders (optionally gzip-compressed): prose, data and source code; a name without a
+#: suffix is read as text too. The one list for every corpus reader (analysis.distributed adds parquet).
 TEXT_SUFFIXES = (
-    ".txt",
-    ".text",
-    ".md",
-    ".devtest",
-    ".dev",
-    ".tsv",
-    ".csv",
-    ".jsonl",
-    ".json",
-    ".py",
-    ".rs",
-    ".c",
+    *(".txt", ".text", ".md", ".rst", ".devtest", ".dev", ".tsv", ".csv", ".jsonl", ".json"),
+    *(
+        ".py",
+        ".pyx",
+        ".rs",
+        ".c",
+        ".h",
+        ".cc",
+        ".cpp",
+        ".cxx",
+        ".hpp",
+        ".cs",
+        ".go",
+        ".java",
+        ".kt",
+        ".scala",
+    ),
+    *(".js", ".jsx", ".ts", ".tsx", ".rb", ".php", ".swift", ".hs", ".lua", ".pl", ".r", ".jl", ".m", ".sh"),
+    *(".sql", ".html", ".css", ".xml", ".yaml", ".yml", ".toml", ".tex"),
 )
 
 
@@ -91,7 +99,9 @@ def iter_bytes(name: str, data: bytes) -> Iterator[str]:
     yield from text_units(io.BytesIO(data), name, budget, cap)
 
 
-def _is_text_name(name: str) -> bool:
+def is_text_name(name: str) -> bool:
+    """Whether a file name is read as text in a folder: a :data:`TEXT_SUFFIXES` suffix (optionally ``.gz``) or
+    none at all."""
     n = name.lower()
     if n.endswith(".gz"):
         n = n[:-3]
@@ -110,7 +120,7 @@ def iter_zip(fileobj: Any, name: str = "archive.zip") -> Iterator[str]:
             (
                 i
                 for i in zf.infolist()
-                if not i.is_dir() and _is_text_name(i.filename) and "__MACOSX" not in i.filename
+                if not i.is_dir() and is_text_name(i.filename) and "__MACOSX" not in i.filename
             ),
             key=lambda i: i.filename,
         )
@@ -132,10 +142,10 @@ def iter_folder(path: str | Path, pattern: str = "**/*") -> Iterator[str]:
             Path(d) / f
             for d, _, names in os.walk(root, followlinks=False)
             for f in names
-            if _is_text_name(f) and (Path(d) / f).is_file()
+            if is_text_name(f) and (Path(d) / f).is_file()
         )
     else:
-        files = sorted(p for p in root.glob(pattern) if p.is_file() and _is_text_name(p.name))
+        files = sorted(p for p in root.glob(pattern) if p.is_file() and is_text_name(p.name))
     if not files:
         raise DataError(f"{root}: no text files (.txt, .jsonl, .gz …) in this folder")
     for p in files:

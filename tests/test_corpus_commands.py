@@ -319,6 +319,8 @@ _CODE = {
     "python/b.py": "import os\nfor name in os.listdir('.'):\n    print(name.upper())\n",
     "rust/main.rs": 'fn main() {\n    let v: Vec<u32> = (0..10).collect();\n    println!("{:?}", v);\n}\n',
     "c/m.c": '#include <stdio.h>\nint main(void) {\n    printf("%d\\n", 42);\n    return 0;\n}\n',
+    "go/hello.go": 'package main\n\nimport "fmt"\n\nfunc main() {\n\tfmt.Println("hi")\n}\n',
+    "java/App.java": 'class App {\n    public static void main(String[] a) { System.out.println("hi"); }\n}\n',
 }
 
 
@@ -344,11 +346,11 @@ def test_compress_corpus_per_language_folder(capsys, tmp_path):
     rc, out, err = _run(capsys, *argv, "--group-by", "folder")
     assert rc == 0, err
     rows = {r["corpus"]: r for r in json.loads(out)}
-    assert set(rows) == {"python", "rust", "c"}
+    assert set(rows) == {"python", "rust", "c", "go", "java"}  # every common source suffix is read
     rc, out, err = _run(capsys, *argv, "--group-by", "file")
     assert rc == 0, err
     files = {r["corpus"]: r for r in json.loads(out)}
-    assert set(files) == {"a", "b", "main", "m"}
+    assert set(files) == {"a", "b", "main", "m", "hello", "App"}
     for k in ("tokens", "bytes", "chars"):  # a folder's row sums its files' rows
         assert rows["python"][k] == files["a"][k] + files["b"][k], k
         assert rows["rust"][k] == files["main"][k] and rows["c"][k] == files["m"][k], k

@@ -40,26 +40,10 @@ from pathlib import PurePosixPath
 import fsspec
 
 from .. import paths
-from ..corpora import iter_zip
+from ..corpora import is_text_name, iter_zip
 from ..errors import DataError
 from ..sabpe import CodeRecord
 
-#: Name suffixes read as text in folders (as analysis.corpora), plus parquet.
-TEXT_SUFFIXES = (
-    ".txt",
-    ".text",
-    ".md",
-    ".devtest",
-    ".dev",
-    ".tsv",
-    ".csv",
-    ".jsonl",
-    ".json",
-    ".py",
-    ".rs",
-    ".c",
-    ".parquet",
-)
 _GLOB_CHARS = ("*", "?", "[")
 _LINE_ERRORS = (OSError, EOFError, zlib.error, UnicodeDecodeError)
 
@@ -118,9 +102,7 @@ def _group_of(name: str) -> str:
 
 def _is_text_name(name: str) -> bool:
     n = name.lower()
-    if n.endswith(".gz"):
-        n = n[:-3]
-    return n.endswith(TEXT_SUFFIXES) or "." not in PurePosixPath(n).name
+    return is_text_name(n) or n.endswith(".parquet")
 
 
 def _mtime(info: dict) -> str:
