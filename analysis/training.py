@@ -384,13 +384,22 @@ def train_merges(
     *,
     max_token_length: int | None = None,
     is_valid: Callable[[str], bool] | None = None,
+    min_frequency: int = 0,
 ) -> list[Step]:
-    """Learn merges over word types until `n_new` tokens unknown to `known` were created (or pairs run out).
+    """Learn merges over word types until `n_new` tokens unknown to `known` were created (or pairs run out, or
+    the best pair is rarer than `min_frequency`).
 
     `words` maps a tuple of current symbols to its frequency. Deterministic: the most frequent pair wins,
     ties go to the lexicographically smallest (left, right) pair (:func:`analysis.bpe.trainer.learn`).
     """
-    run = learn(words.items(), n_new, known=known, valid=is_valid, max_token_length=max_token_length)
+    run = learn(
+        words.items(),
+        n_new,
+        known=known,
+        valid=is_valid,
+        max_token_length=max_token_length,
+        min_frequency=min_frequency,
+    )
     return [Step(p.token, (p.left, p.right), p.freq, p.new) for p in run.pops]
 
 
@@ -433,8 +442,10 @@ def continue_training(
     max_token_length: int | None = None,
     coverage: float | None = SP_CHARACTER_COVERAGE,
     nfkc: bool = True,
+    min_frequency: int = 0,
 ) -> TrainingResult:
-    """Continue BPE training of `tok` on text until `n_new` new tokens exist; the result holds every prefix.
+    """Continue BPE training of `tok` on text until `n_new` new tokens exist (or no pair reaches
+    `min_frequency`); the result holds every prefix.
 
     Two halves: :func:`collect_training_words` counts the words (in this process; the corpus executor of
     :mod:`analysis.distributed` counts them shard by shard instead), :func:`train_from_counts` learns the merges.
@@ -448,7 +459,9 @@ def continue_training(
         raise DataError("the number of new tokens must be positive")
     t0 = time.perf_counter()
     counted = collect_training_words(tok, units, n_new, coverage=coverage, nfkc=nfkc)
-    return train_from_counts(tok, counted, n_new, max_token_length=max_token_length, t0=t0)
+    return train_from_counts(
+        tok, counted, n_new, max_token_length=max_token_length, min_frequency=min_frequency, t0=t0
+    )
 
 
 @dataclass
@@ -506,6 +519,7 @@ def train_from_counts(
     n_new: int,
     *,
     max_token_length: int | None = None,
+    min_frequency: int = 0,
     t0: float | None = None,
 ) -> TrainingResult:
     """The second half of :func:`continue_training`: merges learned from counted words (however they were
@@ -530,6 +544,7 @@ def train_from_counts(
         known.__contains__,
         max_token_length=max_token_length,
         is_valid=sp_piece_valid if counted.mode == "sentencepiece" else None,
+        min_frequency=min_frequency,
     )
     timings["train"] = time.perf_counter() - t2
     if not any(s.new for s in steps):

@@ -11,7 +11,7 @@ import streamlit as st
 from analysis import DataError, LoadedTokenizer
 from analysis.corpora import Corpus, Source, shared_corpora
 from analysis.export import zip_bytes
-from analysis.extension import ADDED_MARK, METHOD_LABELS, Plan, Preview, extension_report, methods_for, plan
+from analysis.extension import ADDED_MARK, METHOD_LABELS, ExtendResult, Plan, Preview, methods_for, plan
 from analysis.flores import FLORES_TRAIN_LINES, available_codes, split_lines
 from analysis.references import cite, reference
 from analysis.training import continue_training
@@ -223,8 +223,8 @@ def export(tok: LoadedTokenizer, pv: Preview, text: Corpus, config: tuple, n: in
         with st.spinner("Building tokenizer.json and measuring it …"):
             ext = pv.extension(em, n)
             training = pv.plans[em].training
-            report = extension_report(ext, n_requested=n, text=text.label, heldout=pv.texts,
-                                      text_chars=training.chars if training is not None else None)  # fmt: skip
+            report = ExtendResult(ext, n_requested=n, text=text.label, heldout=pv.texts, training=training,
+                                  text_chars=training.chars if training is not None else None).to_json()  # fmt: skip
             folder = f"{tok.name}-{em}-{n}".replace(" ", "_")
             st.session_state["ext-zip"] = (em, n, config, zip_bytes(ext.tokenizer, report, folder=folder))
     z = st.session_state.get("ext-zip")

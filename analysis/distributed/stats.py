@@ -296,11 +296,18 @@ class Words(Stat):
 
 
 def train_from_words(
-    tok: LoadedTokenizer, tw: TrainingWords, n_new: int, *, max_token_length: int | None = None
+    tok: LoadedTokenizer,
+    tw: TrainingWords,
+    n_new: int,
+    *,
+    max_token_length: int | None = None,
+    min_frequency: int = 0,
 ) -> training.TrainingResult:
     """Continued training from counted words: :func:`analysis.training.train_from_counts`, the second half of
     :func:`analysis.training.continue_training` (the merge loop on one machine)."""
-    return training.train_from_counts(tok, tw, n_new, max_token_length=max_token_length)
+    return training.train_from_counts(
+        tok, tw, n_new, max_token_length=max_token_length, min_frequency=min_frequency
+    )
 
 
 # --------------------------------------------------------------------------------------------------
