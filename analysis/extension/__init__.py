@@ -24,7 +24,7 @@ module         what lives there
 =============  ===========================================================================================
 """
 
-from .balance import compare_parity, parity_text
+from .balance import compare_parity, parity_auxiliaries, parity_text
 from .methods import (
     METHOD_LABELS,
     METHODS,
@@ -67,6 +67,7 @@ __all__ = [
     "ParityText",
     "chars_per_context",
     "compare_parity",
+    "parity_auxiliaries",
     "parity_text",
     "heldout_measures",
     "parity_applies",

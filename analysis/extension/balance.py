@@ -19,7 +19,7 @@ from .. import flores
 from ..errors import DataError
 from ..parity import measure, summarize
 from ..tokenizer import LoadedTokenizer
-from .methods import ParityText, aux_new_tokens, parity_applies, train_auxiliary
+from .methods import AuxVocab, ParityText, aux_new_tokens, parity_applies, train_auxiliary
 from .plan import Plan, plan
 
 #: FLORES devtest lines (0-based, end excluded) used as the parallel development sets: the last 100 of the
@@ -60,19 +60,16 @@ def _side(base: LoadedTokenizer, p: Plan, n: int, held: dict[str, list[str]]) ->
     return {"added": ext.n_added, "summary": summarize(rows, flores.ENGLISH), "rows": rows}
 
 
-def compare_parity(
+def parity_auxiliaries(
     base: LoadedTokenizer,
-    method: str,
     n: int,
     parity: ParityText,
     *,
     min_frequency: int = 0,
     max_token_length: int | None = None,
-) -> tuple[dict[str, Any], Plan]:
-    """Plain vs parity-aware auxiliary tokenizer for a naive method (module docstring); returns the comparison
-    and the parity-aware plan. Both auxiliary tokenizers have the same vocabulary size (256 + 2·n, the plain
-    default) and are trained on the same lines; measured on FLORES held-out lines of the languages that are
-    FLORES codes, with English as the reference of the premiums."""
+) -> tuple[AuxVocab, AuxVocab]:
+    """(plain, parity-aware) auxiliary tokenizers of the same vocabulary size (256 + 2·n, the plain default) on
+    the same lines."""
     why = parity_applies(base)
     if why:
         raise DataError(why)
@@ -81,16 +78,39 @@ def compare_parity(
         base, parity.lines(), size, max_token_length=max_token_length, min_frequency=min_frequency
     )
     aux_par = train_auxiliary(base, (), size, min_frequency=min_frequency, parity=parity)
+    return aux_plain, aux_par
+
+
+def compare_parity(
+    base: LoadedTokenizer,
+    method: str,
+    n: int,
+    parity: ParityText,
+    *,
+    min_frequency: int = 0,
+    max_token_length: int | None = None,
+    auxiliaries: tuple[AuxVocab, AuxVocab] | None = None,
+) -> tuple[dict[str, Any], Plan]:
+    """Plain vs parity-aware auxiliary tokenizer for a naive method (module docstring); returns the comparison
+    and the parity-aware plan. The two auxiliary tokenizers (:func:`parity_auxiliaries`, or `auxiliaries`) have
+    the same size and text; both extensions are measured on FLORES held-out lines of the languages that are
+    FLORES codes, with English as the reference of the premiums."""
+    aux_plain, aux_par = auxiliaries or parity_auxiliaries(
+        base, n, parity, min_frequency=min_frequency, max_token_length=max_token_length
+    )
     plans = {
         "plain": plan(base, method, [], n, aux=aux_plain, min_frequency=min_frequency),
         "parity": plan(base, method, [], n, aux=aux_par, min_frequency=min_frequency),
     }
+    n = min(n, plans["plain"].n_available, plans["parity"].n_available)
     codes = flores_codes(list(parity.languages))
     out: dict[str, Any] = {
+        "method": method,
+        "n": n,
         "languages": list(parity.languages),
         "variant": parity.variant,
         "dev": f"FLORES lines {DEV_LINES[0] + 1}–{DEV_LINES[1]}" if parity.dev else None,
-        "aux_vocab_size": size,
+        "aux_vocab_size": aux_plain.vocab_size,
         "reference": flores.ENGLISH,
         "measured_on": f"FLORES held-out lines {flores.FLORES_TRAIN_LINES + 1}–1012",
         "measured_languages": codes,
