@@ -1,0 +1,93 @@
+"""AppTest for the corpus-job panel (ui/corpus_jobs.py) on the Prune, Extend and SA-BPE pages: a background job
+on the local executor (2 workers, a few FLORES files) gives the page the in-process result; paths outside the
+allowed folders are refused."""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pytest
+from streamlit.testing.v1 import AppTest
+from support import FLORES, ROOT, load_shared
+
+from analysis import pruning as P
+from analysis.defaults import DEFAULT_NAME, default_tokenizer
+from analysis.distributed import ExecutorConfig, compute
+
+DEVTEST = FLORES / "devtest"
+PATTERN = "e[ns]t_Latn.devtest"  # two files, eng_Latn and est_Latn
+
+
+@pytest.fixture
+def server_paths(monkeypatch, tmp_path):
+    """Server paths on, allowed under the FLORES devtest folder; job workdirs in a fresh cache."""
+    monkeypatch.setenv("TOKLAB_SERVER_PATHS", "1")
+    monkeypatch.setenv("TOKLAB_SERVER_ROOTS", str(DEVTEST))
+    monkeypatch.setenv("TOKLAB_CACHE", str(tmp_path / "cache"))
+    return tmp_path
+
+
+def _app(page: str) -> AppTest:
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=300)
+    at.session_state["toklab_library"] = {DEFAULT_NAME: default_tokenizer(), "gpt2": load_shared("gpt2")}
+    at.run()
+    at.switch_page(page).run()
+    assert not at.exception, [e.message for e in at.exception]
+    return at
+
+
+def _wait_for_job(at: AppTest, key: str, deadline_s: float = 240) -> object:
+    """Rerun the page (as the panel's fragment does) until the job's result is in the session."""
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < deadline_s:
+        at.run()
+        assert not at.exception, [e.message for e in at.exception]
+        assert not at.error, [e.value for e in at.error]
+        entry = at.session_state[f"{key}-job"] if f"{key}-job" in at.session_state else None
+        if entry is not None and entry["result"] is not None:
+            at.run()
+            return entry["result"]
+        time.sleep(1.0)
+    raise AssertionError("the corpus job did not finish")
+
+
+def _inprocess(stat: str, options: dict | None = None):
+    return compute(load_shared("gpt2"), stat, [str(DEVTEST / PATTERN)], options=options,
+                   executor=ExecutorConfig(kind="inprocess")).result  # fmt: skip
+
+
+@pytest.mark.slow
+def test_prune_frequency_order_from_a_background_corpus_job(server_paths):
+    at = _app("pages/prune.py")
+    at.selectbox(key="prune-tok").set_value("gpt2").run()
+    at.selectbox(key="prune-order").set_value("frequency").run()
+    at.radio(key="prune-freq-src").set_value("a corpus (background job)").run()
+    at.text_input(key="prune-corpus-folder").set_value(str(DEVTEST)).run()
+    at.text_input(key="prune-corpus-pattern").set_value(PATTERN).run()
+    at.number_input(key="prune-corpus-workers").set_value(2).run()
+    assert not at.error, [e.value for e in at.error]
+    at.button(key="prune-corpus-start").click().run()
+    counts = _wait_for_job(at, "prune-corpus")
+    ref = _inprocess("token-ids")
+    assert np.array_equal(counts, ref) and ref.sum() > 50_000
+    order = P.compute_order(load_shared("gpt2"), "frequency", counts=ref)
+    n = int(at.number_input(key="prune-n").value)
+    table = next(d.value for d in at.dataframe if list(d.value.columns) == ["id", "token", "raw", "key"])
+    assert table["id"].tolist() == list(order.ids[n : n + 25])
+
+
+def test_corpus_folder_outside_the_allowed_roots_is_refused(monkeypatch, tmp_path):
+    monkeypatch.setenv("TOKLAB_SERVER_PATHS", "1")
+    monkeypatch.setenv("TOKLAB_SERVER_ROOTS", str(tmp_path))
+    at = _app("pages/prune.py")
+    at.selectbox(key="prune-tok").set_value("gpt2").run()
+    at.selectbox(key="prune-order").set_value("frequency").run()
+    at.radio(key="prune-freq-src").set_value("a corpus (background job)").run()
+    at.text_input(key="prune-corpus-folder").set_value(str(DEVTEST)).run()
+    assert any("outside the allowed folders" in e.value for e in at.error), [e.value for e in at.error]
+    assert at.button(key="prune-corpus-start").disabled
+    (tmp_path / "a.txt").write_text("some text\n", encoding="utf-8")
+    at.text_input(key="prune-corpus-folder").set_value(str(tmp_path)).run()
+    at.text_input(key="prune-corpus-pattern").set_value("../*").run()
+    assert any("refused pattern" in e.value for e in at.error), [e.value for e in at.error]
