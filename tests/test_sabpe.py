@@ -8,12 +8,14 @@ from collections import Counter
 
 import pytest
 import tokenizers
+from download_support import capture_downloads, without_timings
 from streamlit.testing.v1 import AppTest
 from support import ASSETS, ROOT, load_shared
 
 from analysis import sabpe
 from analysis.bpe import BPEReplay, unreachable_ids
 from analysis.cli import main
+from analysis.defaults import DEFAULT_NAME, default_tokenizer
 from analysis.errors import DataError, UnsupportedTokenizerError
 from analysis.metrics import gini
 from analysis.training import train_merges
@@ -305,3 +307,27 @@ def test_page_trains_and_compares():
     at.button(key="sa-train").click().run()
     assert not at.exception, [e.message for e in at.exception]
     assert list(at.dataframe[0].value.columns)[-1] == "SA-BPE (F*log(R)*L, skip R<2)"
+
+
+def test_page_report_is_the_cli_json(monkeypatch, capsys):
+    """The page trains through SabpeComparison and offers its to_json: the CLI's --json document (timings apart)."""
+    seen = capture_downloads(monkeypatch)
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=120)
+    at.session_state["toklab_library"] = {DEFAULT_NAME: default_tokenizer(), "gpt2": load_shared("gpt2")}
+    at.run()
+    at.switch_page("pages/sabpe.py").run()
+    at.selectbox(key="sa-base").set_value("gpt2").run()
+    at.multiselect(key="sa-langs").set_value(["lua", "ruby"]).run()
+    at.number_input(key="sa-files").set_value(1).run()
+    at.number_input(key="sa-vocab").set_value(600).run()
+    at.button(key="sa-train").click().run()
+    assert not at.exception and not at.error, [e.message for e in at.exception] + [e.value for e in at.error]
+    page_doc = json.loads(seen["sa-dl-report"])
+    capsys.readouterr()
+    args = ["sabpe", "--languages", "lua,ruby", "--max-files-per-repo", "1", "--vocab-size", "600", "--json"]
+    assert main(args) == 0
+    cli_doc = json.loads(capsys.readouterr().out)
+    cli_doc.pop("counting")  # how the CLI counted (executor, shards); the page read the shared corpus itself
+    assert without_timings(page_doc) == without_timings(cli_doc)
+    assert page_doc["language_compression"]["rows"] and page_doc["sabpe"]["metrics"]["bytes_per_token"] > 1
+    assert any(d.value.columns[0] == "language" for d in at.dataframe)  # the per-language table is shown
