@@ -4,16 +4,19 @@ allowed folders are refused."""
 
 from __future__ import annotations
 
+import json
 import time
 
 import numpy as np
 import pytest
+from download_support import capture_downloads, without_timings
 from streamlit.testing.v1 import AppTest
-from support import FLORES, ROOT, load_shared
+from support import FLORES, ROOT, TOKENIZERS, load_shared
 
 from analysis import pruning as P
+from analysis.cli import main
 from analysis.defaults import DEFAULT_NAME, default_tokenizer
-from analysis.distributed import ExecutorConfig, compute
+from analysis.distributed import ExecutorConfig, compute, train_from_words
 
 DEVTEST = FLORES / "devtest"
 PATTERN = "e[ns]t_Latn.devtest"  # two files, eng_Latn and est_Latn
@@ -91,3 +94,57 @@ def test_corpus_folder_outside_the_allowed_roots_is_refused(monkeypatch, tmp_pat
     at.text_input(key="prune-corpus-folder").set_value(str(tmp_path)).run()
     at.text_input(key="prune-corpus-pattern").set_value("../*").run()
     assert any("refused pattern" in e.value for e in at.error), [e.value for e in at.error]
+
+
+def _extend_page(monkeypatch) -> tuple[AppTest, dict]:
+    seen = capture_downloads(monkeypatch)
+    at = _app("pages/extend.py")
+    at.selectbox(key="ext-tok").set_value("gpt2").run()
+    at.multiselect(key="ext-corpora").set_value([]).run()  # FLORES training lines only
+    at.multiselect(key="ext-others").set_value([]).run()
+    at.multiselect(key="ext-methods").set_value(["continued"]).run()
+    at.number_input(key="ext-nmax").set_value(150).run()
+    return at, seen
+
+
+def _extend_report(at: AppTest, seen: dict) -> dict:
+    at.button(key="ext-train").click().run()
+    assert not at.exception and not at.error, [e.message for e in at.exception] + [e.value for e in at.error]
+    at.button(key="ext-build").click().run()
+    assert not at.exception and not at.error
+    return json.loads(seen["ext-report"])
+
+
+@pytest.mark.slow
+def test_extend_page_report_is_the_cli_json(monkeypatch, capsys):
+    at, seen = _extend_page(monkeypatch)
+    at.number_input(key="ext-minfreq").set_value(3).run()
+    page_doc = _extend_report(at, seen)
+    capsys.readouterr()
+    args = ["extend", "--tokenizer", str(TOKENIZERS / "gpt2"), "--method", "continued", "--flores", "est_Latn",
+            "--heldout-flores", "est_Latn", "--n", "150", "--min-frequency", "3", "--json"]  # fmt: skip
+    assert main(args) == 0
+    cli_doc = json.loads(capsys.readouterr().out)
+    for doc in (page_doc, cli_doc):
+        doc.pop("text")  # how each names the same FLORES training lines
+    assert without_timings(page_doc) == without_timings(cli_doc)
+    assert page_doc["min_frequency"] == 3 and page_doc["added"] == 150 and page_doc["unreachable_added"] == 0
+
+
+@pytest.mark.slow
+def test_extend_continued_words_from_a_background_corpus_job(monkeypatch, server_paths):
+    at, seen = _extend_page(monkeypatch)
+    at.radio(key="ext-words-src").set_value("a corpus (background job)").run()
+    at.text_input(key="ext-corpus-folder").set_value(str(DEVTEST)).run()
+    at.text_input(key="ext-corpus-pattern").set_value(PATTERN).run()
+    at.number_input(key="ext-corpus-workers").set_value(2).run()
+    at.button(key="ext-corpus-start").click().run()
+    words = _wait_for_job(at, "ext-corpus")
+    ref_words = _inprocess("words")
+    assert words.words == ref_words.words and words.chars == ref_words.chars
+    gpt2 = load_shared("gpt2")
+    ref = train_from_words(gpt2, ref_words, 150)
+    doc = _extend_report(at, seen)
+    assert doc["added"] == 150 and doc["corpus"]["workers"] == 2
+    assert without_timings(doc["training"]) == without_timings(ref.to_json())
+    assert [t["token"] for t in doc["added_tokens"]] == [s.token for s in ref.prefix(150) if s.new]
