@@ -2,8 +2,11 @@
 
 Given an old → new id map, the new input embedding and LM head rows are copied from the old ones; rows of
 new tokens are initialised by FVT (:mod:`analysis.fvt`: the mean of the old rows of the token's pieces under
-the OLD tokenizer), by the mean of all old rows, or randomly (the model's init std). `config.vocab_size` and
-the special-token ids in the config are updated; tied weights stay tied.
+the OLD tokenizer), by the mean of all old rows, by a multivariate normal with the mean and covariance of the
+old rows (as Kim, *Exploring the Effects of Tokenizer Extension on Domain-specific Finetuning of Language
+Models*, MA thesis, Seoul National University, 2025, initialises extended vocabularies), or randomly (the
+model's init std). `config.vocab_size` and the special-token ids in the config are updated; tied weights stay
+tied.
 
 Models load through the one causal-LM loader, :func:`analysis.models.load_causal_lm` (safetensors, `.bin`
 through `torch.load(weights_only=True)`, GGUF de-quantized; never remote code).
@@ -26,7 +29,14 @@ from .fvt import fvt_pieces, fvt_rows
 from .models import load_causal_lm
 from .tokenizer import LoadedTokenizer
 
-INITS = ("fvt", "mean", "random")
+INITS = ("fvt", "mean", "mvn", "random")
+#: What each init does, for help texts and the pages.
+INIT_HELP = {
+    "fvt": "FVT: the mean of the rows of the token's pieces under the original tokenizer",
+    "mean": "the mean of all original rows",
+    "mvn": "multivariate normal with the mean and covariance of the original rows (Kim 2025)",
+    "random": "normal noise with the model's initializer_range",
+}
 
 
 # --------------------------------------------------------------------------------------------------
@@ -42,8 +52,10 @@ def save_model(
     out_dir: str | os.PathLike,
     tokenizer: LoadedTokenizer | None = None,
     report: dict | None = None,
+    *,
+    report_name: str = "prune_report.json",
 ) -> Path:
-    """Write the model as safetensors (+ the tokenizer folder, when given) into out_dir.
+    """Write the model as safetensors (+ the tokenizer folder and `report_name`, when given) into out_dir.
 
     Writes in place: callers that need an atomic output pass the temporary folder of
     :func:`analysis.outputs.atomic_folder` (as `prune --out` and the Prune page do).
@@ -52,7 +64,7 @@ def save_model(
     out.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(str(out), safe_serialization=True)
     if tokenizer is not None:
-        files = folder_files(tokenizer, report, base_config=tokenizer.config, report_name="prune_report.json")
+        files = folder_files(tokenizer, report, base_config=tokenizer.config, report_name=report_name)
         write_files(out, files)
     return out
 
@@ -105,7 +117,8 @@ def remap_embeddings(
 
     New ids not reached by the map are initialised with `init`: "fvt" (mean of the old rows of the
     token's pieces under the old tokenizer; falls back to the mean row when it has no pieces), "mean"
-    (mean of all old token rows) or "random" (normal, std = config.initializer_range). Without an id map,
+    (mean of all old token rows), "mvn" (samples of a multivariate normal with the mean and covariance of the
+    old token rows; :func:`mvn_rows`) or "random" (normal, std = config.initializer_range). Without an id map,
     tokens are matched by string. The LM head follows the same map (and its bias, if any); tied weights
     stay tied; config.vocab_size and the bos/eos/pad ids in the config are updated.
     """
@@ -173,6 +186,14 @@ def remap_embeddings(
                 w_new[rows] = fvt_rows(w_old, plist, mean_w)
             if b_new is not None:
                 b_new[rows] = fvt_rows(b_old, plist, mean_b)
+        elif init == "mvn":
+            gen = torch.Generator().manual_seed(seed)
+            rows = torch.as_tensor(missing)
+            e_new[rows] = mvn_rows(old_token_rows, len(missing), gen).to(e_new.dtype)
+            if w_new is not None:
+                w_new[rows] = mvn_rows(w_old[:n_old_tok], len(missing), gen).to(w_new.dtype)
+            if b_new is not None:
+                b_new[rows] = mean_b.to(b_new.dtype)
         elif init == "random":
             gen = torch.Generator().manual_seed(seed)
             std = float(getattr(model.config, "initializer_range", None) or 0.02)
@@ -201,6 +222,25 @@ def remap_embeddings(
         pieces=pieces,
         dropped_config_ids=dropped,
     )
+
+
+def mvn_rows(rows: Any, k: int, generator: Any = None) -> Any:
+    """`k` samples of the multivariate normal with the mean and (sample) covariance of `rows` (a 2-D tensor).
+
+    The covariance is factorised by its eigen-decomposition (negative eigenvalues from rounding are set to 0), so
+    a singular covariance (fewer rows than dimensions, collinear rows) still gives samples inside its span.
+    Returns a float32 tensor of shape (k, dim).
+    """
+    import torch  # noqa: PLC0415 - heavy, only when a model is remapped
+
+    x = rows.detach().float()
+    mu = x.mean(0)
+    centred = x - mu
+    cov = (centred.T @ centred).double() / max(x.shape[0] - 1, 1)
+    vals, vecs = torch.linalg.eigh(cov)
+    factor = vecs * vals.clamp(min=0).sqrt()  # cov = factor @ factor.T
+    z = torch.randn(k, x.shape[1], generator=generator, dtype=torch.float64)
+    return (mu.double() + z @ factor.T).float()
 
 
 def _install(model, e_new, w_new, b_new, tied: bool, has_head: bool) -> None:
@@ -274,11 +314,14 @@ def remap_model(
     *,
     init: str = "fvt",
     report: dict | None = None,
+    report_name: str = "prune_report.json",
+    seed: int = 0,
 ) -> RemapReport:
-    """Load a model, remap its embeddings to the new tokenizer and save it (with the tokenizer) to out_dir."""
+    """Load a model, remap its embeddings to the new tokenizer and save it (with the tokenizer and the report,
+    its ``embeddings`` entry added, as `report_name`) to out_dir."""
     model = load_model(source)
-    rep = remap_embeddings(model, old_tok, new_tok, id_map, init=init)
+    rep = remap_embeddings(model, old_tok, new_tok, id_map, init=init, seed=seed)
     full = dict(report or {})
     full["embeddings"] = rep.to_json()
-    save_model(model, out_dir, new_tok, full)
+    save_model(model, out_dir, new_tok, full, report_name=report_name)
     return rep

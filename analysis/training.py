@@ -24,7 +24,7 @@ import re
 import time
 import unicodedata
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
 
@@ -330,13 +330,23 @@ def collect_sentencepiece_words(
     return sp_groups(tok, words), n_units, n_chars
 
 
-def missing_characters(
-    tok: LoadedTokenizer, units: Iterable[str], coverage: float = SP_CHARACTER_COVERAGE, nfkc: bool = True
-) -> list[tuple[str, int]]:
-    """Most frequent characters missing from the vocab, added until `coverage` of the text is covered."""
+def char_counts(units: Iterable[str], nfkc: bool = True) -> Counter:
+    """Characters of the text units (NFKC first with `nfkc`): the histogram the coverage step selects from."""
     counts: Counter = Counter()
     for unit in units:
         counts.update(unicodedata.normalize("NFKC", unit) if nfkc else unit)
+    return counts
+
+
+def coverage_characters(
+    tok: LoadedTokenizer, histogram: Mapping[str, int], coverage: float = SP_CHARACTER_COVERAGE
+) -> list[tuple[str, int]]:
+    """Most frequent characters of a histogram missing from the vocab, until `coverage` of the text is covered.
+
+    Spaces count as ``▁``; other whitespace, control, format and surrogate characters are left out. Ties go to
+    the smaller character.
+    """
+    counts = Counter(histogram)
     if " " in counts:
         counts[SPIECE_UNDERLINE] += counts.pop(" ")
     for ch in list(counts):
@@ -357,6 +367,13 @@ def missing_characters(
     return out
 
 
+def missing_characters(
+    tok: LoadedTokenizer, units: Iterable[str], coverage: float = SP_CHARACTER_COVERAGE, nfkc: bool = True
+) -> list[tuple[str, int]]:
+    """Most frequent characters missing from the vocab, added until `coverage` of the text is covered."""
+    return coverage_characters(tok, char_counts(units, nfkc), coverage)
+
+
 # --------------------------------------------------------------------------------------------------
 # The trainer (the one core in analysis.bpe.trainer, plain frequency statistics)
 # --------------------------------------------------------------------------------------------------
@@ -367,13 +384,22 @@ def train_merges(
     *,
     max_token_length: int | None = None,
     is_valid: Callable[[str], bool] | None = None,
+    min_frequency: int = 0,
 ) -> list[Step]:
-    """Learn merges over word types until `n_new` tokens unknown to `known` were created (or pairs run out).
+    """Learn merges over word types until `n_new` tokens unknown to `known` were created (or pairs run out, or
+    the best pair is rarer than `min_frequency`).
 
     `words` maps a tuple of current symbols to its frequency. Deterministic: the most frequent pair wins,
     ties go to the lexicographically smallest (left, right) pair (:func:`analysis.bpe.trainer.learn`).
     """
-    run = learn(words.items(), n_new, known=known, valid=is_valid, max_token_length=max_token_length)
+    run = learn(
+        words.items(),
+        n_new,
+        known=known,
+        valid=is_valid,
+        max_token_length=max_token_length,
+        min_frequency=min_frequency,
+    )
     return [Step(p.token, (p.left, p.right), p.freq, p.new) for p in run.pops]
 
 
@@ -416,8 +442,13 @@ def continue_training(
     max_token_length: int | None = None,
     coverage: float | None = SP_CHARACTER_COVERAGE,
     nfkc: bool = True,
+    min_frequency: int = 0,
 ) -> TrainingResult:
-    """Continue BPE training of `tok` on text until `n_new` new tokens exist; the result holds every prefix.
+    """Continue BPE training of `tok` on text until `n_new` new tokens exist (or no pair reaches
+    `min_frequency`); the result holds every prefix.
+
+    Two halves: :func:`collect_training_words` counts the words (in this process; the corpus executor of
+    :mod:`analysis.distributed` counts them shard by shard instead), :func:`train_from_counts` learns the merges.
 
     `units` is an iterable of text units (re-iterable, e.g. a :class:`analysis.corpora.Corpus`, if the
     SentencePiece coverage step needs a second pass). `coverage` (SentencePiece mode) adds the most frequent
@@ -426,22 +457,52 @@ def continue_training(
     """
     if n_new <= 0:
         raise DataError("the number of new tokens must be positive")
+    t0 = time.perf_counter()
+    counted = collect_training_words(tok, units, n_new, coverage=coverage, nfkc=nfkc)
+    return train_from_counts(
+        tok, counted, n_new, max_token_length=max_token_length, min_frequency=min_frequency, t0=t0
+    )
+
+
+@dataclass
+class TrainingWords:
+    """The continued-training input: word types (tuples of current tokens) → frequency, with the corpus size.
+
+    `characters` are the SentencePiece-mode coverage characters (most frequent first, at most n_new) that the
+    words were segmented with; empty in byte-level and pre-tokenized modes. `seconds` are the counting phases.
+    """
+
+    mode: str
+    words: Counter
+    units: int
+    chars: int
+    characters: list[tuple[str, int]] = field(default_factory=list)
+    seconds: dict[str, float] = field(default_factory=dict)
+
+
+def collect_training_words(
+    tok: LoadedTokenizer,
+    units: Iterable[str] | Callable[[], Iterable[str]],
+    n_new: int,
+    *,
+    coverage: float | None = SP_CHARACTER_COVERAGE,
+    nfkc: bool = True,
+) -> TrainingWords:
+    """The first half of :func:`continue_training`: the coverage characters (SentencePiece mode) and the words."""
     mode = training_mode(tok)
     timings: dict[str, float] = {}
     t0 = time.perf_counter()
-    steps: list[Step] = []
-    work = tok
+    chars_added: list[tuple[str, int]] = []
     if mode == "sentencepiece":
         get = _as_reiterable(units)
+        work = tok
         if coverage:
-            chars = missing_characters(tok, get(), coverage, nfkc=nfkc)[:n_new]
-            steps = [Step(ch, None, c, True) for ch, c in chars]
-            work = with_characters(tok, [ch for ch, _ in chars])
+            chars_added = missing_characters(tok, get(), coverage, nfkc=nfkc)[:n_new]
+            work = with_characters(tok, [ch for ch, _ in chars_added])
             timings["coverage"] = time.perf_counter() - t0
         t1 = time.perf_counter()
         words, n_units, n_chars = collect_sentencepiece_words(work, get(), nfkc=nfkc)
         timings["collect"] = time.perf_counter() - t1
-        is_valid = sp_piece_valid
     else:
         src = units() if callable(units) and not hasattr(units, "__iter__") else units
         pre, n_units, n_chars = count_pretokens(tok, src)
@@ -449,18 +510,41 @@ def continue_training(
         t1 = time.perf_counter()
         words = segment_words(tok, pre)
         timings["segment"] = time.perf_counter() - t1
-        is_valid = None
-    if n_chars == 0 or not words:
+    return TrainingWords(mode, words, n_units, n_chars, chars_added, timings)
+
+
+def train_from_counts(
+    tok: LoadedTokenizer,
+    counted: TrainingWords,
+    n_new: int,
+    *,
+    max_token_length: int | None = None,
+    min_frequency: int = 0,
+    t0: float | None = None,
+) -> TrainingResult:
+    """The second half of :func:`continue_training`: merges learned from counted words (however they were
+    counted: in this process or by the corpus executor), after the coverage characters.
+
+    `t0` (a `time.perf_counter()` value) is when the whole run started, for the total time.
+    """
+    if n_new <= 0:
+        raise DataError("the number of new tokens must be positive")
+    if counted.mode != training_mode(tok):
+        raise DataError(f"the words were counted in {counted.mode} mode, not for {tok.name}")
+    if counted.chars == 0 or not counted.words:
         raise DataError("the training text is empty (or too short to learn any merge)")
-    base_vocab = work.vocab
-    added = {a.content for a in tok.added_tokens}
+    t0 = time.perf_counter() if t0 is None else t0
+    timings = dict(counted.seconds)
+    steps = [Step(ch, None, c, True) for ch, c in counted.characters]
+    known = set(tok.vocab) | {a.content for a in tok.added_tokens} | {ch for ch, _ in counted.characters}
     t2 = time.perf_counter()
     steps += train_merges(
-        words,
+        counted.words,
         n_new - len(steps),
-        lambda s: s in base_vocab or s in added,
+        known.__contains__,
         max_token_length=max_token_length,
-        is_valid=is_valid,
+        is_valid=sp_piece_valid if counted.mode == "sentencepiece" else None,
+        min_frequency=min_frequency,
     )
     timings["train"] = time.perf_counter() - t2
     if not any(s.new for s in steps):
@@ -469,11 +553,11 @@ def continue_training(
     return TrainingResult(
         base_name=tok.name,
         base_hash=tok.content_hash,
-        mode=mode,
+        mode=counted.mode,
         steps=steps,
         n_requested=n_new,
-        word_types=len(words),
-        units=n_units,
-        chars=n_chars,
+        word_types=len(counted.words),
+        units=counted.units,
+        chars=counted.chars,
         seconds=timings,
     )

@@ -10,13 +10,27 @@ import streamlit as st
 
 from analysis import DataError, LoadedTokenizer
 from analysis.corpora import Corpus, Source, shared_corpora
+from analysis.distributed import TrainingWords, train_from_words
+from analysis.embeddings import INITS
 from analysis.export import zip_bytes
-from analysis.extension import ADDED_MARK, METHOD_LABELS, Plan, Preview, extension_report, methods_for, plan
+from analysis.extension import (
+    ADDED_MARK,
+    METHOD_LABELS,
+    ExtendResult,
+    Plan,
+    Preview,
+    export_extension,
+    methods_for,
+    plan,
+)
 from analysis.flores import FLORES_TRAIN_LINES, available_codes, split_lines
+from analysis.outputs import json_ready, strict_json
 from analysis.references import cite, reference
-from analysis.training import continue_training
+from analysis.training import continue_training, training_mode
 from ui.caching import cache_data, cache_resource
-from ui.pickers import pick_tokenizer, server_path_input
+from ui.corpus_jobs import corpus_panel
+from ui.errors import try_step
+from ui.pickers import pick_model, pick_tokenizer, server_path_input
 from ui.spans import pieces_html
 from ui.trees import merge_tree_text
 
@@ -26,40 +40,53 @@ MERGE_METHODS = ("continued", "regen", "merges")
 
 # ------------------------------------------------------------------------------------------ engine calls (cached)
 @cache_data(show_spinner=False, max_entries=8)
-def _continued(tok: LoadedTokenizer, text: Corpus, n_max: int, max_len: int | None):
-    """One continued-training run per tokenizer, text and size."""
-    return continue_training(tok, text, n_max, max_token_length=max_len)
+def _continued(tok: LoadedTokenizer, text: Corpus, n_max: int, max_len: int | None, min_freq: int):
+    """One continued-training run per tokenizer, text, size and minimum frequency."""
+    return continue_training(tok, text, n_max, max_token_length=max_len, min_frequency=min_freq)
+
+
+@cache_resource(show_spinner="Training on the counted corpus …", max_entries=4)
+def _from_words(tok: LoadedTokenizer, job: tuple, n_max: int, max_len: int | None, min_freq: int,
+                _words: TrainingWords):  # fmt: skip
+    """Continued training from a corpus job's words (`job` identifies them; the words are not hashed)."""
+    return train_from_words(tok, _words, n_max, max_token_length=max_len, min_frequency=min_freq)
 
 
 @cache_data(show_spinner=False, max_entries=8)
-def _aux(tok: LoadedTokenizer, text: Corpus, n_max: int, max_len: int | None):
+def _aux(tok: LoadedTokenizer, text: Corpus, n_max: int, max_len: int | None, min_freq: int):
     """The auxiliary tokenizer of the naive baselines (one per tokenizer, text and size)."""
     method = "add-tokens" if tok.model_type != "WordPiece" else "wordpiece"
-    return plan(tok, method, text, n_max, max_token_length=max_len).aux
+    return plan(tok, method, text, n_max, max_token_length=max_len, min_frequency=min_freq).aux
 
 
 @cache_resource(show_spinner="Training (once per tokenizer, text and N) …", max_entries=4)
 def _preview(tok: LoadedTokenizer, text: Corpus, n_max: int, max_len: int | None, methods: tuple[str, ...],
-             lang: str, others: tuple[str, ...]) -> Preview:  # fmt: skip
-    """The trained plans of every method and the live-preview engine over the held-out texts."""
+             lang: str, others: tuple[str, ...], min_freq: int, job: tuple | None,
+             _words: TrainingWords | None) -> Preview:  # fmt: skip
+    """The trained plans of every method and the live-preview engine over the held-out texts; continued
+    training from a corpus job's words when `job` names one."""
     plans: dict[str, Plan] = {}
     if "continued" in methods:
-        plans["continued"] = plan(tok, "continued", [], n_max, training=_continued(tok, text, n_max, max_len))
+        tr = (_from_words(tok, job, n_max, max_len, min_freq, _words) if job is not None
+              else _continued(tok, text, n_max, max_len, min_freq))  # fmt: skip
+        plans["continued"] = plan(tok, "continued", [], n_max, training=tr, min_frequency=min_freq)
     naive = [m for m in methods if m != "continued"]
-    aux = _aux(tok, text, n_max, max_len) if naive else None
+    aux = _aux(tok, text, n_max, max_len, min_freq) if naive else None
     for m in naive:
-        plans[m] = plan(tok, m, [], n_max, aux=aux)
+        plans[m] = plan(tok, m, [], n_max, aux=aux, min_frequency=min_freq)
     held = split_lines(lang)[1]
-    texts = {f"{lang} held-out": held} | {o: list(Source("flores", o).units()) for o in others}
+    target = f"{lang} (FLORES held-out)"  # the CLI's name (--heldout-flores)
+    texts = {target: held} | {o: list(Source("flores", o).units()) for o in others}
     english = "eng_Latn" if "eng_Latn" in texts else None
-    return Preview(tok, plans, texts, target=f"{lang} held-out", english=english, sentence=held[0])
+    return Preview(tok, plans, texts, target=target, english=english, sentence=held[0])
 
 
 @cache_data(show_spinner=False, max_entries=32)
-def _curve(tok: LoadedTokenizer, text: Corpus, n_max: int, max_len: int | None, methods: tuple[str, ...],
-           lang: str, others: tuple[str, ...], method: str, points: tuple[int, ...]) -> list[tuple[int, float]]:  # fmt: skip
+def _curve(
+    args: tuple, method: str, points: tuple[int, ...], _words: TrainingWords | None
+) -> list[tuple[int, float]]:
     """Bytes/token over N for one method (from the single training run)."""
-    return _preview(tok, text, n_max, max_len, methods, lang, others).curve(method, points)
+    return _preview(*args, _words).curve(method, points)
 
 
 # ------------------------------------------------------------------------------------------ inputs
@@ -103,16 +130,39 @@ def training_text(lang: str) -> Corpus | None:
     return Corpus(tuple(sources), int(budget)) if sources else None
 
 
-def methods_and_size(tok: LoadedTokenizer) -> tuple[tuple[str, ...], int, int | None]:
-    """The methods that apply to this tokenizer, the largest N and the longest new token."""
+def methods_and_size(tok: LoadedTokenizer) -> tuple[tuple[str, ...], int, int | None, int]:
+    """The methods that apply to this tokenizer, the largest N, the longest new token and the minimum frequency
+    of a new token (the CLI's --min-frequency)."""
     available = methods_for(tok)
-    c1, c2, c3 = st.columns([2, 1, 1])
+    c1, c2, c3, c4 = st.columns([2, 1, 1, 1])
     defaults = [m for m in ("continued", "regen") if m in available] or available[:1]
     methods = c1.multiselect("Methods", available, default=defaults, format_func=lambda m: METHOD_LABELS[m],
                              key="ext-methods")  # fmt: skip
     n_max = int(c2.number_input("Train up to N new tokens", 10, 64_000, 1000, step=500, key="ext-nmax"))
     max_len = int(c3.number_input("Max token length (0 = none)", 0, 128, 0, key="ext-maxlen")) or None
-    return tuple(methods), n_max, max_len
+    min_freq = int(c4.number_input("Min. frequency (0 = none)", 0, 1_000_000, 0, key="ext-minfreq",
+                                   help="new tokens rarer than this in the training text are not added"))  # fmt: skip
+    return tuple(methods), n_max, max_len, min_freq
+
+
+def corpus_words(
+    tok: LoadedTokenizer, methods: tuple[str, ...], n_max: int
+) -> tuple[bool, tuple | None, object]:
+    """(corpus chosen, job identity, its TrainingWords): continued training's words from a corpus folder/glob
+    counted by a background job on the local executor; the naive baselines keep the training text above."""
+    if "continued" not in methods:
+        return False, None, None
+    src = st.radio("Continued training counts its words in", ["the training text above", "a corpus (background job)"],
+                   horizontal=True, key="ext-words-src")  # fmt: skip
+    if src == "the training text above":
+        return False, None, None
+    files = {k: v for k, v in shared_corpora().items() if k.startswith("text/")}
+    opts = (
+        {"n_new": n_max} if training_mode(tok) == "sentencepiece" else {}
+    )  # coverage characters count toward N
+    words = corpus_panel("ext-corpus", tok, "words", files, options=opts, label="Count the words")
+    entry = st.session_state.get("ext-corpus-job")
+    return True, (entry["ident"] if entry and words is not None else None), words
 
 
 # ------------------------------------------------------------------------------------------ results
@@ -155,12 +205,12 @@ def metrics_table(results: dict[str, dict], n: int) -> None:
     )
 
 
-def curve_chart(pv: Preview, args: tuple, n: int, n_cap: int) -> None:
+def curve_chart(pv: Preview, args: tuple, words: TrainingWords | None, n: int, n_cap: int) -> None:
     """Bytes/token on the held-out target text against N, one line per method."""
     points = tuple(sorted({max(1, round(n_cap * k / 12)) for k in range(1, 13)} | {n}))
     fig = go.Figure()
     for m in pv.plans:
-        cur = _curve(*args, m, points)
+        cur = _curve(args, m, points, words)
         fig.add_trace(go.Scatter(x=[x for x, _ in cur], y=[y for _, y in cur], mode="lines+markers",
                                  name=METHOD_LABELS[m]))  # fmt: skip
     fig.add_vline(x=n, line_dash="dot")
@@ -212,8 +262,39 @@ def added_tokens(tok: LoadedTokenizer, pv: Preview, results: dict[str, dict], n:
                     st.warning("Unreachable: the merges build the pieces above, never the token itself.")
 
 
-def export(tok: LoadedTokenizer, pv: Preview, text: Corpus, config: tuple, n: int) -> None:
-    """Build the extended tokenizer (tokenizer.json + the CLI's extension_report.json) and offer the zip."""
+def report(
+    pv: Preview, method: str, n: int, text_label: str, min_freq: int, corpus: dict | None
+) -> ExtendResult:
+    """The run's ExtendResult (the CLI's document) for one method at N."""
+    p = pv.plans[method]
+    tr = p.training
+    return ExtendResult(pv.extension(method, n), n_requested=n, text=text_label, heldout=pv.texts, training=tr,
+                        text_chars=tr.chars if tr is not None else None, aux=p.aux, min_frequency=min_freq,
+                        corpus=corpus)  # fmt: skip
+
+
+def export_model(res: ExtendResult) -> None:
+    """Write the extended tokenizer with a model whose embeddings and LM head grew to the new ids (server folder)."""
+    st.markdown("**With a model** (its input embeddings and LM head grown to the new ids)")
+    model = pick_model("ext-model", "Model of this tokenizer", optional=True)
+    if not model or model == "none":
+        return
+    c1, c2 = st.columns([1, 2])
+    init = c1.selectbox("New rows", INITS, key="ext-init", help="fvt: mean of the constituent tokens' rows")
+    out = server_path_input(
+        "New folder on the server for the model", "ext-model-out", write=True, container=c2
+    )
+    if out is not None and st.button("Export the model", key="ext-model-build"):
+        with st.spinner("Loading the model and growing its embeddings …"):
+            written = try_step(export_extension, res, out, model=model, init=init)
+        if written is not None:
+            st.success(f"Wrote {len(written)} files to {out}: " + ", ".join(written[:8]))
+            st.json(res.model or {}, expanded=False)
+
+
+def export(tok: LoadedTokenizer, pv: Preview, label: str, config: tuple, n: int, corpus: dict | None) -> None:
+    """Build the extended tokenizer (tokenizer.json + the CLI's extension_report.json) and offer the zip, the
+    report alone and the model export."""
     st.subheader("Export")
     c1, c2 = st.columns([2, 1])
     em = c1.selectbox(
@@ -221,21 +302,23 @@ def export(tok: LoadedTokenizer, pv: Preview, text: Corpus, config: tuple, n: in
     )
     if c2.button("Build the extended tokenizer", key="ext-build"):
         with st.spinner("Building tokenizer.json and measuring it …"):
-            ext = pv.extension(em, n)
-            training = pv.plans[em].training
-            report = extension_report(ext, n_requested=n, text=text.label, heldout=pv.texts,
-                                      text_chars=training.chars if training is not None else None)  # fmt: skip
+            res = report(pv, em, n, label, config[7], corpus if em == "continued" else None)
+            doc = res.to_json()
             folder = f"{tok.name}-{em}-{n}".replace(" ", "_")
-            st.session_state["ext-zip"] = (em, n, config, zip_bytes(ext.tokenizer, report, folder=folder))
+            st.session_state["ext-zip"] = (em, n, config, zip_bytes(res.extension.tokenizer, doc, folder=folder),
+                                           strict_json(json_ready(doc)) + "\n", res)  # fmt: skip
     z = st.session_state.get("ext-zip")
     if z and z[:3] == (em, n, config):
         st.download_button("Download zip (Hugging Face folder)", z[3], file_name=f"{tok.name}-{em}-{n}.zip".replace(" ", "_"),
                            mime="application/zip", key="ext-download")  # fmt: skip
+        st.download_button("Download extension_report.json", z[4], file_name="extension_report.json",
+                           mime="application/json", key="ext-report")  # fmt: skip
         st.caption(
             "tokenizer.json (merges as lists), tokenizer_config.json, special_tokens_map.json and "
-            "extension_report.json (as `python -m analysis extend` writes it); loads with "
+            "extension_report.json (the document `python -m analysis extend --json` prints); loads with "
             "AutoTokenizer.from_pretrained and Tokenizer.from_file."
         )
+        export_model(z[5])
 
 
 def page() -> None:
@@ -258,18 +341,21 @@ def page() -> None:
     if text is None:
         st.warning("Choose some training text.")
         return
-    methods, n_max, max_len = methods_and_size(tok)
+    methods, n_max, max_len, min_freq = methods_and_size(tok)
     if not methods:
         st.warning("Choose at least one method.")
         return
-    config = (tok.content_hash, text.fingerprint, n_max, max_len, methods, lang, others)
+    from_corpus, job, words = corpus_words(tok, methods, n_max)
+    if from_corpus and job is None:
+        return
+    config = (tok.content_hash, text.fingerprint, n_max, max_len, methods, lang, others, min_freq, job)
     if st.button("Train", type="primary", key="ext-train"):
         st.session_state["ext-config"] = config
     if st.session_state.get("ext-config") != config:
         st.caption("Press **Train** to run the chosen methods on this text (trained once, then cached).")
         return
-    args = (tok, text, n_max, max_len, methods, lang, others)
-    pv = _preview(*args)
+    args = (tok, text, n_max, max_len, methods, lang, others, min_freq, job)
+    pv = _preview(*args, words)
     if "continued" in pv.plans:
         tr = pv.plans["continued"].training
         st.caption(f"Continued training: {tr.n_new:,} new tokens from {tr.chars:,} characters ({tr.word_types:,} word "
@@ -282,10 +368,12 @@ def page() -> None:
     n = st.slider("N (new tokens)", 1, n_cap, n_cap, key="ext-n")
     results = {m: pv.at(m, n) for m in pv.plans}
     metrics_table(results, n)
-    curve_chart(pv, args, n, n_cap)
+    curve_chart(pv, args, words, n, n_cap)
     sentence_before_after(tok, results)
     added_tokens(tok, pv, results, n)
-    export(tok, pv, text, config, n)
+    corpus = ({"executor": "local", "inputs": list(job[2]), "workers": job[4]} if job
+              else {"executor": "inprocess", "reader": "in this process"})  # how continued training read its words  # fmt: skip
+    export(tok, pv, text.label if job is None else f"corpus: {', '.join(job[2])}", config, n, corpus)
 
 
 page()

@@ -13,7 +13,7 @@ from analysis import LoadedTokenizer
 from analysis import pruning as P
 from analysis import undertrained as ut
 from analysis.bpe import merge_tree
-from analysis.corpora import MAX_UPLOAD_CHARS, upload_lines
+from analysis.corpora import MAX_UPLOAD_CHARS, shared_corpora, upload_lines
 from analysis.flores import available_codes, split_lines
 from analysis.prune_export import (
     MAX_ZIP_BYTES,
@@ -27,6 +27,7 @@ from analysis.prune_export import (
 from analysis.references import cite, reference
 from analysis.weights import resolve_model
 from ui.caching import cache_resource
+from ui.corpus_jobs import corpus_panel
 from ui.errors import try_step
 from ui.library import add_to_library
 from ui.pickers import BPE, pick_model, pick_tokenizer, server_path_input
@@ -45,9 +46,9 @@ SCRIPTS = ["Latin", "Cyrillic", "Greek", "Arabic", "Hebrew", "Han", "Hiragana", 
     show_spinner="Computing the pruning order (once per tokenizer, order and text mix)…", max_entries=8
 )
 def _order(tok: LoadedTokenizer, method: str, texts: tuple[str, ...] | None, scripts: tuple[str, ...],
-           scores: np.ndarray | None) -> P.PruneOrder:  # fmt: skip
+           scores: np.ndarray | None, counts: np.ndarray | None = None) -> P.PruneOrder:  # fmt: skip
     return P.compute_order(
-        tok, method, list(texts) if texts else None, allowed_scripts=scripts, scores=scores
+        tok, method, list(texts) if texts else None, counts=counts, allowed_scripts=scripts, scores=scores
     )
 
 
@@ -101,6 +102,21 @@ def text_mix(langs: list[str], n_train: int, uploads) -> tuple[tuple[str, ...] |
             st.caption(f"{up.name}: only the first {MAX_UPLOAD_CHARS:,} characters are used for the mix.")
     texts = tuple(P.mix_texts(parts, by="bytes" if uploads else "lines")) if parts else None
     return texts, held
+
+
+def corpus_counts(tok: LoadedTokenizer) -> tuple[bool, np.ndarray | None]:
+    """(corpus chosen, its token-id counts once counted): the frequency orders from a corpus folder/glob counted
+    by a background job (the distributed map stage's token-id counts, local executor)."""
+    src = st.radio("Token frequencies from", ["the text mix below", "a corpus (background job)"], horizontal=True,
+                   key="prune-freq-src")  # fmt: skip
+    if src == "the text mix below":
+        return False, None
+    text_files = {k: v for k, v in shared_corpora().items() if k.startswith("text/")}
+    counts = corpus_panel("prune-corpus", tok, "token-ids", text_files, label="Count token ids")
+    if counts is not None:
+        st.caption(f"Token-id counts of the corpus: {int(counts.sum()):,} tokens, {int((counts > 0).sum()):,} "
+                   "distinct ids (special tokens included, as pruning counts).")  # fmt: skip
+    return True, counts
 
 
 # ------------------------------------------------------------------------------------------ results
@@ -269,12 +285,15 @@ def page() -> None:
                                key="prune-upload")  # fmt: skip
     scripts = tuple(c5.multiselect("Scripts to keep (script order)", SCRIPTS, default=["Latin"], key="prune-scripts",
                                    disabled=method != "script"))  # fmt: skip
+    from_corpus, counts = corpus_counts(tok) if method in ("frequency", "leaf-frequency") else (False, None)
+    if from_corpus and counts is None:
+        return
     texts, held = text_mix(langs, n_train, uploads)
-    needs_text = method in P.CORPUS_ORDERS
+    needs_text = method in P.CORPUS_ORDERS and not from_corpus
     if needs_text and not texts:
         st.warning(f"The {method} order needs a text mix: choose at least one language or upload a text.")
         return
-    spec = (method, texts if needs_text else None, scripts, scores)
+    spec = (method, texts if needs_text else None, scripts, scores, counts)
     order = _order(tok, *spec)
     if len(order) == 0:
         st.info("This order has nothing to prune for this tokenizer.")

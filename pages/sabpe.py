@@ -2,15 +2,21 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from functools import partial
+
 import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 
 from analysis import DataError, LoadedTokenizer
 from analysis import sabpe as S
+from analysis.corpora import shared_corpora
 from analysis.export import zip_bytes
+from analysis.outputs import json_ready, strict_json
 from analysis.references import cite
 from ui.caching import cache_resource
+from ui.corpus_jobs import corpus_panel
 from ui.library import add_to_library
 from ui.pickers import BYTE_LEVEL, pick_tokenizer
 from ui.progress import progress
@@ -20,7 +26,9 @@ METRIC_LABELS = {
     "bytes_per_token": "bytes/token (held-out) ↑",
     "coverage": "coverage: vocab tokens used (held-out) ↑",
     "mean_token_length": "mean token length (bytes)",
-    "gini": "Gini of token frequencies (held-out) ↓",
+    "token_frequency_gini": "Gini of token frequencies (held-out) ↓",
+    "language_compression_gini": "Gini over per-language compression (held-out; the paper's) ↓",
+    "three_digit_numbers": "three-digit numbers as tokens",
     "single_repo_share": "single-repo tokens, % of used learned tokens (≥90% of training occurrences) ↓",
     "single_repo_tokens": "single-repo tokens (count) ↓",
     "single_repo_merges": "merges found in one repository ↓",
@@ -44,31 +52,80 @@ def _words(base: LoadedTokenizer, langs: tuple[str, ...], files_per_repo: int) -
 
 
 @cache_resource(show_spinner=False, max_entries=4)
-def _heldout(langs: tuple[str, ...], files_per_repo: int) -> list[str]:
+def _heldout(langs: tuple[str, ...], files_per_repo: int) -> list[S.CodeRecord]:
     held = [x for x in langs if x in S.code_languages(heldout=True)]
     if not held:
         return []
-    return [r.text for r in S.read_code(languages=held, heldout=True, max_files_per_repo=files_per_repo)]
+    return S.read_code(languages=held, heldout=True, max_files_per_repo=files_per_repo)
+
+
+@cache_resource(show_spinner="Training the parity-aware baseline …", max_entries=2)
+def _parity(base: LoadedTokenizer, langs: tuple[str, ...], files_per_repo: int, vocab: int) -> tuple:
+    by_lang = S.records_by_language(S.read_code(languages=langs, max_files_per_repo=files_per_repo))
+    tok, secs = S.train_parity_baseline(base, by_lang, vocab)
+    info = {"languages": list(by_lang), "variant": "base", "seconds": secs,
+            "targets": "equal compression rate per language"}  # fmt: skip
+    return tok, info
+
+
+def source_words(
+    base: LoadedTokenizer, langs: list[str], files: int
+) -> tuple[Callable[[], S.SourceWords] | None, list[str]]:
+    """The counted words (a call: the shared corpus is read only once training starts) and the corpus they come
+    from: the shared code corpus read in this process, or a code corpus (folder/glob, or shared files) counted
+    by a background job on the local executor."""
+    src = st.radio("Code to train on", ["the shared code corpus", "a code corpus (background job)"],
+                   horizontal=True, key="sa-source")  # fmt: skip
+    if src == "the shared code corpus":
+        return partial(_words, base, tuple(sorted(langs)), files), [str(S.code_dir())]
+    shared = {k: v for k, v in shared_corpora().items() if k.startswith("code/") and "heldout" not in k}
+    opts = {"languages": sorted(langs), "max_files_per_repo": files, "max_bytes_per_repo": None}
+    inputs_key = "sa-corpus"
+    sw = corpus_panel(inputs_key, base, "source-words", shared, layout="code", options=opts,
+                      default_pattern="*.jsonl.gz", label="Count the code corpus")  # fmt: skip
+    entry = st.session_state.get(f"{inputs_key}-job")
+    corpus = list(entry["ident"][2]) if entry else []
+    return (None if sw is None else partial(lambda w: w, sw)), corpus
 
 
 def train_run(
-    base: LoadedTokenizer, params: tuple, priority: str, skip: S.SkipRule
-) -> tuple[S.SABPEResult, dict | None]:
-    """One training run and its held-out metrics, kept in this session (the last runs; the bar needs a live call)."""
-    _, langs, files, vocab = params
+    base: LoadedTokenizer, key: tuple, sw: S.SourceWords, priority: str, skip: S.SkipRule
+) -> S.SABPEResult:
+    """One training run, kept in this session (the last runs; the progress bar needs a live call)."""
+    vocab = key[3]
     store = st.session_state.setdefault("sa-results", {})
-    key = (*params, priority, skip)
-    if key not in store:
+    k = (*key, priority, skip)
+    if k not in store:
         name = "BPE" if priority == "F" and not skip.active else f"SA-BPE [{priority}]"
-        words = _words(base, langs, files)
         with progress(f"Training {name} …") as cb:
-            res = S.train(base, words, vocab, priority=priority, skip=skip, name=name, progress=cb)
-        held = _heldout(langs, files)
-        with st.spinner("Measuring on held-out repositories…"):
-            store[key] = (res, S.evaluate(res, held) if held else None)
+            store[k] = S.train(base, sw, vocab, priority=priority, skip=skip, name=name, progress=cb)
         while len(store) > MAX_RUNS:
             store.pop(next(iter(store)))
-    return store[key]
+    return store[k]
+
+
+def compare(
+    base: LoadedTokenizer, key: tuple, sw: S.SourceWords, corpus: list[str], run: tuple
+) -> S.SabpeComparison:
+    """The page's SabpeComparison (the CLI's document): plain BPE, SA-BPE and, when chosen, the parity-aware
+    baseline, measured on the held-out repositories (one per configuration, kept in this session)."""
+    priority, skip, parity = run
+    store = st.session_state.setdefault("sa-comparisons", {})
+    k = (key, priority, skip, parity)
+    if k not in store:
+        runs = {}
+        if priority != "F" or skip.active:
+            runs["bpe"] = train_run(base, key, sw, "F", S.SkipRule())
+        runs["sabpe"] = train_run(base, key, sw, priority, skip)
+        cmp = S.SabpeComparison(corpus, sw, runs, _heldout(key[1], key[2]))
+        if parity:
+            cmp.parity, cmp.parity_info = _parity(base, key[1], key[2], key[3])
+        with st.spinner("Measuring on held-out repositories…"):
+            cmp.metrics()
+        store[k] = cmp
+        while len(store) > MAX_RUNS:
+            store.pop(next(iter(store)))
+    return store[k]
 
 
 def history_figure(runs: dict[str, S.SABPEResult], y: str) -> go.Figure:
@@ -94,8 +151,8 @@ def history_figure(runs: dict[str, S.SABPEResult], y: str) -> go.Figure:
     return fig
 
 
-def settings(langs_all: list[str]) -> tuple[list[str], int, int, str, S.SkipRule]:
-    """Languages, files per repository, vocabulary size, priority and skip rule."""
+def settings(langs_all: list[str]) -> tuple[list[str], int, int, str, S.SkipRule, bool]:
+    """Languages, files per repository, vocabulary size, priority, skip rule and the parity-aware baseline."""
     c1, c2, c3 = st.columns([3, 1, 1])
     langs = c1.multiselect(
         "Code languages", langs_all, default=[x for x in DEFAULT_LANGS if x in langs_all], key="sa-langs"
@@ -110,28 +167,52 @@ def settings(langs_all: list[str]) -> tuple[list[str], int, int, str, S.SkipRule
     share = c4.number_input("Skip if top-repo share >", 0.0, 1.0, 1.0, step=0.05, key="sa-share",
                             help="1.0 = off (our addition)")  # fmt: skip
     skip = S.SkipRule(int(min_r), int(min_l), None if share >= 1.0 else float(share))
-    return langs, int(files), int(vocab), priority, skip
+    parity = st.checkbox("Also train the parity-aware BPE baseline (programming languages as the parity "
+                         "languages, equal target rates; shared code corpus)", key="sa-parity")  # fmt: skip
+    return langs, int(files), int(vocab), priority, skip, parity
 
 
-def comparison(runs: dict[str, S.SABPEResult], metrics: dict[str, dict]) -> None:
+def comparison(cmp: S.SabpeComparison) -> None:
     """Every metric for every run on the held-out repositories (or training statistics when there are none)."""
     st.subheader("Comparison on held-out repositories")
+    metrics = cmp.metrics()
     if not metrics:
         st.warning(
             "None of the chosen languages has held-out repositories; only training statistics are shown."
         )
-        st.dataframe(pd.DataFrame([r.summary() | {"run": lb} for lb, r in runs.items()]), hide_index=True)
+        st.dataframe(pd.DataFrame([r.summary() | {"run": k} for k, r in cmp.runs.items()]), hide_index=True)
         return
     rows = [
-        {"metric": label} | {f"{lb} ({runs[lb].label})": m[field] * 100 if field == "single_repo_share" else m[field]
-                             for lb, m in metrics.items()}
+        {"metric": label} | {_column(cmp, k): _cell(m.get(field), field) for k, m in metrics.items()}
         for field, label in METRIC_LABELS.items()
-    ]  # fmt: skip
+    ]
     st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch")
+    lang = cmp.language_rows()
+    if lang:
+        st.subheader("Compression per held-out language")
+        st.dataframe(pd.DataFrame(lang), hide_index=True, width="stretch")
+        st.caption(
+            "bytes/token and coverage (distinct tokens used) per programming language; the Gini over the "
+            f"per-language compression is the paper's measure ({cite('sa-bpe')}, App. D), reported next to "
+            "the Gini over token frequencies."
+        )
 
 
-def concentrated_and_export(runs: dict[str, S.SABPEResult], metrics: dict[str, dict], n_vocab: int) -> None:
-    """The tokens most concentrated in one repository, and per run a zip and an "add to library" button."""
+def _column(cmp: S.SabpeComparison, key: str) -> str:
+    label = S.RUN_LABELS[key]
+    return f"{label} ({cmp.runs[key].label})" if key in cmp.runs else f"{label} (equal target rates)"
+
+
+def _cell(v: object, field: str) -> object:
+    if isinstance(v, float) and field == "single_repo_share":
+        return v * 100
+    return v
+
+
+def concentrated_and_export(cmp: S.SabpeComparison, n_vocab: int) -> None:
+    """The tokens most concentrated in one repository, the report (the CLI's --json), and per run a zip and an
+    "add to library" button."""
+    runs = {S.RUN_LABELS[k]: r for k, r in cmp.runs.items()}
     st.subheader("Tokens most concentrated in one repository")
     for col, (lb, res) in zip(st.columns(len(runs)), runs.items()):
         col.markdown(f"**{lb}** ({res.label})")
@@ -141,8 +222,11 @@ def concentrated_and_export(runs: dict[str, S.SABPEResult], metrics: dict[str, d
         else:
             col.caption("No learned token has ≥ 90 % of its training occurrences in one repository.")
     st.subheader("Export")
+    report = cmp.to_json()
+    st.download_button("Download the report (sabpe_report.json)", strict_json(json_ready(report)) + "\n",
+                       file_name="sabpe_report.json", mime="application/json", key="sa-dl-report")  # fmt: skip
+    st.caption("The same document as `python -m analysis sabpe --json` (and `--out`'s sabpe_report.json).")
     for col, (lb, res) in zip(st.columns(len(runs)), runs.items()):
-        report = res.summary() | {"metrics": metrics.get(lb)}
         col.download_button(f"Download {lb} tokenizer (.zip)",
                             zip_bytes(res.tokenizer, report, folder=lb.lower(), report_name="sabpe_report.json"),
                             file_name=f"{lb.lower()}-{n_vocab}.zip", mime="application/zip", key=f"sa-dl-{lb}")  # fmt: skip
@@ -151,7 +235,7 @@ def concentrated_and_export(runs: dict[str, S.SABPEResult], metrics: dict[str, d
 
 
 def page() -> None:
-    """Base pre-tokenizer and settings → `sabpe.train` (plain and SA-BPE) → comparison, history, export."""
+    """Base pre-tokenizer, settings and code → `sabpe.SabpeComparison` → comparison, history, export."""
     st.title("Source-attributed BPE (SA-BPE)")
     st.caption(
         "Train a byte-level BPE tokenizer from scratch on code whose files carry their **repository** and "
@@ -170,38 +254,42 @@ def page() -> None:
     )
     if base is None:
         return
-    langs, files, vocab, priority, skip = settings(langs_all)
+    langs, files, vocab, priority, skip, parity = settings(langs_all)
     if not langs:
         st.info("Choose at least one language.")
         return
-    params = (base.content_hash, tuple(sorted(langs)), files, vocab)
+    words, corpus = source_words(base, langs, files)
+    if words is None:
+        return
+    key = (base.content_hash, tuple(sorted(langs)), files, vocab, tuple(corpus))
+    if parity and corpus != [str(S.code_dir())]:
+        st.caption(
+            "The parity-aware baseline reads the text itself: it is trained on the shared code corpus only."
+        )
+        parity = False
+    choice = (priority, skip, parity)
     if st.button("Train plain BPE and SA-BPE", type="primary", key="sa-train"):
-        st.session_state["sa-run"] = (params, priority, skip)
+        st.session_state["sa-run"] = (key, choice)
     run = st.session_state.get("sa-run")
-    if run != (params, priority, skip):
+    if run != (key, choice):
         st.info(
             "Press the button to train (cached: changing a setting back shows the earlier result at once)."
         )
-        if not run or run[0][0] != base.content_hash:
+        if not run or run[0] != key:  # the words on the page are this key's: show an earlier run of them only
             return
-        params, priority, skip = run
-    configs = [("BPE", "F", S.SkipRule())] + (
-        [("SA-BPE", priority, skip)] if priority != "F" or skip.active else []
-    )
-    done = {label: train_run(base, params, pr, sk) for label, pr, sk in configs}
-    runs = {label: res for label, (res, _) in done.items()}
-    metrics = {label: m for label, (_, m) in done.items() if m is not None}
-    words = _words(base, params[1], params[2])
+        choice = run[1]
+    sw = words()
+    cmp = compare(base, key, sw, corpus, choice)
     st.caption(
-        f"{words.n_records:,} files, {len(words.repos)} repositories, {len(words.languages)} languages, "
-        f"{words.n_bytes / 1e6:.1f} MB, {len(words.words):,} word types; held-out: {len(_heldout(params[1], params[2])):,} files."
+        f"{sw.n_records:,} files, {len(sw.repos)} repositories, {len(sw.languages)} languages, "
+        f"{sw.n_bytes / 1e6:.1f} MB, {len(sw.words):,} word types; held-out: {len(cmp.heldout):,} files."
     )
-    comparison(runs, metrics)
+    comparison(cmp)
     st.subheader("Merge history")
     y = st.radio("Plot", list(Y_LABELS), horizontal=True, key="sa-y",
                  format_func=lambda v: {"repos": "R", "languages": "L", "freq": "F", "priority": "priority"}[v])  # fmt: skip
-    st.plotly_chart(history_figure(runs, y), width="stretch")
-    concentrated_and_export(runs, metrics, params[3])
+    st.plotly_chart(history_figure({S.RUN_LABELS[k]: r for k, r in cmp.runs.items()}, y), width="stretch")
+    concentrated_and_export(cmp, key[3])
 
 
 page()

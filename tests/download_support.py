@@ -45,3 +45,14 @@ def without(doc: Any, keys: set[str]) -> Any:
     if isinstance(doc, list):
         return [without(v, keys) for v in doc]
     return doc
+
+
+def without_timings(doc: Any) -> Any:
+    """A JSON document without its wall-clock measurements (`seconds`, `*_seconds`), which differ run to run."""
+    if isinstance(doc, dict):
+        return {
+            k: without_timings(v) for k, v in doc.items() if k != "seconds" and not k.endswith("_seconds")
+        }
+    if isinstance(doc, list):
+        return [without_timings(v) for v in doc]
+    return doc

@@ -13,8 +13,9 @@ from transformers import AutoTokenizer
 
 from analysis import cli
 from analysis.export import export_document, folder_files, sync_post_processor, write_folder, zip_bytes
-from analysis.extension import PrefixSimulator, extension_report, plan
+from analysis.extension import ExtendResult, PrefixSimulator, export_extension, plan
 from analysis.flores import split_lines as flores_split
+from analysis.outputs import json_ready, strict_json
 from analysis.tokenizer import LoadedTokenizer
 
 
@@ -44,8 +45,10 @@ def test_exported_folder_reloads_and_tokenizes_like_the_preview(tmp_path, name, 
     train, held = flores_split("est_Latn")
     p = plan(tok, method, train, 120)
     ext = p.apply(120)
-    rep = extension_report(ext, n_requested=120, text="FLORES est_Latn train", heldout={"est": held})
-    out = write_folder(ext.tokenizer, tmp_path / "tok", rep)
+    res = ExtendResult(ext, n_requested=120, text="FLORES est_Latn train", heldout={"est": held})
+    out = tmp_path / "tok"
+    written = export_extension(res, out)
+    assert "extension_report.json" in written and "tokenizer.json" in written
     ref = _reload_matches(ext, out, held)
     if method in ("continued", "regen"):  # the in-app preview (simulator) gives the same ids
         sim = PrefixSimulator(tok, {"est": held})
@@ -57,6 +60,9 @@ def test_exported_folder_reloads_and_tokenizes_like_the_preview(tmp_path, name, 
         assert all(isinstance(m, list) and len(m) == 2 for m in doc["model"]["merges"])
     saved = json.loads((out / "extension_report.json").read_text(encoding="utf-8"))
     assert saved["method"] == method and saved["added"] == ext.n_added
+    assert saved["out"] == str(out.resolve()) and "model" not in saved
+    # the written report is the result's one JSON document
+    assert saved == json.loads(strict_json(json_ready(res.to_json())))
     assert saved["bytes_per_token_after"] >= saved["bytes_per_token_before"] * 0.99
     cfg = json.loads((out / "tokenizer_config.json").read_text(encoding="utf-8"))
     for a in doc["added_tokens"]:

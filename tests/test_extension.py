@@ -212,7 +212,8 @@ def test_extend_page_trains_previews_and_exports():
     at.number_input(key="ext-nmax").set_value(200).run()
     at.button(key="ext-train").click().run()
     assert not at.exception and not at.error
-    bpt = at.dataframe[0].value.set_index("text").loc["est_Latn held-out"]  # bytes/token: a column per method
+    # bytes/token: a column per method
+    bpt = at.dataframe[0].value.set_index("text").loc["est_Latn (FLORES held-out)"]
     added = at.dataframe[1].value.set_index("method")
     cont = added.loc["Continued BPE training"]
     assert cont["added"] == 200 and cont["STT-unreachable added"] == 0

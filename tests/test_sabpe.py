@@ -8,13 +8,16 @@ from collections import Counter
 
 import pytest
 import tokenizers
+from download_support import capture_downloads, without_timings
 from streamlit.testing.v1 import AppTest
 from support import ASSETS, ROOT, load_shared
 
 from analysis import sabpe
 from analysis.bpe import BPEReplay, unreachable_ids
 from analysis.cli import main
+from analysis.defaults import DEFAULT_NAME, default_tokenizer
 from analysis.errors import DataError, UnsupportedTokenizerError
+from analysis.metrics import gini
 from analysis.training import train_merges
 
 CODE = ASSETS / "corpora" / "code"
@@ -35,6 +38,24 @@ def words(base):
 @pytest.fixture(scope="module")
 def heldout():
     return [r.text for r in sabpe.read_code(CODE, languages=LANGS, heldout=True, max_files_per_repo=3)]
+
+
+def _merges(folder) -> list:
+    return json.loads((folder / "tokenizer.json").read_text(encoding="utf-8"))["model"]["merges"]
+
+
+@pytest.mark.slow
+def test_cli_local_executor_writes_the_merges_of_the_in_process_run(tmp_path):
+    glob = str(CODE / "*.jsonl.gz")
+    common = ["sabpe", "--corpus", glob, "--languages", "lua,ruby,go", "--max-files-per-repo", "2",
+              "--vocab-size", "700", "--no-baseline", "--json"]  # fmt: skip
+    assert main([*common, "--out", str(tmp_path / "a")]) == 0
+    assert main([*common, "--out", str(tmp_path / "b"), "--executor", "local", "--tasks", "8", "--workers", "2",
+                 "--workdir", str(tmp_path / "wd")]) == 0  # fmt: skip
+    assert _merges(tmp_path / "a") == _merges(tmp_path / "b")
+    recs = sabpe.read_code(CODE, languages=["lua", "ruby", "go"], max_files_per_repo=2)
+    ref = sabpe.train(load_shared("gpt2"), recs, 700)
+    assert _merges(tmp_path / "a") == [list(m) for m in ref.merges]
 
 
 @pytest.fixture(scope="module")
@@ -178,9 +199,46 @@ def test_sabpe_lowers_single_repository_tokens(pair, heldout):
     assert ms["single_repo_merges"] < mp["single_repo_merges"]
     assert mp["stt_unreachable"] == ms["stt_unreachable"] == 0
     for m in (mp, ms):
-        assert 1.5 < m["bytes_per_token"] < 6 and 0 < m["gini"] < 1 and m["coverage"] > 500
+        assert 1.5 < m["bytes_per_token"] < 6 and 0 < m["token_frequency_gini"] < 1 and m["coverage"] > 500
     top = plain.concentrated(5)
     assert top and all(r["top_share"] >= 0.9 for r in top)
+
+
+def test_name_parts_and_three_digit_numbers():
+    cases = {"getHTTPStatus": 3, "snake_case_name": 3, "_HandRankName": 3, " fooBar": 2, "XMLHttpRequest": 3,
+             "hello": 0, "HTTP": 0, "abc123": 0, "a_b": 2, "foo-bar": 0, "__init__": 0}  # fmt: skip
+    assert {k: sabpe.name_parts(k) for k in cases} == cases
+    assert (
+        sabpe.three_digit_numbers(load_shared("llama-3.1")) == sabpe.THREE_DIGIT_MAX
+    )  # digits in groups of 3
+    assert 0 < sabpe.three_digit_numbers(load_shared("gpt2")) < sabpe.THREE_DIGIT_MAX
+    ids = sabpe.identifier_lengths(load_shared("gpt2"))
+    assert ids["tokens"] == sum(ids["by_parts"].values()) > 0 and ids["max_parts"] >= 2
+
+
+def test_per_language_compression_and_its_gini(pair, base, words):
+    held = sabpe.read_code(CODE, languages=LANGS, heldout=True, max_files_per_repo=3)
+    plain, sa = pair
+    m = sabpe.evaluate(plain, held)
+    per = m["languages"]
+    assert set(per) == set(LANGS) and sum(v["tokens"] for v in per.values()) == m["heldout_tokens"]
+    assert m["language_compression_gini"] == gini([v["bytes_per_token"] for v in per.values()])
+    assert m["language_compression_gini"] != m["token_frequency_gini"]  # two Gini indices, named apart
+    parity, _ = sabpe.train_parity_baseline(
+        base, sabpe.records_by_language(sabpe.read_code(CODE, languages=LANGS, **SLICE)), 1000
+    )
+    assert parity.vocab_size == 1000
+    cmp = sabpe.SabpeComparison([str(CODE)], words, {"bpe": plain, "sabpe": sa}, held, parity=parity)
+    doc = cmp.to_json()
+    table = doc["language_compression"]
+    assert [r["language"] for r in table["rows"]] == sorted(LANGS)
+    assert set(table["gini"]) == {"bpe", "sabpe", "parity"} and table["paper"][0]["gini"] == 0.0576
+    assert table["gini"]["bpe"] == m["language_compression_gini"]
+    # the parity-aware baseline (equal target compression per language) evens out the per-language compression
+    assert table["gini"]["parity"] < table["gini"]["bpe"]
+    assert doc["sabpe"]["metrics"]["three_digit_numbers"] >= 0 and "identifiers" in doc["bpe"]["metrics"]
+    with pytest.raises(DataError, match="at least two"):
+        sabpe.train_parity_baseline(base, {"lua": ["x = 1"]}, 600)
 
 
 def test_errors(base, words):
@@ -223,6 +281,9 @@ def test_cli_json(capsys, tmp_path):
     tok = tokenizers.Tokenizer.from_file(str(tmp_path / "tok" / "tokenizer.json"))
     assert tok.get_vocab_size() == 600
     assert (tmp_path / "tok" / "history.csv").read_text().startswith("step,left,right")
+    report = json.loads((tmp_path / "tok" / "sabpe_report.json").read_text(encoding="utf-8"))
+    assert report == out  # the report written is the document printed
+    assert out["counting"]["executor"] == "inprocess" and out["language_compression"]["rows"]
     assert main(["sabpe", "--vocab-size", "600", "--priority", "nope"]) == 2
 
 
@@ -246,3 +307,27 @@ def test_page_trains_and_compares():
     at.button(key="sa-train").click().run()
     assert not at.exception, [e.message for e in at.exception]
     assert list(at.dataframe[0].value.columns)[-1] == "SA-BPE (F*log(R)*L, skip R<2)"
+
+
+def test_page_report_is_the_cli_json(monkeypatch, capsys):
+    """The page trains through SabpeComparison and offers its to_json: the CLI's --json document (timings apart)."""
+    seen = capture_downloads(monkeypatch)
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=120)
+    at.session_state["toklab_library"] = {DEFAULT_NAME: default_tokenizer(), "gpt2": load_shared("gpt2")}
+    at.run()
+    at.switch_page("pages/sabpe.py").run()
+    at.selectbox(key="sa-base").set_value("gpt2").run()
+    at.multiselect(key="sa-langs").set_value(["lua", "ruby"]).run()
+    at.number_input(key="sa-files").set_value(1).run()
+    at.number_input(key="sa-vocab").set_value(600).run()
+    at.button(key="sa-train").click().run()
+    assert not at.exception and not at.error, [e.message for e in at.exception] + [e.value for e in at.error]
+    page_doc = json.loads(seen["sa-dl-report"])
+    capsys.readouterr()
+    args = ["sabpe", "--languages", "lua,ruby", "--max-files-per-repo", "1", "--vocab-size", "600", "--json"]
+    assert main(args) == 0
+    cli_doc = json.loads(capsys.readouterr().out)
+    cli_doc.pop("counting")  # how the CLI counted (executor, shards); the page read the shared corpus itself
+    assert without_timings(page_doc) == without_timings(cli_doc)
+    assert page_doc["language_compression"]["rows"] and page_doc["sabpe"]["metrics"]["bytes_per_token"] > 1
+    assert any(d.value.columns[0] == "language" for d in at.dataframe)  # the per-language table is shown

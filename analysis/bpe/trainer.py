@@ -326,18 +326,28 @@ def learn(
     max_token_length: int | None = None,
     alphabet: Sequence[str] = (),
     progress: Progress | None = None,
+    min_frequency: int = 0,
 ) -> TrainRun:
     """Learn merges over word types until `n_new` merges made a token unknown to `known` (or pairs run out).
 
     `words`: (symbols, frequency) per word type (words of one symbol or frequency 0 are left out). `stats`: the
     pair statistics plug-in (default :class:`FrequencyStats`, plain BPE). `valid` / `max_token_length` refuse
     merged strings (such pairs are dropped silently); the statistics' skips are recorded as pops with a
-    reason. `alphabet` symbols get the first symbol ids. `progress(done, total, "merges")` is called about
-    100 times.
+    reason. A pair whose frequency is below `min_frequency` is never merged (plain BPE: training stops there,
+    as the `tokenizers` trainers' ``min_frequency``). `alphabet` symbols get the first symbol ids.
+    `progress(done, total, "merges")` is called about 100 times.
     """
     with _no_cyclic_gc():
         return _learn(
-            words, n_new, known, stats or FrequencyStats(), valid, max_token_length, alphabet, progress
+            words,
+            n_new,
+            known,
+            stats or FrequencyStats(),
+            valid,
+            max_token_length,
+            alphabet,
+            progress,
+            min_frequency,
         )
 
 
@@ -350,8 +360,10 @@ def _learn(
     max_token_length: int | None,
     alphabet: Sequence[str],
     progress: Progress | None,
+    min_frequency: int = 0,
 ) -> TrainRun:
     syms, sid = symbol_table()
+    plain = type(stats) is FrequencyStats  # the heap's top has the highest frequency
     for ch in alphabet:
         sid(ch)
     seqs: list[list[int]] = []
@@ -403,6 +415,11 @@ def _learn(
         cur = order(pair, c)
         if entry[:-3] != cur:  # stale: re-queue with the current statistics
             push(heap, (*cur, entry[-3], entry[-2], pair))
+            continue
+        if c < min_frequency:
+            if plain:
+                break
+            banned.add(pair)
             continue
         ls, rs = entry[-3], entry[-2]
         merged = ls + rs

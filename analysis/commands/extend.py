@@ -1,21 +1,49 @@
-"""`python -m analysis extend`: extend a tokenizer with N new tokens learned from text, and export it."""
+"""`python -m analysis extend`: extend a tokenizer with N new tokens learned from text, and export it (and the
+model, with `--model`).
+
+Training text: files, folders, globs (quote them: ``'DIR/*.devtest'``), ``hf://`` paths, ``.zip`` archives and
+FLORES training lines. Continued training counts its words with the corpus executor
+(:mod:`analysis.distributed`: in this process for small inputs, on local cores, Slurm or Ray) and learns the
+merges here; the same text gives the same merges on every executor. `--flores`, `--max-chars` and ``.zip``
+archives are read in this process.
+"""
 
 from __future__ import annotations
 
 import argparse
+import sys
 import time
+from collections.abc import Callable, Iterator
+from itertools import chain
 from pathlib import Path
 
-from ..corpora import Corpus, Source, corpus, from_paths, iter_file
+from ..corpora import Source, from_paths, iter_file, with_budget
+from ..distributed import add_executor_arguments, compute, executor_from_args, train_from_words
+from ..distributed.inputs import Shard, iter_units, resolve
+from ..embeddings import INIT_HELP, INITS
 from ..errors import DataError
-from ..export import write_folder
-from ..extension import METHODS, extension_report, plan
+from ..extension import (
+    METHODS,
+    PARITY_CONTINUED,
+    ExtendResult,
+    compare_parity,
+    export_extension,
+    parity_text,
+    plan,
+)
 from ..flores import FLORES_TRAIN_LINES
 from ..outputs import check_output_folder
+from ..parity import VARIANTS
+from ..progress import stderr_progress
+from ..training import training_mode
 from ._common import add_force_argument, add_tokenizer_argument, load_from_args, print_json
 
 NAME = "extend"
-HELP = "extend a tokenizer: continued BPE training or a naive baseline; writes a Hugging Face folder"
+HELP = (
+    "extend a tokenizer: continued BPE training or a naive baseline; writes a Hugging Face folder (+ model)"
+)
+#: New tokens trained when only --min-frequency bounds the run.
+N_CAP = 64_000
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -26,10 +54,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--text",
+        "--corpus",
+        dest="text",
         action="append",
         default=[],
-        metavar="FILE",
-        help="training text: .txt/.jsonl (optionally .gz), a .zip of them or a folder; repeatable",
+        metavar="PATH",
+        help="training text: file (.txt/.jsonl/.parquet, optionally .gz), folder, glob (quote it: 'DIR/*.devtest'), "
+        "hf://datasets/… path or a .zip; repeatable",
     )
     p.add_argument(
         "--flores",
@@ -39,8 +70,27 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help=f"also train on the first {FLORES_TRAIN_LINES} FLORES-200 devtest lines of LANG (repeatable)",
     )
     p.add_argument("--max-chars", type=int, default=None, help="character budget of the training text")
-    p.add_argument("--n", type=int, required=True, help="number of new tokens")
+    p.add_argument(
+        "--n",
+        type=int,
+        default=None,
+        help=f"number of new tokens (with --min-frequency alone: up to {N_CAP:,}, as many as reach it)",
+    )
+    p.add_argument(
+        "--min-frequency",
+        type=int,
+        default=0,
+        metavar="F",
+        help="only tokens whose training pair frequency reaches F are added (Kim 2025's thresholds; default 0)",
+    )
     p.add_argument("--max-token-length", type=int, default=None, help="longest new token, in characters")
+    p.add_argument(
+        "--parity",
+        action="store_true",
+        help="naive methods: train the auxiliary tokenizer parity-aware (byte-level bases; one language per "
+        "--flores LANG or per file stem, at least two) and compare it with the plain one",
+    )
+    p.add_argument("--parity-variant", choices=VARIANTS, default="base", help="parity-aware variant")
     p.add_argument(
         "--heldout",
         action="append",
@@ -56,25 +106,87 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help=f"held-out FLORES lines {FLORES_TRAIN_LINES + 1}–1012 of LANG (repeatable)",
     )
     p.add_argument("--out", default=None, metavar="DIR", help="write the extended tokenizer folder here")
+    p.add_argument(
+        "--model",
+        default=None,
+        metavar="M",
+        help="the base tokenizer's model (folder, .safetensors, .gguf, .bin or hub id): written to --out with "
+        "embeddings and LM head grown to the new vocabulary",
+    )
+    p.add_argument(
+        "--init",
+        choices=INITS,
+        default="fvt",
+        help="rows of the new tokens: " + "; ".join(f"{k} = {v}" for k, v in INIT_HELP.items()),
+    )
+    p.add_argument("--seed", type=int, default=0, help="seed of the mvn/random initialisation")
     add_force_argument(p)
     p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
+    add_executor_arguments(p)
 
 
-def _training_corpus(args: argparse.Namespace) -> Corpus:
-    srcs = [Source("flores-train", f"{lang}:{FLORES_TRAIN_LINES}") for lang in args.flores]
-    if args.text:
-        srcs += list(from_paths(args.text).sources)
-    if not srcs:
-        raise DataError("give training text with --text FILE (or --flores LANG)")
-    return corpus(*srcs, max_chars=args.max_chars)
+# --------------------------------------------------------------------------------------------------
+# Training text
+# --------------------------------------------------------------------------------------------------
+class TrainingText:
+    """The training text of one run: FLORES lines, resolved corpus shards and ``.zip`` archives (read here)."""
+
+    def __init__(self, args: argparse.Namespace) -> None:
+        self.flores = [Source("flores-train", f"{lang}:{FLORES_TRAIN_LINES}") for lang in args.flores]
+        zips = [t for t in args.text if str(t).lower().endswith(".zip")]
+        self.zips = list(from_paths(zips).sources) if zips else []
+        others = [t for t in args.text if t not in zips]
+        self.shards: list[Shard] = resolve(others) if others else []
+        self.inputs = others
+        self.max_chars = args.max_chars
+        if not (self.flores or self.zips or self.shards):
+            raise DataError("give training text with --text PATH (or --flores LANG)")
+
+    @property
+    def only_files(self) -> bool:
+        """Whether the corpus executor can count it: files/globs/hf:// only, no budget."""
+        return not self.flores and not self.zips and self.max_chars is None
+
+    @property
+    def label(self) -> str:
+        """A short description."""
+        parts = [s.label for s in self.flores + self.zips]
+        if self.shards:
+            parts.append(f"{len(self.shards)} file(s): {', '.join(self.inputs)}")
+        return "; ".join(parts)
+
+    def units(self) -> Iterator[str]:
+        """Every text unit (within the character budget)."""
+        it = chain(
+            (u for s in self.flores + self.zips for u in s.units()),
+            (u for sh in self.shards for u in iter_units(sh)),
+        )
+        return with_budget(it, self.max_chars)
+
+    def factory(self) -> Callable[[], Iterator[str]]:
+        """A re-iterable view (each call reads the text again)."""
+        return self.units
+
+    def by_language(self) -> dict[str, list[str]]:
+        """One corpus per language: a --flores LANG each, and the files grouped by stem (``est_Latn.devtest``)."""
+        if self.zips:
+            raise DataError(
+                "parity-aware training needs one corpus per language: .zip archives cannot be split"
+            )
+        if self.max_chars is not None:
+            raise DataError(
+                "--max-chars does not apply to parity-aware training (every language is read whole)"
+            )
+        out: dict[str, list[str]] = {}
+        for s in self.flores:
+            out.setdefault(s.ref.split(":")[0], []).extend(s.units())
+        for sh in self.shards:
+            out.setdefault(sh.group, []).extend(iter_units(sh))
+        return out
 
 
-def run(args: argparse.Namespace) -> int:
-    """Train, extend, measure and (with --out) export."""
-    if args.out:
-        check_output_folder(args.out, replace=args.force)  # before the work, not after it
-    tok = load_from_args(args)
-    text = _training_corpus(args)
+def _heldout(args: argparse.Namespace) -> dict[str, list[str]]:
     heldout: dict[str, list[str]] = {}
     for f in args.heldout:
         lines = list(iter_file(f))
@@ -85,32 +197,102 @@ def run(args: argparse.Namespace) -> int:
         heldout[f"{lang} (FLORES held-out)"] = list(
             Source("flores-heldout", f"{lang}:{FLORES_TRAIN_LINES}").units()
         )
-    t0 = time.perf_counter()
-    p = plan(tok, args.method, text, args.n, max_token_length=args.max_token_length)
-    ext = p.apply(args.n)
-    seconds = time.perf_counter() - t0
-    chars = p.training.chars if p.training is not None else None
-    rep = extension_report(
-        ext, n_requested=args.n, text=text.label, text_chars=chars, heldout=heldout or None, seconds=seconds
-    )
-    if args.out:
-        write_folder(ext.tokenizer, args.out, rep, replace=args.force)
-        rep["out"] = str(Path(args.out).resolve())
-    if args.json:
-        rep_short = {k: v for k, v in rep.items() if k != "added_tokens"}
-        rep_short["first_added"] = [a["text"] for a in rep["added_tokens"][:50]]
-        print_json(rep_short)
-    else:
-        print(
-            f"{rep['method_label']} on {tok.name}: added {rep['added']} tokens "
-            f"({rep['merges_added']} merges), {rep['unreachable_added']} STT-unreachable, {seconds:.1f} s"
+    return heldout
+
+
+# --------------------------------------------------------------------------------------------------
+# The run
+# --------------------------------------------------------------------------------------------------
+def _check(args: argparse.Namespace) -> int:
+    if args.model and not args.out:
+        raise DataError("--model needs --out (the folder the model is written to)")
+    if args.min_frequency < 0:
+        raise DataError("--min-frequency must be ≥ 0")
+    if args.n is None and not args.min_frequency:
+        raise DataError("give --n (the number of new tokens) or --min-frequency")
+    if args.n is not None and args.n <= 0:
+        raise DataError("--n must be positive")
+    if args.parity and args.method == "continued":
+        raise DataError(PARITY_CONTINUED)
+    return args.n if args.n is not None else N_CAP
+
+
+def _continued(args, tok, text: TrainingText, n: int, cfg, progress):
+    """Continued training: words from the corpus executor (or in this process), merges here."""
+    if text.only_files:
+        options = {"n_new": n} if training_mode(tok) == "sentencepiece" else {}
+        run_ = compute(tok, "words", text.inputs, options=options, executor=cfg, progress=progress)
+        if run_.result is None:
+            return None, run_.summary()
+        tr = train_from_words(tok, run_.result, n, max_token_length=args.max_token_length,
+                              min_frequency=args.min_frequency)  # fmt: skip
+        p = plan(tok, "continued", [], n, training=tr, min_frequency=args.min_frequency)
+        return p, run_.summary()
+    if cfg.kind not in ("auto", "inprocess"):
+        raise DataError(
+            "--flores, --max-chars and .zip archives are read in this process: give files, folders, globs or "
+            "hf:// paths with --text to count on another executor"
         )
-        if heldout:
-            for name, h in rep["heldout"].items():
-                print(
-                    f"  {name}: bytes/token {h['bytes_per_token_before']:.4f} → {h['bytes_per_token_after']:.4f}"
-                    f" ({h['delta_rel']:+.2%})"
-                )
-        if args.out:
-            print(f"  written to {rep['out']}")
+    p = plan(tok, "continued", text.factory(), n, max_token_length=args.max_token_length,
+             min_frequency=args.min_frequency)  # fmt: skip
+    return p, {"executor": "inprocess", "reader": "in this process"}
+
+
+def run(args: argparse.Namespace) -> int:
+    """Train, extend, measure and (with --out) export, with the model when --model is given."""
+    n = _check(args)
+    if args.out:
+        check_output_folder(args.out, replace=args.force)  # before the work, not after it
+    tok = load_from_args(args)
+    cfg = executor_from_args(args)
+    text = TrainingText(args)
+    heldout = _heldout(args)
+    progress = None if args.quiet or args.json else stderr_progress("extend")
+    t0 = time.perf_counter()
+    corpus_info = parity_info = None
+    if args.method == "continued":
+        p, corpus_info = _continued(args, tok, text, n, cfg, progress)
+        if p is None:
+            print_json({"note": "submitted; rerun the same command to collect the counts", **corpus_info})
+            return 0
+    elif args.parity:
+        pt = parity_text(text.by_language(), args.parity_variant)
+        parity_info, p = compare_parity(tok, args.method, n, pt, min_frequency=args.min_frequency,
+                                        max_token_length=args.max_token_length)  # fmt: skip
+    else:
+        p = plan(tok, args.method, text.factory(), n, max_token_length=args.max_token_length,
+                 min_frequency=args.min_frequency)  # fmt: skip
+    ext = p.apply(n)
+    seconds = time.perf_counter() - t0
+    res = ExtendResult(ext, n_requested=n, text=text.label, seconds=seconds, heldout=heldout,
+                       text_chars=p.training.chars if p.training is not None else None, training=p.training,
+                       aux=p.aux, min_frequency=args.min_frequency, corpus=corpus_info, parity=parity_info)  # fmt: skip
+    if args.out:
+        export_extension(res, args.out, model=args.model, init=args.init, seed=args.seed, replace=args.force)
+    if args.json:
+        print_json(res.to_json())
+        return 0
+    _print(res)
     return 0
+
+
+def _print(res: ExtendResult) -> None:
+    rep = res.to_json()
+    w = sys.stdout.write
+    w(f"{rep['method_label']} on {rep['base']}: added {rep['added']} tokens ({rep['merges_added']} merges), "
+      f"{rep['unreachable_added']} STT-unreachable, {rep['seconds']:.1f} s\n")  # fmt: skip
+    for name, h in rep.get("heldout", {}).items():
+        w(f"  {name}: bytes/token {h['bytes_per_token_before']:.4f} → {h['bytes_per_token_after']:.4f} "
+          f"({h['delta_rel']:+.2%}); characters per 2,048 tokens {h['chars_per_2048_before']:,.0f} → "
+          f"{h['chars_per_2048_after']:,.0f}\n")  # fmt: skip
+    par = rep.get("parity")
+    if par and "difference" in par:
+        a, b = par["plain"]["summary"], par["parity"]["summary"]
+        w(f"  parity-aware vs plain auxiliary ({', '.join(par['measured_languages'])}): premium mean "
+          f"{a['premium_mean']:.3f} → {b['premium_mean']:.3f}, Gini {a['premium_gini']:.4f} → "
+          f"{b['premium_gini']:.4f}, bytes/token {a['bytes_per_token']:.4f} → {b['bytes_per_token']:.4f}\n")  # fmt: skip
+    if "model" in rep:
+        m = rep["model"]
+        w(f"  model: {m['old_rows']:,} → {m['new_rows']:,} embedding rows ({m['init']}, tied {m['tied']})\n")
+    if "out" in rep:
+        w(f"  written to {rep['out']}\n")

@@ -1,26 +1,38 @@
-"""`python -m analysis sabpe`: train plain BPE and source-attributed BPE on code, compare them, export."""
+"""`python -m analysis sabpe`: train plain BPE and source-attributed BPE on code, compare them, export.
+
+The per-source word counts come from the corpus executor (:mod:`analysis.distributed`, statistic
+``source-words``): in this process for small inputs, on local cores, Slurm or Ray, with the same result; the
+merge loop runs here.
+"""
 
 from __future__ import annotations
 
 import argparse
 import csv
 import io
+import sys
 from pathlib import Path
 
+from ..distributed import add_executor_arguments, compute, executor_from_args
+from ..distributed.inputs import iter_records, resolve
 from ..errors import DataError
 from ..export import write_folder
 from ..outputs import check_output_folder
+from ..parity import VARIANTS
 from ..paths import shared_assets
+from ..progress import stderr_progress
 from ..sabpe import (
     DEFAULT_PRIORITY,
     PRIORITIES,
+    CodeRecord,
+    SabpeComparison,
     SkipRule,
     code_dir,
-    collect_words,
-    evaluate,
     normalize_priority,
     read_code,
+    records_by_language,
     train,
+    train_parity_baseline,
 )
 from ..sources import load
 from ._common import add_force_argument, print_json
@@ -35,11 +47,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     """Register the arguments of `sabpe`."""
     p.add_argument(
         "--corpus",
+        "--text",
+        dest="corpus",
         action="append",
         default=[],
-        metavar="DIR_OR_FILE",
-        help="JSON-lines code records {repo, language, text} (.jsonl/.jsonl.gz or a folder; repeatable; "
-        "default: the shared code corpus)",
+        metavar="PATH",
+        help="JSON-lines code records {repo, language, text}: .jsonl/.jsonl.gz/.parquet files, folders, globs "
+        "(quote them) or hf:// paths; repeatable (default: the shared code corpus)",
     )
     p.add_argument("--languages", default=None, help="comma-separated languages (file stems) to train on")
     p.add_argument(
@@ -77,10 +91,19 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--no-baseline", action="store_true", help="do not train the plain-BPE baseline")
     p.add_argument(
+        "--parity",
+        action="store_true",
+        help="also train the parity-aware BPE baseline, the code languages as parity languages (reads the "
+        "corpus text in this process)",
+    )
+    p.add_argument("--parity-variant", choices=VARIANTS, default="base", help="parity-aware variant")
+    p.add_argument(
         "--out", default=None, metavar="DIR", help="write the SA-BPE tokenizer folder + history.csv here"
     )
     add_force_argument(p)
     p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
+    add_executor_arguments(p)
 
 
 def _default_base() -> str:
@@ -88,72 +111,100 @@ def _default_base() -> str:
     return str(local) if local.is_dir() else "openai-community/gpt2"
 
 
+def _default_heldout(corpus: list[str]) -> list[Path]:
+    """heldout/ next to each local corpus folder (or next to the files a local glob names)."""
+    out: list[Path] = []
+    for c in corpus:
+        p = Path(c)
+        folder = p if p.is_dir() else p.parent if any(ch in c for ch in "*?[") or p.is_file() else None
+        if folder is not None and (folder / "heldout").is_dir() and folder not in out:
+            out.append(folder)
+    return out
+
+
+def _corpus_records(corpus: list[str], langs: list[str] | None, kw: dict) -> list[CodeRecord]:
+    """The training records, read in this process (the parity-aware trainer needs the text itself)."""
+    shards = resolve(corpus, layout="code")
+    if langs:
+        shards = [s for s in shards if s.group in set(langs)]
+    return [r for s in shards for r in iter_records(s, **kw)]
+
+
 def run(args: argparse.Namespace) -> int:
-    """Train, evaluate and (with --out) export."""
+    """Count words (corpus executor), train, evaluate and (with --out) export."""
     if args.out:
         check_output_folder(args.out, replace=args.force)  # before the work, not after it
     priority = normalize_priority(args.priority)
     if args.max_share is not None and not 0 < args.max_share <= 1:
         raise DataError("--max-share must be in (0, 1]")
     skip = SkipRule(min_repos=args.min_sources, min_languages=args.min_languages, max_share=args.max_share)
+    cfg = executor_from_args(args)
     base = load(args.base or _default_base())
     langs = [x.strip() for x in args.languages.split(",") if x.strip()] if args.languages else None
-    corpus = args.corpus or [code_dir()]
+    corpus = [str(c) for c in args.corpus] or [str(code_dir())]
     kw = {"max_files_per_repo": args.max_files_per_repo, "max_bytes_per_repo": args.max_bytes_per_repo}
-    records = read_code(corpus, languages=langs, **kw)
-    held_paths = args.heldout or [
-        Path(c) for c in corpus if Path(c).is_dir() and (Path(c) / "heldout").is_dir()
-    ]
-    heldout = []
-    if held_paths:
-        held_langs = langs
-        heldout = [
-            r.text for r in read_code(held_paths, languages=held_langs, heldout=not args.heldout, **kw)
-        ]
-    sw = collect_words(base, records)
+    progress = None if args.quiet or args.json else stderr_progress("sabpe words")
+    counted = compute(base, "source-words", corpus, options={"languages": langs, **kw}, executor=cfg,
+                      progress=progress)  # fmt: skip
+    if counted.result is None:
+        print_json({"note": "submitted; rerun the same command to collect the counts", **counted.summary()})
+        return 0
+    sw = counted.result
+    held_paths = args.heldout or _default_heldout(corpus)
+    heldout = read_code(held_paths, languages=langs, heldout=not args.heldout, **kw) if held_paths else []
     runs = {}
     if not args.no_baseline and (priority != "F" or skip.active):
         runs["bpe"] = train(base, sw, args.vocab_size, priority="F", name="BPE")
     runs["sabpe"] = train(
         base, sw, args.vocab_size, priority=priority, skip=skip, name=f"SA-BPE [{priority}]"
     )
-    out: dict = {"corpus": [str(c) for c in corpus], "records": len(records), "heldout_records": len(heldout)}
-    for key, res in runs.items():
-        out[key] = res.summary()
-        if heldout:
-            out[key]["metrics"] = evaluate(res, heldout)
-        out[key]["most_concentrated"] = [r["token"] for r in res.concentrated(10)]
+    cmp = SabpeComparison(corpus, sw, runs, heldout, counting=counted.summary())
+    if args.parity:
+        by_lang = records_by_language(_corpus_records(corpus, langs, kw))
+        cmp.parity, secs = train_parity_baseline(base, by_lang, args.vocab_size, variant=args.parity_variant)
+        cmp.parity_info = {"languages": list(by_lang), "variant": args.parity_variant, "seconds": secs,
+                           "targets": "equal compression rate per language"}  # fmt: skip
     sa = runs["sabpe"]
     if args.out:
+        cmp.out = str(Path(args.out).resolve())
         rows = sa.history_records()
         buf = io.StringIO(newline="")
         w = csv.DictWriter(buf, fieldnames=list(rows[0]) if rows else ["step"])
         w.writeheader()
         w.writerows(rows)
-        folder = write_folder(
-            sa.tokenizer,
-            args.out,
-            out,
-            report_name="sabpe_report.json",
-            replace=args.force,
-            extra={"history.csv": buf.getvalue().encode("utf-8")},
-        )
-        out["out"] = str(folder.resolve())
+        write_folder(sa.tokenizer, args.out, cmp.to_json(), report_name="sabpe_report.json", replace=args.force,
+                     extra={"history.csv": buf.getvalue().encode("utf-8")})  # fmt: skip
     if args.json:
-        print_json(out)
+        print_json(cmp.to_json())
         return 0
-    print(
-        f"{len(records):,} records, {sa.n_repos} repositories, {sa.n_languages} languages, {sa.word_types:,} word types"
+    _print(cmp)
+    return 0
+
+
+def _print(cmp: SabpeComparison) -> None:
+    out = cmp.to_json()
+    sa = cmp.runs["sabpe"]
+    sys.stdout.write(
+        f"{out['records']:,} records, {sa.n_repos} repositories, {sa.n_languages} languages, "
+        f"{sa.word_types:,} word types\n"
     )
-    for key, res in runs.items():
+    metrics = cmp.metrics()
+    for key, res in cmp.runs.items():
         line = f"{key:6s} {res.label}: {len(res.merges):,} merges, {res.n_skipped:,} skipped, {res.seconds['train']:.1f} s"
-        if "metrics" in out[key]:
-            m = out[key]["metrics"]
+        if key in metrics:
+            m = metrics[key]
             line += (
                 f"; held-out bytes/token {m['bytes_per_token']:.4f}, single-repo tokens {m['single_repo_share']:.2%},"
-                f" MTL {m['mean_token_length']:.2f}, Gini {m['gini']:.3f}, STT unreachable {m['stt_unreachable']}"
+                f" MTL {m['mean_token_length']:.2f}, token-frequency Gini {m['token_frequency_gini']:.3f},"
+                f" per-language compression Gini {m.get('language_compression_gini', float('nan')):.4f},"
+                f" 3-digit numbers {m['three_digit_numbers']}, STT unreachable {m['stt_unreachable']}"
             )
-        print(line)
-    if args.out:
-        print(f"written to {out['out']}")
-    return 0
+        sys.stdout.write(line + "\n")
+    if "parity" in metrics:
+        m = metrics["parity"]
+        sys.stdout.write(
+            f"parity Parity-aware BPE: held-out bytes/token {m['bytes_per_token']:.4f}, per-language compression "
+            f"Gini {m.get('language_compression_gini', float('nan')):.4f}, 3-digit numbers {m['three_digit_numbers']}\n"
+        )
+    if cmp.out:
+        sys.stdout.write(f"written to {cmp.out}\n")

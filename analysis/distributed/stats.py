@@ -33,19 +33,18 @@ SentencePiece character histogram) are merged in every reduce task and at the en
 
 from __future__ import annotations
 
-import time
-import unicodedata
 import zlib
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from .. import bpe, metrics, pruning, sabpe, training
 from ..errors import DataError, UnsupportedTokenizerError
-from ..tokenizer import SPIECE_UNDERLINE, LoadedTokenizer
+from ..tokenizer import LoadedTokenizer
+from ..training import TrainingWords
 
 #: Units handed to the per-text function at a time (bounds the memory of one call).
 CHUNK_UNITS = 20_000
@@ -199,54 +198,6 @@ class Pretokens(Stat):
         return PretokenCounts(counts, int(totals.get("units", 0)), int(totals.get("chars", 0)))
 
 
-@dataclass
-class TrainingWords:
-    """The continued-training input: word types (tuples of current tokens) → frequency, with the corpus size.
-
-    `characters` are the SentencePiece-mode coverage characters (most frequent first) that the words were
-    segmented with; empty in byte-level and pre-tokenized modes.
-    """
-
-    mode: str
-    words: Counter
-    units: int
-    chars: int
-    characters: list[tuple[str, int]] = field(default_factory=list)
-
-
-def char_histogram(units: Iterable[str], nfkc: bool) -> Counter:
-    """Characters of the units (NFKC first with `nfkc`), as :func:`analysis.training.missing_characters` counts them."""
-    counts: Counter = Counter()
-    for u in units:
-        counts.update(unicodedata.normalize("NFKC", u) if nfkc else u)
-    return counts
-
-
-def missing_from_histogram(
-    tok: LoadedTokenizer, histogram: dict[str, int], coverage: float
-) -> list[tuple[str, int]]:
-    """:func:`analysis.training.missing_characters` from a character histogram instead of the text."""
-    counts = Counter(histogram)
-    if " " in counts:
-        counts[SPIECE_UNDERLINE] += counts.pop(" ")
-    for ch in list(counts):
-        if ch != SPIECE_UNDERLINE and (ch.isspace() or unicodedata.category(ch) in ("Cc", "Cf", "Cs")):
-            del counts[ch]
-    total = sum(counts.values())
-    if not total:
-        return []
-    vocab = tok.vocab
-    covered = sum(c for ch, c in counts.items() if ch in vocab)
-    missing = sorted(((ch, c) for ch, c in counts.items() if ch not in vocab), key=lambda x: (-x[1], x[0]))
-    out = []
-    for ch, c in missing:
-        if covered / total >= coverage:
-            break
-        out.append((ch, c))
-        covered += c
-    return out
-
-
 _WORK: dict[tuple[str, tuple[str, ...]], LoadedTokenizer] = {}
 
 
@@ -302,7 +253,7 @@ class Words(Stat):
         units = chars = 0
         for chunk in _chunks((d.text for d in docs), opts.get("chunk_units", CHUNK_UNITS)):
             if sp and opts.get("coverage"):
-                hist.update(char_histogram(chunk, nfkc))
+                hist.update(training.char_counts(chunk, nfkc))
             c, n, ch = training.count_pretokens(tok, chunk, sp_chunks=sp, nfkc=nfkc)
             acc.update(c)
             units += n
@@ -322,7 +273,7 @@ class Words(Stat):
         """The SentencePiece coverage characters (at most n_new), from the merged histogram."""
         if opts["mode"] != "sentencepiece" or not opts.get("coverage"):
             return []
-        found = missing_from_histogram(tok, totals.get("histogram", {}), opts["coverage"])
+        found = training.coverage_characters(tok, totals.get("histogram", {}), opts["coverage"])
         return found[: opts["n_new"]]
 
     def reduce(self, tok: LoadedTokenizer, counts: Counter, totals: dict, opts: dict) -> Counter:
@@ -345,44 +296,17 @@ class Words(Stat):
 
 
 def train_from_words(
-    tok: LoadedTokenizer, tw: TrainingWords, n_new: int, *, max_token_length: int | None = None
+    tok: LoadedTokenizer,
+    tw: TrainingWords,
+    n_new: int,
+    *,
+    max_token_length: int | None = None,
+    min_frequency: int = 0,
 ) -> training.TrainingResult:
-    """Continued training from counted words: the same steps as :func:`analysis.training.continue_training`.
-
-    The merge loop is the unchanged :func:`analysis.training.train_merges` on one machine.
-    """
-
-    if n_new <= 0:
-        raise DataError("the number of new tokens must be positive")
-    if tw.mode != training.training_mode(tok):
-        raise DataError(f"the words were counted in {tw.mode} mode, not for {tok.name}")
-    t0 = time.perf_counter()
-    steps = [training.Step(ch, None, c, True) for ch, c in tw.characters]
-    work = training.with_characters(tok, [ch for ch, _ in tw.characters]) if tw.characters else tok
-    if tw.chars == 0 or not tw.words:
-        raise DataError("the training text is empty (or too short to learn any merge)")
-    base_vocab = work.vocab
-    added = {a.content for a in tok.added_tokens}
-    steps += training.train_merges(
-        tw.words,
-        n_new - len(steps),
-        lambda s: s in base_vocab or s in added,
-        max_token_length=max_token_length,
-        is_valid=training.sp_piece_valid if tw.mode == "sentencepiece" else None,
-    )
-    if not any(s.new for s in steps):
-        raise DataError("the training text is too short: no new token could be learned from it")
-    t = time.perf_counter() - t0
-    return training.TrainingResult(
-        base_name=tok.name,
-        base_hash=tok.content_hash,
-        mode=tw.mode,
-        steps=steps,
-        n_requested=n_new,
-        word_types=len(tw.words),
-        units=tw.units,
-        chars=tw.chars,
-        seconds={"train": t, "total": t},
+    """Continued training from counted words: :func:`analysis.training.train_from_counts`, the second half of
+    :func:`analysis.training.continue_training` (the merge loop on one machine)."""
+    return training.train_from_counts(
+        tok, tw, n_new, max_token_length=max_token_length, min_frequency=min_frequency
     )
 
 

@@ -15,15 +15,22 @@ module         what lives there
                (appended merges through the replay's merge loop), the simulated STT of new tokens, the
                English tokenization change
 ``preview``    :class:`Preview`: every method at any n, for the Extend page
-``report``     :func:`extension_report`: the JSON report of one run (CLI, export)
+``report``     :class:`ExtendResult`: one run and its one JSON document (CLI, page export); held-out bytes/token
+               and characters per 2,048 tokens
+``balance``    :func:`compare_parity`: the parity-aware auxiliary tokenizer of the naive methods vs the plain
+               one on FLORES held-out lines
+``model``      :func:`export_extension`: the tokenizer folder, with the model's embeddings and LM head
+               grown to the new vocabulary (FVT, mean or multivariate-normal rows)
 =============  ===========================================================================================
 """
 
+from .balance import compare_parity, parity_auxiliaries, parity_text
 from .methods import (
     METHOD_LABELS,
     METHODS,
     AuxVocab,
     Extension,
+    ParityText,
     added_token_contents,
     append_to_model,
     aux_new_tokens,
@@ -33,13 +40,16 @@ from .methods import (
     filter_merges,
     methods_for,
     next_id,
+    parity_applies,
     regen_merges,
     train_auxiliary,
     train_auxiliary_for,
+    train_wordpiece_supplement,
 )
-from .plan import Plan, extend, plan
+from .model import export_extension
+from .plan import PARITY_CONTINUED, Plan, extend, plan
 from .preview import Preview
-from .report import extension_report, unreachable_added
+from .report import CONTEXT_TOKENS, ExtendResult, chars_per_context, heldout_measures, unreachable_added
 from .simulator import (
     ADDED_MARK,
     PrefixSimulator,
@@ -51,6 +61,17 @@ from .simulator import (
 
 __all__ = [
     "ADDED_MARK",
+    "CONTEXT_TOKENS",
+    "PARITY_CONTINUED",
+    "ExtendResult",
+    "ParityText",
+    "chars_per_context",
+    "compare_parity",
+    "parity_auxiliaries",
+    "parity_text",
+    "heldout_measures",
+    "parity_applies",
+    "train_wordpiece_supplement",
     "METHODS",
     "METHOD_LABELS",
     "AuxVocab",
@@ -65,7 +86,7 @@ __all__ = [
     "extend_add_tokens",
     "extend_regen",
     "extend_wordpiece",
-    "extension_report",
+    "export_extension",
     "filter_merges",
     "levenshtein",
     "methods_for",

@@ -17,6 +17,15 @@ added tokens:
   index order (Kim, *Exploring the Effects of Tokenizer Extension on Domain-specific Finetuning of Language
   Models*, MA thesis, Seoul National University, 2025, Alg. 7).
 
+The auxiliary ("supplement") tokenizer of the naive methods is trained with the `tokenizers` BpeTrainer, or —
+for byte-level bases whose text spans several languages — the parity-aware BpeTrainer
+(:func:`analysis.parity.train_parity_bpe`). The WordPiece supplement is learned by the project's one BPE
+trainer core (:func:`analysis.bpe.trainer.learn`, word-initial pieces marked, continuation pieces prefixed
+``##``: what the `tokenizers` WordPieceTrainer learns) because that trainer breaks ties between equally frequent
+pairs deterministically and the `tokenizers` WordPieceTrainer does not (its vocabulary changes run to run).
+A `min_frequency` threshold (Kim 2025, §4.2) stops the supplement's merges at pairs rarer than it, so the
+threshold, not only N, decides how many tokens are added.
+
 New ids start after every existing id (model and added), so special tokens and post-processor ids keep their
 values.
 """
@@ -25,17 +34,20 @@ from __future__ import annotations
 
 import json
 import time
+from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
 import tokenizers
 from tokenizers import pre_tokenizers, trainers
 
+from ..bpe.trainer import learn
 from ..cache import memoize
-from ..errors import UnsupportedTokenizerError
+from ..errors import DataError, UnsupportedTokenizerError
 from ..export import sync_post_processor
+from ..parity import VARIANTS, train_parity_bpe
 from ..tokenizer import SPIECE_UNDERLINE, LoadedTokenizer, added_token_entry, bpe_model, parse_merges
-from ..training import training_mode
+from ..training import count_pretokens, training_mode
 
 METHODS = ("continued", "regen", "merges", "add-tokens", "wordpiece")
 METHOD_LABELS = {
@@ -183,13 +195,63 @@ def append_to_model(
 # --------------------------------------------------------------------------------------------------
 @dataclass
 class AuxVocab:
-    """An auxiliary tokenizer trained from scratch on the extension text with the `tokenizers` trainer."""
+    """An auxiliary ("supplement") tokenizer trained from scratch on the extension text.
+
+    `trainer` is ``bpe`` (the `tokenizers` BpeTrainer), ``parity`` (its parity-aware trainer) or ``wordpiece``
+    (the project's trainer core, deterministic); `languages` the per-language corpora of a parity-aware run.
+    """
 
     kind: str
     tokens: list[str]
     merges: list[tuple[str, str]]
     seconds: float = 0.0
     vocab_size: int = 0
+    min_frequency: int = 0
+    trainer: str = "bpe"
+    languages: tuple[str, ...] = ()
+
+
+@dataclass
+class ParityText:
+    """The text of a parity-aware auxiliary tokenizer: one corpus per language (at least two) and, optionally,
+    parallel development sets in the same order (else the trainer balances the training totals)."""
+
+    corpora: dict[str, list[str]]
+    dev: dict[str, list[str]] | None = None
+    variant: str = "base"
+
+    def __post_init__(self) -> None:
+        if len(self.corpora) < 2:
+            raise DataError(
+                "parity-aware training balances languages: it needs text in at least two languages "
+                f"(one corpus each); got {len(self.corpora)}"
+            )
+        if self.variant not in VARIANTS:
+            raise DataError(
+                f"unknown parity-aware variant {self.variant!r}; choose one of {', '.join(VARIANTS)}"
+            )
+        if self.dev is not None and list(self.dev) != list(self.corpora):
+            raise DataError("the development sets must name the same languages as the corpora, in order")
+
+    @property
+    def languages(self) -> tuple[str, ...]:
+        """The language labels, in order."""
+        return tuple(self.corpora)
+
+    def lines(self) -> Iterable[str]:
+        """Every training line (the plain trainer's text at equal content)."""
+        for c in self.corpora.values():
+            yield from c
+
+
+def parity_applies(base: LoadedTokenizer) -> str | None:
+    """Why the parity-aware auxiliary tokenizer does not apply to `base` (None when it does)."""
+    if base.model_type != "BPE" or not base.is_byte_level:
+        return (
+            f"{base.name} is {base.model_type} ({base.flavour}): the parity-aware trainer learns a byte-level BPE "
+            "and needs a byte-level base"
+        )
+    return None
 
 
 def _aux_pipeline(base: LoadedTokenizer) -> tuple[dict | None, dict | None, list[str]]:
@@ -213,37 +275,110 @@ def _aux_pipeline(base: LoadedTokenizer) -> tuple[dict | None, dict | None, list
     return norm, pre, alphabet
 
 
-def train_auxiliary(
-    base: LoadedTokenizer, units: Iterable[str], vocab_size: int, *, max_token_length: int | None = None
+#: Marks the first piece of a word while the WordPiece supplement is learned (continuation pieces are bare).
+_WORD_START = "\ue000"
+
+
+def train_wordpiece_supplement(
+    base: LoadedTokenizer, units: Iterable[str], vocab_size: int, *, min_frequency: int = 0
 ) -> AuxVocab:
-    """Train a BPE (or, for WordPiece bases, WordPiece) tokenizer from scratch on the text, base's pipeline."""
+    """The WordPiece supplement (Kim 2025, Alg. 7) learned deterministically by the project's trainer core.
+
+    What the `tokenizers` WordPieceTrainer learns — BPE over the base's pre-tokens, every piece after a word's
+    first prefixed ``##``, merges by pair frequency — with ties going to the lexicographically smallest pair:
+    the same text always gives the same vocabulary. Order: word-initial characters, then ``##`` characters
+    (each by code point), then the merged pieces in learned order; `vocab_size` bounds the total.
+    """
     t0 = time.perf_counter()
-    norm, pre, alphabet = _aux_pipeline(base)
+    prefix = base.continuing_subword_prefix or "##"
+    counts, _, _ = count_pretokens(base, units)
+    words: Counter = Counter()
+    for w, c in counts.items():
+        if w and _WORD_START not in w:
+            words[(_WORD_START + w[0], *w[1:])] += c
+    initial = sorted({w[0] for w in words})
+    cont = sorted({ch for w in words for ch in w[1:]})
+    alphabet = initial + cont
+    known = set(alphabet)
+    n_merges = max(0, vocab_size - len(alphabet))
+    run = learn(
+        words.items(), n_merges, known=known.__contains__, alphabet=alphabet, min_frequency=min_frequency
+    )
+
+    def piece(s: str) -> str:
+        return s[len(_WORD_START) :] if s.startswith(_WORD_START) else prefix + s
+
+    tokens = [piece(s) for s in alphabet]
+    seen = set(tokens)
+    for p in run.pops:
+        t = piece(p.token)
+        if t not in seen:
+            seen.add(t)
+            tokens.append(t)
+    return AuxVocab(
+        "wordpiece", tokens, [], time.perf_counter() - t0, vocab_size, min_frequency, trainer="wordpiece"
+    )
+
+
+def _vocab_and_merges(tk: tokenizers.Tokenizer) -> tuple[list[str], list[tuple[str, str]]]:
+    d = json.loads(tk.to_str())
+    vocab = d["model"]["vocab"]
+    tokens = [t for t, _ in sorted(vocab.items(), key=lambda kv: kv[1])]
+    return tokens, parse_merges(d["model"].get("merges") or [])
+
+
+def train_auxiliary(
+    base: LoadedTokenizer,
+    units: Iterable[str],
+    vocab_size: int,
+    *,
+    max_token_length: int | None = None,
+    min_frequency: int = 0,
+    parity: ParityText | None = None,
+) -> AuxVocab:
+    """Train a BPE (or, for WordPiece bases, WordPiece) tokenizer from scratch on the text, base's pipeline.
+
+    `min_frequency`: pairs rarer than this are never merged (the supplement may then hold fewer than
+    `vocab_size` tokens). `parity`: train the parity-aware BPE on its per-language corpora instead of `units`
+    (byte-level bases only; :func:`parity_applies`).
+    """
+    t0 = time.perf_counter()
     if base.model_type == "WordPiece":
-        prefix = base.continuing_subword_prefix or "##"
-        model = {
-            "type": "WordPiece",
-            "unk_token": base.unk_token or "[UNK]",
-            "continuing_subword_prefix": prefix,
-            "max_input_chars_per_word": 100,
-            "vocab": {},
-        }
-        trainer = trainers.WordPieceTrainer(
-            vocab_size=vocab_size, show_progress=False, special_tokens=[], continuing_subword_prefix=prefix
+        return train_wordpiece_supplement(base, units, vocab_size, min_frequency=min_frequency)
+    if parity is not None:
+        why = parity_applies(base)
+        if why:
+            raise UnsupportedTokenizerError(why)
+        tk = train_parity_bpe(
+            parity.corpora,
+            vocab_size,
+            dev=parity.dev,
+            variant=parity.variant,
+            template=base,
+            min_frequency=min_frequency,
         )
-        kind = "wordpiece"
-    else:
-        model = bpe_model()
-        sp = base.is_sentencepiece_style and not base.is_byte_level
-        mtl = max_token_length or (16 if sp else None)
-        trainer = trainers.BpeTrainer(
-            vocab_size=vocab_size,
-            show_progress=False,
-            special_tokens=[],
-            initial_alphabet=alphabet,
-            max_token_length=mtl,
+        tokens, merges = _vocab_and_merges(tk)
+        return AuxVocab(
+            "bpe",
+            tokens,
+            merges,
+            time.perf_counter() - t0,
+            vocab_size,
+            min_frequency,
+            trainer="parity",
+            languages=parity.languages,
         )
-        kind = "bpe"
+    norm, pre, alphabet = _aux_pipeline(base)
+    sp = base.is_sentencepiece_style and not base.is_byte_level
+    mtl = max_token_length or (16 if sp else None)
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size,
+        show_progress=False,
+        special_tokens=[],
+        initial_alphabet=alphabet,
+        max_token_length=mtl,
+        min_frequency=min_frequency,
+    )
     doc = {
         "version": "1.0",
         "truncation": None,
@@ -253,15 +388,12 @@ def train_auxiliary(
         "pre_tokenizer": pre,
         "post_processor": None,
         "decoder": None,
-        "model": model,
+        "model": bpe_model(),
     }
     aux = tokenizers.Tokenizer.from_str(json.dumps(doc))
     aux.train_from_iterator(units, trainer=trainer)
-    d = json.loads(aux.to_str())
-    vocab = d["model"]["vocab"]
-    tokens = [t for t, _ in sorted(vocab.items(), key=lambda kv: kv[1])]
-    merges = parse_merges(d["model"].get("merges") or []) if kind == "bpe" else []
-    return AuxVocab(kind, tokens, merges, time.perf_counter() - t0, vocab_size)
+    tokens, merges = _vocab_and_merges(aux)
+    return AuxVocab("bpe", tokens, merges, time.perf_counter() - t0, vocab_size, min_frequency)
 
 
 def aux_new_tokens(base: LoadedTokenizer, aux: AuxVocab, n: int | None = None) -> list[str]:
@@ -278,13 +410,27 @@ def aux_new_tokens(base: LoadedTokenizer, aux: AuxVocab, n: int | None = None) -
 
 
 def train_auxiliary_for(
-    base: LoadedTokenizer, units: Callable[[], Iterable[str]], n: int, *, max_token_length: int | None = None
+    base: LoadedTokenizer,
+    units: Callable[[], Iterable[str]],
+    n: int,
+    *,
+    max_token_length: int | None = None,
+    min_frequency: int = 0,
+    parity: ParityText | None = None,
 ) -> AuxVocab:
-    """Train an auxiliary tokenizer large enough to give n new tokens (grows the size up to 3 times)."""
+    """Train an auxiliary tokenizer large enough to give n new tokens (grows the size up to 3 times; stops
+    early when the text, or the `min_frequency` threshold, has no more to give)."""
     size = 256 + 2 * n if base.model_type != "WordPiece" else 1000 + 2 * n
     aux = None
     for _ in range(4):
-        aux = train_auxiliary(base, units(), size, max_token_length=max_token_length)
+        aux = train_auxiliary(
+            base,
+            units() if parity is None else (),
+            size,
+            max_token_length=max_token_length,
+            min_frequency=min_frequency,
+            parity=parity,
+        )
         have = len(aux_new_tokens(base, aux, n))
         if have >= n or len(aux.tokens) < size:  # enough, or the text has no more to give
             break

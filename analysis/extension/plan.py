@@ -16,6 +16,7 @@ from .methods import (
     METHODS,
     AuxVocab,
     Extension,
+    ParityText,
     append_to_model,
     aux_new_tokens,
     extend_add_tokens,
@@ -34,7 +35,11 @@ from .methods import (
 # --------------------------------------------------------------------------------------------------
 @dataclass
 class Plan:
-    """Everything needed to apply a method at any n ≤ n_max without retraining."""
+    """Everything needed to apply a method at any n ≤ n_max without retraining.
+
+    `min_frequency` (continued training) keeps only the prefix of new tokens whose training pair frequency
+    reaches it; the naive methods' auxiliary tokenizer was trained with it already.
+    """
 
     method: str
     base: LoadedTokenizer
@@ -42,20 +47,24 @@ class Plan:
     training: TrainingResult | None = None
     aux: AuxVocab | None = None
     seconds: float = 0.0
+    min_frequency: int = 0
     _cache: dict = field(default_factory=dict, repr=False)
 
     @property
     def n_available(self) -> int:
-        """How many new tokens this plan can give (may be < n_max on a small text)."""
-        if self.training is not None:
-            return self.training.n_new
+        """How many new tokens this plan can give (may be < n_max on a small text or above a threshold)."""
         return len(self.all_tokens())
 
     def all_tokens(self) -> list[str]:
         """Every candidate new token in order (raw vocabulary strings)."""
         if "all" not in self._cache:
             if self.training is not None:
-                toks = self.training.new_tokens()
+                toks = []
+                for s in self.training.steps:  # pair frequencies never grow along the run: cut at the first
+                    if s.pair is not None and s.freq < self.min_frequency:
+                        break
+                    if s.new:
+                        toks.append(s.token)
             else:
                 assert self.aux is not None
                 toks = aux_new_tokens(self.base, self.aux, self.n_max)
@@ -133,8 +142,15 @@ def plan(
     max_token_length: int | None = None,
     aux: AuxVocab | None = None,
     training: TrainingResult | None = None,
+    min_frequency: int = 0,
+    parity: ParityText | None = None,
 ) -> Plan:
-    """Run the training a method needs once (continued training or the auxiliary tokenizer) for up to n_max."""
+    """Run the training a method needs once (continued training or the auxiliary tokenizer) for up to n_max.
+
+    `min_frequency`: supplementary tokens rarer than this in the training text are not added (Kim 2025's
+    thresholds). `parity`: the naive methods' auxiliary tokenizer is the parity-aware BPE trained on these
+    per-language corpora (`units` is then not read); continued training has no parity-aware variant here.
+    """
     if method not in METHODS:
         raise DataError(f"unknown extension method {method!r} (choose from {', '.join(METHODS)})")
     if method not in methods_for(base):
@@ -144,16 +160,36 @@ def plan(
         )
     if n_max <= 0:
         raise DataError("the number of new tokens must be positive")
+    if min_frequency < 0:
+        raise DataError("the minimum frequency must be ≥ 0")
     t0 = time.perf_counter()
     get = _reiter(units)
     if method == "continued":
-        training = training or continue_training(base, get, n_max, max_token_length=max_token_length)
-        return Plan(method, base, n_max, training=training, seconds=time.perf_counter() - t0)
-    aux = aux or train_auxiliary_for(base, get, n_max, max_token_length=max_token_length)
-    p = Plan(method, base, n_max, aux=aux, seconds=time.perf_counter() - t0)
+        if parity is not None:
+            raise UnsupportedTokenizerError(PARITY_CONTINUED)
+        training = training or continue_training(
+            base, get, n_max, max_token_length=max_token_length, min_frequency=min_frequency
+        )
+        p = Plan(method, base, n_max, training=training, seconds=time.perf_counter() - t0,
+                 min_frequency=min_frequency)  # fmt: skip
+        if not p.all_tokens():
+            raise DataError(f"no new token reaches the minimum frequency {min_frequency}")
+        return p
+    aux = aux or train_auxiliary_for(
+        base, get, n_max, max_token_length=max_token_length, min_frequency=min_frequency, parity=parity
+    )
+    p = Plan(method, base, n_max, aux=aux, seconds=time.perf_counter() - t0, min_frequency=min_frequency)
     if not p.all_tokens():
         raise DataError("the training text gave no token the tokenizer does not already have")
     return p
+
+
+#: Why continued training has no parity-aware variant.
+PARITY_CONTINUED = (
+    "parity-aware training applies to the naive methods' auxiliary tokenizer (trained from scratch by the "
+    "`tokenizers` parity-aware trainer); continued training runs the project's own incremental trainer on top of "
+    "the base's merges, which has no parity-aware merge choice"
+)
 
 
 def extend(
