@@ -9,7 +9,7 @@ import time
 
 import numpy as np
 import pytest
-from download_support import capture_downloads, without_timings
+from download_support import record_downloads, without_timings
 from streamlit.testing.v1 import AppTest
 from support import FLORES, ROOT, TOKENIZERS, load_shared
 
@@ -97,7 +97,7 @@ def test_corpus_folder_outside_the_allowed_roots_is_refused(monkeypatch, tmp_pat
 
 
 def _extend_page(monkeypatch) -> tuple[AppTest, dict]:
-    seen = capture_downloads(monkeypatch)
+    seen = record_downloads(monkeypatch)
     at = _app("pages/extend.py")
     at.selectbox(key="ext-tok").set_value("gpt2").run()
     at.multiselect(key="ext-corpora").set_value([]).run()  # FLORES training lines only

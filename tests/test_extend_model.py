@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 import torch
 import transformers
-from support import FLORES, SMOLLM, TOKENIZERS, flores_lines, load_shared, need_smollm
+from support import FLORES, SMOLLM, flores_lines, load_shared, need_smollm
 
 from analysis.cli import main
 from analysis.embeddings import mvn_rows, remap_embeddings
@@ -124,12 +124,13 @@ def test_wrong_model_is_refused_and_nothing_is_written(extended, tmp_path: Path)
 @need_smollm
 @pytest.mark.slow
 def test_cli_extends_smollm2_gguf_and_keeps_english_logits(tmp_path: Path):
-    """`extend --model SmolLM2.gguf --method continued --n 500`: AutoModelForCausalLM loads the written model, it
-    has a row per token, and its logits on English (only unchanged tokens) are the original's."""
+    """`extend --tokenizer SmolLM2.gguf --model SmolLM2.gguf --method continued --n 500` (the tokenizer embedded in
+    the GGUF file): AutoModelForCausalLM loads the written model, it has a row per token, and its logits on
+    English (only unchanged tokens) are the original's."""
     out = tmp_path / "smol"
     buf = io.StringIO()
     with redirect_stdout(buf):
-        rc = main(["extend", "--tokenizer", str(TOKENIZERS / "smollm2-135m-instruct"), "--model", str(SMOLLM),
+        rc = main(["extend", "--tokenizer", str(SMOLLM), "--model", str(SMOLLM),
                    "--method", "continued", "--text", str(FLORES / "devtest" / "est_Latn.devtest"), "--n", "500",
                    "--out", str(out), "--json"])  # fmt: skip
     assert rc == 0

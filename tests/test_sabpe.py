@@ -8,7 +8,7 @@ from collections import Counter
 
 import pytest
 import tokenizers
-from download_support import capture_downloads, without_timings
+from download_support import record_downloads, without_timings
 from streamlit.testing.v1 import AppTest
 from support import ASSETS, ROOT, load_shared
 
@@ -311,7 +311,7 @@ def test_page_trains_and_compares():
 
 def test_page_report_is_the_cli_json(monkeypatch, capsys):
     """The page trains through SabpeComparison and offers its to_json: the CLI's --json document (timings apart)."""
-    seen = capture_downloads(monkeypatch)
+    seen = record_downloads(monkeypatch)
     at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=120)
     at.session_state["toklab_library"] = {DEFAULT_NAME: default_tokenizer(), "gpt2": load_shared("gpt2")}
     at.run()
