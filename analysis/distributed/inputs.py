@@ -42,6 +42,7 @@ import fsspec
 from .. import paths
 from ..corpora import is_text_name, iter_zip
 from ..errors import DataError
+from ..inputs import human_size
 from ..sabpe import CodeRecord
 
 _GLOB_CHARS = ("*", "?", "[")
@@ -218,15 +219,40 @@ def _corrupt(shard: Shard, where: str, e: BaseException) -> DataError:
 
 
 def _lines(shard: Shard, pos: Position) -> Iterator[tuple[int, str]]:
-    """(line number, line without its end) of a text or JSON-lines shard, strictly decoded."""
-    n = 0
+    """(line number, line without its end) of a text or JSON-lines shard, strictly decoded, in bounded memory.
+
+    A text line longer than :func:`analysis.paths.max_line_chars` characters comes in pieces of that size (each
+    piece a unit, under the same line number); a JSON line longer than 16 times that is refused. The shard's
+    decompressed text is capped at :func:`analysis.paths.max_text_bytes` (``TOKLAB_MAX_TEXT_MB``), checked as
+    it is read, so a small compressed bomb stops early with a clear error.
+    """
+    jsonl = shard.fmt == "jsonl"
+    limit = paths.max_line_chars() * (16 if jsonl else 1)
+    cap = paths.max_text_bytes()
+    n, pending = 0, False
     try:
         with fsspec.open(shard.url, "rb") as raw:
             pos.raw = raw
             stream = gzip.GzipFile(fileobj=raw) if shard.gzip else raw
             text = io.TextIOWrapper(stream, encoding="utf-8-sig", errors="strict", newline="")
-            for n, line in enumerate(text, 1):
-                yield n, line.rstrip("\r\n")
+            while True:
+                piece = text.readline(limit)
+                if not piece:
+                    return
+                if not pending:
+                    n += 1
+                whole = piece.endswith(("\n", "\r"))
+                if stream.tell() > cap:
+                    raise DataError(
+                        f"{shard.url}: more than {human_size(cap)} of text in one file (the limit per source, "
+                        "TOKLAB_MAX_TEXT_MB); raise it for big shards, or split the file"
+                    )
+                if jsonl and not whole and len(piece) >= limit:
+                    raise DataError(
+                        f"corrupt shard {shard.url} (line {n}): a JSON line longer than {limit:,} characters"
+                    )
+                pending = not whole
+                yield n, piece.rstrip("\r\n") if whole else piece
     except _LINE_ERRORS as e:
         raise _corrupt(
             shard, f"line {n + 1}" if n or not isinstance(e, FileNotFoundError) else "", e
