@@ -42,6 +42,6 @@ def test_extend_llama3_with_estonian_and_download(page: Page, app_url, artifacts
     assert tok.get_vocab_size() == 128256 + 1000
     assert tok.token_to_id("<|begin_of_text|>") == 128000
     # the CLI's extension_report.json (python -m analysis extend writes the same schema)
-    held = report["heldout"]["est_Latn held-out"]
+    held = report["heldout"]["est_Latn (FLORES held-out)"]
     assert held["bytes_per_token_after"] > held["bytes_per_token_before"]
     assert report["n_requested"] == 1000 and len(report["added_tokens"]) == 1000
