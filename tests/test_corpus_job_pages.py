@@ -14,6 +14,7 @@ from streamlit.testing.v1 import AppTest
 from support import FLORES, ROOT, TOKENIZERS, load_shared
 
 from analysis import pruning as P
+from analysis import sabpe as S
 from analysis.cli import main
 from analysis.defaults import DEFAULT_NAME, default_tokenizer
 from analysis.distributed import ExecutorConfig, compute, train_from_words
@@ -148,3 +149,35 @@ def test_extend_continued_words_from_a_background_corpus_job(monkeypatch, server
     assert doc["added"] == 150 and doc["corpus"]["workers"] == 2
     assert without_timings(doc["training"]) == without_timings(ref.to_json())
     assert [t["token"] for t in doc["added_tokens"]] == [s.token for s in ref.prefix(150) if s.new]
+
+
+@pytest.mark.slow
+def test_sabpe_trains_on_words_from_a_background_corpus_job(monkeypatch, tmp_path):
+    """SA-BPE page, code corpus counted by a background job (2 workers): the page's words equal the in-process
+    count of the same files and options, and its report says where they came from."""
+    code = S.code_dir()
+    monkeypatch.setenv("TOKLAB_SERVER_PATHS", "1")
+    monkeypatch.setenv("TOKLAB_SERVER_ROOTS", str(code))
+    monkeypatch.setenv("TOKLAB_CACHE", str(tmp_path / "cache"))
+    seen = record_downloads(monkeypatch)
+    at = _app("pages/sabpe.py")
+    at.selectbox(key="sa-base").set_value("gpt2").run()
+    at.multiselect(key="sa-langs").set_value(["tcl", "vimscript"]).run()
+    at.number_input(key="sa-files").set_value(1).run()
+    at.number_input(key="sa-vocab").set_value(400).run()
+    at.radio(key="sa-source").set_value("a code corpus (background job)").run()
+    at.text_input(key="sa-corpus-folder").set_value(str(code)).run()
+    at.text_input(key="sa-corpus-pattern").set_value("*.jsonl.gz").run()
+    at.number_input(key="sa-corpus-workers").set_value(2).run()
+    assert not at.error, [e.value for e in at.error]
+    at.button(key="sa-corpus-start").click().run()
+    words = _wait_for_job(at, "sa-corpus")
+    opts = {"languages": ["tcl", "vimscript"], "max_files_per_repo": 1, "max_bytes_per_repo": None}
+    ref = compute(load_shared("gpt2"), "source-words", [str(code / "*.jsonl.gz")], options=opts,
+                  executor=ExecutorConfig(kind="inprocess")).result  # fmt: skip
+    assert words.words == ref.words and len(ref.words) > 100
+    at.button(key="sa-train").click().run()
+    assert not at.exception and not at.error, [e.message for e in at.exception] + [e.value for e in at.error]
+    doc = json.loads(seen["sa-dl-report"])
+    assert doc["sabpe"]["vocab_size"] == 400 and doc["sabpe"]["languages"] == 2
+    assert any(str(code) in c for c in doc["corpus"]), doc["corpus"]
