@@ -19,23 +19,34 @@ from analysis.extension import (
     ExtendResult,
     Plan,
     Preview,
+    compare_parity,
     export_extension,
     methods_for,
+    parity_applies,
+    parity_text,
     plan,
 )
 from analysis.flores import FLORES_TRAIN_LINES, available_codes, split_lines
 from analysis.outputs import json_ready, strict_json
+from analysis.parity import VARIANTS
 from analysis.references import cite, reference
 from analysis.training import continue_training, training_mode
 from ui.caching import cache_data, cache_resource
 from ui.corpus_jobs import corpus_panel
 from ui.errors import try_step
+from ui.palette import OKABE_ITO
 from ui.pickers import pick_model, pick_tokenizer, server_path_input
 from ui.spans import pieces_html
 from ui.trees import merge_tree_text
 
 NO_FLORES = "FLORES-200 was not found: set TOKLAB_FLORES (or TOKLAB_ASSETS to the shared assets folder)."
 MERGE_METHODS = ("continued", "regen", "merges")
+NAIVE_METHODS = ("regen", "merges", "add-tokens")
+#: Languages offered with the target for the parity-aware comparison (those FLORES has).
+PARITY_DEFAULTS = ("eng_Latn", "fin_Latn", "lvs_Latn")
+#: Summary entries shown for the plain and the parity-aware auxiliary tokenizer.
+PARITY_COLUMNS = {"premium_mean": "premium mean", "premium_max": "premium max", "premium_gini": "premium Gini",
+                  "premium_std": "premium std", "bytes_per_token": "bytes/token"}  # fmt: skip
 
 
 # ------------------------------------------------------------------------------------------ engine calls (cached)
@@ -262,6 +273,87 @@ def added_tokens(tok: LoadedTokenizer, pv: Preview, results: dict[str, dict], n:
                     st.warning("Unreachable: the merges build the pieces above, never the token itself.")
 
 
+# ------------------------------------------------------------------------------------------ parity-aware auxiliary
+def parity_languages(lang: str) -> list[str]:
+    """The default training languages of the parity-aware comparison: the target and a few others FLORES has."""
+    langs = available_codes()
+    return list(dict.fromkeys(x for x in (lang, *PARITY_DEFAULTS) if x in langs))
+
+
+def parity_section(
+    tok: LoadedTokenizer, methods: tuple[str, ...], lang: str, n: int, max_len: int | None, min_freq: int
+) -> None:
+    """Plain vs parity-aware auxiliary tokenizer of a naive method, trained on the FLORES training lines of several
+    languages (the CLI's `extend --parity --flores L1 --flores L2 …`) and measured on their held-out lines."""
+    naive = [m for m in methods if m in NAIVE_METHODS]
+    if not naive:
+        return
+    ref = reference("parity-aware-bpe")
+    with st.expander(f"Parity-aware auxiliary vs plain ({ref.short.replace(' (', ' ').rstrip(')')})"):
+        why = parity_applies(tok)
+        if why:
+            st.caption(f"Does not apply here: {why}.")
+            return
+        st.caption(
+            f"{cite('parity-aware-bpe')}: each merge is the best one of the language compressed worst so far. "
+            f"The plain and the parity-aware auxiliary tokenizer (same size, same text: FLORES lines "
+            f"1–{FLORES_TRAIN_LINES} of each language) give N new tokens each; both extensions are measured on the "
+            f"held-out lines {FLORES_TRAIN_LINES + 1}–1012, premium = tokens / English tokens on the same sentences."
+        )
+        c1, c2, c3 = st.columns([3, 1, 1])
+        langs = c1.multiselect("Training languages (FLORES-200, at least 2)", available_codes(),
+                               default=parity_languages(lang), key="ext-par-langs")  # fmt: skip
+        method = c2.selectbox("Method", naive, format_func=lambda m: METHOD_LABELS[m], key="ext-par-method")
+        variant = c3.selectbox("Variant", VARIANTS, key="ext-par-variant",
+                               help="the `tokenizers` ParityBpeTrainer variant (the CLI's --parity-variant)")  # fmt: skip
+        if len(langs) < 2:
+            st.caption("Choose at least two languages.")
+            return
+        inputs = (tok.content_hash, method, n, tuple(langs), variant, min_freq, max_len)
+        if st.button("Compare plain and parity-aware", key="ext-par-run"):
+            with st.spinner("Training both auxiliary tokenizers and measuring …"):
+                pt = parity_text({c: split_lines(c)[0] for c in langs}, variant)
+                got = try_step(
+                    compare_parity, tok, method, n, pt, min_frequency=min_freq, max_token_length=max_len
+                )
+            if got is not None:
+                st.session_state["ext-parity"] = (inputs, got[0])
+        saved = st.session_state.get("ext-parity")
+        if saved is None or saved[0] != inputs:
+            st.caption("Press the button to train both auxiliary tokenizers (once per choice).")
+            return
+        parity_results(saved[1])
+
+
+def parity_results(cmp: dict) -> None:
+    """The two summaries, the per-language premiums and a one-sentence reading of a `compare_parity` result."""
+    if "difference" not in cmp:
+        st.info(cmp.get("note", "nothing measured"))
+        return
+    sides = {"plain": "plain auxiliary", "parity": "parity-aware auxiliary"}
+    rows = [{"auxiliary": label} | {v: cmp[k]["summary"][c] for c, v in PARITY_COLUMNS.items()}
+            for k, label in sides.items()]  # fmt: skip
+    fmt = {v: st.column_config.NumberColumn(format="%.4f") for v in PARITY_COLUMNS.values()}
+    st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch", column_config=fmt, key="ext-par-table")
+    ref = cmp["reference"]
+    fig = go.Figure()
+    for (k, label), colour in zip({"base": "base", **sides}.items(), ("#999999", *OKABE_ITO)):
+        prem = [r for r in cmp[k]["rows"] if r["lang"] != ref]
+        fig.add_trace(go.Bar(x=[r["lang"] for r in prem], y=[r["premium"] for r in prem], name=label,
+                             marker_color=colour))  # fmt: skip
+    fig.update_layout(barmode="group", yaxis_title=f"premium vs {ref}", height=320,
+                      margin=dict(l=10, r=10, t=30, b=10))  # fmt: skip
+    st.plotly_chart(fig, width="stretch", key="ext-par-chart")
+    a, b = cmp["plain"]["summary"], cmp["parity"]["summary"]
+    st.markdown(
+        f"With {cmp['n']:,} new tokens ({METHOD_LABELS[cmp['method']]}, {cmp['variant']} variant), the parity-aware "
+        f"auxiliary {'lowers' if b['premium_max'] < a['premium_max'] else 'does not lower'} the worst premium "
+        f"({a['premium_max']:.3f} → {b['premium_max']:.3f}, {b['premium_max_lang']}) and moves the Gini "
+        f"{a['premium_gini']:.4f} → {b['premium_gini']:.4f}, at {b['bytes_per_token']:.4f} bytes/token vs "
+        f"{a['bytes_per_token']:.4f} plain; {cmp['overlap']:,} of the added tokens are the same."
+    )
+
+
 def report(
     pv: Preview, method: str, n: int, text_label: str, min_freq: int, corpus: dict | None
 ) -> ExtendResult:
@@ -345,6 +437,7 @@ def page() -> None:
     if not methods:
         st.warning("Choose at least one method.")
         return
+    parity_section(tok, methods, lang, n_max, max_len, min_freq)
     from_corpus, job, words = corpus_words(tok, methods, n_max)
     if from_corpus and job is None:
         return
