@@ -103,6 +103,9 @@ def test_parity_aware_auxiliary_balances_the_languages():
     langs = ("est_Latn", "hin_Deva", "kor_Hang")
     pt = parity_text({c: split_lines(c)[0] for c in langs})
     assert pt.dev is not None and list(pt.dev) == list(langs)  # FLORES codes: parallel development sets
+    for c in langs:  # the development lines (FLORES 701-800) are not training text
+        assert len(pt.dev[c]) == 100 and not set(pt.dev[c]) & set(pt.corpora[c])
+        assert len(pt.corpora[c]) == 700
     cmp, p = compare_parity(gpt2, "regen", 600, pt)
     assert p.aux is not None and p.aux.trainer == "parity" and p.aux.languages == langs
     assert cmp["plain"]["added"] == cmp["parity"]["added"] == 600

@@ -44,14 +44,18 @@ def flores_codes(labels: Sequence[str]) -> list[str]:
 def parity_text(corpora: Mapping[str, list[str]], variant: str = "base") -> ParityText:
     """The parity-aware trainer's input: one corpus per language; when every language is a FLORES code, the
     FLORES lines :data:`DEV_LINES` of each are the parallel development sets (else the trainer balances the
-    per-language training totals)."""
+    per-language training totals). A development line never stays in the training text (FLORES training lines
+    1–800 include them), so the balancing measures text the auxiliary tokenizers did not learn from."""
     langs = list(corpora)
     codes = flores_codes(langs)
     dev = None
+    text = {k: list(v) for k, v in corpora.items()}
     if len(codes) == len(langs) and len(set(codes)) == len(codes):
         a, b = DEV_LINES
         dev = {lab: flores.split_lines(code)[0][a:b] for lab, code in zip(langs, codes)}
-    return ParityText({k: list(v) for k, v in corpora.items()}, dev, variant)
+        seen = {k: set(v) for k, v in dev.items()}
+        text = {k: [x for x in v if x not in seen[k]] for k, v in text.items()}
+    return ParityText(text, dev, variant)
 
 
 def _side(base: LoadedTokenizer, p: Plan, n: int, held: dict[str, list[str]]) -> dict[str, Any]:
