@@ -17,8 +17,7 @@ from typing import Any
 import streamlit as st
 
 from analysis import LoadedTokenizer, paths
-from analysis.distributed import ExecutorConfig, start
-from analysis.distributed.inputs import resolve
+from analysis.distributed import ExecutorConfig, confine_inputs, start
 from ui.errors import try_step
 from ui.pickers import server_path_input
 
@@ -29,16 +28,11 @@ POLL_SECONDS = 1.0
 
 
 def _confined_glob(folder: Path, pattern: str, layout: str) -> list[str]:
-    """`folder/pattern` when the pattern is a plain file-name pattern and every match lies inside the roots."""
+    """`folder/pattern` when the pattern is a plain file-name pattern, confined by
+    :func:`analysis.distributed.confine_inputs` (every match inside the operator's roots)."""
     if not _PATTERN.fullmatch(pattern) or pattern in (".", ".."):
         raise paths.ServerPathError(f"refused pattern {pattern!r}: a file-name pattern such as *.jsonl.gz")
-    value = str(folder / pattern) if folder.is_dir() else str(folder)
-    roots = [str(r).rstrip("/") for r in paths.server_roots()]
-    for s in resolve([value], layout=layout):
-        real = os.path.realpath(s.url)
-        if not any(real == r or real.startswith(r + "/") for r in roots):
-            raise paths.ServerPathError(f"refused {s.url}: it lies outside the allowed folders")
-    return [value]
+    return confine_inputs([str(folder / pattern) if folder.is_dir() else str(folder)], layout=layout)
 
 
 def corpus_inputs(
