@@ -37,22 +37,20 @@ def record_downloads(monkeypatch: pytest.MonkeyPatch) -> dict[str, bytes]:
     return got
 
 
-def without(doc: Any, keys: set[str]) -> Any:
-    """A JSON document with the keys named in `keys` removed at every depth (timings, paths of temporary
-    folders), for comparing two runs of the same inputs."""
+def without(doc: Any, keys: set[str], suffix: str | None = None) -> Any:
+    """A JSON document with the keys named in `keys` (or ending in `suffix`) removed at every depth (timings,
+    paths of temporary folders), for comparing two runs of the same inputs."""
     if isinstance(doc, dict):
-        return {k: without(v, keys) for k, v in doc.items() if k not in keys}
+        return {
+            k: without(v, keys, suffix)
+            for k, v in doc.items()
+            if k not in keys and not (suffix and k.endswith(suffix))
+        }
     if isinstance(doc, list):
-        return [without(v, keys) for v in doc]
+        return [without(v, keys, suffix) for v in doc]
     return doc
 
 
 def without_timings(doc: Any) -> Any:
     """A JSON document without its wall-clock measurements (`seconds`, `*_seconds`), which differ run to run."""
-    if isinstance(doc, dict):
-        return {
-            k: without_timings(v) for k, v in doc.items() if k != "seconds" and not k.endswith("_seconds")
-        }
-    if isinstance(doc, list):
-        return [without_timings(v) for v in doc]
-    return doc
+    return without(doc, {"seconds"}, "_seconds")
