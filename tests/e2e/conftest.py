@@ -15,7 +15,8 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
-from playwright.sync_api import expect
+from e2e_support import RUN_TIMEOUT_MS, wait_idle
+from playwright.sync_api import Browser, BrowserContext, expect
 from support import ROOT
 
 HERE = Path(__file__).resolve().parent
@@ -31,16 +32,22 @@ CHROME_ARGS = [
     "--disable-sync",
 ]
 ARTIFACTS = ROOT / "test-artifacts"
-#: How long an `expect(...)` waits by default: a page's first run on a busy 2-core machine can take a minute.
-EXPECT_TIMEOUT_MS = 90_000
+#: How long an `expect(...)` and an action (click, fill) wait by default: upper bounds for a hang, sized for a
+#: page's first run on a cold, loaded 2-core machine (every helper waits on a condition, not on this time).
+EXPECT_TIMEOUT_MS = RUN_TIMEOUT_MS
 expect.set_options(timeout=EXPECT_TIMEOUT_MS)
+#: How long the server may take to answer its health check (imports on a cold disk with no bytecode cache).
+SERVER_START_S = 180
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Mark every test under tests/e2e as `e2e` (a test cannot be left out of the marker by mistake)."""
+    """Mark every test under tests/e2e as `e2e` (a test cannot be left out of the marker by mistake), and put them
+    in one pytest-xdist group, so that under `-n N --dist loadgroup` they share one worker: one server, one
+    browser for all journeys."""
     for item in items:
         if HERE in Path(item.fspath).resolve().parents:
             item.add_marker(pytest.mark.e2e)
+            item.add_marker(pytest.mark.xdist_group("e2e"))
 
 
 def _free_port() -> int:
@@ -83,7 +90,7 @@ def serve(log_name: str) -> Iterator[str]:
     )
     url = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 90
+        deadline = time.monotonic() + SERVER_START_S
         while True:
             try:
                 if urllib.request.urlopen(url + "/_stcore/health", timeout=1).read() == b"ok":
@@ -104,9 +111,21 @@ def serve(log_name: str) -> Iterator[str]:
 
 
 @pytest.fixture(scope="session")
-def app_url() -> Iterator[str]:
-    """One server for the whole session: its URL."""
+def app_url(browser: Browser, browser_context_args: dict) -> Iterator[str]:
+    """One server for the whole session, warmed before the first test: its URL.
+
+    A fresh server's first request runs twice (Streamlit's legacy pages/ mode hands over to app.py, see
+    `ui/__init__.py`) and a fresh browser builds its font and profile caches; both happen here, in a page that
+    loads Home and waits until the app is idle, so that no test's first steps pay for a cold machine.
+    """
     with serve("streamlit-e2e.log") as url:
+        context = browser.new_context(**browser_context_args)
+        try:
+            page = context.new_page()
+            page.goto(url, timeout=RUN_TIMEOUT_MS)
+            wait_idle(page)
+        finally:
+            context.close()
         yield url
 
 
@@ -127,6 +146,15 @@ def browser_type_launch_args(browser_type_launch_args: dict) -> dict:
 def browser_context_args(browser_context_args: dict) -> dict:
     """A large viewport and downloads allowed."""
     return {**browser_context_args, "viewport": {"width": 1400, "height": 1000}, "accept_downloads": True}
+
+
+@pytest.fixture
+def context(context: BrowserContext) -> BrowserContext:
+    """pytest-playwright's context with the actions' default timeout sized like `expect`'s (30 s is too short
+    for a click that waits for a page's first run on a cold, loaded machine)."""
+    context.set_default_timeout(EXPECT_TIMEOUT_MS)
+    context.set_default_navigation_timeout(EXPECT_TIMEOUT_MS)
+    return context
 
 
 @pytest.fixture

@@ -1,39 +1,81 @@
 """Helpers for real-browser tests: drive the Streamlit app through Playwright (the fixtures are in
-tests/e2e/conftest.py, paths in tests/support.py)."""
+tests/e2e/conftest.py, paths in tests/support.py).
+
+Every helper waits on a condition, never on a fixed pause: `wait_idle` on the app having finished a whole run
+(see its docstring), `choose` on the dropdown's option list being open before it picks. Time limits are only
+upper bounds for a hang, sized for a cold, loaded 2-core machine.
+"""
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
-from playwright.sync_api import Page, expect
+from playwright.sync_api import Locator, Page, expect
+from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
+#: The longest a page's run may take before a helper gives up (a cold, loaded 2-core machine).
+RUN_TIMEOUT_MS = 180_000
+
+#: True when the app has finished a whole run: connected, no script running, no status widget, the sidebar
+#: library (the frame draws it last, in every run) present and current, and no element left stale. A rerun that
+#: `st.rerun()` starts leaves the previous run's elements stale until it ends, and the first run of a fresh
+#: server's deep link (`ui/__init__.py` hands it to app.py with a rerun) draws no library, so neither of those
+#: short "not running" gaps between two runs passes.
+_IDLE_JS = """() => {
+  const app = document.querySelector('[data-testid="stApp"]');
+  if (!app || app.getAttribute('data-test-connection-state') !== 'CONNECTED') return false;
+  if (app.getAttribute('data-test-script-state') !== 'notRunning') return false;
+  const status = document.querySelector('[data-testid="stStatusWidget"]');
+  if (status && status.offsetParent !== null) return false;
+  if (document.querySelector('[data-testid="stElementContainer"][data-stale="true"]')) return false;
+  const side = document.querySelector('[data-testid="stSidebar"]');
+  return !!side && [...side.querySelectorAll('[data-testid="stMarkdownContainer"] h3')]
+    .some(h => h.textContent.trim() === 'Tokenizer library');
+}"""
 
 
-def wait_idle(page: Page, timeout: int = 60_000) -> None:
-    """Wait until the app is connected, the script has finished and the 'Running…' widget is gone."""
-    page.wait_for_selector('[data-testid="stApp"][data-test-connection-state="CONNECTED"]', timeout=timeout)
-    page.wait_for_selector('[data-testid="stApp"][data-test-script-state="notRunning"]', timeout=timeout)
-    expect(page.locator('[data-testid="stStatusWidget"]')).to_be_hidden(timeout=timeout)
+def wait_idle(page: Page, timeout: int = RUN_TIMEOUT_MS) -> None:
+    """Wait until the app has finished a whole run and shows its result (the condition in `_IDLE_JS`)."""
+    page.wait_for_function(_IDLE_JS, timeout=timeout, polling=100)
+
+
+def choose(page: Page, box: Locator, option: str, timeout: int = RUN_TIMEOUT_MS) -> None:
+    """Pick `option` in a selectbox or multiselect: wait for the app to be idle and the box to be there, open its
+    list, and click the option once the list shows it. A rerun that closes the list before the option is
+    clicked (a run the click itself started, a fragment) is met by opening it again, until `timeout`."""
+    deadline = time.monotonic() + timeout / 1000
+    wait_idle(page, timeout)
+    expect(box).to_be_visible(timeout=timeout)
+    item = page.get_by_role("option", name=option, exact=True)
+    while True:
+        left_ms = max(1_000, int((deadline - time.monotonic()) * 1000))
+        box.click(timeout=left_ms)
+        try:
+            # the list opens within a frame or two of the click; a rerun can close it again
+            expect(item).to_be_visible(timeout=min(left_ms, 10_000))
+            item.click(timeout=min(left_ms, 10_000))
+            return
+        except (AssertionError, PlaywrightTimeout):
+            if time.monotonic() > deadline:
+                raise
+            page.keyboard.press("Escape")
+            wait_idle(page, left_ms)
 
 
 def add_example(page: Page, name: str) -> None:
     """Add an example tokenizer to the session library through the sidebar."""
-    box = page.locator('[data-testid="stSidebar"] [data-testid="stSelectbox"]').filter(
-        has_text="Add an example"
-    )
-    box.click()
-    page.get_by_role("option", name=name, exact=True).click()
+    sidebar = page.locator('[data-testid="stSidebar"]')
+    choose(page, sidebar.locator('[data-testid="stSelectbox"]').filter(has_text="Add an example"), name)
     wait_idle(page)
-    page.locator('[data-testid="stSidebar"]').get_by_role("button", name="Add", exact=True).click()
+    sidebar.get_by_role("button", name="Add", exact=True).click()
     wait_idle(page)
-    expect(page.locator('[data-testid="stSidebar"]').get_by_text(name, exact=True)).to_be_visible(
-        timeout=60_000
-    )
+    expect(sidebar.get_by_text(name, exact=True)).to_be_visible(timeout=RUN_TIMEOUT_MS)
 
 
 def pick_tokenizer(page: Page, name: str) -> None:
     """Choose `name` in the page's first selectbox (the tokenizer picker)."""
-    page.locator('[data-testid="stMain"] [data-testid="stSelectbox"]').first.click()
-    page.get_by_role("option", name=name, exact=True).click()
+    choose(page, page.locator('[data-testid="stMain"] [data-testid="stSelectbox"]').first, name)
     wait_idle(page)
 
 
@@ -57,7 +99,9 @@ def screenshot(page: Page, path: Path, max_height: int = 9000) -> Path:
         {"width": size["width"], "height": min(max(size["height"], int(height) + 40), max_height)}
     )
     try:
-        page.wait_for_timeout(600)  # charts re-layout to the new size
+        # charts re-layout to the new size on the next frames: wait for two of them, then for the app to be idle
+        page.evaluate("() => new Promise(r => requestAnimationFrame(() => requestAnimationFrame(r)))")
+        wait_idle(page)
         page.screenshot(path=str(path))
     finally:
         page.set_viewport_size(size)

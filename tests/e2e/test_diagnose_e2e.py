@@ -6,7 +6,7 @@ from __future__ import annotations
 import csv
 import re
 
-from e2e_support import add_example, download, pick_tokenizer, screenshot, wait_idle
+from e2e_support import add_example, choose, download, pick_tokenizer, screenshot, wait_idle
 from playwright.sync_api import Page, expect
 from support import load_shared, need_smollm
 
@@ -82,8 +82,7 @@ def test_undertrained_verification_shows_in_the_same_run(page: Page, app_url, ar
     k.fill("2")
     k.press("Enter")
     wait_idle(page)
-    page.locator('[data-testid="stSelectbox"]').filter(has_text="Device").click()
-    page.get_by_role("option", name="cpu", exact=True).click()
+    choose(page, page.locator('[data-testid="stSelectbox"]').filter(has_text="Device"), "cpu")
     wait_idle(page)
     page.get_by_role("button", name="Verify", exact=True).click()
     done = page.get_by_text(re.compile(r"^2 verified so far; \d with max probability < 0\.01"))

@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 from urllib.parse import parse_qs, urlparse
 
-from e2e_support import screenshot, wait_idle
+from e2e_support import choose, screenshot, wait_idle
 from playwright.sync_api import Page, expect
 from support import ROOT
 
@@ -15,7 +15,6 @@ LINK = "/playground?t=example:gpt2&t=example:llama-3.1&text=Tokenizers%20split%2
 
 
 def test_home_page_and_a_journey_on_a_small_screen(page: Page, app_url, artifacts):
-    page.set_default_timeout(90_000)
     page.set_viewport_size({"width": 1280, "height": 720})
     page.goto(app_url)
     wait_idle(page)
@@ -35,7 +34,6 @@ def test_home_page_and_a_journey_on_a_small_screen(page: Page, app_url, artifact
 
 
 def test_shared_playground_link(page: Page, app_url, artifacts):
-    page.set_default_timeout(90_000)
     page.goto(app_url + LINK)
     wait_idle(page)
     expect(page.locator(".tl-spans")).to_have_count(2)
@@ -49,13 +47,11 @@ def test_shared_playground_link(page: Page, app_url, artifacts):
 
 
 def test_add_an_example_and_load_a_folder(page: Page, app_url, artifacts):
-    page.set_default_timeout(90_000)
     page.goto(app_url + "/inspect")
     wait_idle(page)
     expect(page.get_by_text("151,646", exact=True)).to_be_visible()  # the embedded default
     sidebar = page.locator('[data-testid="stSidebar"]')
-    sidebar.locator('[data-testid="stSelectbox"]').filter(has_text="Add an example").click()
-    page.get_by_role("option", name="gemma", exact=True).click()
+    choose(page, sidebar.locator('[data-testid="stSelectbox"]').filter(has_text="Add an example"), "gemma")
     wait_idle(page)
     sidebar.get_by_role("button", name="Add", exact=True).click()
     # the page's picker selects it: Gemma's 256,000 tokens on Load & inspect
@@ -76,8 +72,7 @@ def test_add_an_example_and_load_a_folder(page: Page, app_url, artifacts):
     box = page.locator('[data-testid="stMain"] [data-testid="stMultiSelect"]').filter(
         has_text="Example tokenizers"
     )
-    box.click()
-    page.get_by_role("option", name="llama-3.1", exact=True).click()
+    choose(page, box, "llama-3.1")
     page.keyboard.press("Escape")
     wait_idle(page)
     page.get_by_role("button", name="Load examples").click()

@@ -15,7 +15,6 @@ LONG = 900_000  # three tokenizers × 204 languages, cold, on a busy 2-core mach
 
 
 def test_compare_three_tokenizers_on_all_languages_and_download(page: Page, app_url, artifacts):
-    page.set_default_timeout(120_000)
     page.goto(app_url + "/compression")
     wait_idle(page)
     add_example(page, "gpt2")
