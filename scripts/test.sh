@@ -41,9 +41,11 @@ echo "[ci] models ready in $TOKLAB_MODELS ($((SECONDS - T0)) s)"
 "$VENV/bin/ruff" format --check .
 echo "[ci] ruff clean"
 
-# 5. tests (pytest exit 5 = nothing collected -> fail)
+# 5. tests on both cores (pytest exit 5 = nothing collected -> fail): pytest-xdist with TEST_WORKERS processes
+#    (default 2, 0 = in this process); the browser journeys form one xdist group, so one worker runs them all
+#    against one server and one browser
 set +e
-"$VENV/bin/python" -m pytest -q -p no:cacheprovider "$@"
+"$VENV/bin/python" -m pytest -q -p no:cacheprovider -n "${TEST_WORKERS:-2}" --dist loadgroup "$@"
 rc=$?
 set -e
 echo "[ci] total $((SECONDS - T0)) s"

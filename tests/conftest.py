@@ -3,7 +3,11 @@ the real-browser fixtures live in tests/e2e/conftest.py."""
 
 from __future__ import annotations
 
+import os
+import shutil
+import tempfile
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -11,6 +15,30 @@ from streamlit.runtime.pages_manager import PagesManager
 from support import load_shared
 
 from analysis import LoadedTokenizer
+
+#: Set by the first process of a run (the controller under pytest-xdist), inherited by its workers and servers.
+_RUN_CACHE = "TOKLAB_TEST_RUN_CACHE"
+_OWNS_CACHE = pytest.StashKey[bool]()
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Give the whole run one empty disk cache (`TOKLAB_CACHE`), as a freshly booted machine has.
+
+    Without it a test could pass only because an earlier run (or another test file) filled the user's
+    `~/.cache/tokenizer-lab`: every run now starts cold, whatever the machine did before. Worker processes and the
+    Streamlit servers the browser tests start inherit the same folder through the environment, so one run
+    computes each cached result once. Tests that need a cache of their own still set `TOKLAB_CACHE` themselves.
+    """
+    if not os.environ.get(_RUN_CACHE):
+        os.environ[_RUN_CACHE] = tempfile.mkdtemp(prefix="toklab-test-cache-")
+        config.stash[_OWNS_CACHE] = True
+    os.environ["TOKLAB_CACHE"] = str(Path(os.environ[_RUN_CACHE]))
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    """Remove the run's disk cache in the process that made it (the last to finish)."""
+    if config.stash.get(_OWNS_CACHE, False):
+        shutil.rmtree(os.environ.pop(_RUN_CACHE), ignore_errors=True)
 
 
 @pytest.fixture(scope="session")

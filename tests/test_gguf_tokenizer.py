@@ -17,7 +17,6 @@ from support import SMOLLM, flores_lines, load_shared, need_smollm
 
 from analysis.cli import main
 from analysis.errors import TokenizerLoadError
-from analysis.flores import available_codes
 from analysis.sources import GGUF_MAGIC, gguf_metadata, load, load_upload
 
 LANGS = ("eng_Latn", "est_Latn", "zho_Hans", "arb_Arab", "hin_Deva", "kor_Hang", "rus_Cyrl", "tha_Thai",
@@ -46,21 +45,14 @@ def _kv_string(key: str, value: str) -> bytes:
 def test_gguf_tokenizer_equals_the_models_tokenizer():
     got, ref = load(SMOLLM), load_shared("smollm2-135m-instruct")
     assert got.name == SMOLLM.stem and got.source == str(SMOLLM)
-    # the whole document, pre-tokenizer included (llama.cpp's "smollm" pre-tokenizer: digits apart, then GPT-2)
+    # the whole document, pre-tokenizer included (llama.cpp's "smollm" pre-tokenizer: digits apart, then GPT-2):
+    # equal documents make equal tokenizers, so the encodings below are a check of the comparison itself, on a
+    # dozen scripts, not a sweep of every FLORES language (that re-ran the same Rust tokenizer on more data)
     assert json.loads(got.to_json()) == json.loads(ref.to_json())
     for lang in LANGS:
         lines = flores_lines(lang)
         for specials in (True, False):
             assert _encodings(got, lines, specials) == _encodings(ref, lines, specials), lang
-
-
-@pytest.mark.slow
-@need_smollm
-def test_gguf_tokenizer_on_every_flores_language():
-    got, ref = load(SMOLLM), load_shared("smollm2-135m-instruct")
-    for lang in available_codes():
-        lines = flores_lines(lang)
-        assert _encodings(got, lines, True) == _encodings(ref, lines, True), lang
 
 
 @pytest.mark.slow

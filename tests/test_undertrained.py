@@ -9,10 +9,8 @@ from __future__ import annotations
 import collections
 import json
 import math
-import os
 import subprocess
 import sys
-import time
 
 import numpy as np
 import pytest
@@ -397,9 +395,10 @@ def test_tiny_model_unseen_tokens_at_bottom_and_verified(tiny_model):
 @need_smollm
 @pytest.mark.slow
 def test_smollm2_cli_pipeline_with_verification(tmp_path):
-    """The whole pipeline on CPU from the CLI: GGUF weights + its own tokenizer, 20 verified candidates."""
-    env = dict(os.environ, TOKLAB_CACHE=os.environ.get("TOKLAB_CACHE", str(tmp_path / "cache")))
-    t0 = time.perf_counter()
+    """The whole pipeline on CPU from the CLI: GGUF weights + its own tokenizer, the top 4 candidates verified.
+
+    Verification costs ~2-6 s of CPU per candidate (three prompts of ~200 tokens, three steps each), so the test
+    verifies the top of the ranking, where the known glitch tokens are; more candidates would run the same path."""
     out = subprocess.run(
         [
             sys.executable,
@@ -409,7 +408,7 @@ def test_smollm2_cli_pipeline_with_verification(tmp_path):
             "--model",
             str(SMOLLM),
             "--verify",
-            "20",
+            "4",
             "--device",
             "cpu",
             "--tokenizer",
@@ -422,24 +421,20 @@ def test_smollm2_cli_pipeline_with_verification(tmp_path):
         text=True,
         cwd=ROOT,
         timeout=1500,
-        env=env,
     )
     assert out.returncode == 0, out.stderr[-2000:]
     doc = json.loads(out.stdout)
     assert doc["tied"] is True and doc["indicator"] == "cosine" and doc["reference_ids"]
     verified = [c for c in doc["candidates"] if "verdict" in c]
-    assert len(verified) == 20
-    # the reference tokens (SmolLM2's unused specials) are skipped: the 20 are real candidates, and the known
-    # glitch tokens among them are verified (max probability ~1e-4; 12 of the 20 stay under 0.01 on this CPU)
+    assert len(verified) == 4
+    # the reference tokens (SmolLM2's unused specials) are skipped: the 4 are real candidates, and the known
+    # glitch tokens among them are verified (max probability ~1e-4, 30-100x under the 0.01 threshold)
     assert not any(c["reference"] for c in verified)
-    assert sum(c["max_prob"] < 0.01 for c in verified) >= 10
+    assert sum(c["max_prob"] < 0.01 for c in verified) >= 3
     by_token = {c["token"]: c for c in verified}
     assert all(by_token[t]["verdict"].endswith("_verified") for t in ("MetaInfoClass", "swigfaiss"))
+    assert doc["timings_s"]["verify_per_candidate"] > 0
     assert (tmp_path / "health.csv").stat().st_size > 1000
-    print(
-        f"SmolLM2 CLI pipeline: {time.perf_counter() - t0:.1f} s;",
-        [(c["id"], c["token"], round(c["indicator"], 5), c["verdict"]) for c in verified],
-    )
 
 
 # ------------------------------------------------------------------------------------------ the page (AppTest)
