@@ -4,6 +4,7 @@ the real-browser fixtures live in tests/e2e/conftest.py."""
 from __future__ import annotations
 
 import os
+import random
 import shutil
 import tempfile
 from collections.abc import Callable, Iterator
@@ -39,6 +40,16 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     """Remove the run's disk cache in the process that made it (the last to finish)."""
     if config.stash.get(_OWNS_CACHE, False):
         shutil.rmtree(os.environ.pop(_RUN_CACHE), ignore_errors=True)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """`TOKLAB_TEST_ORDER=shuffle:SEED` runs the collected tests in a seeded random order (`reverse` backwards):
+    the check that no test depends on another having run first (`bash scripts/test.sh` with it set)."""
+    how = os.environ.get("TOKLAB_TEST_ORDER", "").strip()
+    if how == "reverse":
+        items.reverse()
+    elif how.startswith("shuffle:"):
+        random.Random(how.removeprefix("shuffle:")).shuffle(items)
 
 
 @pytest.fixture(scope="session")
