@@ -10,7 +10,7 @@ import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 
-from analysis import LoadedTokenizer, reuse
+from analysis import LoadedTokenizer, paths, reuse
 from analysis import reuse_measures as rm
 from analysis.corpora import iter_bytes
 from analysis.flores import ENGLISH, FLORES_TRAIN_LINES, split_lines
@@ -223,7 +223,7 @@ def consequence_and_export(tok: LoadedTokenizer, report: rm.ReuseReport, zipped:
     d1, d2 = st.columns(2)
     d1.download_button("Download the R-BPE tokenizer (.zip)", zipped, file_name=f"{tok.name}-rbpe-{target}.zip",
                        mime="application/zip", key="reuse-download")  # fmt: skip
-    d2.download_button("Download the report (JSON)", json_document(report.to_json()), file_name="rbpe_report.json",
+    d2.download_button("Download the report (JSON)", json_document(paths.public_document(report.to_json())), file_name="rbpe_report.json",
                        mime="application/json", key="reuse-report",
                        help="the document `python -m analysis reuse --json` prints (with the collateral table once "
                        "checked)")  # fmt: skip
