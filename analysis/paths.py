@@ -292,7 +292,9 @@ def public_source(source: str) -> str:
 
 
 #: Keys whose string values name server files in result documents (a model, corpus inputs, an output folder).
-PATH_KEYS = frozenset({"model", "corpus", "inputs", "source", "out", "path", "folder", "file", "files", "flores"})
+PATH_KEYS = frozenset(
+    {"model", "corpus", "inputs", "source", "out", "path", "folder", "file", "files", "flores"}
+)
 
 
 def public_document(doc: Any) -> Any:
