@@ -21,7 +21,7 @@ from typing import Any
 from . import flores, paths
 from .errors import DataError
 from .flores import FLORES_TRAIN_LINES
-from .inputs import ZipMember, open_zip, path_error, text_units
+from .inputs import ZipMember, check_not_special, open_zip, path_error, text_units
 
 #: Suffixes read as text in folders (optionally gzip-compressed): prose, data and source code; a name without a
 #: suffix is read as text too. The one list for every corpus reader (analysis.distributed adds parquet).
@@ -75,7 +75,7 @@ def _new_budget() -> tuple[list[int], int]:
 
 def iter_file(path: str | Path) -> Iterator[str]:
     """Stream the text units of a file: .txt/.jsonl (optionally .gz), or every text file inside a .zip."""
-    path = Path(path)
+    path = check_not_special(path)  # a FIFO would block here forever
     try:
         if not path.is_file():
             raise DataError(f"text file not found: {path}")
@@ -295,7 +295,7 @@ def from_paths(paths: Iterable[str | Path], max_chars: int | None = None) -> Cor
     """A Corpus over local files, folders or zips (checked to exist now, read lazily later)."""
     srcs = []
     for p in paths:
-        p = Path(p)
+        p = check_not_special(p)
         if p.is_dir():
             srcs.append(Source("folder", str(p.resolve())))
         elif p.is_file():

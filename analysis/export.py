@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from .outputs import atomic_folder, json_ready, strict_json
+from .paths import public_source
 from .tokenizer import LoadedTokenizer, parse_merges
 
 #: Config keys naming special tokens (written to special_tokens_map.json when set).
@@ -245,7 +246,7 @@ def library_zip(entries: Mapping[str, LoadedTokenizer]) -> bytes:
     with zipfile.ZipFile(buf, "w", compression=zipfile.ZIP_DEFLATED) as zf:
         for k, (name, tok) in enumerate(entries.items(), 1):
             folder = f"{k:03d}"
-            manifest["entries"].append({"name": name, "folder": folder, "source": tok.source})
+            manifest["entries"].append({"name": name, "folder": folder, "source": public_source(tok.source)})
             zf.writestr(f"{folder}/tokenizer.json", tok.to_json().encode("utf-8"))
             if tok.config:
                 zf.writestr(

@@ -38,6 +38,7 @@ from pathlib import Path
 from tqdm.auto import tqdm
 
 from .errors import DataError
+from .inputs import check_not_special
 from .paths import BUNDLED, cache_dir, flores_setting, shared_flores
 from .progress import Progress, report
 
@@ -222,6 +223,7 @@ class FloresData:
 
     def _read(self, c: str) -> list[str]:
         path, filt = self.files[c]
+        check_not_special(path)  # a FIFO among the language files would block the reader
         try:
             if self.kind == "text":
                 text = path.read_text(encoding="utf-8")
@@ -426,7 +428,7 @@ def open_flores(path: str | os.PathLike | None = None, split: str = DEFAULT_SPLI
                 "or download it (download_official / download_flores_plus) when online"
             )
     else:
-        p = Path(path).expanduser()
+        p = check_not_special(Path(path).expanduser())
     if not p.exists():
         raise DataError(f"FLORES data not found: {p} does not exist")
     key = (str(p.resolve()), split)

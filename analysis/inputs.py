@@ -1,6 +1,8 @@
 """Reading what users send, bounded before anything is allocated: the one home of input limits and of turning
 low-level failures into messages.
 
+* :func:`check_not_special` — the one check every reader of a user-given path makes before opening it: a FIFO,
+  socket or device is refused (a FIFO would block the reader forever), with the same message everywhere.
 * :func:`read_file` — a whole file (tokenizer.json, a `.model`, `vocab.txt`, a scores file) under the one size
   cap (:func:`analysis.paths.max_file_bytes`), however it arrives: a path, a folder, a zip member, the hub.
 * :func:`check_size` — the same cap for bytes already in memory (an upload).
@@ -21,6 +23,7 @@ import gzip
 import io
 import json
 import os
+import stat
 import struct
 import zipfile
 import zlib
@@ -73,9 +76,45 @@ def path_error(path: str | os.PathLike, e: OSError) -> str:
     return f"cannot read {shown}: {e.strerror or e}"
 
 
-def read_file(path: str | os.PathLike, error: type[AnalysisError] = DataError) -> bytes:
-    """The bytes of one file, refused before reading when over the cap (and never read past the cap)."""
+def _special_kind(mode: int) -> str | None:
+    """What a file that readers refuse is, in words (None for a regular file, a folder or a missing one)."""
+    if stat.S_ISFIFO(mode):
+        return "a FIFO (named pipe)"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        return "a device"
+    if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
+        return "a special file"
+    return None
+
+
+def special_file_message(path: str | os.PathLike, kind: str) -> str:
+    """The one message for an input that is not a regular file or a folder."""
+    s = os.fspath(path)
+    shown = s if len(s) <= 200 else s[:100] + "…" + s[-60:]
+    return f"cannot read {shown}: it is {kind}, not a regular file or a folder of files"
+
+
+def check_not_special(path: str | os.PathLike, error: type[AnalysisError] = DataError) -> Path:
+    """`path` (as a Path) unless it is a FIFO, socket or device (symlinks followed), which raises `error` before
+    anything opens it: opening a FIFO waits for a writer forever, a device never ends. A missing path passes (the
+    caller's own "not found" message follows); a regular file and a folder pass."""
     p = Path(path)
+    try:
+        mode = os.stat(p).st_mode
+    except (OSError, ValueError):
+        return p
+    kind = _special_kind(mode)
+    if kind is not None:
+        raise error(special_file_message(p, kind))
+    return p
+
+
+def read_file(path: str | os.PathLike, error: type[AnalysisError] = DataError) -> bytes:
+    """The bytes of one file, refused before reading when over the cap (and never read past the cap), and before
+    opening when it is not a regular file (:func:`check_not_special`)."""
+    p = check_not_special(path, error)
     cap = max_file_bytes()
     try:
         with open(p, "rb") as f:

@@ -1,7 +1,9 @@
 """Writing outputs atomically: a reader sees the old file or folder, or the complete new one — never half.
 
 * :func:`atomic_write_bytes` / :func:`atomic_write_text`: write a temporary sibling, flush it to disk, rename it
-  over the target.
+  over the target — in the folder of the *resolved* target, so a symlink is kept and the file it names written.
+  A character device (`/dev/null`) or a FIFO is written directly, never replaced (`/dev/full`: "no space left");
+  a socket or block device is refused.
 * :func:`atomic_folder`: a context manager yielding a fresh temporary folder beside the target; on success the
   folder is renamed into place (the target must not exist, or be empty, unless ``replace=True``, which swaps the
   old folder out whole); on error the temporary folder is removed and the target is untouched.
@@ -19,6 +21,7 @@ path and the reason; nothing half-written is left at the target.
 
 from __future__ import annotations
 
+import errno
 import json
 import math
 import os
@@ -68,12 +71,29 @@ def _write_error(p: Path, e: OSError) -> DataError:
 
 
 def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> Path:
-    """Write `data` to `path` through a temporary sibling and a rename; returns the path (DataError on failure)."""
+    """Write `data` to `path`; returns the path (DataError on failure).
+
+    A regular file (or a new one) is written through a temporary sibling and a rename in the folder of the
+    *resolved* target, so a symlink keeps pointing at the file it names, which gets the new bytes. A character
+    device (`/dev/null`, `/dev/stdout`) or a FIFO is written directly (a FIFO only when a reader is waiting),
+    never replaced; a full device (`/dev/full`) is a "no space left" error. Anything else that is not a regular
+    file (a folder, a socket, a block device) is refused.
+    """
     p = Path(path)
     try:
-        if p.is_dir():
-            raise DataError(f"cannot write {p}: it is a folder")
-        fd, tmp = tempfile.mkstemp(prefix=f".{p.name[:100]}.", suffix=".tmp", dir=p.parent)
+        target = p.resolve()
+        st = os.stat(target) if target.exists() else None
+    except (OSError, RuntimeError) as e:
+        raise DataError(f"cannot write {_short(p)}: {getattr(e, 'strerror', None) or e}") from e
+    if st is not None and not stat.S_ISREG(st.st_mode):
+        if stat.S_ISDIR(st.st_mode):
+            raise DataError(f"cannot write {_short(p)}: it is a folder")
+        if stat.S_ISCHR(st.st_mode) or stat.S_ISFIFO(st.st_mode):
+            _write_through(p, target, data, fifo=stat.S_ISFIFO(st.st_mode))
+            return p
+        raise DataError(f"cannot write {_short(p)}: it is {_kind(st.st_mode)}, not a regular file")
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{target.name[:100]}.", suffix=".tmp", dir=target.parent)
     except OSError as e:
         raise _write_error(p, e) from e
     try:
@@ -81,14 +101,53 @@ def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> Path:
             f.write(data)
             f.flush()
             os.fsync(f.fileno())
-        os.chmod(tmp, _mode_for(p))
-        os.replace(tmp, p)
+        os.chmod(tmp, _mode_for(target))
+        os.replace(tmp, target)
     except BaseException as e:
         Path(tmp).unlink(missing_ok=True)
         if isinstance(e, OSError):
             raise _write_error(p, e) from e
         raise
     return p
+
+
+def _kind(mode: int) -> str:
+    """What a file that is not a regular file is, in words."""
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    if stat.S_ISBLK(mode):
+        return "a block device"
+    if stat.S_ISCHR(mode):
+        return "a character device"
+    if stat.S_ISFIFO(mode):
+        return "a FIFO (named pipe)"
+    if stat.S_ISDIR(mode):
+        return "a folder"
+    return "a special file"
+
+
+def _write_through(p: Path, target: Path, data: bytes, *, fifo: bool) -> None:
+    """Write `data` straight into a character device or a FIFO (opened without creating or truncating anything;
+    a FIFO without a reader is an error, not a wait)."""
+    flags = os.O_WRONLY | getattr(os, "O_NOCTTY", 0) | (os.O_NONBLOCK if fifo else 0)
+    try:
+        fd = os.open(target, flags)
+    except OSError as e:
+        if fifo and e.errno == errno.ENXIO:
+            raise DataError(
+                f"cannot write {_short(p)}: it is a FIFO (named pipe) and nothing is reading it"
+            ) from e
+        raise _write_error(p, e) from e
+    try:
+        if fifo:
+            os.set_blocking(fd, True)
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
+    except OSError as e:
+        raise _write_error(p, e) from e
+    finally:
+        os.close(fd)
 
 
 def _mode_for(p: Path) -> int:
@@ -164,7 +223,7 @@ def atomic_folder(target: str | os.PathLike, *, replace: bool = False) -> Iterat
     `replace` is False. With `replace`, the old folder is swapped out whole (never merged with the new files).
     An OSError inside the block (a full disk) becomes a DataError; the target is then untouched.
     """
-    t = Path(target)
+    t = _resolved(Path(target))  # a link to a folder keeps pointing at it; the folder it names is written
     check_output_folder(t, replace=replace)
     try:
         parent = t.parent
@@ -192,6 +251,14 @@ def atomic_folder(target: str | os.PathLike, *, replace: bool = False) -> Iterat
         if isinstance(e, OSError):
             raise DataError(f"cannot write the output folder {_short(t)}: {e.strerror or e}") from e
         raise
+
+
+def _resolved(p: Path) -> Path:
+    """`p` with its symlinks resolved (as it is when they cannot be)."""
+    try:
+        return p.resolve()
+    except (OSError, RuntimeError):
+        return p
 
 
 def _short(p: Path) -> str:

@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 from .errors import DataError
 
@@ -252,3 +253,64 @@ def _check_links(folder: Path, roots: list[Path], allowed: str) -> None:
                     raise ServerPathError(
                         f"refused {folder}: {q.relative_to(folder)} links outside the allowed folders ({allowed})"
                     )
+
+
+# --------------------------------------------------------------------------------------------------
+# How a download or a page names a server file
+# --------------------------------------------------------------------------------------------------
+#: Tokenizer sources that name no server file (see `LoadedTokenizer.source`).
+_NON_PATH_SOURCES = ("embedded", "hub:", "upload:", "edited:", "example:", "flores-train", "lines")
+
+
+def public_name(path: str | os.PathLike) -> str:
+    """How a download names a server file: relative to the shared assets' corpora, tokenizer folders or the
+    assets themselves when it lies inside them (``text/et.txt``, ``gpt2``), else by its name alone — never by
+    an absolute server path."""
+    p = Path(path)
+    if not p.is_absolute():
+        return os.fspath(path)
+    for base in (shared_corpora(), *tokenizer_dirs(), shared_assets()):
+        try:
+            return p.relative_to(base).as_posix() or p.name
+        except ValueError:
+            continue
+    return p.name
+
+
+def shown_path(path: str | os.PathLike) -> str:
+    """A server path as a page shows it: whole when the operator allows server paths, else :func:`public_name`."""
+    return os.fspath(path) if server_paths_enabled() else public_name(path)
+
+
+def public_source(source: str) -> str:
+    """A tokenizer's source label for a download: hub ids, uploads and edits as they are; a local path by
+    :func:`public_name`."""
+    s = source or ""
+    if not s or s.startswith(_NON_PATH_SOURCES):
+        return s
+    return public_name(s.removeprefix("path:"))
+
+
+#: Keys whose string values name server files in result documents (a model, corpus inputs, an output folder).
+PATH_KEYS = frozenset(
+    {"model", "corpus", "inputs", "source", "out", "path", "folder", "file", "files", "flores"}
+)
+
+
+def public_document(doc: Any) -> Any:
+    """A copy of a result document as a download carries it: every string (or list of strings) under a
+    :data:`PATH_KEYS` key names its file by :func:`public_source` (``gpt2``, ``text/et.txt``), never by the
+    server's absolute path; everything else (a tokenizer's ``model`` object, token strings) is kept as it is."""
+    if isinstance(doc, dict):
+        return {k: _public_value(v) if k in PATH_KEYS else public_document(v) for k, v in doc.items()}
+    if isinstance(doc, (list, tuple)):
+        return [public_document(v) for v in doc]
+    return doc
+
+
+def _public_value(v: Any) -> Any:
+    if isinstance(v, str):
+        return public_source(v)
+    if isinstance(v, (list, tuple)):
+        return [public_source(x) if isinstance(x, str) else public_document(x) for x in v]
+    return public_document(v)

@@ -59,7 +59,7 @@ from . import flores, paths
 from .cache import memoize
 from .errors import DataError, UnsupportedTokenizerError
 from .export import folder_files
-from .inputs import decode_utf8, parse_json, read_file
+from .inputs import check_not_special, decode_utf8, parse_json, read_file
 from .parity import train_parity_bpe
 from .progress import Progress, report
 from .sources import load
@@ -564,7 +564,7 @@ def clean_texts(texts: Iterable[str], reusable_blocks: Iterable[str]) -> Iterato
 def wordfreq_texts(path: str | Path, scale: float = 1000.0, max_words: int | None = 200_000) -> Iterator[str]:
     """Lines of space-separated words from a `word<TAB>count` list, each word repeated ≈ count/scale times (≥ 1)."""
     opener = gzip.open if str(path).endswith(".gz") else open
-    with opener(path, "rt", encoding="utf-8") as fh:
+    with opener(check_not_special(path), "rt", encoding="utf-8") as fh:
         for k, line in enumerate(fh):
             if max_words is not None and k >= max_words:
                 break

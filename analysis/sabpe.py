@@ -53,7 +53,7 @@ from .bpe.trainer import (
     priority_function,
 )
 from .errors import DataError, UnsupportedTokenizerError
-from .inputs import json_records
+from .inputs import check_not_special, json_records
 from .metrics import encode_ids, gini, text_counts
 from .parity import train_parity_bpe
 from .progress import Progress
@@ -136,10 +136,10 @@ def _code_files(
     if paths is None or isinstance(paths, (str, Path)):
         paths = [paths or code_dir()]
     files: list[Path] = []
-    for p in map(Path, paths):
+    for p in map(check_not_special, paths):
         if p.is_dir():
             d = p / "heldout" if heldout else p
-            files += sorted(d.glob("*.jsonl.gz")) + sorted(d.glob("*.jsonl"))
+            files += [check_not_special(f) for f in sorted(d.glob("*.jsonl.gz")) + sorted(d.glob("*.jsonl"))]
         elif p.is_file():
             files.append(p)
         else:

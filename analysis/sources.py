@@ -24,6 +24,7 @@ from typing import Any
 from .cache import DiskCache
 from .errors import AnalysisError, TokenizerLoadError
 from .inputs import (
+    check_not_special,
     check_size,
     copy_member,
     decode_utf8,
@@ -98,7 +99,7 @@ def load(
     name: str | None = None,
 ) -> LoadedTokenizer:
     """Load from a local folder, a local file, or (if no such path exists) a Hugging Face hub id."""
-    p = Path(os.path.expanduser(str(source)))
+    p = check_not_special(os.path.expanduser(str(source)), TokenizerLoadError)
     try:
         is_dir, is_file = p.is_dir(), p.is_file()
     except OSError as e:  # a path too long for the file system, a permission problem on a parent …
@@ -372,6 +373,7 @@ def load_gguf(path: str | os.PathLike, *, name: str | None = None, key: str | No
 
 
 def _convert_gguf(path: Path) -> str:
+    check_not_special(path, TokenizerLoadError)
     try:
         with open(path, "rb") as fh:
             meta = gguf_metadata(fh, {"tokenizer.ggml.model", "tokenizer.ggml.pre"}, whole=True)

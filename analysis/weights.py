@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from .errors import ModelLoadError, TokenizerLoadError
-from .inputs import parse_json, path_error
+from .inputs import check_not_special, parse_json, path_error
 from .sources import HUB_TOKENIZER_PATTERNS, load_folder, load_gguf
 from .tokenizer import LoadedTokenizer
 
@@ -254,7 +254,7 @@ def resolve_model(
         if not _HUB_ID.match(s):
             raise ModelLoadError(f"not a hub id (owner/name): {s}")
         return _resolve_hub(s, revision=revision, token=token)
-    p = Path(os.path.expanduser(s))
+    p = check_not_special(os.path.expanduser(s), ModelLoadError)
     try:
         is_file, is_dir = p.is_file(), p.is_dir()
     except OSError as e:

@@ -18,7 +18,7 @@ from ui.errors import try_step
 from ui.language_charts import MIN_GROUP, dot_plot, ordered_languages
 from ui.library import library
 from ui.palette import tokenizer_colours, tokenizer_symbols
-from ui.pickers import SERVER_PATHS_OFF, pick_tokenizers
+from ui.pickers import pick_tokenizers, server_path_input
 from ui.progress import progress
 from ui.spans import token_spans_html
 
@@ -86,16 +86,16 @@ def flores_path_field() -> str:
     (then confined to the allowed folders, see `analysis.paths.confine`)."""
     help_text = (f"Official FLORES-200 layout (devtest/<code>.devtest), the official .tar.gz, or FLORES+ parquet. "
                  f"Default: ${fl.ENV_VAR}, else the shared assets.")  # fmt: skip
-    if not paths.server_paths_enabled():
-        st.text_input("FLORES folder, .tar.gz or parquet", st.session_state["cmp-flores"], disabled=True,
-                      key="cmp-flores-shown", help=help_text + " " + SERVER_PATHS_OFF)  # fmt: skip
-        return st.session_state["cmp-flores"]
-    path = st.text_input("FLORES folder, .tar.gz or parquet", key="cmp-flores", help=help_text)
+    current = st.session_state["cmp-flores"]
     default = fl.default_flores_path()
-    if not path.strip() or (default is not None and path == str(default)) or path in _downloaded():
-        return path  # the operator's location or one this app downloaded into its cache
-    allowed = try_step(paths.confine, path)
-    return str(allowed) if allowed is not None else ""
+    trusted = {*_downloaded(), str(default or "")} - {""}  # the operator's location and the app's own copies
+    path = server_path_input(
+        "FLORES folder, .tar.gz or parquet", "cmp-flores", trusted=trusted, help=help_text
+    )
+    if not paths.server_paths_enabled():
+        st.caption(f"FLORES in use: `{paths.public_name(current) if current else 'none configured'}`")
+        return current
+    return str(path) if path is not None else ""
 
 
 def pick_languages(data: FloresData) -> list[str]:
@@ -449,7 +449,9 @@ def page() -> None:
     with progress("Computing") as cb:
         rows = mx.compression_table([lib[n] for n in names], data, langs, power=float(power), reference=reference,
                                     names=names, progress=cb)  # fmt: skip
-    st.success(f"{len(names)} tokenizer(s) × {len(langs)} language(s) on {data.root} ({data.split}).")
+    st.success(
+        f"{len(names)} tokenizer(s) × {len(langs)} language(s) on {paths.shown_path(data.root)} ({data.split})."
+    )
     results(data, names, langs, rows, reference)
 
 

@@ -9,7 +9,7 @@ import plotly.graph_objects as go
 import streamlit as st
 from safetensors.numpy import save
 
-from analysis import DataError, LoadedTokenizer
+from analysis import DataError, LoadedTokenizer, paths
 from analysis.defaults import SAMPLE_TEXT
 from analysis.dynamic import (
     BOUNDARIES,
@@ -155,7 +155,7 @@ def merges_table(tok: LoadedTokenizer, res: DynamicResult) -> None:
 
 def download(tok: LoadedTokenizer, report: DynamicReport, k: int) -> None:
     """The result as JSON: the document `python -m analysis dynamic … --target T --full-curve --json` prints."""
-    st.download_button("Download JSON", json_document(report.to_json()),
+    st.download_button("Download JSON", json_document(paths.public_document(report.to_json())),
                        file_name=f"dynamic_{tok.name}_{report.result.boundary}_{k}.json", mime="application/json",
                        key="dyn-download", help="with the full curve and, once computed, the embeddings' cost")  # fmt: skip
 
@@ -256,7 +256,7 @@ def batches_section(tok: LoadedTokenizer, texts: list[str], boundary: str, speci
         size = c1.number_input("Batch size", 1, 128, 8, key="dyn-batch-size")
         seed = c2.number_input("Seed", 0, 10**6, 0, key="dyn-seed")
         runs = _batches(tok, tuple(texts), int(size), int(seed), boundary, special)
-        doc = runs.to_json()
+        doc = paths.public_document(runs.to_json())
         st.dataframe(pd.DataFrame(doc["batches"]), hide_index=True, key="dyn-batches-table")
         st.download_button("Download the batches (JSON)", json_document(doc), file_name="dynamic_batches.json",
                            mime="application/json", key="dyn-batches-download",

@@ -8,7 +8,7 @@ import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 
-from analysis import DataError, LoadedTokenizer
+from analysis import DataError, LoadedTokenizer, paths
 from analysis.corpora import Corpus, Source, shared_corpora
 from analysis.distributed import TrainingWords, train_from_words
 from analysis.embeddings import INITS
@@ -395,7 +395,7 @@ def export(tok: LoadedTokenizer, pv: Preview, label: str, config: tuple, n: int,
     if c2.button("Build the extended tokenizer", key="ext-build"):
         with st.spinner("Building tokenizer.json and measuring it …"):
             res = report(pv, em, n, label, config[7], corpus if em == "continued" else None)
-            doc = res.to_json()
+            doc = paths.public_document(res.to_json())  # files by name, never the server layout
             folder = f"{tok.name}-{em}-{n}".replace(" ", "_")
             st.session_state["ext-zip"] = (em, n, config, zip_bytes(res.extension.tokenizer, doc, folder=folder),
                                            strict_json(json_ready(doc)) + "\n", res)  # fmt: skip
@@ -464,9 +464,10 @@ def page() -> None:
     curve_chart(pv, args, words, n, n_cap)
     sentence_before_after(tok, results)
     added_tokens(tok, pv, results, n)
-    corpus = ({"executor": "local", "inputs": list(job[2]), "workers": job[4]} if job
+    named = [paths.public_name(p) for p in job[2]] if job else []  # never the server's layout in the export
+    corpus = ({"executor": "local", "inputs": named, "workers": job[4]} if job
               else {"executor": "inprocess", "reader": "in this process"})  # how continued training read its words  # fmt: skip
-    export(tok, pv, text.label if job is None else f"corpus: {', '.join(job[2])}", config, n, corpus)
+    export(tok, pv, text.label if job is None else f"corpus: {', '.join(named)}", config, n, corpus)
 
 
 page()

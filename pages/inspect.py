@@ -6,7 +6,7 @@ import pandas as pd
 import plotly.express as px
 import streamlit as st
 
-from analysis import LoadedTokenizer
+from analysis import LoadedTokenizer, paths
 from analysis.defaults import SAMPLE_TEXT
 from analysis.outputs import json_document
 from analysis.playground import pre_tokens
@@ -109,8 +109,9 @@ def summary(tok: LoadedTokenizer) -> None:
         st.markdown("**Flags**")
         flags = pd.DataFrame({"flag": FLAGS, "value": [str(getattr(s, k)) for k in FLAGS]})
         st.dataframe(flags, hide_index=True, width="stretch")
-        st.caption(f"Source: `{s.source}` · content hash `{s.content_hash}`")
-        st.download_button("Download the summary (JSON)", json_document(s.to_json()), file_name="summary.json",
+        shown = s.source if paths.server_paths_enabled() else paths.public_source(s.source)
+        st.caption(f"Source: `{shown}` · content hash `{s.content_hash}`")
+        st.download_button("Download the summary (JSON)", json_document(paths.public_document(s.to_json())), file_name="summary.json",
                            mime="application/json", key="inspect-summary-json")  # fmt: skip
     with right:
         st.markdown("**Pipeline**")

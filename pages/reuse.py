@@ -10,7 +10,7 @@ import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 
-from analysis import LoadedTokenizer, reuse
+from analysis import LoadedTokenizer, paths, reuse
 from analysis import reuse_measures as rm
 from analysis.corpora import iter_bytes
 from analysis.flores import ENGLISH, FLORES_TRAIN_LINES, split_lines
@@ -18,7 +18,8 @@ from analysis.outputs import json_document
 from analysis.prune_export import zip_folder
 from analysis.references import cite
 from analysis.reuse_model import export_model
-from ui.pickers import BYTE_LEVEL_BPE, pick_model, pick_tokenizer
+from ui.errors import try_step
+from ui.pickers import BYTE_LEVEL_BPE, pick_model, pick_tokenizer, server_path_input
 from ui.progress import progress
 from ui.spans import token_spans_html
 
@@ -222,7 +223,7 @@ def consequence_and_export(tok: LoadedTokenizer, report: rm.ReuseReport, zipped:
     d1, d2 = st.columns(2)
     d1.download_button("Download the R-BPE tokenizer (.zip)", zipped, file_name=f"{tok.name}-rbpe-{target}.zip",
                        mime="application/zip", key="reuse-download")  # fmt: skip
-    d2.download_button("Download the report (JSON)", json_document(report.to_json()), file_name="rbpe_report.json",
+    d2.download_button("Download the report (JSON)", json_document(paths.public_document(report.to_json())), file_name="rbpe_report.json",
                        mime="application/json", key="reuse-report",
                        help="the document `python -m analysis reuse --json` prints (with the collateral table once "
                        "checked)")  # fmt: skip
@@ -241,19 +242,25 @@ def model_export(rt: reuse.ReuseTokenizer) -> None:
             "new token's pieces in the original tokenizer, as the paper initialises its continued pre-training. "
             "The model keeps its size; every other row is untouched."
         )
-        model = pick_model("reuse-model", "Model of this tokenizer")
-        out = st.text_input("Write to folder", key="reuse-model-out", placeholder="/path/to/new/folder")
-        replace = st.checkbox("Replace the folder if it is not empty", key="reuse-model-replace")
-        if st.button("Write model + R-BPE tokenizer", key="reuse-model-write", disabled=not (model and out)):
+        if st.session_state.pop("reuse-model-out-reset", False):  # just written: start a fresh name
+            st.session_state["reuse-model-out"] = ""
+        out = server_path_input("New folder on the server for the model", "reuse-model-out", write=True,
+                                placeholder="/path/to/new/folder")  # fmt: skip
+        model = pick_model("reuse-model", "Model of this tokenizer") if out is not None else ""
+        if model and st.button("Write model + R-BPE tokenizer", key="reuse-model-write"):
             with st.spinner("Loading the model, re-initialising the reused rows, writing…"):
-                rep = export_model(rt, model, out, replace=replace)
-            st.success(
-                f"{rep['reinitialised']:,} of {rep['rows']:,} rows re-initialised; written to {rep['out']}."
-            )
-            st.session_state["reuse-model-written"] = rep["out"]
+                rep = try_step(export_model, rt, model, out)
+            if rep is not None:
+                st.session_state["reuse-model-written"] = (out, rep)
+                st.session_state["reuse-model-out-reset"] = True
+                st.rerun()
         written = st.session_state.get("reuse-model-written")
-        if written and st.button("Zip it for download", key="reuse-model-zip"):
-            st.download_button("Download model + tokenizer (.zip)", zip_folder(written), file_name="rbpe-model.zip",
+        if written is None or not written[0].is_dir():
+            return
+        folder, rep = written
+        st.success(f"{rep['reinitialised']:,} of {rep['rows']:,} rows re-initialised; written to {folder}.")
+        if st.button("Zip it for download", key="reuse-model-zip") and (data := try_step(zip_folder, folder)):
+            st.download_button("Download model + tokenizer (.zip)", data, file_name=f"{folder.name}.zip",
                                mime="application/zip", key="reuse-model-dl")  # fmt: skip
 
 

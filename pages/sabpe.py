@@ -9,7 +9,7 @@ import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 
-from analysis import DataError, LoadedTokenizer
+from analysis import DataError, LoadedTokenizer, paths
 from analysis import sabpe as S
 from analysis.corpora import shared_corpora
 from analysis.export import zip_bytes
@@ -222,7 +222,7 @@ def concentrated_and_export(cmp: S.SabpeComparison, n_vocab: int) -> None:
         else:
             col.caption("No learned token has ≥ 90 % of its training occurrences in one repository.")
     st.subheader("Export")
-    report = cmp.to_json()
+    report = paths.public_document(cmp.to_json())  # the code corpus by name, never the server layout
     st.download_button("Download the report (sabpe_report.json)", strict_json(json_ready(report)) + "\n",
                        file_name="sabpe_report.json", mime="application/json", key="sa-dl-report")  # fmt: skip
     st.caption("The same document as `python -m analysis sabpe --json` (and `--out`'s sabpe_report.json).")

@@ -9,7 +9,7 @@ import pandas as pd
 import plotly.express as px
 import streamlit as st
 
-from analysis import LoadedTokenizer
+from analysis import LoadedTokenizer, paths
 from analysis import undertrained as ut
 from analysis.outputs import json_document, json_ready, strict_json
 from analysis.references import cite, reference
@@ -273,7 +273,8 @@ def tables(res: ut.UndertrainedResult, table: pd.DataFrame) -> None:
     view = table[table["class"].isin(cls_filter)] if cls_filter else table
     st.dataframe(view.sort_values(res.main).head(5000), hide_index=True, width="stretch", height=360)
     _download(view, "token-health", "ut-dl-health", "token health")
-    st.download_button("Download the report (JSON)", json_document(res.to_json()), file_name="undertrained.json",
+    doc = paths.public_document(res.to_json())  # the model by name, never the server's layout
+    st.download_button("Download the report (JSON)", json_document(doc), file_name="undertrained.json",
                        mime="application/json", key="ut-dl-report",
                        help="the document `python -m analysis undertrained --json` prints")  # fmt: skip
     counts = table[table["candidate"]].groupby("class").size().reindex(ut.TOKEN_CLASSES, fill_value=0)

@@ -180,4 +180,7 @@ def test_sabpe_trains_on_words_from_a_background_corpus_job(monkeypatch, tmp_pat
     assert not at.exception and not at.error, [e.message for e in at.exception] + [e.value for e in at.error]
     doc = json.loads(seen["sa-dl-report"])
     assert doc["sabpe"]["vocab_size"] == 400 and doc["sabpe"]["languages"] == 2
-    assert any(str(code) in c for c in doc["corpus"]), doc["corpus"]
+    # where the words came from, by the files' names in the shared corpora (never the server's absolute path)
+    named = doc["corpus"]
+    assert named and all(c.startswith("code/") and c.endswith(".jsonl.gz") for c in named), named
+    assert not any(str(code) in c for c in doc["corpus"])

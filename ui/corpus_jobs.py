@@ -104,7 +104,8 @@ def _watch(key: str) -> None:
         st.rerun()
     frac, msg = job.progress()
     c1, c2 = st.columns([4, 1], vertical_alignment="center")
-    c1.progress(min(max(frac, 0.0), 1.0), text=f"{msg} · workdir {job.workdir.root}")
+    where = f" · workdir {job.workdir.root}" if paths.server_paths_enabled() else ""
+    c1.progress(min(max(frac, 0.0), 1.0), text=msg + where)
     if job.attached:
         c2.caption("Started by another session: watching it.")
     elif c2.button("Cancel", key=f"{key}-cancel"):

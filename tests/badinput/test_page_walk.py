@@ -1,0 +1,228 @@
+"""Walk every page of the app as a hostile browser user: type a server path into every free-text field, tick every
+checkbox and press every button (each once, the page re-run after each), with server paths off and with them on
+(other roots allowed). The path typed names a folder holding `keep.txt`, outside every allowed root: no field may
+reach it — no open, listing, creation, rename or deletion under it (watched with an audit hook), and afterwards the
+folder holds exactly what it held.
+
+Only `ui.pickers.server_path_input` may turn typed text into a server path, and it refuses anything outside the
+roots; a page with its own path field (the Token reuse page's "Write to folder" did this, and wiped the folder)
+fails here.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import re
+import sys
+import tempfile
+import zipfile
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from download_support import record_downloads
+from streamlit.testing.v1 import AppTest
+from support import ROOT, load_shared
+
+from analysis import paths
+from analysis.export import library_zip
+
+# the events of the interpreter that touch a path (os.stat and friends have none: they only look)
+_EVENTS = {"open", "os.listdir", "os.scandir", "os.mkdir", "os.remove", "os.rmdir", "os.rename", "os.replace",
+           "os.chmod", "os.truncate", "os.symlink", "os.link", "os.utime", "shutil.rmtree", "shutil.copyfile",
+           "shutil.copytree", "shutil.move", "shutil.make_archive"}  # fmt: skip
+_WATCH: list[str] = []
+_SEEN: list[str] = []
+
+# buttons not pressed: those that fetch from the internet (offline here) and the library's "remove" buttons
+# (they reach no server path, and would empty the library before its zip is checked)
+_NOT_PRESSED = re.compile(r"fetch|dl-official|dl-plus|^rm-")
+# rounds of "fill, tick, press the next button" per page before giving up (a page has far fewer buttons)
+MAX_ROUNDS = 40
+
+
+def _audit(event: str, args: tuple) -> None:
+    if not _WATCH or event not in _EVENTS:
+        return
+    for a in args[:2]:  # the path (and the destination of a rename)
+        if isinstance(a, (str, bytes, os.PathLike)):
+            p = os.fsdecode(a)
+            if any(p.startswith(w) for w in _WATCH):
+                _SEEN.append(f"{event} {p}")
+
+
+sys.addaudithook(_audit)
+
+
+def _snapshot(folder: Path) -> dict[str, bytes | None]:
+    """Every entry under `folder` (itself included) → its bytes (None for a folder)."""
+    got: dict[str, bytes | None] = {str(folder): None} if folder.is_dir() else {}
+    for p in sorted(folder.rglob("*")):
+        got[str(p)] = p.read_bytes() if p.is_file() else None
+    return got
+
+
+def _pages() -> list[str]:
+    src = (ROOT / "app.py").read_text(encoding="utf-8")
+    return re.findall(r'_page\("(pages/\w+\.py)"', src)
+
+
+def _walk(
+    at: AppTest, page: str, sentinel: str | None, check: Callable[[AppTest, str], None] | None = None
+) -> list[str]:
+    """Fill (with `sentinel`, unless None), tick and press everything on `page`; returns the keys of the buttons
+    pressed. `check(at, step)` runs after every run of the page."""
+    at.switch_page(page).run()
+    if check:
+        check(at, "opened")
+    pressed: list[str] = []
+    for _ in range(MAX_ROUNDS):
+        changed = False
+        for w in [*at.text_input, *at.text_area] if sentinel is not None else []:
+            if not w.disabled and w.value != sentinel:
+                w.input(sentinel)
+                changed = True
+        for c in at.checkbox:
+            if not c.disabled and not c.value:
+                c.check()
+                changed = True
+        if changed:
+            at.run()
+            if check:
+                check(at, "filled")
+        todo = [
+            b
+            for b in at.button
+            if b.key and not b.disabled and b.key not in pressed and not _NOT_PRESSED.search(b.key)
+        ]
+        if not todo:
+            if not changed:
+                break
+            continue
+        pressed.append(todo[0].key)
+        todo[0].click().run()
+        if check:
+            check(at, f"pressed {pressed[-1]}")
+        assert not at.exception, (page, pressed[-1], [e.message for e in at.exception])
+    return pressed
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("server_paths", ["off", "on"])
+def test_no_text_field_reaches_the_file_system_outside_the_server_path_widget(
+    server_paths, tmp_path, monkeypatch
+):
+    allowed = tmp_path / "allowed"
+    allowed.mkdir()
+    sentinel = tmp_path / "outside" / "keep"
+    sentinel.mkdir(parents=True)
+    (sentinel / "keep.txt").write_text("keep me\n", encoding="utf-8")
+    if server_paths == "on":
+        monkeypatch.setenv("TOKLAB_SERVER_PATHS", "1")
+        monkeypatch.setenv("TOKLAB_SERVER_ROOTS", str(allowed))
+    else:
+        monkeypatch.delenv("TOKLAB_SERVER_PATHS", raising=False)
+    before = _snapshot(tmp_path / "outside")
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=300)
+    at.run()
+    pressed: dict[str, list[str]] = {}
+    _WATCH[:] = [str(sentinel)]
+    _SEEN.clear()
+    try:
+        for page in _pages():
+            pressed[page] = _walk(at, page, str(sentinel))
+            assert not _SEEN, (page, pressed[page], _SEEN[:5])
+    finally:
+        _WATCH.clear()
+    assert _snapshot(tmp_path / "outside") == before
+    # the walk went deep: the R-BPE page trained, which is where its model export lives
+    assert "reuse-train" in pressed["pages/reuse.py"], pressed["pages/reuse.py"]
+
+
+# ------------------------------------------------------------------ no server path in a download or a view
+def _server_places() -> list[str]:
+    """Absolute server paths a browser user must not see: the repository, the shared assets, the caches, the
+    home and temporary folders."""
+    places = {str(ROOT), str(ROOT.parent), str(paths.shared_assets()), str(paths.models_dir()),
+              str(paths.cache_dir()), str(Path.home()), tempfile.gettempdir(), os.environ.get("TMPDIR", "")}  # fmt: skip
+    return sorted(p.rstrip("/") + "/" for p in places if p and p != "/")
+
+
+def _texts_of(data: bytes) -> list[tuple[str, bytes]]:
+    """(name, bytes) of a download, and of every member when it is a zip (deflated text would hide a path)."""
+    got = [("", data)]
+    if zipfile.is_zipfile(io.BytesIO(data)):
+        with zipfile.ZipFile(io.BytesIO(data)) as z:
+            got += [(i.filename, z.read(i)) for i in z.infolist() if i.file_size <= 50_000_000]
+    return got
+
+
+def _leaks(data: bytes, places: list[str]) -> list[str]:
+    return [f"{name or '(file)'}: {p}" for name, b in _texts_of(data) for p in places if p.encode() in b]
+
+
+def _view_text(at: AppTest) -> str:
+    """Everything the page sends to the browser (every element's protobuf: text, help, values, tables)."""
+    out: list[str] = []
+
+    def visit(node) -> None:
+        proto = getattr(node, "proto", None)
+        if proto is not None:
+            out.append(str(proto))
+        for child in getattr(node, "children", {}).values():
+            visit(child)
+
+    visit(at._tree)
+    return "\n".join(out)
+
+
+@pytest.mark.slow
+def test_no_download_or_view_holds_a_server_path(monkeypatch):
+    """With server paths off (the default), press every button of every page: no download (nor any member of a
+    zip) and nothing shown names a file by its absolute server path."""
+    monkeypatch.delenv("TOKLAB_SERVER_PATHS", raising=False)
+    got = record_downloads(monkeypatch)
+    places = _server_places()
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=300)
+    at.run()
+    # an example tokenizer in the library (its source is a folder of the shared assets)
+    at.session_state["toklab_library"] = {**at.session_state["toklab_library"], "gpt2": load_shared("gpt2")}
+    leaks: list[str] = []
+    scanned: dict[str, bytes] = {}
+
+    def check(at: AppTest, step: str) -> None:
+        shown = _view_text(at)
+        for p in places:
+            if p in shown:
+                i = shown.index(p)
+                leaks.append(f"{step}: shown …{shown[max(0, i - 80) : i + 80]}…")
+        for key, data in got.items():
+            if scanned.get(key) != data:
+                scanned[key] = data
+                leaks.extend(f"{step}: download {key}: {x}" for x in _leaks(data, places))
+
+    for page in _pages():
+        _walk(at, page, None, lambda at, step: check(at, f"{page} {step}"))  # noqa: B023 - used at once
+    assert not leaks, "\n".join(dict.fromkeys(leaks))
+    assert {"reuse-download", "ext-download", "ext-report", "lib-dl"} <= set(got), sorted(got)
+
+
+def test_the_library_zip_names_an_example_tokenizer_by_name():
+    """The session-library zip held an example tokenizer's absolute folder as its source."""
+    data = library_zip(
+        {"gpt2": load_shared("gpt2"), "up": load_shared("gpt2").with_source(source="upload:x.json")}
+    )
+    assert not _leaks(data, _server_places())
+    with zipfile.ZipFile(io.BytesIO(data)) as z:
+        entries = json.loads(z.read("library.json"))["entries"]
+    assert [e["source"] for e in entries] == ["gpt2", "upload:x.json"]
+
+
+def test_public_names_never_hold_a_server_path(tmp_path):
+    assets = paths.shared_assets()
+    assert paths.public_name(assets / "corpora" / "text" / "et.txt") == "text/et.txt"
+    assert paths.public_name(tmp_path / "deep" / "corpus.txt") == "corpus.txt"
+    assert paths.public_source(str(tmp_path / "tok")) == "tok"
+    assert paths.public_source("hub:openai-community/gpt2") == "hub:openai-community/gpt2"
