@@ -300,11 +300,20 @@ PATH_KEYS = frozenset(
 def public_document(doc: Any) -> Any:
     """A copy of a result document as a download carries it: every string (or list of strings) under a
     :data:`PATH_KEYS` key names its file by :func:`public_source` (``gpt2``, ``text/et.txt``), never by the
-    server's absolute path; everything else (a tokenizer's ``model`` object, token strings) is kept as it is."""
+    server's absolute path; everything else (a tokenizer's ``model`` object, token strings) is kept as it is.
+
+    When the operator allows server paths (``TOKLAB_SERVER_PATHS``), the browser user may name server files, and
+    the document is the CLI's as it is (paths whole)."""
+    if server_paths_enabled():
+        return doc
+    return _public_document(doc)
+
+
+def _public_document(doc: Any) -> Any:
     if isinstance(doc, dict):
-        return {k: _public_value(v) if k in PATH_KEYS else public_document(v) for k, v in doc.items()}
+        return {k: _public_value(v) if k in PATH_KEYS else _public_document(v) for k, v in doc.items()}
     if isinstance(doc, (list, tuple)):
-        return [public_document(v) for v in doc]
+        return [_public_document(v) for v in doc]
     return doc
 
 
@@ -312,5 +321,5 @@ def _public_value(v: Any) -> Any:
     if isinstance(v, str):
         return public_source(v)
     if isinstance(v, (list, tuple)):
-        return [public_source(x) if isinstance(x, str) else public_document(x) for x in v]
-    return public_document(v)
+        return [public_source(x) if isinstance(x, str) else _public_document(x) for x in v]
+    return _public_document(v)
