@@ -1,0 +1,1 @@
+"""Dynamic tokenization: merging sampled per-text merges and FVT rows for a model (`dynamic`)."""
