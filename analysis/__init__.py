@@ -21,9 +21,10 @@ Source-attributed BPE  sabpe (SabpeComparison), parity, distributed, export
 =====================  ===============================================================================
 """
 
+from analysis.tokenizer.sources import load, load_folder, load_hub, load_upload
+from analysis.tokenizer.tokenizer import LoadedTokenizer
+
 from .errors import AnalysisError, DataError, ModelLoadError, TokenizerLoadError, UnsupportedTokenizerError
-from .sources import load, load_folder, load_hub, load_upload
-from .tokenizer import LoadedTokenizer
 
 __all__ = [
     "AnalysisError",

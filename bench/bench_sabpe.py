@@ -27,9 +27,10 @@ sys.path.insert(0, str(ROOT))
 
 from tokenizers import Tokenizer, models, pre_tokenizers, trainers  # noqa: E402
 
-from analysis import load, sabpe  # noqa: E402
-from analysis.paths import shared_assets as assets_dir  # noqa: E402
-from analysis.training import train_merges  # noqa: E402
+from analysis import load  # noqa: E402
+from analysis.bpe.training import train_merges  # noqa: E402
+from analysis.core.paths import shared_assets as assets_dir  # noqa: E402
+from analysis.methods.sabpe import sabpe  # noqa: E402
 
 
 def main() -> None:

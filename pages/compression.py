@@ -6,14 +6,14 @@ import pandas as pd
 import plotly.express as px
 import streamlit as st
 
-from analysis import flores as fl
-from analysis import metrics as mx
-from analysis import parity as pa
-from analysis import paths
-from analysis.flores import FloresData
-from analysis.outputs import json_document, json_ready, strict_json
-from analysis.references import cite
-from analysis.references import reference as paper
+from analysis.bpe import parity as pa
+from analysis.core import paths
+from analysis.core.outputs import json_document, json_ready, strict_json
+from analysis.core.references import cite
+from analysis.core.references import reference as paper
+from analysis.measure import metrics as mx
+from analysis.texts import flores as fl
+from analysis.texts.flores import FloresData
 from ui.errors import try_step
 from ui.language_charts import MIN_GROUP, dot_plot, ordered_languages
 from ui.library import library
@@ -83,7 +83,7 @@ def _downloaded() -> set[str]:
 
 def flores_path_field() -> str:
     """The FLORES location: the operator's (or a finished download's), editable only when server paths are allowed
-    (then confined to the allowed folders, see `analysis.paths.confine`)."""
+    (then confined to the allowed folders, see `analysis.core.paths.confine`)."""
     help_text = (f"Official FLORES-200 layout (devtest/<code>.devtest), the official .tar.gz, or FLORES+ parquet. "
                  f"Default: ${fl.ENV_VAR}, else the shared assets.")  # fmt: skip
     if not paths.server_paths_enabled():

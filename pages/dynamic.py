@@ -10,8 +10,9 @@ import streamlit as st
 from safetensors.numpy import save
 
 from analysis import DataError, LoadedTokenizer
-from analysis.defaults import SAMPLE_TEXT
-from analysis.dynamic import (
+from analysis.core.outputs import json_document
+from analysis.core.references import cite
+from analysis.methods.dynamic.dynamic import (
     BOUNDARIES,
     FULL_CURVE_MERGES,
     BatchEmbeddings,
@@ -26,10 +27,9 @@ from analysis.dynamic import (
     readable_token,
     sampled_batches,
 )
-from analysis.flores import available_codes
-from analysis.flores import lines as flores_lines
-from analysis.outputs import json_document
-from analysis.references import cite
+from analysis.texts.flores import available_codes
+from analysis.texts.flores import lines as flores_lines
+from analysis.tokenizer.defaults import SAMPLE_TEXT
 from ui.caching import cache_resource
 from ui.pickers import pick_model, pick_tokenizer
 from ui.spans import token_spans_html

@@ -10,12 +10,11 @@ import plotly.express as px
 import streamlit as st
 
 from analysis import LoadedTokenizer
-from analysis import pruning as P
-from analysis import undertrained as ut
 from analysis.bpe import merge_tree
-from analysis.corpora import MAX_UPLOAD_CHARS, shared_corpora, upload_lines
-from analysis.flores import available_codes, split_lines
-from analysis.prune_export import (
+from analysis.core.references import cite, reference
+from analysis.methods import pruning as P
+from analysis.methods import undertrained as ut
+from analysis.methods.pruning.report import (
     MAX_ZIP_BYTES,
     WrittenExport,
     folder_size,
@@ -24,8 +23,9 @@ from analysis.prune_export import (
     write_pruned,
     zip_folder,
 )
-from analysis.references import cite, reference
-from analysis.weights import resolve_model
+from analysis.model.weights import resolve_model
+from analysis.texts.corpora import MAX_UPLOAD_CHARS, shared_corpora, upload_lines
+from analysis.texts.flores import available_codes, split_lines
 from ui.caching import cache_resource
 from ui.corpus_jobs import corpus_panel
 from ui.errors import try_step

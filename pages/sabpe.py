@@ -10,11 +10,11 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from analysis import DataError, LoadedTokenizer
-from analysis import sabpe as S
-from analysis.corpora import shared_corpora
-from analysis.export import zip_bytes
-from analysis.outputs import json_ready, strict_json
-from analysis.references import cite
+from analysis.core.outputs import json_ready, strict_json
+from analysis.core.references import cite
+from analysis.methods.sabpe import sabpe as S
+from analysis.texts.corpora import shared_corpora
+from analysis.tokenizer.export import zip_bytes
 from ui.caching import cache_resource
 from ui.corpus_jobs import corpus_panel
 from ui.library import add_to_library

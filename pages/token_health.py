@@ -10,11 +10,11 @@ import plotly.express as px
 import streamlit as st
 
 from analysis import LoadedTokenizer
-from analysis import flores as fl
 from analysis.bpe import CATEGORIES, CATEGORY_HELP, explain_unreachable, never_produced, stt_report
-from analysis.corpora import MAX_UPLOAD_CHARS, upload_lines
-from analysis.references import cite
-from analysis.vocab_views import UNREACHABLE, filter_stt, stt_table, would_be_ranks
+from analysis.core.references import cite
+from analysis.texts import flores as fl
+from analysis.texts.corpora import MAX_UPLOAD_CHARS, upload_lines
+from analysis.views.vocab_views import UNREACHABLE, filter_stt, stt_table, would_be_ranks
 from ui import links
 from ui.caching import cache_data
 from ui.errors import try_step

@@ -10,10 +10,10 @@ import plotly.express as px
 import streamlit as st
 
 from analysis import LoadedTokenizer
-from analysis import undertrained as ut
-from analysis.outputs import json_document, json_ready, strict_json
-from analysis.references import cite, reference
-from analysis.weights import ModelSource, resolve_model, tokenizer_for_model
+from analysis.core.outputs import json_document, json_ready, strict_json
+from analysis.core.references import cite, reference
+from analysis.methods import undertrained as ut
+from analysis.model.weights import ModelSource, resolve_model, tokenizer_for_model
 from ui.caching import cache_resource
 from ui.errors import try_step
 from ui.library import library

@@ -16,7 +16,8 @@ from streamlit.runtime.scriptrunner import script_runner
 from streamlit.testing.v1 import AppTest
 from support import ROOT, TOKENIZERS, load_shared
 
-from analysis import DataError, playground
+from analysis import DataError
+from analysis.views import playground
 
 
 @pytest.fixture

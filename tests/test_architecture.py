@@ -1,5 +1,5 @@
 """The engine's shape: no import cycle among `analysis` modules (function-level imports included), and no private
-API of the `regex` module (Unicode data comes from its public properties, through `analysis.unicode`)."""
+API of the `regex` module (Unicode data comes from its public properties, through `analysis.core.unicode`)."""
 
 from __future__ import annotations
 
@@ -119,9 +119,14 @@ def test_cycle_finder_sees_function_level_imports():
 
 def test_the_graph_covers_the_engine():
     graph = import_graph()
-    assert {"analysis.cli", "analysis.pruning.orders", "analysis.undertrained.report"} <= set(graph)
-    assert "analysis.models" in graph["analysis.undertrained.verification"]
-    assert "analysis.fvt" in graph["analysis.dynamic"] and "analysis.fvt" in graph["analysis.embeddings"]
+    assert {"analysis.cli", "analysis.methods.pruning.orders", "analysis.methods.undertrained.report"} <= set(
+        graph
+    )
+    assert "analysis.model.models" in graph["analysis.methods.undertrained.verification"]
+    assert (
+        "analysis.model.fvt" in graph["analysis.methods.dynamic.dynamic"]
+        and "analysis.model.fvt" in graph["analysis.model.embeddings"]
+    )
 
 
 def test_no_import_cycle_in_analysis():

@@ -6,8 +6,8 @@ from __future__ import annotations
 from streamlit.testing.v1 import AppTest
 from support import ROOT, load_shared
 
-from analysis import pruning as P
-from analysis.flores import split_lines
+from analysis.methods import pruning as P
+from analysis.texts.flores import split_lines
 
 
 def test_flat_prune_curve_gets_a_reason_and_no_red_zero():

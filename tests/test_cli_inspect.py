@@ -15,7 +15,7 @@ from streamlit.testing.v1 import AppTest
 from support import ROOT, TOKENIZERS
 
 from analysis.cli import main
-from analysis.tokenizer import TokenizerSummary
+from analysis.tokenizer.tokenizer import TokenizerSummary
 
 REQUIRED = ("model_type", "vocab_size", "merges", "ignore_merges", "byte_fallback", "added_tokens")
 

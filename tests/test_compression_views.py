@@ -10,8 +10,8 @@ import tomllib
 import pandas as pd
 from support import ROOT
 
-from analysis import metrics as mx
-from analysis.flores import languages
+from analysis.measure import metrics as mx
+from analysis.texts.flores import languages
 from ui.language_charts import dot_plot, ordered_languages
 from ui.palette import OKABE_ITO, tokenizer_colours
 

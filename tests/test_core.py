@@ -10,9 +10,9 @@ import time
 import pytest
 from support import load_shared
 
-from analysis import cache, paths, progress
+from analysis.core import cache, paths, progress
+from analysis.core.outputs import atomic_folder, atomic_write_text, strict_json
 from analysis.errors import DataError
-from analysis.outputs import atomic_folder, atomic_write_text, strict_json
 
 
 @pytest.fixture

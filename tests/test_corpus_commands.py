@@ -1,4 +1,4 @@
-"""prune / stt / compress on corpora through analysis.distributed (issue 14 "Done when"): the local executor with
+"""prune / stt / compress on corpora through analysis.jobs (issue 14 "Done when"): the local executor with
 2 workers and several task counts writes exactly what the in-process run writes; runs resume and report progress;
 inputs are several files, folders and globs; compress groups per file or per language folder; a corrupt shard is
 an `error: ...` naming it (exit 2); the CLI's JSON is the result's to_json; browser-named paths are confined to the
@@ -19,16 +19,18 @@ import numpy as np
 import pytest
 from support import FLORES, SMOLLM, TOKENIZERS, flores_lines, load_shared, need_smollm
 
-from analysis import bpe, load, metrics, pruning
+from analysis import bpe, load
 from analysis.bpe import NeverProduced, STTRun, stt_report
 from analysis.cli import build_parser, main
 from analysis.commands import compress as compress_command
 from analysis.commands import stt as stt_command
 from analysis.commands._common import load_from_args
-from analysis.distributed import ExecutorConfig, compute, confine_inputs
+from analysis.core.paths import ServerPathError
 from analysis.errors import DataError, TokenizerLoadError
-from analysis.flores import open_flores
-from analysis.paths import ServerPathError
+from analysis.jobs import ExecutorConfig, compute, confine_inputs
+from analysis.measure import metrics
+from analysis.methods import pruning
+from analysis.texts.flores import open_flores
 
 GPT2 = str(TOKENIZERS / "gpt2")
 #: 13 FLORES devtest files (3 MB): enough files for 8 map tasks, small enough for the fast lane

@@ -1,4 +1,4 @@
-"""Corpus statistics on datatrove (analysis.distributed): every executor gives the single-process result.
+"""Corpus statistics on datatrove (analysis.jobs): every executor gives the single-process result.
 
 The local executor (1 and 2 workers, several task counts) must give the counts — and the merges learned from
 them — of the in-process path and of the project's own single-process functions; shard order does not
@@ -26,8 +26,10 @@ import pytest
 from fsspec.implementations.memory import MemoryFileSystem
 from support import ROOT, TOKENIZERS, flores_lines, load_shared
 
-from analysis import bpe, corpora, metrics, pruning, sabpe, training
-from analysis.distributed import (
+from analysis import bpe
+from analysis.bpe import training
+from analysis.errors import AnalysisError, DataError
+from analysis.jobs import (
     ExecutorConfig,
     add_executor_arguments,
     compute,
@@ -37,10 +39,13 @@ from analysis.distributed import (
     start,
     train_from_words,
 )
-from analysis.distributed import executors as dx
-from analysis.distributed.inputs import resolve
-from analysis.distributed.job import CountStep, Workdir
-from analysis.errors import AnalysisError, DataError
+from analysis.jobs import executors as dx
+from analysis.jobs.job import CountStep, Workdir
+from analysis.measure import metrics
+from analysis.methods import pruning
+from analysis.methods.sabpe import sabpe
+from analysis.texts import corpora
+from analysis.texts.shards import resolve
 
 LANGS = ("est_Latn", "fin_Latn", "swh_Latn", "kor_Hang", "hin_Deva", "deu_Latn")
 

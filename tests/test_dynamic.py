@@ -19,7 +19,8 @@ from streamlit.testing.v1 import AppTest
 from support import ROOT, SMOLLM, TOKENIZERS, flores_lines, load_shared, need_smollm
 
 from analysis.cli import main
-from analysis.dynamic import (
+from analysis.errors import DataError, UnsupportedTokenizerError
+from analysis.methods.dynamic.dynamic import (
     BOUNDARIES,
     PairRules,
     batch_fvt_embeddings,
@@ -30,8 +31,7 @@ from analysis.dynamic import (
     merged_offsets,
     special_frame,
 )
-from analysis.errors import DataError, UnsupportedTokenizerError
-from analysis.fvt import fvt_pieces
+from analysis.model.fvt import fvt_pieces
 
 BATCH = flores_lines("eng_Latn", 24) + flores_lines("est_Latn", 8) + flores_lines("rus_Cyrl", 8)
 

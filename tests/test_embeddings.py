@@ -14,12 +14,12 @@ import transformers
 from support import SMOLLM, TOKENIZERS, flores_lines, load_shared, need_smollm
 
 from analysis.cli import main
-from analysis.embeddings import id_map_by_string, load_model, remap_embeddings, save_model
+from analysis.core.paths import cache_dir
 from analysis.errors import DataError, ModelLoadError
-from analysis.fvt import fvt_pieces
-from analysis.paths import cache_dir
-from analysis.pruning import leaf_frequency_order, leaf_last_n_order, prune, token_counts
-from analysis.tokenizer import LoadedTokenizer
+from analysis.methods.pruning import leaf_frequency_order, leaf_last_n_order, prune, token_counts
+from analysis.model.embeddings import id_map_by_string, load_model, remap_embeddings, save_model
+from analysis.model.fvt import fvt_pieces
+from analysis.tokenizer.tokenizer import LoadedTokenizer
 
 TEXT = "The quick brown fox jumps over the lazy dog. It was a sunny day in the city of London."
 N_PRUNE = 6000

@@ -1,4 +1,4 @@
-"""Export (analysis.export): Hugging Face folder / zip that reloads exactly; the `extend` CLI."""
+"""Export (analysis.tokenizer.export): Hugging Face folder / zip that reloads exactly; the `extend` CLI."""
 
 from __future__ import annotations
 
@@ -12,11 +12,17 @@ from support import TOKENIZERS, flores_lines, load_shared
 from transformers import AutoTokenizer
 
 from analysis import cli
-from analysis.export import export_document, folder_files, sync_post_processor, write_folder, zip_bytes
-from analysis.extension import ExtendResult, PrefixSimulator, export_extension, plan
-from analysis.flores import split_lines as flores_split
-from analysis.outputs import json_ready, strict_json
-from analysis.tokenizer import LoadedTokenizer
+from analysis.core.outputs import json_ready, strict_json
+from analysis.methods.extension import ExtendResult, PrefixSimulator, export_extension, plan
+from analysis.texts.flores import split_lines as flores_split
+from analysis.tokenizer.export import (
+    export_document,
+    folder_files,
+    sync_post_processor,
+    write_folder,
+    zip_bytes,
+)
+from analysis.tokenizer.tokenizer import LoadedTokenizer
 
 
 def _reload_matches(ext, folder, lines):

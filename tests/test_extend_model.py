@@ -1,4 +1,4 @@
-"""The model follows an extension (analysis.extension.model): embeddings and LM head grown to the new ids, new
+"""The model follows an extension (analysis.methods.extension.model): embeddings and LM head grown to the new ids, new
 rows by FVT / mean / multivariate normal, old rows and tied weights kept, logits on unchanged text unchanged."""
 
 from __future__ import annotations
@@ -15,12 +15,12 @@ import transformers
 from support import FLORES, SMOLLM, flores_lines, load_shared, need_smollm
 
 from analysis.cli import main
-from analysis.embeddings import mvn_rows, remap_embeddings
 from analysis.errors import DataError
-from analysis.extension import ExtendResult, export_extension, plan
-from analysis.flores import split_lines
-from analysis.fvt import fvt_pieces
-from analysis.models import load_causal_lm
+from analysis.methods.extension import ExtendResult, export_extension, plan
+from analysis.model.embeddings import mvn_rows, remap_embeddings
+from analysis.model.fvt import fvt_pieces
+from analysis.model.models import load_causal_lm
+from analysis.texts.flores import split_lines
 
 TRAIN, HELD = split_lines("est_Latn")
 ENGLISH = " ".join(flores_lines("eng_Latn")[900:903])

@@ -12,9 +12,9 @@ from streamlit.testing.v1 import AppTest
 from support import ROOT, TOKENIZERS, load_shared
 
 from analysis.cli import main
-from analysis.defaults import DEFAULT_NAME, default_tokenizer
-from analysis.extension import compare_parity, parity_text
-from analysis.flores import split_lines
+from analysis.methods.extension import compare_parity, parity_text
+from analysis.texts.flores import split_lines
+from analysis.tokenizer.defaults import DEFAULT_NAME, default_tokenizer
 
 LANGS = ["est_Latn", "fin_Latn"]
 N = 200

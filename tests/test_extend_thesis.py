@@ -16,9 +16,11 @@ import pytest
 from support import FLORES, ROOT, TOKENIZERS, load_shared
 from tokenizers import Tokenizer, trainers
 
+from analysis.bpe.training import continue_training
 from analysis.cli import main
 from analysis.errors import DataError, UnsupportedTokenizerError
-from analysis.extension import (
+from analysis.measure.metrics import bytes_per_token
+from analysis.methods.extension import (
     ExtendResult,
     ParityText,
     compare_parity,
@@ -27,9 +29,7 @@ from analysis.extension import (
     plan,
     train_wordpiece_supplement,
 )
-from analysis.flores import split_lines
-from analysis.metrics import bytes_per_token
-from analysis.training import continue_training
+from analysis.texts.flores import split_lines
 
 TRAIN, HELD = split_lines("est_Latn")
 

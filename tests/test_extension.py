@@ -1,4 +1,4 @@
-"""Extension methods (analysis.extension): continued training vs naive baselines, STT, compression, English."""
+"""Extension methods (analysis.methods.extension): continued training vs naive baselines, STT, compression, English."""
 
 from __future__ import annotations
 
@@ -9,9 +9,8 @@ from streamlit.testing.v1 import AppTest
 from support import ASSETS, ROOT, flores_lines, load_shared
 
 from analysis.bpe import unreachable_ids
-from analysis.corpora import Source, corpus
 from analysis.errors import DataError, UnsupportedTokenizerError
-from analysis.extension import (
+from analysis.methods.extension import (
     PrefixSimulator,
     append_to_model,
     extend,
@@ -22,7 +21,8 @@ from analysis.extension import (
     simulated_unreachable,
     tokenization_change,
 )
-from analysis.flores import split_lines as flores_split
+from analysis.texts.corpora import Source, corpus
+from analysis.texts.flores import split_lines as flores_split
 
 EST_CORPUS = ASSETS / "corpora" / "text" / "est_Latn.txt.gz"
 

@@ -14,8 +14,8 @@ import pandas as pd
 import pytest
 from support import FLORES, TOKENIZERS
 
-from analysis import flores as fl
 from analysis.errors import DataError
+from analysis.texts import flores as fl
 
 
 @pytest.fixture(autouse=True)
@@ -203,7 +203,7 @@ def test_hub_download_offline_is_a_clear_error(monkeypatch, tmp_path):
 
 def test_every_command_reads_flores_from_toklab_flores_when_assets_have_none(tmp_path):
     """One FLORES access: `compress` and `dynamic --flores` follow TOKLAB_FLORES when the shared assets have no
-    FLORES, as every page does (analysis.flores.default_flores_path)."""
+    FLORES, as every page does (analysis.texts.flores.default_flores_path)."""
     root = Path(__file__).resolve().parents[1]
     (tmp_path / "assets").mkdir()
     env = dict(

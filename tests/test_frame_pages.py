@@ -10,7 +10,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 from support import ROOT
 
-from analysis.references import REFERENCES, bibtex_all, markdown_list
+from analysis.core.references import REFERENCES, bibtex_all, markdown_list
 
 PAGE_LAYER = [ROOT / "app.py", ROOT / "README.md", *sorted((ROOT / "pages").glob("*.py")), *sorted((ROOT / "ui").glob("*.py"))]  # fmt: skip
 FORBIDDEN = re.compile(r"paper\s*0\d\d|methods\.md", re.IGNORECASE)

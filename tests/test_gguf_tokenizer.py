@@ -17,8 +17,8 @@ from support import SMOLLM, flores_lines, load_shared, need_smollm
 
 from analysis.cli import main
 from analysis.errors import TokenizerLoadError
-from analysis.flores import available_codes
-from analysis.sources import GGUF_MAGIC, gguf_metadata, load, load_upload
+from analysis.texts.flores import available_codes
+from analysis.tokenizer.sources import GGUF_MAGIC, gguf_metadata, load, load_upload
 
 LANGS = ("eng_Latn", "est_Latn", "zho_Hans", "arb_Arab", "hin_Deva", "kor_Hang", "rus_Cyrl", "tha_Thai",
          "ell_Grek", "heb_Hebr", "jpn_Jpan", "amh_Ethi")  # fmt: skip

@@ -9,11 +9,11 @@ import numpy as np
 import pytest
 from support import FLORES, flores_lines, load_shared
 
-from analysis import flores as fl
-from analysis import metrics as mx
 from analysis.cli import main
 from analysis.errors import DataError
-from analysis.tokenizer import LoadedTokenizer
+from analysis.measure import metrics as mx
+from analysis.texts import flores as fl
+from analysis.tokenizer.tokenizer import LoadedTokenizer
 
 
 @pytest.fixture(autouse=True)

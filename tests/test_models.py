@@ -1,4 +1,4 @@
-"""analysis.models: the one causal-LM loader (safetensors, weights-only .bin, accelerate placement, refusals)."""
+"""analysis.model.models: the one causal-LM loader (safetensors, weights-only .bin, accelerate placement, refusals)."""
 
 from __future__ import annotations
 
@@ -12,10 +12,10 @@ import pytest
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
-from analysis.embeddings import load_model  # noqa: E402
 from analysis.errors import ModelLoadError  # noqa: E402
-from analysis.models import CausalLM, load_causal_lm  # noqa: E402
-from analysis.undertrained import load_lm  # noqa: E402
+from analysis.methods.undertrained import load_lm  # noqa: E402
+from analysis.model.embeddings import load_model  # noqa: E402
+from analysis.model.models import CausalLM, load_causal_lm  # noqa: E402
 
 IDS = [5, 17, 3, 99, 42, 7]
 

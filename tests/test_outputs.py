@@ -1,4 +1,4 @@
-"""analysis/outputs.py: outputs get the permissions of any file the user creates (not tempfile's owner-only
+"""analysis/core/outputs.py: outputs get the permissions of any file the user creates (not tempfile's owner-only
 modes), and one JSON text per result document."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from analysis.commands._common import print_json
-from analysis.outputs import (
+from analysis.core.outputs import (
     atomic_folder,
     atomic_write_bytes,
     atomic_write_text,

@@ -1,4 +1,4 @@
-"""Parity-aware BPE (analysis/parity.py): the training helper, the FLORES comparison, the CLI."""
+"""Parity-aware BPE (analysis/bpe/parity.py): the training helper, the FLORES comparison, the CLI."""
 
 from __future__ import annotations
 
@@ -11,9 +11,10 @@ from download_support import record_downloads, without
 from streamlit.testing.v1 import AppTest
 from support import ROOT, load_shared
 
-from analysis import flores, parity
+from analysis.bpe import parity
 from analysis.cli import main
 from analysis.errors import DataError
+from analysis.texts import flores
 
 LANGS = ["eng_Latn", "fra_Latn", "hin_Deva", "arb_Arab", "zho_Hans", "amh_Ethi", "rus_Cyrl", "tha_Thai"]
 

@@ -9,7 +9,7 @@ from streamlit.elements.lib import policies
 from streamlit.testing.v1 import AppTest
 from support import ROOT, load_shared
 
-from analysis.playground import boundary_diff, compare_encodings
+from analysis.views.playground import boundary_diff, compare_encodings
 
 TEXT = "Tokenization is unbelievably fun, tere hommikust!"
 

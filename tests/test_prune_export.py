@@ -1,4 +1,4 @@
-"""analysis.prune_export: the page's prune report is the CLI's, folders are written or refused clearly, zips."""
+"""analysis.methods.pruning.report: the page's prune report is the CLI's, folders are written or refused clearly, zips."""
 
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ import pytest
 from support import TOKENIZERS, load_shared
 
 from analysis import DataError, load
-from analysis import pruning as P
 from analysis.cli import main
-from analysis.prune_export import prune_report, pruned_zip, write_pruned, zip_folder
+from analysis.methods import pruning as P
+from analysis.methods.pruning.report import prune_report, pruned_zip, write_pruned, zip_folder
 
 
 def test_report_is_the_clis_report(tmp_path, capsys):

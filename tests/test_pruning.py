@@ -13,12 +13,12 @@ import pytest
 from streamlit.testing.v1 import AppTest
 from support import FLORES, ROOT, SMOLLM, TOKENIZERS, flores_lines, load_shared, need_smollm
 
-from analysis import pruning as P
-from analysis import undertrained as ut
 from analysis.bpe import unreachable_ids, vocabulary_structure
 from analysis.cli import main
 from analysis.errors import DataError, UnsupportedTokenizerError
-from analysis.sources import load
+from analysis.methods import pruning as P
+from analysis.methods import undertrained as ut
+from analysis.tokenizer.sources import load
 
 SAFE = ("leaf-last-n", "leaf-frequency", "merge-based")
 

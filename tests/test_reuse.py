@@ -1,4 +1,4 @@
-"""R-BPE token reuse (analysis/reuse.py): classification, choice, maps, encode/decode, save/load, CLI, page."""
+"""R-BPE token reuse (analysis/methods/reuse/reuse.py): classification, choice, maps, encode/decode, save/load, CLI, page."""
 
 from __future__ import annotations
 
@@ -15,10 +15,12 @@ from download_support import record_downloads, without
 from streamlit.testing.v1 import AppTest
 from support import ROOT, TOKENIZERS, flores_lines, load_shared
 
-from analysis import reuse, reuse_measures, unicode
 from analysis.cli import main
+from analysis.core import unicode
 from analysis.errors import DataError, UnsupportedTokenizerError
-from analysis.flores import FLORES_TRAIN_LINES
+from analysis.methods.reuse import measures as reuse_measures
+from analysis.methods.reuse import reuse
+from analysis.texts.flores import FLORES_TRAIN_LINES
 
 ARB = flores_lines("arb_Arab")
 ENG = flores_lines("eng_Latn")

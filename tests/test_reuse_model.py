@@ -1,4 +1,4 @@
-"""The model follows R-BPE (analysis/reuse_model.py): reused rows re-initialised by FVT, size and other rows kept."""
+"""The model follows R-BPE (analysis/methods/reuse/model.py): reused rows re-initialised by FVT, size and other rows kept."""
 
 from __future__ import annotations
 
@@ -13,10 +13,11 @@ import torch
 import transformers
 from support import SMOLLM, TOKENIZERS, flores_lines, load_shared, need_smollm
 
-from analysis import reuse, reuse_model
 from analysis.cli import main
 from analysis.errors import DataError
-from analysis.flores import FLORES_TRAIN_LINES
+from analysis.methods.reuse import model as reuse_model
+from analysis.methods.reuse import reuse
+from analysis.texts.flores import FLORES_TRAIN_LINES
 
 TRAIN = flores_lines("arb_Arab")[:FLORES_TRAIN_LINES]
 ENGLISH = " ".join(flores_lines("eng_Latn")[FLORES_TRAIN_LINES : FLORES_TRAIN_LINES + 2])

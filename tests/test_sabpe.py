@@ -1,4 +1,4 @@
-"""Source-attributed BPE (analysis.sabpe), its CLI and its page, on a slice of the shared code corpus."""
+"""Source-attributed BPE (analysis.methods.sabpe.sabpe), its CLI and its page, on a slice of the shared code corpus."""
 
 from __future__ import annotations
 
@@ -12,13 +12,13 @@ from download_support import record_downloads, without_timings
 from streamlit.testing.v1 import AppTest
 from support import ASSETS, ROOT, load_shared
 
-from analysis import sabpe
 from analysis.bpe import BPEReplay, unreachable_ids
+from analysis.bpe.training import train_merges
 from analysis.cli import main
-from analysis.defaults import DEFAULT_NAME, default_tokenizer
 from analysis.errors import DataError, UnsupportedTokenizerError
-from analysis.metrics import gini
-from analysis.training import train_merges
+from analysis.measure.metrics import gini
+from analysis.methods.sabpe import sabpe
+from analysis.tokenizer.defaults import DEFAULT_NAME, default_tokenizer
 
 CODE = ASSETS / "corpora" / "code"
 LANGS = ["python", "go", "ruby", "lua"]

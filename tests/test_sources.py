@@ -14,10 +14,10 @@ import tokenizers
 from support import ALL_TOKENIZERS, TOKENIZERS, flores_lines, load_shared
 
 from analysis import TokenizerLoadError, load, load_upload
-from analysis import sources as src
-from analysis.cache import clear_memory, store_dir
-from analysis.defaults import QWEN_SPECIALS, default_tokenizer
-from analysis.tokenizer import MODEL_TYPES, LoadedTokenizer
+from analysis.core.cache import clear_memory, store_dir
+from analysis.tokenizer import sources as src
+from analysis.tokenizer.defaults import QWEN_SPECIALS, default_tokenizer
+from analysis.tokenizer.tokenizer import MODEL_TYPES, LoadedTokenizer
 
 #: 20 FLORES languages over many scripts (Latin, Cyrillic, Han, Kana, Hangul, Arabic, Indic, Thai, Ethiopic...)
 LANGS = [
@@ -147,7 +147,7 @@ def test_slow_tokenizer_files_gpt2_and_bert(tmp_path):
 # --------------------------------------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def converted_spm():
-    """The three shipped tokenizer.model files converted by analysis.sources (cached for the module)."""
+    """The three shipped tokenizer.model files converted by analysis.tokenizer.sources (cached for the module)."""
     return {
         n: load_upload("tokenizer.model", (TOKENIZERS / n / "tokenizer.model").read_bytes(), name=n)
         for n in ("llama-2", "mistral-7b-v0.1", "mistral-7b-v0.3")

@@ -8,7 +8,7 @@ from streamlit.testing.v1 import AppTest
 from support import ROOT, load_shared
 
 from analysis import LoadedTokenizer
-from analysis.defaults import DEFAULT_NAME, default_tokenizer
+from analysis.tokenizer.defaults import DEFAULT_NAME, default_tokenizer
 
 
 def _toy() -> LoadedTokenizer:

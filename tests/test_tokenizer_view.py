@@ -1,5 +1,5 @@
 """The LoadedTokenizer view: inspection facts, merges in both serialisations, readable token forms, and the
-vocabulary table of analysis.vocab_table."""
+vocabulary table of analysis.tokenizer.vocab_table."""
 
 from __future__ import annotations
 
@@ -9,11 +9,11 @@ import re
 import pytest
 from support import ALL_TOKENIZERS, BPE_TOKENIZERS, flores_lines, load_shared
 
-import analysis.vocab_table as vocab_table_module
+import analysis.tokenizer.vocab_table as vocab_table_module
 from analysis import LoadedTokenizer, TokenizerLoadError
-from analysis.tokenizer import format_bytes, parse_merges, readable_from_bytes
-from analysis.unicode import text_script as script_of
-from analysis.vocab_table import (
+from analysis.core.unicode import text_script as script_of
+from analysis.tokenizer.tokenizer import format_bytes, parse_merges, readable_from_bytes
+from analysis.tokenizer.vocab_table import (
     BYTES_SCRIPT,
     COLUMNS,
     SPECIAL_SCRIPT,

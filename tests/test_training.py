@@ -1,4 +1,4 @@
-"""Continued BPE training (analysis.training) and training-text sources (analysis.corpora)."""
+"""Continued BPE training (analysis.bpe.training) and training-text sources (analysis.texts.corpora)."""
 
 from __future__ import annotations
 
@@ -13,30 +13,22 @@ import pytest
 from support import ASSETS, BPE_TOKENIZERS, flores_lines, load_shared
 from tokenizers import Tokenizer, models, pre_tokenizers, trainers
 
-from analysis import flores
 from analysis.bpe import unreachable_ids
 from analysis.bpe.trainer import FrequencyStats, learn
-from analysis.corpora import (
-    Corpus,
-    Source,
-    corpus,
-    from_paths,
-    iter_bytes,
-    shared_corpora,
-    with_budget,
-)
-from analysis.errors import DataError, UnsupportedTokenizerError
-from analysis.extension import append_to_model
-from analysis.flores import split_lines as flores_split
-from analysis.tokenizer import parse_merges
-from analysis.training import (
+from analysis.bpe.training import (
     continue_training,
     missing_characters,
     sp_piece_valid,
     train_merges,
     training_mode,
 )
-from analysis.unicode import sentencepiece_script as char_script
+from analysis.core.unicode import sentencepiece_script as char_script
+from analysis.errors import DataError, UnsupportedTokenizerError
+from analysis.methods.extension import append_to_model
+from analysis.texts import flores
+from analysis.texts.corpora import Corpus, Source, corpus, from_paths, iter_bytes, shared_corpora, with_budget
+from analysis.texts.flores import split_lines as flores_split
+from analysis.tokenizer.tokenizer import parse_merges
 
 EST_TRAIN = flores_lines("est_Latn")[:300]
 

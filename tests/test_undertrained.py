@@ -1,4 +1,4 @@
-"""analysis.undertrained: magikarp indicators, reference choice, round trip, verification, classes, CLI.
+"""analysis.methods.undertrained: magikarp indicators, reference choice, round trip, verification, classes, CLI.
 
 Real models come from $TOKLAB_MODELS (tests/fetch_models.sh); a tiny Llama is trained here on English
 FLORES text with a tokenizer that also learned Estonian, so some vocabulary tokens are never seen.
@@ -21,8 +21,7 @@ from support import MINILM, ROOT, SMOLLM, TOKENIZERS, flores_lines, load_shared,
 
 from analysis import load
 from analysis.errors import DataError, ModelLoadError
-from analysis.models import parse_max_memory
-from analysis.undertrained import (
+from analysis.methods.undertrained import (
     OK,
     OK_SPECIAL,
     UNDECODEABLE,
@@ -40,7 +39,8 @@ from analysis.undertrained import (
     verdict_for,
     verify_result,
 )
-from analysis.weights import EmbeddingWeights, Matrix
+from analysis.model.models import parse_max_memory
+from analysis.model.weights import EmbeddingWeights, Matrix
 
 
 # ------------------------------------------------------------------------------------------ round trip

@@ -24,11 +24,11 @@ from streamlit.testing.v1 import AppTest
 from support import ROOT, flores_lines
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
-from analysis import undertrained as ut
 from analysis.cli import main
 from analysis.errors import DataError
-from analysis.tokenizer import BYTE_TO_CHAR
-from analysis.undertrained import INVALID_UTF8_BYTES, Verification
+from analysis.methods import undertrained as ut
+from analysis.methods.undertrained import INVALID_UTF8_BYTES, Verification
+from analysis.tokenizer.tokenizer import BYTE_TO_CHAR
 
 RESERVED = [f"<|reserved_special_token_{k}|>" for k in range(8)]
 

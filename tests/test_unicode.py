@@ -6,9 +6,11 @@ from __future__ import annotations
 import regex
 from support import load_shared
 
-from analysis import pruning, reuse, unicode
-from analysis.training import sp_piece_valid
-from analysis.vocab_table import vocab_table
+from analysis.bpe.training import sp_piece_valid
+from analysis.core import unicode
+from analysis.methods import pruning
+from analysis.methods.reuse import reuse
+from analysis.tokenizer.vocab_table import vocab_table
 
 
 def test_script_table_equals_regex_script_property():

@@ -1,4 +1,4 @@
-"""analysis.vocab_views: the vocabulary search/filter of Load & inspect, token search of Merge trees, the STT table
+"""analysis.views.vocab_views: the vocabulary search/filter of Load & inspect, token search of Merge trees, the STT table
 of Token health."""
 
 from __future__ import annotations
@@ -6,8 +6,8 @@ from __future__ import annotations
 from support import load_shared
 
 from analysis import LoadedTokenizer
-from analysis.vocab_table import vocab_table
-from analysis.vocab_views import filter_stt, filter_vocab, search_tokens, stt_table, would_be_ranks
+from analysis.tokenizer.vocab_table import vocab_table
+from analysis.views.vocab_views import filter_stt, filter_vocab, search_tokens, stt_table, would_be_ranks
 
 
 def _toy() -> LoadedTokenizer:

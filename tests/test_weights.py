@@ -1,4 +1,4 @@
-"""analysis.weights: reading only the embedding matrices from safetensors (single, sharded), GGUF and
+"""analysis.model.weights: reading only the embedding matrices from safetensors (single, sharded), GGUF and
 PyTorch files, tied/untied detection, and clear errors for bad input."""
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from safetensors.torch import save_file
 from support import MINILM, SMOLLM, need_minilm, need_smollm
 
 from analysis.errors import ModelLoadError
-from analysis.weights import Matrix, load_embeddings, read_safetensors_header, resolve_model
+from analysis.model.weights import Matrix, load_embeddings, read_safetensors_header, resolve_model
 
 
 def _config(folder: Path, **kw) -> None:

@@ -15,9 +15,9 @@ development set).
 * :func:`train_plain_bpe` — plain BPE on the same pipeline and the union of the same corpora, equal size;
 * :func:`parity_comparison` — both trained on the FLORES devtest lines ``[0, n_train)`` of every chosen
   language (the parity-aware trainer balances on lines ``[n_train, n_train + n_dev)``) and measured on the
-  held-out lines from :data:`analysis.flores.FLORES_TRAIN_LINES` on: per language the premium against English
-  (Petrov et al. 2023, :func:`analysis.metrics.premium`) and bytes/token; overall the mean, maximum and Gini
-  (:func:`analysis.metrics.gini`) of the premiums, and the compression cost (bytes/token over all held-out
+  held-out lines from :data:`analysis.texts.flores.FLORES_TRAIN_LINES` on: per language the premium against English
+  (Petrov et al. 2023, :func:`analysis.measure.metrics.premium`) and bytes/token; overall the mean, maximum and Gini
+  (:func:`analysis.measure.metrics.gini`) of the premiums, and the compression cost (bytes/token over all held-out
   text), as one :class:`ParityComparison` (``to_json()``: what `python -m analysis parity-train --json`
   prints and the Compression page offers). Results are cached on disk by parameters and FLORES data hashes.
 """
@@ -39,13 +39,13 @@ from tokenizers import decoders, pre_tokenizers
 from tokenizers.models import BPE
 from tokenizers.trainers import BpeTrainer, ParityBpeTrainer
 
-from . import flores
-from .cache import DiskCache
-from .errors import DataError
-from .metrics import gini, premium
-from .outputs import atomic_folder, atomic_write_text, json_document
-from .progress import Progress, report
-from .tokenizer import LoadedTokenizer, bpe_model
+from analysis.core.cache import DiskCache
+from analysis.core.outputs import atomic_folder, atomic_write_text, json_document
+from analysis.core.progress import Progress, report
+from analysis.errors import DataError
+from analysis.measure.metrics import gini, premium
+from analysis.texts import flores
+from analysis.tokenizer.tokenizer import LoadedTokenizer, bpe_model
 
 VARIANTS = ("base", "window")
 KINDS = ("plain", "parity")
@@ -230,7 +230,7 @@ def flores_splits(
     langs: Sequence[str], n_train: int, n_dev: int
 ) -> tuple[dict[str, list[str]], dict[str, list[str]], dict[str, list[str]]]:
     """Per language: training lines [0, n_train), development lines [n_train, n_train + n_dev) and the held-out
-    lines from :data:`analysis.flores.FLORES_TRAIN_LINES` on."""
+    lines from :data:`analysis.texts.flores.FLORES_TRAIN_LINES` on."""
     if n_train < 1 or n_dev < 1 or n_train + n_dev > flores.FLORES_TRAIN_LINES:
         raise DataError(
             f"training ({n_train}) and development ({n_dev}) lines must be ≥ 1 and fit in the first "

@@ -17,8 +17,9 @@ from typing import Any
 
 import numpy as np
 
-from ..cache import DiskCache, memoize
-from ..tokenizer import LoadedTokenizer
+from analysis.core.cache import DiskCache, memoize
+from analysis.tokenizer.tokenizer import LoadedTokenizer
+
 from .replay import BPEReplay, SortedPairs, get_replay, merge_arrays, pair_stride, require_bpe
 from .stt import stt_result
 

@@ -28,11 +28,12 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
 
-from .bpe import require_bpe
-from .bpe.trainer import learn
-from .errors import DataError, UnsupportedTokenizerError
-from .tokenizer import SPIECE_UNDERLINE, LoadedTokenizer
-from .unicode import sentencepiece_script
+from analysis.core.unicode import sentencepiece_script
+from analysis.errors import DataError, UnsupportedTokenizerError
+from analysis.tokenizer.tokenizer import SPIECE_UNDERLINE, LoadedTokenizer
+
+from . import require_bpe
+from .trainer import learn
 
 #: SentencePiece TrainerSpec defaults used by the validity rules.
 SP_MAX_PIECE_LENGTH = 16
@@ -118,7 +119,7 @@ class TrainingResult:
 
 
 # --------------------------------------------------------------------------------------------------
-# SentencePiece validity rules; scripts from analysis.unicode with SentencePiece's Han rule
+# SentencePiece validity rules; scripts from analysis.core.unicode with SentencePiece's Han rule
 # --------------------------------------------------------------------------------------------------
 def _is_digit(ch: str) -> bool:
     return unicodedata.category(ch) == "Nd"
@@ -448,9 +449,9 @@ def continue_training(
     `min_frequency`); the result holds every prefix.
 
     Two halves: :func:`collect_training_words` counts the words (in this process; the corpus executor of
-    :mod:`analysis.distributed` counts them shard by shard instead), :func:`train_from_counts` learns the merges.
+    :mod:`analysis.jobs` counts them shard by shard instead), :func:`train_from_counts` learns the merges.
 
-    `units` is an iterable of text units (re-iterable, e.g. a :class:`analysis.corpora.Corpus`, if the
+    `units` is an iterable of text units (re-iterable, e.g. a :class:`analysis.texts.corpora.Corpus`, if the
     SentencePiece coverage step needs a second pass). `coverage` (SentencePiece mode) adds the most frequent
     missing characters first until that share of characters is in the vocabulary (None = skip);
     `nfkc` NFKC-normalises the text in SentencePiece mode, as SentencePiece training does.

@@ -1,7 +1,7 @@
 """The one cache: in-memory memoisation keyed by content, and a size-capped JSON store on disk.
 
 In memory — :func:`memoize`: a thread-safe LRU for engine functions whose arguments identify their result. A
-:class:`~analysis.tokenizer.LoadedTokenizer` argument is keyed by its content hash (never by identity), so two
+:class:`~analysis.tokenizer.tokenizer.LoadedTokenizer` argument is keyed by its content hash (never by identity), so two
 loads of the same file share one entry, and an edited tokenizer (a new object with new content) never reuses
 the original's results. Identical concurrent calls run once: the second caller waits for the first and gets the
 same object (a Streamlit server with eight sessions pressing the same button computes once). Results are shared

@@ -2,7 +2,7 @@
 low-level failures into messages.
 
 * :func:`read_file` — a whole file (tokenizer.json, a `.model`, `vocab.txt`, a scores file) under the one size
-  cap (:func:`analysis.paths.max_file_bytes`), however it arrives: a path, a folder, a zip member, the hub.
+  cap (:func:`analysis.core.paths.max_file_bytes`), however it arrives: a path, a folder, a zip member, the hub.
 * :func:`check_size` — the same cap for bytes already in memory (an upload).
 * :func:`parse_json` — JSON with every failure (syntax, nesting 100,000 deep, not UTF-8) as one error class.
 * :func:`decode_utf8` — text files must be UTF-8: a clear error with the byte offset, never U+FFFD.
@@ -28,7 +28,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Any
 
-from .errors import AnalysisError, DataError
+from analysis.errors import AnalysisError, DataError
+
 from .paths import max_file_bytes, max_line_chars, max_text_bytes
 
 #: What zipfile/gzip/zlib raise on corrupt, truncated, encrypted or unsupported archives.
@@ -361,9 +362,9 @@ def _lines(
 def json_records(fh: IO[bytes], name: str, budget: list[int] | None = None) -> Iterator[tuple[int, Any]]:
     """(line number, parsed record) for each non-empty line of a JSON-lines stream (.gz decompressed).
 
-    Lines longer than 16 × :func:`analysis.paths.max_line_chars` characters, invalid JSON (including nesting
+    Lines longer than 16 × :func:`analysis.core.paths.max_line_chars` characters, invalid JSON (including nesting
     too deep) and text that is not UTF-8 raise DataError; the stream shares `budget` (default: a fresh one of
-    :func:`analysis.paths.max_text_bytes`).
+    :func:`analysis.core.paths.max_text_bytes`).
     """
     cap = max_text_bytes()
     budget = [cap] if budget is None else budget
@@ -379,7 +380,7 @@ def json_records(fh: IO[bytes], name: str, budget: list[int] | None = None) -> I
 def text_units(fh: IO[bytes], name: str, budget: list[int], cap: int) -> Iterator[str]:
     """The non-empty lines of one binary stream (.gz decompressed), as UTF-8 text units of bounded size.
 
-    A line longer than :func:`analysis.paths.max_line_chars` characters is read and yielded in pieces of that
+    A line longer than :func:`analysis.core.paths.max_line_chars` characters is read and yielded in pieces of that
     size, so no line has to fit in memory whole (the byte budget applies inside a line). JSON-lines files
     (`.jsonl` in the name) yield the `text` field of each record (see :func:`json_records`). Text that is not
     UTF-8 (Latin-1, binary) and text holding NUL bytes are refused with the line number, never decoded into

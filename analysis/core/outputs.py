@@ -32,7 +32,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from .errors import DataError
+from analysis.errors import DataError
 
 _UMASK_LOCK = threading.Lock()
 

@@ -38,10 +38,10 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from .errors import DataError
+from analysis.errors import DataError
 
 #: The repository root (the folder holding `analysis/`).
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 #: Data committed with the repository.
 BUNDLED = ROOT / "assets"
 

@@ -16,7 +16,7 @@ import sys
 import time
 from typing import Protocol
 
-from .errors import AnalysisError
+from analysis.errors import AnalysisError
 
 
 class Progress(Protocol):

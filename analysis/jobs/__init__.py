@@ -30,10 +30,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..bpe import never_produced_from_counts
-from ..errors import AnalysisError, DataError
-from ..progress import Progress, report, scaled
-from ..tokenizer import LoadedTokenizer
+from analysis.bpe import never_produced_from_counts
+from analysis.core.progress import Progress, report, scaled
+from analysis.errors import AnalysisError, DataError
+from analysis.texts.shards import Shard, confine_inputs, resolve
+from analysis.tokenizer.tokenizer import LoadedTokenizer
+
 from .executors import (
     EXECUTORS,
     ExecutorConfig,
@@ -43,7 +45,6 @@ from .executors import (
     executor_from_args,
     run_workdir,
 )
-from .inputs import Shard, confine_inputs, resolve
 from .job import Manifest, Workdir, assign, finalize, merged_totals, record_error, run_inprocess
 from .stats import (
     STATS,

@@ -27,9 +27,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .. import paths
-from ..errors import AnalysisError, DataError
-from ..progress import Cancelled, Progress
+from analysis.core import paths
+from analysis.core.progress import Cancelled, Progress
+from analysis.errors import AnalysisError, DataError
+
 from .job import CountStep, Manifest, ReduceStep, ShardReader, Workdir
 
 #: Executors by name.

@@ -42,11 +42,12 @@ from typing import Any
 from datatrove.data import Document
 from datatrove.pipeline.base import PipelineStep
 
-from ..errors import AnalysisError, DataError
-from ..outputs import atomic_write_text
-from ..progress import Progress, report
-from ..tokenizer import LoadedTokenizer
-from .inputs import Position, Shard, iter_records, iter_units
+from analysis.core.outputs import atomic_write_text
+from analysis.core.progress import Progress, report
+from analysis.errors import AnalysisError, DataError
+from analysis.texts.shards import Position, Shard, iter_records, iter_units
+from analysis.tokenizer.tokenizer import LoadedTokenizer
+
 from .stats import Doc, Stat, get_stat, merge_globals
 
 MANIFEST = "manifest.json"

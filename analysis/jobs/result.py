@@ -15,8 +15,9 @@ from typing import Any
 
 import numpy as np
 
-from ..bpe import never_produced_from_counts
-from ..tokenizer import LoadedTokenizer
+from analysis.bpe import never_produced_from_counts
+from analysis.tokenizer.tokenizer import LoadedTokenizer
+
 from . import CorpusRun
 from .stats import TrainingWords, train_from_words
 

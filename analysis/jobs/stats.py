@@ -7,21 +7,21 @@ single-process result:
 ==================  ==================================================  ==========================================
 statistic           map (per task, existing function)                   reduce / finalize
 ==================  ==================================================  ==========================================
-``pretokens``       :func:`analysis.training.count_pretokens`           sum → Counter of pre-tokens
+``pretokens``       :func:`analysis.bpe.training.count_pretokens`           sum → Counter of pre-tokens
 ``words``           ``count_pretokens`` (SentencePiece mode: ``▁``      sum; segment each bucket with
-                    chunks, NFKC) + character counts                    :func:`~analysis.training.segment_words`
-                                                                        (+ :func:`~analysis.training.sp_groups`
+                    chunks, NFKC) + character counts                    :func:`~analysis.bpe.training.segment_words`
+                                                                        (+ :func:`~analysis.bpe.training.sp_groups`
                                                                         after the coverage characters) → the
                                                                         trainer's word Counter
-``token-ids``       :func:`analysis.pruning.token_counts`               sum → id count vector (pruning orders)
+``token-ids``       :func:`analysis.methods.pruning.token_counts`               sum → id count vector (pruning orders)
 ``produced-ids``    :func:`analysis.bpe.stt.corpus_token_counts`   sum → Counter (never-produced tokens)
-``merge-counts``    :func:`analysis.pruning.merge_counts`               sum → (token Counter, merge Counter)
+``merge-counts``    :func:`analysis.methods.pruning.merge_counts`               sum → (token Counter, merge Counter)
                                                                         for the merge-based pruning order
-``compression``     :func:`analysis.metrics.encode_ids`,                per group: sum of token-id counts and
+``compression``     :func:`analysis.measure.metrics.encode_ids`,                per group: sum of token-id counts and
                     ``text_counts``, ``continued_words``                additive totals, then the metrics of
-                                                                        :func:`analysis.metrics.corpus_stats`
-``source-words``    :func:`analysis.sabpe.collect_words`                sum per (word, repository) and (word,
-                                                                        language) → :class:`~analysis.sabpe.SourceWords`
+                                                                        :func:`analysis.measure.metrics.corpus_stats`
+``source-words``    :func:`analysis.methods.sabpe.sabpe.collect_words`                sum per (word, repository) and (word,
+                                                                        language) → :class:`~analysis.methods.sabpe.sabpe.SourceWords`
 ==================  ==================================================  ==========================================
 
 Keyed counts go to K hash buckets by a stable hash of the word (CRC-32; Python's ``hash`` differs between
@@ -41,10 +41,14 @@ from typing import Any
 
 import numpy as np
 
-from .. import bpe, metrics, pruning, sabpe, training
-from ..errors import DataError, UnsupportedTokenizerError
-from ..tokenizer import LoadedTokenizer
-from ..training import TrainingWords
+from analysis import bpe
+from analysis.bpe import training
+from analysis.bpe.training import TrainingWords
+from analysis.errors import DataError, UnsupportedTokenizerError
+from analysis.measure import metrics
+from analysis.methods import pruning
+from analysis.methods.sabpe import sabpe
+from analysis.tokenizer.tokenizer import LoadedTokenizer
 
 #: Units handed to the per-text function at a time (bounds the memory of one call).
 CHUNK_UNITS = 20_000
@@ -166,7 +170,7 @@ class PretokenCounts:
 
 
 class Pretokens(Stat):
-    """:func:`analysis.training.count_pretokens` over the corpus (options `sp_chunks`, `nfkc`)."""
+    """:func:`analysis.bpe.training.count_pretokens` over the corpus (options `sp_chunks`, `nfkc`)."""
 
     name = "pretokens"
     result = "Counter pre-token → frequency"
@@ -211,7 +215,7 @@ def _with_characters(tok: LoadedTokenizer, chars: list[str]) -> LoadedTokenizer:
 
 
 class Words(Stat):
-    """Continued-training words, as :func:`analysis.training.continue_training` collects them.
+    """Continued-training words, as :func:`analysis.bpe.training.continue_training` collects them.
 
     Byte-level and pre-tokenized modes: pre-token counts, segmented per bucket by the base model. SentencePiece
     mode: ``▁``-chunked NFKC pre-tokens plus a character histogram; each bucket is segmented by the base with
@@ -230,7 +234,7 @@ class Words(Stat):
             if not training._sp_chunkable(tok):
                 raise UnsupportedTokenizerError(
                     f"{tok.name}: vocabulary pieces hold '▁' after another character, so words cannot be "
-                    "counted shard by shard; train in one process (analysis.training.continue_training)"
+                    "counted shard by shard; train in one process (analysis.bpe.training.continue_training)"
                 )
             cov = opts.get("coverage", training.SP_CHARACTER_COVERAGE)
             out["nfkc"] = bool(opts.get("nfkc", True))
@@ -303,8 +307,8 @@ def train_from_words(
     max_token_length: int | None = None,
     min_frequency: int = 0,
 ) -> training.TrainingResult:
-    """Continued training from counted words: :func:`analysis.training.train_from_counts`, the second half of
-    :func:`analysis.training.continue_training` (the merge loop on one machine)."""
+    """Continued training from counted words: :func:`analysis.bpe.training.train_from_counts`, the second half of
+    :func:`analysis.bpe.training.continue_training` (the merge loop on one machine)."""
     return training.train_from_counts(
         tok, tw, n_new, max_token_length=max_token_length, min_frequency=min_frequency
     )
@@ -314,7 +318,7 @@ def train_from_words(
 # Token-id counts
 # --------------------------------------------------------------------------------------------------
 class TokenIds(Stat):
-    """:func:`analysis.pruning.token_counts` (specials added, merges always applied) → id count vector."""
+    """:func:`analysis.methods.pruning.token_counts` (specials added, merges always applied) → id count vector."""
 
     name = "token-ids"
     result = "numpy int64 vector (index = id)"
@@ -377,7 +381,7 @@ class ProducedIds(Stat):
 
 
 class MergeCounts(Stat):
-    """:func:`analysis.pruning.merge_counts` (final tokens and merge events of the BPE replay) → two Counters.
+    """:func:`analysis.methods.pruning.merge_counts` (final tokens and merge events of the BPE replay) → two Counters.
 
     Keys: ``(0, id)`` for final-token counts, ``(1, left_id, right_id)`` for merge counts (the merge-based
     pruning order).
@@ -424,7 +428,7 @@ GROUP_BY = ("file", "folder", "input", "all")
 
 
 class Compression(Stat):
-    """Compression metrics per group (file, input or the whole corpus) as :func:`analysis.metrics.corpus_stats`."""
+    """Compression metrics per group (file, input or the whole corpus) as :func:`analysis.measure.metrics.corpus_stats`."""
 
     name = "compression"
     result = "dict group → corpus_stats dict"
@@ -497,7 +501,7 @@ class Compression(Stat):
 
 
 def _group_stats(tok: LoadedTokenizer, id_counts: dict[int, int], t: dict, power: float) -> dict[str, Any]:
-    """:func:`analysis.metrics.stats_from_counts` of one group's summed id counts and totals."""
+    """:func:`analysis.measure.metrics.stats_from_counts` of one group's summed id counts and totals."""
     size = max(tok.vocab_size, max(id_counts) + 1 if id_counts else 0)
     counts = np.zeros(size, dtype=np.int64)
     if id_counts:
@@ -510,14 +514,14 @@ def _group_stats(tok: LoadedTokenizer, id_counts: dict[int, int], t: dict, power
 # SA-BPE per-source word counts
 # --------------------------------------------------------------------------------------------------
 class SourceWordCounts(Stat):
-    """:func:`analysis.sabpe.collect_words` per chunk of records → counts per (word, repository), (word, language).
+    """:func:`analysis.methods.sabpe.sabpe.collect_words` per chunk of records → counts per (word, repository), (word, language).
 
     Options `languages` (file stems kept), `max_files_per_repo`, `max_bytes_per_repo` (per file, as read_code).
     """
 
     name = "source-words"
     layout = "code"
-    result = "analysis.sabpe.SourceWords"
+    result = "analysis.methods.sabpe.sabpe.SourceWords"
 
     def options(self, tok: LoadedTokenizer, opts: dict) -> dict:
         """Check the base is byte-level; keep the record options."""

@@ -39,11 +39,11 @@ from typing import Any
 
 import numpy as np
 
-from .cache import DiskCache, SingleFlight, memoize
-from .errors import DataError
-from .flores import language
-from .progress import Progress, report
-from .tokenizer import LoadedTokenizer
+from analysis.core.cache import DiskCache, SingleFlight, memoize
+from analysis.core.progress import Progress, report
+from analysis.errors import DataError
+from analysis.texts.flores import language
+from analysis.tokenizer.tokenizer import LoadedTokenizer
 
 #: Bumped whenever a metric definition changes (part of every cache key).
 METRICS_VERSION = 7
@@ -547,7 +547,7 @@ def compression_table(
 ) -> list[dict[str, Any]]:
     """One row per tokenizer × language with every metric plus `parity` (tokens / reference tokens).
 
-    `data` is a :class:`analysis.flores.FloresData`; `langs` is None/"all", "a,b" or a list of codes.
+    `data` is a :class:`analysis.texts.flores.FloresData`; `langs` is None/"all", "a,b" or a list of codes.
     `parity` is the premium of Petrov et al. 2023 (mean per-sentence token ratio vs the reference language,
     see :func:`premium`), `parity_corpus` the ratio of totals; both need the reference language in the data and
     the same number of sentences (parallel data), otherwise they are None. `progress` is called per cell.

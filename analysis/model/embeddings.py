@@ -1,14 +1,14 @@
 """Carry a model's embeddings along when its tokenizer changes (pruning, extension).
 
 Given an old → new id map, the new input embedding and LM head rows are copied from the old ones; rows of
-new tokens are initialised by FVT (:mod:`analysis.fvt`: the mean of the old rows of the token's pieces under
+new tokens are initialised by FVT (:mod:`analysis.model.fvt`: the mean of the old rows of the token's pieces under
 the OLD tokenizer), by the mean of all old rows, by a multivariate normal with the mean and covariance of the
 old rows (as Kim, *Exploring the Effects of Tokenizer Extension on Domain-specific Finetuning of Language
 Models*, MA thesis, Seoul National University, 2025, initialises extended vocabularies), or randomly (the
 model's init std). `config.vocab_size` and the special-token ids in the config are updated; tied weights stay
 tied.
 
-Models load through the one causal-LM loader, :func:`analysis.models.load_causal_lm` (safetensors, `.bin`
+Models load through the one causal-LM loader, :func:`analysis.model.models.load_causal_lm` (safetensors, `.bin`
 through `torch.load(weights_only=True)`, GGUF de-quantized; never remote code).
 """
 
@@ -22,12 +22,13 @@ from typing import Any
 
 import numpy as np
 
-from .bpe import bare_tokenize_fn
-from .errors import DataError, ModelLoadError
-from .export import folder_files, write_files
+from analysis.bpe import bare_tokenize_fn
+from analysis.errors import DataError, ModelLoadError
+from analysis.tokenizer.export import folder_files, write_files
+from analysis.tokenizer.tokenizer import LoadedTokenizer
+
 from .fvt import fvt_pieces, fvt_rows
 from .models import load_causal_lm
-from .tokenizer import LoadedTokenizer
 
 INITS = ("fvt", "mean", "mvn", "random")
 #: What each init does, for help texts and the pages.
@@ -58,7 +59,7 @@ def save_model(
     """Write the model as safetensors (+ the tokenizer folder and `report_name`, when given) into out_dir.
 
     Writes in place: callers that need an atomic output pass the temporary folder of
-    :func:`analysis.outputs.atomic_folder` (as `prune --out` and the Prune page do).
+    :func:`analysis.core.outputs.atomic_folder` (as `prune --out` and the Prune page do).
     """
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)

@@ -4,8 +4,8 @@ Compression", EMNLP 2022 Industry Track; used for extension and pruning by Puras
 Tokenizers New Words", arXiv 2512.03989, 2025, App. E, and for merged tokens by Feher, Vulić, Minixhofer,
 "Retrofitting Large Language Models with Dynamic Tokenization", arXiv 2411.18553, 2024).
 
-One implementation for every caller: :mod:`analysis.embeddings` (new rows when a model follows a pruned or
-extended tokenizer) and :mod:`analysis.dynamic` (rows of merged tokens).
+One implementation for every caller: :mod:`analysis.model.embeddings` (new rows when a model follows a pruned or
+extended tokenizer) and :mod:`analysis.methods.dynamic.dynamic` (rows of merged tokens).
 
 * :func:`fvt_pieces` — the original tokenizer's ids for one new token;
 * :func:`fvt_rows` — the mean rows for many tokens' pieces (numpy or torch, in and out).
@@ -19,8 +19,8 @@ from typing import Any
 
 import numpy as np
 
-from .bpe import bare_tokenize_fn
-from .tokenizer import LoadedTokenizer
+from analysis.bpe import bare_tokenize_fn
+from analysis.tokenizer.tokenizer import LoadedTokenizer
 
 _BYTE_PIECE = re.compile(r"<0x([0-9A-Fa-f]{2})>")
 

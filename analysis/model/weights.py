@@ -22,10 +22,10 @@ from typing import Any
 
 import numpy as np
 
-from .errors import ModelLoadError, TokenizerLoadError
-from .inputs import parse_json, path_error
-from .sources import HUB_TOKENIZER_PATTERNS, load_folder, load_gguf
-from .tokenizer import LoadedTokenizer
+from analysis.core.inputs import parse_json, path_error
+from analysis.errors import ModelLoadError, TokenizerLoadError
+from analysis.tokenizer.sources import HUB_TOKENIZER_PATTERNS, load_folder, load_gguf
+from analysis.tokenizer.tokenizer import LoadedTokenizer
 
 #: Names of the input embedding tensor, most specific first (HF, original Llama, NeoX, T5, GGUF).
 INPUT_NAMES = (

@@ -1,6 +1,6 @@
 """Training and evaluation text: FLORES splits, shared corpora, uploads, folders — read as streams.
 
-FLORES lines come from :mod:`analysis.flores` (the one FLORES access); this module wraps them as sources.
+FLORES lines come from :mod:`analysis.texts.flores` (the one FLORES access); this module wraps them as sources.
 
 Every source yields *text units* (a line of a text file, the `text` field of a JSON-lines record) from a
 generator, so a multi-GB corpus never has to sit in memory at once. A :class:`Corpus` bundles several
@@ -18,13 +18,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from . import flores, paths
-from .errors import DataError
+from analysis.core import paths
+from analysis.core.inputs import ZipMember, open_zip, path_error, text_units
+from analysis.errors import DataError
+
+from . import flores
 from .flores import FLORES_TRAIN_LINES
-from .inputs import ZipMember, open_zip, path_error, text_units
 
 #: Suffixes read as text in folders (optionally gzip-compressed): prose, data and source code; a name without a
-#: suffix is read as text too. The one list for every corpus reader (analysis.distributed adds parquet).
+#: suffix is read as text too. The one list for every corpus reader (analysis.jobs adds parquet).
 TEXT_SUFFIXES = (
     *(".txt", ".text", ".md", ".rst", ".devtest", ".dev", ".tsv", ".csv", ".jsonl", ".json"),
     *(
@@ -61,7 +63,7 @@ def shared_corpora() -> dict[str, Path]:
 
 
 # --------------------------------------------------------------------------------------------------
-# Streaming readers (the limits live in analysis.inputs.text_units: a byte budget per source that applies
+# Streaming readers (the limits live in analysis.core.inputs.text_units: a byte budget per source that applies
 # inside a line, bounded line pieces, strict UTF-8)
 # --------------------------------------------------------------------------------------------------
 #: Most files read from one zip of text files.

@@ -37,9 +37,9 @@ from pathlib import Path
 
 from tqdm.auto import tqdm
 
-from .errors import DataError
-from .paths import BUNDLED, cache_dir, flores_setting, shared_flores
-from .progress import Progress, report
+from analysis.core.paths import BUNDLED, cache_dir, flores_setting, shared_flores
+from analysis.core.progress import Progress, report
+from analysis.errors import DataError
 
 LANGUAGES_TSV = BUNDLED / "flores_languages.tsv"
 DEFAULT_SPLIT = "devtest"

@@ -6,15 +6,15 @@ file-local cap such as SA-BPE's per-repository limit applies exactly as in one p
 ``s3://...`` (with `s3fs`) resolve the same way.
 
 Formats, by file name (a ``.gz`` suffix adds gzip): ``.jsonl`` (the ``text`` field of each record), ``.parquet``
-(the ``text`` column), ``.zip`` (every text file inside, as :func:`analysis.corpora.iter_zip` reads an upload;
+(the ``text`` column), ``.zip`` (every text file inside, as :func:`analysis.texts.corpora.iter_zip` reads an upload;
 named directly or by a glob, never picked up from a folder), anything else plain text (one unit per non-empty
 line, split at ``\n``, ``\r\n`` or ``\r`` only — never at U+2028 or other characters ``str.splitlines``
-breaks at), as :mod:`analysis.corpora` reads them. Two read modes:
+breaks at), as :mod:`analysis.texts.corpora` reads them. Two read modes:
 
-* **units** (training text, token counts, compression): exactly the units of :mod:`analysis.corpora` —
+* **units** (training text, token counts, compression): exactly the units of :mod:`analysis.texts.corpora` —
   non-empty lines of text files, non-blank ``text`` fields of JSON-lines records and parquet rows;
-* **records** (SA-BPE): :class:`analysis.sabpe.CodeRecord` values with ``repo`` / ``language`` defaulting to
-  the file stem, the per-file caps of :func:`analysis.sabpe.read_code`.
+* **records** (SA-BPE): :class:`analysis.methods.sabpe.sabpe.CodeRecord` values with ``repo`` / ``language`` defaulting to
+  the file stem, the per-file caps of :func:`analysis.methods.sabpe.sabpe.read_code`.
 
 Unlike the forgiving readers used for uploads, these are strict: a bad gzip stream, a line that is not JSON,
 bytes that are not UTF-8, a NUL byte (a binary file) or an unreadable parquet file raise
@@ -22,7 +22,7 @@ bytes that are not UTF-8, a NUL byte (a binary file) or an unreadable parquet fi
 a 100 GB corpus is worse than a stopped job.
 
 Paths a browser user types (the app's corpus field) go through :func:`confine_inputs` first: local files,
-folders and globs under the operator's roots only (:func:`analysis.paths.confine`).
+folders and globs under the operator's roots only (:func:`analysis.core.paths.confine`).
 """
 
 from __future__ import annotations
@@ -39,11 +39,12 @@ from pathlib import PurePosixPath
 
 import fsspec
 
-from .. import paths
-from ..corpora import is_text_name, iter_zip
-from ..errors import DataError
-from ..inputs import human_size
-from ..sabpe import CodeRecord
+from analysis.core import paths
+from analysis.core.inputs import human_size
+from analysis.errors import DataError
+from analysis.methods.sabpe.sabpe import CodeRecord
+
+from .corpora import is_text_name, iter_zip
 
 _GLOB_CHARS = ("*", "?", "[")
 _LINE_ERRORS = (OSError, EOFError, zlib.error, UnicodeDecodeError)
@@ -128,9 +129,9 @@ def _is_local(fs) -> bool:
 def resolve(values: Iterable[str], *, layout: str = "text", heldout: bool = False) -> list[Shard]:
     """The shards of several inputs (files, folders, globs, ``hf://`` or other fsspec URLs), deduplicated.
 
-    `layout="text"`: a folder means every text file below it (recursively, as :func:`analysis.corpora.iter_folder`).
+    `layout="text"`: a folder means every text file below it (recursively, as :func:`analysis.texts.corpora.iter_folder`).
     `layout="code"`: a folder means its ``*.jsonl.gz`` then ``*.jsonl`` files (its ``heldout/`` folder with
-    `heldout`), as :func:`analysis.sabpe.read_code`. Within one input the files are sorted by path.
+    `heldout`), as :func:`analysis.methods.sabpe.sabpe.read_code`. Within one input the files are sorted by path.
     """
     out: list[Shard] = []
     seen: set[str] = set()
@@ -221,9 +222,9 @@ def _corrupt(shard: Shard, where: str, e: BaseException) -> DataError:
 def _lines(shard: Shard, pos: Position) -> Iterator[tuple[int, str]]:
     """(line number, line without its end) of a text or JSON-lines shard, strictly decoded, in bounded memory.
 
-    A text line longer than :func:`analysis.paths.max_line_chars` characters comes in pieces of that size (each
+    A text line longer than :func:`analysis.core.paths.max_line_chars` characters comes in pieces of that size (each
     piece a unit, under the same line number); a JSON line longer than 16 times that is refused. The shard's
-    decompressed text is capped at :func:`analysis.paths.max_text_bytes` (``TOKLAB_MAX_TEXT_MB``), checked as
+    decompressed text is capped at :func:`analysis.core.paths.max_text_bytes` (``TOKLAB_MAX_TEXT_MB``), checked as
     it is read, so a small compressed bomb stops early with a clear error.
     """
     jsonl = shard.fmt == "jsonl"
@@ -290,7 +291,7 @@ def _parquet_rows(shard: Shard, columns: list[str], pos: Position) -> Iterator[t
 
 
 def iter_units(shard: Shard, pos: Position | None = None) -> Iterator[str]:
-    """The text units of a shard, as :mod:`analysis.corpora` yields them (strict decoding, DataError on damage)."""
+    """The text units of a shard, as :mod:`analysis.texts.corpora` yields them (strict decoding, DataError on damage)."""
     pos = pos or Position()
     if shard.fmt == "parquet":
         for _, rec in _parquet_rows(shard, ["text"], pos):
@@ -319,7 +320,7 @@ def iter_units(shard: Shard, pos: Position | None = None) -> Iterator[str]:
 
 
 def _zip_units(shard: Shard, pos: Position) -> Iterator[str]:
-    """The text units of every text file inside a zip shard (:func:`analysis.corpora.iter_zip`)."""
+    """The text units of every text file inside a zip shard (:func:`analysis.texts.corpora.iter_zip`)."""
     try:
         with fsspec.open(shard.url, "rb") as raw:
             pos.raw = raw
@@ -340,7 +341,7 @@ def iter_records(
     max_bytes_per_repo: int | None = None,
     pos: Position | None = None,
 ) -> Iterator[CodeRecord]:
-    """Source-attributed records of a JSON-lines (or parquet) shard, as :func:`analysis.sabpe.read_code` keeps them."""
+    """Source-attributed records of a JSON-lines (or parquet) shard, as :func:`analysis.methods.sabpe.sabpe.read_code` keeps them."""
     pos = pos or Position()
     stem = shard.group
     n_files: Counter = Counter()
@@ -376,9 +377,9 @@ def confine_inputs(values: Iterable[str], *, layout: str = "text") -> list[str]:
 
     Each value is a local file, folder or glob (``DIR/*.txt``, ``DIR/**/*.jsonl.gz``); URLs (``hf://``,
     ``s3://`` …) are refused, as is any ``..``. The part before the first wildcard must pass
-    :func:`analysis.paths.confine` (inside the roots, links resolved, off unless server paths are enabled), and
+    :func:`analysis.core.paths.confine` (inside the roots, links resolved, off unless server paths are enabled), and
     every file the value resolves to must lie inside the roots too (a link in a matched folder cannot lead out).
-    Raises :class:`analysis.paths.ServerPathError` (a DataError).
+    Raises :class:`analysis.core.paths.ServerPathError` (a DataError).
     """
     out: list[str] = []
     roots = paths.server_roots()

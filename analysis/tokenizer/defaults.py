@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import hashlib
 
-from .cache import DiskCache, memoize
-from .paths import BUNDLED
+from analysis.core.cache import DiskCache, memoize
+from analysis.core.paths import BUNDLED
+
 from .sources import tiktoken_to_document
 from .tokenizer import LoadedTokenizer
 

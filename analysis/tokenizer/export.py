@@ -18,7 +18,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from .outputs import atomic_folder, json_ready, strict_json
+from analysis.core.outputs import atomic_folder, json_ready, strict_json
+
 from .tokenizer import LoadedTokenizer, parse_merges
 
 #: Config keys naming special tokens (written to special_tokens_map.json when set).
@@ -176,7 +177,7 @@ def _plain(o: Any) -> Any:
 
 def write_files(folder: str | Path, files: Mapping[str, bytes]) -> list[str]:
     """Write `files` (relative path → bytes) into an existing folder, typically the temporary folder of
-    :func:`analysis.outputs.atomic_folder`; returns the relative paths written (the export's manifest)."""
+    :func:`analysis.core.outputs.atomic_folder`; returns the relative paths written (the export's manifest)."""
     root = Path(folder)
     for rel, data in files.items():
         p = root / rel
@@ -239,7 +240,7 @@ LIBRARY_MANIFEST = "library.json"
 def library_zip(entries: Mapping[str, LoadedTokenizer]) -> bytes:
     """Name → tokenizer as a zip: `library.json` (names, sources, order) and one folder per tokenizer holding
     its `tokenizer.json` (and `tokenizer_config.json` when it has a config). Read back by
-    :func:`analysis.sources.load_library_zip`."""
+    :func:`analysis.tokenizer.sources.load_library_zip`."""
     manifest: dict[str, Any] = {"format": LIBRARY_FORMAT, "version": 1, "entries": []}
     buf = io.BytesIO()
     with zipfile.ZipFile(buf, "w", compression=zipfile.ZIP_DEFLATED) as zf:

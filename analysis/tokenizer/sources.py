@@ -1,6 +1,6 @@
 """Load a tokenizer from anywhere: a hub id (with revision/token), a local folder or file, or an upload.
 
-Every loader returns a :class:`~analysis.tokenizer.LoadedTokenizer` or raises
+Every loader returns a :class:`~analysis.tokenizer.tokenizer.LoadedTokenizer` or raises
 :class:`~analysis.errors.TokenizerLoadError` with a message a user can act on.
 Supported inputs: `tokenizer.json`, a folder (or zipped folder) holding one, a SentencePiece `.model`
 (converted to a fast tokenizer), a tiktoken ranks file (converted to byte-level BPE with a split regex),
@@ -21,9 +21,8 @@ import tempfile
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from .cache import DiskCache
-from .errors import AnalysisError, TokenizerLoadError
-from .inputs import (
+from analysis.core.cache import DiskCache
+from analysis.core.inputs import (
     check_size,
     copy_member,
     decode_utf8,
@@ -33,10 +32,12 @@ from .inputs import (
     path_error,
     read_file,
 )
-from .paths import max_file_bytes, max_unzipped_bytes
+from analysis.core.paths import max_file_bytes, max_unzipped_bytes
+from analysis.errors import AnalysisError, TokenizerLoadError
+
 from .tokenizer import BYTE_TO_CHAR, SPIECE_UNDERLINE, LoadedTokenizer, added_token_entry, bpe_model
 
-# Size caps (one for every way a file arrives): analysis.paths.max_file_bytes / max_unzipped_bytes.
+# Size caps (one for every way a file arrives): analysis.core.paths.max_file_bytes / max_unzipped_bytes.
 
 #: Most entries accepted in a zipped tokenizer folder.
 MAX_ZIP_ENTRIES = 1000
@@ -176,7 +177,7 @@ def load_upload(
     filename: str, data: bytes, *, name: str | None = None, tiktoken_pattern: str | None = None
 ) -> LoadedTokenizer:
     """Load an uploaded file: tokenizer.json, a zipped folder, a SentencePiece .model, a tiktoken file or a
-    GGUF model file (its embedded tokenizer; the upload must stay within :func:`analysis.paths.max_file_bytes`)."""
+    GGUF model file (its embedded tokenizer; the upload must stay within :func:`analysis.core.paths.max_file_bytes`)."""
     if (filename.lower().endswith(".gguf") or data[:4] == GGUF_MAGIC) and len(data) > max_file_bytes():
         raise TokenizerLoadError(
             f"{PurePosixPath(filename).name} is {human_size(len(data))}, over the {human_size(max_file_bytes())} "
@@ -523,7 +524,7 @@ def safe_extract_zip(data: bytes, dest: Path, max_total: int | None = None) -> P
     """Extract a zipped tokenizer folder, refusing absolute/`..` paths, links, corrupt members and zip bombs.
 
     Sizes are counted on the bytes actually decompressed (headers can lie), against `max_total` (default
-    :func:`analysis.paths.max_unzipped_bytes`). Returns the folder inside `dest` that holds the tokenizer files.
+    :func:`analysis.core.paths.max_unzipped_bytes`). Returns the folder inside `dest` that holds the tokenizer files.
     """
     max_total = max_unzipped_bytes() if max_total is None else max_total
     zf = open_zip(io.BytesIO(data), "the zip", MAX_ZIP_ENTRIES, TokenizerLoadError)
@@ -907,14 +908,14 @@ def _read_json_if(path: Path) -> dict[str, Any]:
 
 
 # --------------------------------------------------------------------------------------------------
-# A saved session library (analysis.export.library_zip)
+# A saved session library (analysis.tokenizer.export.library_zip)
 # --------------------------------------------------------------------------------------------------
 #: Most tokenizers restored from one library zip.
 MAX_LIBRARY_ENTRIES = 64
 
 
 def load_library_zip(data: bytes) -> list[tuple[str, LoadedTokenizer]]:
-    """The (name, tokenizer) pairs of a library zip written by :func:`analysis.export.library_zip`.
+    """The (name, tokenizer) pairs of a library zip written by :func:`analysis.tokenizer.export.library_zip`.
 
     Every tokenizer goes through the same checks as an upload (size caps on the bytes actually decompressed,
     id density, merges); names are plain text of at most 200 characters.

@@ -17,8 +17,8 @@ from typing import Any
 
 import tokenizers
 
-from .errors import TokenizerLoadError, is_rust_panic
-from .inputs import parse_json
+from analysis.core.inputs import parse_json
+from analysis.errors import TokenizerLoadError, is_rust_panic
 
 MODEL_TYPES = ("BPE", "WordPiece", "Unigram", "WordLevel")
 #: Ids may leave gaps (padding rows, removed tokens), but the largest id must stay below
@@ -323,7 +323,7 @@ class TokenizerSummary:
 class LoadedTokenizer:
     """An immutable view of one tokenizer: its `tokenizer.json` document plus derived facts.
 
-    Build with :func:`analysis.sources.load` (any source), :meth:`from_document` or :meth:`from_json_text`.
+    Build with :func:`analysis.tokenizer.sources.load` (any source), :meth:`from_document` or :meth:`from_json_text`.
     The Rust tokenizer is built straight from the JSON text; the Python document is parsed lazily, so
     loading costs little more than `tokenizers.Tokenizer.from_str`.
     """

@@ -15,9 +15,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pandas.arrays import ArrowStringArray
 
-from .cache import memoize
+from analysis.core.cache import memoize
+from analysis.core.unicode import deciding_script, text_script
+
 from .tokenizer import CHAR_TO_BYTE, SPIECE_UNDERLINE, LoadedTokenizer, readable_from_bytes
-from .unicode import deciding_script, text_script
 
 #: The script label of tokens that are only partial UTF-8 (byte fragments such as `⟨E2 80⟩`).
 BYTES_SCRIPT = "Bytes"

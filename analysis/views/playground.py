@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from .errors import DataError
-from .tokenizer import LoadedTokenizer
+from analysis.errors import DataError
+from analysis.tokenizer.tokenizer import LoadedTokenizer
 
 #: The longest text the side-by-side views encode (an encoding keeps ids, strings and offsets per token, so a
 #: 100 MB paste would cost gigabytes); longer texts are refused with this number in the message.

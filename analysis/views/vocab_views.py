@@ -12,9 +12,9 @@ from collections.abc import Iterable, Sequence
 
 import pandas as pd
 
-from .bpe import merge_candidates_for, stt_report
-from .cache import memoize
-from .tokenizer import LoadedTokenizer
+from analysis.bpe import merge_candidates_for, stt_report
+from analysis.core.cache import memoize
+from analysis.tokenizer.tokenizer import LoadedTokenizer
 
 #: the STT categories a token can never be produced in (by merges)
 UNREACHABLE = ("unreachable_multi", "unreachable_other_single", "merge_skip_only")

@@ -42,12 +42,18 @@ from typing import Any
 import numpy as np
 from safetensors.numpy import save as safetensors_save
 
-from .bpe import bare_tokenize_fn
-from .errors import DataError, UnsupportedTokenizerError
-from .fvt import fvt_pieces, fvt_rows
-from .outputs import atomic_folder, atomic_write_bytes, atomic_write_text, json_ready, strict_json
-from .tokenizer import LoadedTokenizer, readable_from_bytes
-from .weights import ModelSource, load_embeddings
+from analysis.bpe import bare_tokenize_fn
+from analysis.core.outputs import (
+    atomic_folder,
+    atomic_write_bytes,
+    atomic_write_text,
+    json_ready,
+    strict_json,
+)
+from analysis.errors import DataError, UnsupportedTokenizerError
+from analysis.model.fvt import fvt_pieces, fvt_rows
+from analysis.model.weights import ModelSource, load_embeddings
+from analysis.tokenizer.tokenizer import LoadedTokenizer, readable_from_bytes
 
 BOUNDARIES = ("pretokens", "word", "word_hyphen", "sentence")
 #: "Until no valid pair is left": a merge budget no batch reaches.
@@ -725,7 +731,7 @@ def dynamic_batches(
 # --------------------------------------------------------------------------------------------------
 def fvt_embeddings(tok: LoadedTokenizer, tokens: list[str], matrix: Any) -> Any:
     """FVT rows for (merged) token strings: the mean of the matrix rows of each one's base pieces
-    (:func:`analysis.fvt.fvt_pieces` / :func:`analysis.fvt.fvt_rows`; torch or numpy in and out).
+    (:func:`analysis.model.fvt.fvt_pieces` / :func:`analysis.model.fvt.fvt_rows`; torch or numpy in and out).
 
     A token with no pieces or a piece id outside the matrix gets the unk row (the mean of all rows when the
     tokenizer has no unk token or it lies outside the matrix).
@@ -810,7 +816,7 @@ def batch_fvt_embeddings(
 
     Every unique token of the batch gets a row: an unmerged token its own row of the model's input embeddings,
     a merged token the FVT mean of its pieces' rows (:func:`fvt_embeddings`). Only the rows needed are read from
-    the checkpoint (:func:`analysis.weights.load_embeddings`, memory-mapped where the format allows)."""
+    the checkpoint (:func:`analysis.model.weights.load_embeddings`, memory-mapped where the format allows)."""
     t0 = time.perf_counter()
     weights = load_embeddings(source)
     matrix = weights.input

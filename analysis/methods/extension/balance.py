@@ -3,7 +3,7 @@
 The naive methods add the tokens of an auxiliary ("supplement") tokenizer trained on the extension text. When
 that text spans several languages, the auxiliary tokenizer can be the parity-aware BPE of Foroutan et al.
 (*Parity-Aware Byte-Pair Encoding: Improving Cross-lingual Fairness in Tokenization*, arXiv 2508.04796, 2025;
-:func:`analysis.parity.train_parity_bpe`): each merge is the best one of the language compressed worst so far,
+:func:`analysis.bpe.parity.train_parity_bpe`): each merge is the best one of the language compressed worst so far,
 so the added tokens serve the languages more evenly. :func:`compare_parity` trains the plain and the
 parity-aware auxiliary tokenizer at the same vocabulary size on the same per-language text, extends the base
 with N tokens of each, and measures both on the FLORES held-out lines: per language bytes/token and the premium
@@ -15,10 +15,11 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from .. import flores
-from ..errors import DataError
-from ..parity import measure, summarize
-from ..tokenizer import LoadedTokenizer
+from analysis.bpe.parity import measure, summarize
+from analysis.errors import DataError
+from analysis.texts import flores
+from analysis.tokenizer.tokenizer import LoadedTokenizer
+
 from .methods import AuxVocab, ParityText, aux_new_tokens, parity_applies, train_auxiliary
 from .plan import Plan, plan
 

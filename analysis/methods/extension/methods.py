@@ -5,7 +5,7 @@ Tokenizer Adaptation for Pre-trained Models*, arXiv 2512.03989, 2025, §3.1) vs 
 returns an :class:`Extension`: a new `LoadedTokenizer` built with `LoadedTokenizer.from_document`, plus the
 added tokens:
 
-* ``continued`` — the merges of :func:`analysis.training.continue_training`, appended in learned order;
+* ``continued`` — the merges of :func:`analysis.bpe.training.continue_training`, appended in learned order;
 * ``regen`` — naive: the first N tokens of an auxiliary tokenizer (trained with the `tokenizers` trainer on
   the same text, same normalizer/pre-tokenizer/alphabet) that the base lacks, with merges regenerated from
   token priorities (`generate_merges` semantics: every split into two vocabulary tokens, ordered by the new
@@ -19,7 +19,7 @@ added tokens:
 
 The auxiliary ("supplement") tokenizer of the naive methods is trained with the `tokenizers` BpeTrainer, or —
 for byte-level bases whose text spans several languages — the parity-aware BpeTrainer
-(:func:`analysis.parity.train_parity_bpe`). The WordPiece supplement is learned by the project's one BPE
+(:func:`analysis.bpe.parity.train_parity_bpe`). The WordPiece supplement is learned by the project's one BPE
 trainer core (:func:`analysis.bpe.trainer.learn`, word-initial pieces marked, continuation pieces prefixed
 ``##``: what the `tokenizers` WordPieceTrainer learns) because that trainer breaks ties between equally frequent
 pairs deterministically and the `tokenizers` WordPieceTrainer does not (its vocabulary changes run to run).
@@ -41,13 +41,19 @@ from dataclasses import dataclass, field
 import tokenizers
 from tokenizers import pre_tokenizers, trainers
 
-from ..bpe.trainer import learn
-from ..cache import memoize
-from ..errors import DataError, UnsupportedTokenizerError
-from ..export import sync_post_processor
-from ..parity import VARIANTS, train_parity_bpe
-from ..tokenizer import SPIECE_UNDERLINE, LoadedTokenizer, added_token_entry, bpe_model, parse_merges
-from ..training import count_pretokens, training_mode
+from analysis.bpe.parity import VARIANTS, train_parity_bpe
+from analysis.bpe.trainer import learn
+from analysis.bpe.training import count_pretokens, training_mode
+from analysis.core.cache import memoize
+from analysis.errors import DataError, UnsupportedTokenizerError
+from analysis.tokenizer.export import sync_post_processor
+from analysis.tokenizer.tokenizer import (
+    SPIECE_UNDERLINE,
+    LoadedTokenizer,
+    added_token_entry,
+    bpe_model,
+    parse_merges,
+)
 
 METHODS = ("continued", "regen", "merges", "add-tokens", "wordpiece")
 METHOD_LABELS = {

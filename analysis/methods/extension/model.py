@@ -3,10 +3,10 @@ model with its input embeddings and LM head grown to the new vocabulary.
 
 Every old id keeps its row (an extension only appends ids), so on text made only of unchanged tokens the
 model computes exactly what the original did; the rows of the new ids are initialised by
-:func:`analysis.embeddings.remap_embeddings`: FVT (the mean of the rows of the token's pieces under the
+:func:`analysis.model.embeddings.remap_embeddings`: FVT (the mean of the rows of the token's pieces under the
 original tokenizer; Gee et al. 2022, as Purason et al. 2025, App. E), the mean of all rows, or samples of a
 multivariate normal with the mean and covariance of the rows (Kim 2025). Tied weights stay tied; the config's
-``vocab_size`` and special-token ids follow. The model loads through :func:`analysis.models.load_causal_lm`
+``vocab_size`` and special-token ids follow. The model loads through :func:`analysis.model.models.load_causal_lm`
 (safetensors, GGUF de-quantized, PyTorch files only with ``weights_only=True``).
 """
 
@@ -15,10 +15,11 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from ..embeddings import INITS, load_model, remap_embeddings, save_model
-from ..errors import DataError
-from ..export import folder_files, write_files
-from ..outputs import atomic_folder
+from analysis.core.outputs import atomic_folder
+from analysis.errors import DataError
+from analysis.model.embeddings import INITS, load_model, remap_embeddings, save_model
+from analysis.tokenizer.export import folder_files, write_files
+
 from .report import ExtendResult
 
 REPORT_NAME = "extension_report.json"
@@ -36,7 +37,7 @@ def export_extension(
     """Write the extended tokenizer folder (with ``extension_report.json``) to `out_dir`, and with `model` (the
     base tokenizer's model) the model whose embeddings and LM head cover the new ids.
 
-    Atomic (:func:`analysis.outputs.atomic_folder`): the folder appears complete or not at all; a non-empty
+    Atomic (:func:`analysis.core.outputs.atomic_folder`): the folder appears complete or not at all; a non-empty
     `out_dir` is refused unless `replace`. Sets ``result.model`` and ``result.out``; returns the relative paths
     written. DataError when the model has fewer embedding rows than the base tokenizer has ids.
     """

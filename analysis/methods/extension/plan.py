@@ -8,10 +8,11 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..bpe import MergeTable
-from ..errors import DataError, UnsupportedTokenizerError
-from ..tokenizer import LoadedTokenizer
-from ..training import TrainingResult, continue_training
+from analysis.bpe import MergeTable
+from analysis.bpe.training import TrainingResult, continue_training
+from analysis.errors import DataError, UnsupportedTokenizerError
+from analysis.tokenizer.tokenizer import LoadedTokenizer
+
 from .methods import (
     METHODS,
     AuxVocab,

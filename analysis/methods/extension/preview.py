@@ -11,8 +11,9 @@ import time
 from collections import Counter
 from collections.abc import Callable, Sequence
 
-from ..bpe import fold_merges
-from ..tokenizer import LoadedTokenizer
+from analysis.bpe import fold_merges
+from analysis.tokenizer.tokenizer import LoadedTokenizer
+
 from .methods import METHOD_LABELS, Extension, added_token_contents, next_id
 from .plan import Plan
 from .simulator import (

@@ -6,9 +6,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..bpe import unreachable_ids
-from ..metrics import bytes_per_token
-from ..training import TrainingResult
+from analysis.bpe import unreachable_ids
+from analysis.bpe.training import TrainingResult
+from analysis.measure.metrics import bytes_per_token
+
 from .methods import METHOD_LABELS, AuxVocab, Extension
 
 #: The context length of "characters per 2,048 tokens" (Kim 2025, Table 16).

@@ -12,9 +12,9 @@ import re
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 
-from ..bpe import MergeTable, stt_tokenize_fn
-from ..tokenizer import SPIECE_UNDERLINE, LoadedTokenizer
-from ..training import with_characters
+from analysis.bpe import MergeTable, stt_tokenize_fn
+from analysis.bpe.training import with_characters
+from analysis.tokenizer.tokenizer import SPIECE_UNDERLINE, LoadedTokenizer
 
 # --------------------------------------------------------------------------------------------------
 # Fast, exact measurement of a prefix on fixed texts

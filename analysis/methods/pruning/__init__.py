@@ -17,14 +17,15 @@ module                        what it holds
 :mod:`.prune_extend`          :func:`prune_then_extend`, :func:`extend_then_prune` (constant vocabulary size)
 ============================  =================================================================================
 
-Bytes/token is :func:`analysis.metrics.bytes_per_token`, the STT count :func:`analysis.bpe.stt.unreachable_ids`
+Bytes/token is :func:`analysis.measure.metrics.bytes_per_token`, the STT count :func:`analysis.bpe.stt.unreachable_ids`
 (both re-exported here for the Prune page and command).
 """
 
 from __future__ import annotations
 
-from ..bpe import unreachable_ids
-from ..metrics import bytes_per_token
+from analysis.bpe import unreachable_ids
+from analysis.measure.metrics import bytes_per_token
+
 from .common import (
     alphabet_ids,
     check_prunable,

@@ -7,9 +7,9 @@ from collections.abc import Iterable, Sequence
 
 import numpy as np
 
-from ..bpe import require_bpe
-from ..errors import DataError
-from ..tokenizer import BYTE_TO_CHAR, LoadedTokenizer
+from analysis.bpe import require_bpe
+from analysis.errors import DataError
+from analysis.tokenizer.tokenizer import BYTE_TO_CHAR, LoadedTokenizer
 
 
 def check_prunable(tok: LoadedTokenizer) -> None:

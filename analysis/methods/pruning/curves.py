@@ -10,9 +10,10 @@ from typing import Any
 import numpy as np
 from tokenizers.models import BPE
 
-from ..errors import DataError
-from ..progress import Progress, report
-from ..tokenizer import LoadedTokenizer
+from analysis.core.progress import Progress, report
+from analysis.errors import DataError
+from analysis.tokenizer.tokenizer import LoadedTokenizer
+
 from .common import check_prunable
 from .orders import PruneOrder
 

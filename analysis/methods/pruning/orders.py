@@ -16,10 +16,11 @@ from typing import Any
 
 import numpy as np
 
-from ..bpe import get_replay, vocabulary_structure
-from ..errors import DataError
-from ..tokenizer import LoadedTokenizer
-from ..unicode import NEUTRAL_SCRIPTS, find_script, text_scripts
+from analysis.bpe import get_replay, vocabulary_structure
+from analysis.core.unicode import NEUTRAL_SCRIPTS, find_script, text_scripts
+from analysis.errors import DataError
+from analysis.tokenizer.tokenizer import LoadedTokenizer
+
 from .common import check_prunable, protected_ids, token_counts
 
 ORDERS = ("last-n", "frequency", "leaf-last-n", "leaf-frequency", "merge-based", "script", "score")
@@ -427,7 +428,7 @@ def compute_order(
     The corpus orders take their frequencies from `texts`, or already counted: `counts` (an id count vector,
     :func:`token_counts` — frequency, leaf-frequency) and `merges` ((final-token Counter, merge Counter),
     :func:`merge_counts` — merge-based), as the `token-ids` and `merge-counts` corpus statistics of
-    :mod:`analysis.distributed` give them for corpora of any size.
+    :mod:`analysis.jobs` give them for corpora of any size.
     """
     check_prunable(tok)
     prot = protected_ids(tok, keep_added=keep_added, keep_alphabet=keep_alphabet)

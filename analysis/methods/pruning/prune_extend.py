@@ -6,9 +6,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ..errors import DataError
-from ..extension import plan
-from ..tokenizer import LoadedTokenizer
+from analysis.errors import DataError
+from analysis.methods.extension import plan
+from analysis.tokenizer.tokenizer import LoadedTokenizer
+
 from .common import protected_ids, token_counts
 from .orders import (
     CORPUS_ORDERS,

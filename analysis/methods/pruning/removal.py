@@ -12,8 +12,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..errors import DataError
-from ..tokenizer import LoadedTokenizer
+from analysis.errors import DataError
+from analysis.tokenizer.tokenizer import LoadedTokenizer
+
 from .common import check_prunable, post_processor_tokens
 from .orders import PruneOrder
 

@@ -12,12 +12,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .embeddings import RemapReport, remap_model
-from .errors import DataError
-from .export import folder_files, write_files, zip_bytes
-from .outputs import atomic_folder, json_ready, strict_json
-from .pruning import PruneResult, unreachable_ids
-from .tokenizer import LoadedTokenizer
+from analysis.core.outputs import atomic_folder, json_ready, strict_json
+from analysis.errors import DataError
+from analysis.model.embeddings import RemapReport, remap_model
+from analysis.tokenizer.export import folder_files, write_files, zip_bytes
+from analysis.tokenizer.tokenizer import LoadedTokenizer
+
+from . import PruneResult, unreachable_ids
 
 REPORT_NAME = "prune_report.json"
 #: folders larger than this are not zipped in memory for a download
@@ -31,7 +32,7 @@ class PruneReport:
 
     `unreachable_before` / `unreachable` are None when the STT was skipped; `corpus` describes how the token
     frequencies were counted (executor, files, bytes, seconds) when the order needed them; `model` is the
-    model remap (:class:`analysis.embeddings.RemapReport`, without its pieces sample) when a model followed.
+    model remap (:class:`analysis.model.embeddings.RemapReport`, without its pieces sample) when a model followed.
     """
 
     tokenizer: str
@@ -152,7 +153,7 @@ def write_pruned(
     extended again (the id map is the report's).
 
     The report's `model` is filled in by the remap, and `prune_report.json` equals ``report.to_json()``.
-    Atomic (:func:`analysis.outputs.atomic_folder`): the folder is built beside `out_dir` and renamed into place
+    Atomic (:func:`analysis.core.outputs.atomic_folder`): the folder is built beside `out_dir` and renamed into place
     when complete; a non-empty `out_dir` is refused unless `replace`. Raises DataError when it cannot be written.
     """
     new = final or res.tokenizer

@@ -1,13 +1,13 @@
-"""What an R-BPE tokenizer (:mod:`analysis.reuse`) gains and what it breaks, measured on FLORES-200.
+"""What an R-BPE tokenizer (:mod:`analysis.methods.reuse.reuse`) gains and what it breaks, measured on FLORES-200.
 
 The measures of Hamdan, Al Mraikhat, Zaraket, "R-BPE: Improving BPE-Tokenizers with Token Reuse" (EMNLP 2025),
 before and after reuse, on the same lines:
 
 * fertility (tokens per whitespace word) and bytes/token;
 * premium against English (Petrov et al. 2023: the mean of per-sentence token ratios on parallel sentences,
-  :func:`analysis.metrics.premium`; the paper's Table 3) and the Σ-token ratio;
+  :func:`analysis.measure.metrics.premium`; the paper's Table 3) and the Σ-token ratio;
 * the proportion of continued words (words split into ≥ 2 tokens, punctuation tokens counting as words of
-  their own, :func:`analysis.metrics.continued_words`); after reuse, a token from the new tokenizer is judged by
+  their own, :func:`analysis.measure.metrics.continued_words`); after reuse, a token from the new tokenizer is judged by
   its own string, not by the old token whose id it reuses;
 * fertility per class: the languages of the paper's Table 2 (Arabic, English, Korean, Russian, Greek, Thai).
 
@@ -29,10 +29,11 @@ from typing import Any
 
 import numpy as np
 
-from . import flores
-from .errors import DataError
-from .metrics import continued_words, premium, text_counts, token_facts
-from .progress import Progress, report
+from analysis.core.progress import Progress, report
+from analysis.errors import DataError
+from analysis.measure.metrics import continued_words, premium, text_counts, token_facts
+from analysis.texts import flores
+
 from .reuse import DEMO_LANGS, ReuseTokenizer, char_class, language_role
 
 #: The languages of Table 2 of the R-BPE paper (fertility per class).
@@ -53,7 +54,7 @@ EXAMPLE_CHARS = 90
 # --------------------------------------------------------------------------------------------------
 class _RbpeFacts:
     """`word_start`, `space_only` and `punct` per token of an R-BPE encoding, in one id space: old ids as they
-    are, new-tokenizer ids shifted by the old vocabulary size (the facts :class:`analysis.metrics.TokenFacts`
+    are, new-tokenizer ids shifted by the old vocabulary size (the facts :class:`analysis.measure.metrics.TokenFacts`
     keeps, for the strings the tokens really stand for)."""
 
     def __init__(self, rt: ReuseTokenizer, flat_old: np.ndarray, flat_new: np.ndarray) -> None:
@@ -188,7 +189,7 @@ def collateral(
     """One row per FLORES language: its role (``target`` / ``reused`` script / ``kept``), the share of its R-BPE
     ids that are reused ids, how many lines no longer decode exactly (`round_trip` when none), an example, and
     fertility and premium before/after. `split` ``heldout`` uses the lines after
-    :data:`analysis.flores.FLORES_TRAIN_LINES`, ``all`` every devtest line."""
+    :data:`analysis.texts.flores.FLORES_TRAIN_LINES`, ``all`` every devtest line."""
     data = flores.dataset()
     codes = data.resolve_many(langs)
     ref_code = data.resolve(reference) if reference in data else None
@@ -309,7 +310,7 @@ class ReuseReport:
     #: the lines of the collateral table (``heldout`` / ``all``; None: not measured)
     collateral_split: str | None = None
     collateral: list[dict[str, Any]] | None = None
-    #: :func:`analysis.reuse_model.export_model`'s summary, when a model was written
+    #: :func:`analysis.methods.reuse.model.export_model`'s summary, when a model was written
     model: dict[str, Any] | None = None
     #: the folder the tokenizer (and model) went to
     out: str | None = None
@@ -352,7 +353,7 @@ def measure_reuse(
     seconds: float = 0.0,
     progress: Progress | None = None,
 ) -> ReuseReport:
-    """Measure an R-BPE tokenizer on held-out FLORES: the lines after :data:`analysis.flores.FLORES_TRAIN_LINES`
+    """Measure an R-BPE tokenizer on held-out FLORES: the lines after :data:`analysis.texts.flores.FLORES_TRAIN_LINES`
     of `train_lang` (premium against the same lines of `reference_lang`) and of `reference_lang` itself; the
     reused-script demo; with `collateral_split` (``heldout`` / ``all``) the collateral table too."""
     heldout = flores.split_lines(train_lang)[1]

@@ -1,16 +1,16 @@
-"""The model follows an R-BPE tokenizer (:mod:`analysis.reuse`): the rows of the reused ids are re-initialised.
+"""The model follows an R-BPE tokenizer (:mod:`analysis.methods.reuse.reuse`): the rows of the reused ids are re-initialised.
 
 Every id an R-BPE tokenizer emits is an id of the original model, so the embedding matrix keeps its size; but a
 reused id now stands for a new target-language token. As in Hamdan, Al Mraikhat, Zaraket, "R-BPE: Improving
 BPE-Tokenizers with Token Reuse" (EMNLP 2025, §7.5), the row of each reused id becomes the mean of the rows of
-the new token's constituents under the ORIGINAL tokenizer (FVT, :mod:`analysis.fvt`: the token's string through
+the new token's constituents under the ORIGINAL tokenizer (FVT, :mod:`analysis.model.fvt`: the token's string through
 the original bare BPE model). The input embeddings, an untied LM head and its bias follow; tied weights stay tied;
 every other row is untouched, so on text whose ids are not reused the hidden states are the original model's, and
 so are the logits of every id that is not reused.
 
 :func:`export_model` writes one folder: the model (safetensors + config, loadable with
 ``AutoModelForCausalLM.from_pretrained``), the R-BPE tokenizer (``old_tokenizer/``, ``new_tokenizer/``,
-``rbpe_mapping.json`` with the id maps; :meth:`analysis.reuse.ReuseTokenizer.load` reads the folder) and
+``rbpe_mapping.json`` with the id maps; :meth:`analysis.methods.reuse.reuse.ReuseTokenizer.load` reads the folder) and
 ``rbpe_model.json`` (what was re-initialised, from which pieces).
 """
 
@@ -20,13 +20,14 @@ import os
 from pathlib import Path
 from typing import Any
 
-from .bpe import bare_tokenize_fn
-from .embeddings import save_model
-from .errors import DataError, ModelLoadError
-from .fvt import fvt_pieces, fvt_rows
-from .inputs import parse_json, read_file
-from .models import load_causal_lm
-from .outputs import atomic_folder, atomic_write_text, strict_json
+from analysis.bpe import bare_tokenize_fn
+from analysis.core.inputs import parse_json, read_file
+from analysis.core.outputs import atomic_folder, atomic_write_text, strict_json
+from analysis.errors import DataError, ModelLoadError
+from analysis.model.embeddings import save_model
+from analysis.model.fvt import fvt_pieces, fvt_rows
+from analysis.model.models import load_causal_lm
+
 from .reuse import ReuseTokenizer
 
 MODEL_REPORT = "rbpe_model.json"

@@ -19,14 +19,14 @@ CJK_merged is dropped and Hiragana + Katakana together make ``Katakana_Hiragana`
 (``Cyrillic_Latin_merged``). Two rule sets decide which block table is used and which classes may be reused:
 
 * ``paper`` (default) — the R-BPE code as first released (September 2025), which produced the paper's Tables 1
-  and 2: the 122 blocks of its table (Unicode 4.0 names; ranges from :mod:`analysis.unicode`, identical for
+  and 2: the 122 blocks of its table (Unicode 4.0 names; ranges from :mod:`analysis.core.unicode`, identical for
   these blocks; C0/C1 controls and every later block are ``Unknown``); a class is eligible when its name contains
   one of 26 script keywords (:data:`PAPER_SCRIPT_KEYWORDS`) and is excluded when it contains the name of the
   target or a preserved script (preserving CJK preserves Hangul, Hiragana, Katakana, Bopomofo … too). This
   reproduces Llama-3.1's 16,632 reusable ids in 35 classes (Arabic target, Latin + Greek preserved) and every
   row of Table 2, and Qwen3's 41,752 ids in 40 classes (Table 1).
-* ``unicode17`` — the rules of the later release: every Unicode 17 block (:func:`analysis.unicode.blocks`); a
-  class is eligible when its name contains a Unicode script name (:func:`analysis.unicode.scripts`, minus
+* ``unicode17`` — the rules of the later release: every Unicode 17 block (:func:`analysis.core.unicode.blocks`); a
+  class is eligible when its name contains a Unicode script name (:func:`analysis.core.unicode.scripts`, minus
   Common / Inherited / Braille) or CJK / Dingbats, and is excluded when one of its blocks belongs to the target
   or a preserved script. Scripts missing from the first list (Ethiopic, Gurmukhi, Gujarati, Lao, Syriac …) and
   blocks added after Unicode 4.0 become reusable: Qwen3 gets 42,543 ids in 92 classes, Llama-3.1 still 16,632.
@@ -55,16 +55,17 @@ import tokenizers
 from tokenizers import pre_tokenizers
 from tokenizers.trainers import BpeTrainer
 
-from . import flores, paths
-from .cache import memoize
-from .errors import DataError, UnsupportedTokenizerError
-from .export import folder_files
-from .inputs import decode_utf8, parse_json, read_file
-from .parity import train_parity_bpe
-from .progress import Progress, report
-from .sources import load
-from .tokenizer import LoadedTokenizer, bpe_model
-from .unicode import block, blocks, normalize_name, script, scripts
+from analysis.bpe.parity import train_parity_bpe
+from analysis.core import paths
+from analysis.core.cache import memoize
+from analysis.core.inputs import decode_utf8, parse_json, read_file
+from analysis.core.progress import Progress, report
+from analysis.core.unicode import block, blocks, normalize_name, script, scripts
+from analysis.errors import DataError, UnsupportedTokenizerError
+from analysis.texts import flores
+from analysis.tokenizer.export import folder_files
+from analysis.tokenizer.sources import load
+from analysis.tokenizer.tokenizer import LoadedTokenizer, bpe_model
 
 MAPPING_FILE = "rbpe_mapping.json"
 FORMAT = "tokenizer-lab/r-bpe"
@@ -81,7 +82,7 @@ PAPER_SCRIPT_KEYWORDS = ("cyrillic", "chinese", "korean", "japanese", "hebrew", 
                          "tamil", "bengali", "armenian", "burmese", "georgian", "tibetan", "khmer", "malayalam",
                          "sinhala", "kannada", "telugu", "katakana", "myanmar", "cjk", "devanagari", "dingbats",
                          "greek")  # fmt: skip
-#: `paper` rules: the blocks of the first release's table (Unicode 4.0 names; ranges as in analysis.unicode).
+#: `paper` rules: the blocks of the first release's table (Unicode 4.0 names; ranges as in analysis.core.unicode).
 PAPER_BLOCKS = frozenset({
     "Basic Latin", "Latin-1 Supplement", "Latin Extended-A", "Latin Extended-B", "IPA Extensions",
     "Spacing Modifier Letters", "Combining Diacritical Marks", "Greek and Coptic", "Cyrillic", "Cyrillic Supplement",
@@ -194,7 +195,7 @@ def _paper_block_keys() -> frozenset[str]:
 
 @cache
 def in_paper_table(block_name: str | None) -> bool:
-    """Whether a block (an :mod:`analysis.unicode` name) is in the `paper` rules' table (names compared normalised:
+    """Whether a block (an :mod:`analysis.core.unicode` name) is in the `paper` rules' table (names compared normalised:
     ``CJK Unified Ideographs Extension-A`` = ``… Extension A``)."""
     return block_name is not None and normalize_name(block_name) in _paper_block_keys()
 
@@ -470,7 +471,7 @@ def language_role(lines: Sequence[str], target_blocks: Iterable[str], reusable_b
 
 
 def usage_ids(tok: LoadedTokenizer, plan: ReusePlan, ids: Iterable[int]) -> list[int]:
-    """The ids among `ids` that the FLORES training lines (:func:`analysis.flores.split_lines`) of the kept-script
+    """The ids among `ids` that the FLORES training lines (:func:`analysis.texts.flores.split_lines`) of the kept-script
     languages encode to under the original tokenizer (none when FLORES is not available); cached."""
     return list(
         _usage_ids(tok, tuple(plan.target_blocks), tuple(plan.reusable_blocks), tuple(sorted(set(ids))))
@@ -597,7 +598,7 @@ def target_training_texts(
     max_words: int | None = 200_000,
     extra: Iterable[str] = (),
 ) -> list[str]:
-    """Target-language training text: FLORES train split (:func:`analysis.flores.split_lines`), the shared
+    """Target-language training text: FLORES train split (:func:`analysis.texts.flores.split_lines`), the shared
     corpora (:func:`corpus_files`; a word-frequency list becomes lines of repeated words, at most `max_words`
     words) and `extra` lines (files, uploads), in that order."""
     texts: list[str] = []
@@ -1097,7 +1098,7 @@ def build_reuse_tokenizer(
 
     `rules` picks the class rules (module docstring), `protect` the protections (:data:`PROTECTIONS`),
     `min_frequency` the new BPE's minimum pair frequency. `trainer` ``parity`` trains the target tokenizer with
-    parity-aware BPE (:func:`analysis.parity.train_parity_bpe`) over the FLORES languages written in the target
+    parity-aware BPE (:func:`analysis.bpe.parity.train_parity_bpe`) over the FLORES languages written in the target
     script (`parity_langs`, default every such language): each language contributes its FLORES lines [0, 700)
     and balances on lines [700, 800); `texts` join the corpus of `train_lang` (their language; else the first).
     When `texts` hold the FLORES lines of `train_lang`, its lines 700–800 serve both as training and dev text."""

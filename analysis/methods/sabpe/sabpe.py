@@ -15,7 +15,7 @@ change in such a word the word's repository/language counts are added or subtrac
 Merge **priority** (paper §4.1): ``F`` (plain BPE), ``F*L``, ``F*log(R+1)``, ``F*log(R)`` (nullifies
 single-repository pairs), ``F*log(R+1)*L`` and ``F*log(R)*L`` (the paper's recommended multilingual default).
 The queue is a lazy max-heap keyed (−priority, −F, left, right): ties go to the more frequent, then the
-lexicographically smallest pair, so ``F`` without skipping reproduces :func:`analysis.training.train_merges`.
+lexicographically smallest pair, so ``F`` without skipping reproduces :func:`analysis.bpe.training.train_merges`.
 
 Merge **skipping** (paper §4.1 "merge skip criterion", as we read it): a pair chosen by the priority is never
 merged if R < ``min_repos`` (the paper's R_t; it tried 2, 5, 10, 20), L < ``min_languages`` (L_t; it used 4,
@@ -40,9 +40,9 @@ from typing import Any
 
 import numpy as np
 
-from . import paths
-from .bpe import unreachable_ids
-from .bpe.trainer import (
+from analysis.bpe import unreachable_ids
+from analysis.bpe.parity import train_parity_bpe
+from analysis.bpe.trainer import (
     DEFAULT_PRIORITY,
     PRIORITIES,
     PRIORITY_HELP,
@@ -52,13 +52,13 @@ from .bpe.trainer import (
     normalize_priority,
     priority_function,
 )
-from .errors import DataError, UnsupportedTokenizerError
-from .inputs import json_records
-from .metrics import encode_ids, gini, text_counts
-from .parity import train_parity_bpe
-from .progress import Progress
-from .tokenizer import BYTE_TO_CHAR, LoadedTokenizer, bpe_model
-from .training import added_token_splitter
+from analysis.bpe.training import added_token_splitter
+from analysis.core import paths
+from analysis.core.inputs import json_records
+from analysis.core.progress import Progress
+from analysis.errors import DataError, UnsupportedTokenizerError
+from analysis.measure.metrics import encode_ids, gini, text_counts
+from analysis.tokenizer.tokenizer import BYTE_TO_CHAR, LoadedTokenizer, bpe_model
 
 __all__ = [  # the priorities and the skip rule live with the trainer core; SA-BPE's API names them here too
     "ALPHABET",
@@ -171,7 +171,7 @@ def read_code(
         n_files: Counter = Counter()
         n_bytes: Counter = Counter()
         try:
-            with open(f, "rb") as fh:  # bounded lines, strict UTF-8, clear JSON errors (analysis.inputs)
+            with open(f, "rb") as fh:  # bounded lines, strict UTF-8, clear JSON errors (analysis.core.inputs)
                 for _, rec in json_records(fh, f.name):
                     text = rec.get("text") if isinstance(rec, dict) else None
                     if not isinstance(text, str) or not text:
@@ -545,7 +545,7 @@ def train(
 # Evaluation (paper §4.3, §5.2, App. D and G)
 # --------------------------------------------------------------------------------------------------
 #: The paper's Gini index over per-language compression rates (18 languages, vocabulary 32,768): Table 9 gives
-#: it for BPE; the other values are :func:`analysis.metrics.gini` of the per-language rates in Tables 10–11.
+#: it for BPE; the other values are :func:`analysis.measure.metrics.gini` of the per-language rates in Tables 10–11.
 PAPER_LANGUAGE_GINI = (
     {"priority": "F", "skip": "no skipping", "gini": 0.0576, "source": "Table 9"},
     {"priority": "F", "skip": "no skipping", "gini": 0.0578, "source": "Tables 10–11"},
@@ -732,7 +732,7 @@ def train_parity_baseline(
     specials: Sequence[str] = DEFAULT_SPECIALS,
     variant: str = "base",
 ) -> tuple[LoadedTokenizer, float]:
-    """Parity-aware BPE (:func:`analysis.parity.train_parity_bpe`) on the same code with each programming
+    """Parity-aware BPE (:func:`analysis.bpe.parity.train_parity_bpe`) on the same code with each programming
     language as a parity language, on base's normalizer / pre-tokenizer, at SA-BPE's vocabulary size (256 bytes
     + merges + specials). Code is not parallel text, so there is no development set; every language gets the
     same target compression rate (`ratio` 1.0: the trainer next serves the language whose bytes/token on its own

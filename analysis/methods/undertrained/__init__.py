@@ -3,7 +3,7 @@
 After Land & Bartolo, "Fishing for Magikarp: Automatically Detecting Under-trained Tokens in Large Language
 Models" (EMNLP 2024). Implemented from the paper; no code from the (unlicensed) magikarp repository.
 
-Pipeline: read the embedding matrices (:mod:`analysis.weights`) → round-trip categories → reference tokens that
+Pipeline: read the embedding matrices (:mod:`analysis.model.weights`) → round-trip categories → reference tokens that
 are known to be untrained → indicators → candidates (the lowest percentile among tokens that round-trip) →
 verification with three repeat prompts → token classes and a token-health table joined with the STT.
 
@@ -16,7 +16,7 @@ module                 what it holds
 :mod:`.indicators`     :func:`compute_indicators` (input norm, cosine / L2 distance to the reference mean, PC1
                        removed), :func:`first_principal_component`, :func:`select_candidates`
 :mod:`.classes`        rule-based token classes (:func:`token_class`)
-:mod:`.verification`   :func:`load_lm` (through :func:`analysis.models.load_causal_lm`), :class:`Verifier`,
+:mod:`.verification`   :func:`load_lm` (through :func:`analysis.model.models.load_causal_lm`), :class:`Verifier`,
                        :func:`verdict_for`
 :mod:`.report`         :func:`analyze`, :func:`place_lm` (:class:`PlacedLM`), :func:`verify_result`,
                        :class:`UndertrainedResult` (``to_json()``: the CLI's JSON and the page's download),
@@ -26,7 +26,8 @@ module                 what it holds
 
 from __future__ import annotations
 
-from ..models import cuda_available, parse_max_memory, pick_device
+from analysis.model.models import cuda_available, parse_max_memory, pick_device
+
 from .classes import TOKEN_CLASSES, token_class
 from .indicators import (
     INDICATOR_LABELS,

@@ -7,7 +7,7 @@ import re
 import string
 import unicodedata
 
-from ..tokenizer import SPIECE_UNDERLINE
+from analysis.tokenizer.tokenizer import SPIECE_UNDERLINE
 
 TOKEN_CLASSES = (
     "Special tokens",

@@ -14,8 +14,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..errors import DataError
-from ..weights import EmbeddingWeights, Matrix
+from analysis.errors import DataError
+from analysis.model.weights import EmbeddingWeights, Matrix
+
 from .roundtrip import OK, OK_SPECIAL
 
 #: Indicator names → human labels (lower = more under-trained for every one of them).

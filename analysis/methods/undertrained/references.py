@@ -15,9 +15,10 @@ from typing import Any
 
 import numpy as np
 
-from ..bpe import unreachable_ids
-from ..errors import DataError, UnsupportedTokenizerError
-from ..tokenizer import BYTE_TO_CHAR, LoadedTokenizer
+from analysis.bpe import unreachable_ids
+from analysis.errors import DataError, UnsupportedTokenizerError
+from analysis.tokenizer.tokenizer import BYTE_TO_CHAR, LoadedTokenizer
+
 from .roundtrip import UNREACHABLE_MULTI, UNREACHABLE_SINGLE, RoundTrip
 
 INVALID_UTF8_BYTES = (0xC0, 0xC1, *range(0xF5, 0x100))

@@ -12,13 +12,12 @@ from typing import Any
 
 import numpy as np
 
-from ..bpe import stt_report
-from ..errors import DataError, ModelLoadError, UnsupportedTokenizerError
-from ..models import plan_placement
-from ..progress import Progress
-from ..tokenizer import LoadedTokenizer
-from ..unicode import text_script
-from ..weights import (
+from analysis.bpe import stt_report
+from analysis.core.progress import Progress
+from analysis.core.unicode import text_script
+from analysis.errors import DataError, ModelLoadError, UnsupportedTokenizerError
+from analysis.model.models import plan_placement
+from analysis.model.weights import (
     EmbeddingWeights,
     Matrix,
     ModelSource,
@@ -26,6 +25,8 @@ from ..weights import (
     resolve_model,
     tokenizer_for_model,
 )
+from analysis.tokenizer.tokenizer import LoadedTokenizer
+
 from .classes import token_class
 from .indicators import (
     INDICATOR_LABELS,
@@ -64,7 +65,7 @@ class UndertrainedResult:
     verifications: dict[int, Verification] = field(default_factory=dict)
     timings: dict[str, float] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
-    #: where the indicators ran and where verification placed the model (analysis.models.Placement)
+    #: where the indicators ran and where verification placed the model (analysis.model.models.Placement)
     placement: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -283,7 +284,7 @@ class PlacedLM:
     model: Any
     #: the device of the input embeddings (where input ids go)
     device: str
-    #: :meth:`analysis.models.Placement.to_json` plus ``device_map_summary`` (modules per device, or None)
+    #: :meth:`analysis.model.models.Placement.to_json` plus ``device_map_summary`` (modules per device, or None)
     placement: dict[str, Any]
 
 
@@ -294,7 +295,7 @@ def place_lm(
     device_map: str | None = None,
     max_memory: dict[Any, str] | None = None,
 ) -> PlacedLM:
-    """Plan where the model goes (:func:`analysis.models.plan_placement`: one device when it fits, CUDA if
+    """Plan where the model goes (:func:`analysis.model.models.plan_placement`: one device when it fits, CUDA if
     present; else, or when `device_map`/`max_memory` are given, accelerate's ``device_map="auto"``) and load it.
 
     A CUDA device or a GPU memory cap on a machine without CUDA is a DataError (before anything is loaded)."""

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from tokenizers import Tokenizer, decoders
 
-from ..tokenizer import SPIECE_UNDERLINE, LoadedTokenizer
+from analysis.tokenizer.tokenizer import SPIECE_UNDERLINE, LoadedTokenizer
 
 OK = "OK"
 OK_SPECIAL = "OK_SPECIAL"

@@ -3,7 +3,7 @@
 Three repeat prompts per candidate (after Land & Bartolo, "Fishing for Magikarp", EMNLP 2024): the candidate's
 id is put in place of a placeholder token, the model generates three tokens, and the highest probability it
 gives the candidate decides the verdict (:func:`verdict_for`). The model is loaded by the one causal-LM loader,
-:func:`analysis.models.load_causal_lm`.
+:func:`analysis.model.models.load_causal_lm`.
 """
 
 from __future__ import annotations
@@ -14,11 +14,12 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import ModelLoadError, UnsupportedTokenizerError
-from ..models import load_causal_lm, pick_device
-from ..progress import Progress, report
-from ..tokenizer import LoadedTokenizer
-from ..weights import EmbeddingWeights, ModelSource, resolve_model
+from analysis.core.progress import Progress, report
+from analysis.errors import ModelLoadError, UnsupportedTokenizerError
+from analysis.model.models import load_causal_lm, pick_device
+from analysis.model.weights import EmbeddingWeights, ModelSource, resolve_model
+from analysis.tokenizer.tokenizer import LoadedTokenizer
+
 from .roundtrip import OK, RoundTrip, decode_tokenizer, round_trip_categories
 
 TEMPLATES: tuple[tuple[str, int, str, str, str], ...] = (
@@ -99,7 +100,7 @@ def load_lm(
     device_map: str | dict[str, Any] | None = None,
     max_memory: dict[Any, Any] | None = None,
 ) -> tuple[Any, str]:
-    """Load a causal LM for verification with :func:`analysis.models.load_causal_lm`; returns (model, device).
+    """Load a causal LM for verification with :func:`analysis.model.models.load_causal_lm`; returns (model, device).
 
     float32 on the CPU, bfloat16 on an accelerator. With `device_map` (and `max_memory`) accelerate spreads
     the model over devices and the returned device is where input ids go. Refuses models without LM head
