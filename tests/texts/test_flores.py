@@ -204,7 +204,7 @@ def test_hub_download_offline_is_a_clear_error(monkeypatch, tmp_path):
 def test_every_command_reads_flores_from_toklab_flores_when_assets_have_none(tmp_path):
     """One FLORES access: `compress` and `dynamic --flores` follow TOKLAB_FLORES when the shared assets have no
     FLORES, as every page does (analysis.texts.flores.default_flores_path)."""
-    root = Path(__file__).resolve().parents[1]
+    root = Path(__file__).resolve().parents[2]
     (tmp_path / "assets").mkdir()
     env = dict(
         os.environ, TOKLAB_ASSETS=str(tmp_path / "assets"), TOKLAB_FLORES=str(FLORES), HF_HUB_OFFLINE="1"
