@@ -13,6 +13,7 @@ from analysis import DataError, LoadedTokenizer
 from analysis.core.outputs import json_ready, strict_json
 from analysis.core.references import cite
 from analysis.methods.sabpe import sabpe as S
+from analysis.texts import code
 from analysis.texts.corpora import shared_corpora
 from analysis.tokenizer.export import zip_bytes
 from ui.caching import cache_resource
@@ -48,20 +49,20 @@ MAX_RUNS = 6
 
 @cache_resource(show_spinner="Reading and pre-tokenizing the code corpus…", max_entries=4)
 def _words(base: LoadedTokenizer, langs: tuple[str, ...], files_per_repo: int) -> S.SourceWords:
-    return S.collect_words(base, S.read_code(languages=langs, max_files_per_repo=files_per_repo))
+    return S.collect_words(base, code.read_code(languages=langs, max_files_per_repo=files_per_repo))
 
 
 @cache_resource(show_spinner=False, max_entries=4)
-def _heldout(langs: tuple[str, ...], files_per_repo: int) -> list[S.CodeRecord]:
-    held = [x for x in langs if x in S.code_languages(heldout=True)]
+def _heldout(langs: tuple[str, ...], files_per_repo: int) -> list[code.CodeRecord]:
+    held = [x for x in langs if x in code.code_languages(heldout=True)]
     if not held:
         return []
-    return S.read_code(languages=held, heldout=True, max_files_per_repo=files_per_repo)
+    return code.read_code(languages=held, heldout=True, max_files_per_repo=files_per_repo)
 
 
 @cache_resource(show_spinner="Training the parity-aware baseline …", max_entries=2)
 def _parity(base: LoadedTokenizer, langs: tuple[str, ...], files_per_repo: int, vocab: int) -> tuple:
-    by_lang = S.records_by_language(S.read_code(languages=langs, max_files_per_repo=files_per_repo))
+    by_lang = S.records_by_language(code.read_code(languages=langs, max_files_per_repo=files_per_repo))
     tok, secs = S.train_parity_baseline(base, by_lang, vocab)
     info = {"languages": list(by_lang), "variant": "base", "seconds": secs,
             "targets": "equal compression rate per language"}  # fmt: skip
@@ -77,7 +78,7 @@ def source_words(
     src = st.radio("Code to train on", ["the shared code corpus", "a code corpus (background job)"],
                    horizontal=True, key="sa-source")  # fmt: skip
     if src == "the shared code corpus":
-        return partial(_words, base, tuple(sorted(langs)), files), [str(S.code_dir())]
+        return partial(_words, base, tuple(sorted(langs)), files), [str(code.code_dir())]
     shared = {k: v for k, v in shared_corpora().items() if k.startswith("code/") and "heldout" not in k}
     opts = {"languages": sorted(langs), "max_files_per_repo": files, "max_bytes_per_repo": None}
     inputs_key = "sa-corpus"
@@ -244,7 +245,7 @@ def page() -> None:
         "that live in too few sources. Inference stays plain BPE. Plain BPE (priority F) is trained on the "
         "same words for comparison, and both are measured on held-out repositories."
     )
-    langs_all = S.code_languages()
+    langs_all = code.code_languages()
     if not langs_all:
         raise DataError(
             "The shared code corpus was not found (set TOKLAB_ASSETS to the shared assets folder)."
@@ -262,7 +263,7 @@ def page() -> None:
     if words is None:
         return
     key = (base.content_hash, tuple(sorted(langs)), files, vocab, tuple(corpus))
-    if parity and corpus != [str(S.code_dir())]:
+    if parity and corpus != [str(code.code_dir())]:
         st.caption(
             "The parity-aware baseline reads the text itself: it is trained on the shared code corpus only."
         )

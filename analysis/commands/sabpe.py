@@ -22,16 +22,14 @@ from analysis.jobs import add_executor_arguments, compute, executor_from_args
 from analysis.methods.sabpe.sabpe import (
     DEFAULT_PRIORITY,
     PRIORITIES,
-    CodeRecord,
     SabpeComparison,
     SkipRule,
-    code_dir,
     normalize_priority,
-    read_code,
     records_by_language,
     train,
     train_parity_baseline,
 )
+from analysis.texts.code import CodeRecord, code_dir, read_code
 from analysis.texts.shards import iter_records, resolve
 from analysis.tokenizer.export import write_folder
 from analysis.tokenizer.sources import load

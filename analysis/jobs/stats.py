@@ -48,6 +48,7 @@ from analysis.errors import DataError, UnsupportedTokenizerError
 from analysis.measure import metrics
 from analysis.methods import pruning
 from analysis.methods.sabpe import sabpe
+from analysis.texts.code import CodeRecord
 from analysis.tokenizer.tokenizer import LoadedTokenizer
 
 #: Units handed to the per-text function at a time (bounds the memory of one call).
@@ -541,7 +542,7 @@ class SourceWordCounts(Stat):
         for chunk in _chunks(docs, CHUNK_RECORDS):
             recs = []
             for d in chunk:
-                recs.append(sabpe.CodeRecord(d.repo, d.language, d.path, d.text))
+                recs.append(CodeRecord(d.repo, d.language, d.path, d.text))
                 repos, langs = first.setdefault(str(d.shard), ({}, {}))
                 repos.setdefault(d.repo)
                 langs.setdefault(d.language)

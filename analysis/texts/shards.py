@@ -13,8 +13,8 @@ breaks at), as :mod:`analysis.texts.corpora` reads them. Two read modes:
 
 * **units** (training text, token counts, compression): exactly the units of :mod:`analysis.texts.corpora` —
   non-empty lines of text files, non-blank ``text`` fields of JSON-lines records and parquet rows;
-* **records** (SA-BPE): :class:`analysis.methods.sabpe.sabpe.CodeRecord` values with ``repo`` / ``language`` defaulting to
-  the file stem, the per-file caps of :func:`analysis.methods.sabpe.sabpe.read_code`.
+* **records** (SA-BPE): :class:`analysis.texts.code.CodeRecord` values with ``repo`` / ``language`` defaulting to
+  the file stem, the per-file caps of :func:`analysis.texts.code.read_code`.
 
 Unlike the forgiving readers used for uploads, these are strict: a bad gzip stream, a line that is not JSON,
 bytes that are not UTF-8, a NUL byte (a binary file) or an unreadable parquet file raise
@@ -32,7 +32,6 @@ import io
 import json
 import os
 import zlib
-from collections import Counter
 from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass
 from pathlib import PurePosixPath
@@ -42,8 +41,8 @@ import fsspec
 from analysis.core import paths
 from analysis.core.inputs import human_size
 from analysis.errors import DataError
-from analysis.methods.sabpe.sabpe import CodeRecord
 
+from .code import CodeRecord, capped_records
 from .corpora import is_text_name, iter_zip
 
 _GLOB_CHARS = ("*", "?", "[")
@@ -131,7 +130,7 @@ def resolve(values: Iterable[str], *, layout: str = "text", heldout: bool = Fals
 
     `layout="text"`: a folder means every text file below it (recursively, as :func:`analysis.texts.corpora.iter_folder`).
     `layout="code"`: a folder means its ``*.jsonl.gz`` then ``*.jsonl`` files (its ``heldout/`` folder with
-    `heldout`), as :func:`analysis.methods.sabpe.sabpe.read_code`. Within one input the files are sorted by path.
+    `heldout`), as :func:`analysis.texts.code.read_code`. Within one input the files are sorted by path.
     """
     out: list[Shard] = []
     seen: set[str] = set()
@@ -341,32 +340,20 @@ def iter_records(
     max_bytes_per_repo: int | None = None,
     pos: Position | None = None,
 ) -> Iterator[CodeRecord]:
-    """Source-attributed records of a JSON-lines (or parquet) shard, as :func:`analysis.methods.sabpe.sabpe.read_code` keeps them."""
+    """Source-attributed records of a JSON-lines (or parquet) shard, kept as :func:`analysis.texts.code.read_code`
+    keeps them (:func:`analysis.texts.code.capped_records`)."""
     pos = pos or Position()
-    stem = shard.group
-    n_files: Counter = Counter()
-    n_bytes: Counter = Counter()
     if shard.fmt == "parquet":
-        rows: Iterator[tuple[int, object]] = _parquet_rows(shard, ["text", "repo", "language", "path"], pos)
+        rows: Iterator[object] = (
+            r for _, r in _parquet_rows(shard, ["text", "repo", "language", "path"], pos)
+        )
     elif shard.fmt == "jsonl":
-        rows = ((n, _json_record(shard, n, line)) for n, line in _lines(shard, pos) if line.strip())
+        rows = (_json_record(shard, n, line) for n, line in _lines(shard, pos) if line.strip())
     else:
         raise DataError(f"{shard.url}: source-attributed records need JSON-lines or parquet files")
-    for _, rec in rows:
-        text = rec.get("text") if isinstance(rec, dict) else None
-        if not isinstance(text, str) or not text:
-            continue
-        repo = str(rec.get("repo") or stem)
-        lang = str(rec.get("language") or stem)
-        key = (repo, lang)
-        size = len(text.encode("utf-8"))
-        if max_files_per_repo is not None and n_files[key] >= max_files_per_repo:
-            continue
-        if max_bytes_per_repo is not None and n_bytes[key] + size > max_bytes_per_repo and n_bytes[key]:
-            continue
-        n_files[key] += 1
-        n_bytes[key] += size
-        yield CodeRecord(repo, lang, str(rec.get("path") or ""), text)
+    yield from capped_records(
+        rows, shard.group, max_files_per_repo=max_files_per_repo, max_bytes_per_repo=max_bytes_per_repo
+    )
 
 
 # --------------------------------------------------------------------------------------------------

@@ -16,7 +16,7 @@ from support import FLORES, ROOT, TOKENIZERS, load_shared
 from analysis.cli import main
 from analysis.jobs import ExecutorConfig, compute, train_from_words
 from analysis.methods import pruning as P
-from analysis.methods.sabpe import sabpe as S
+from analysis.texts.code import code_dir
 from analysis.tokenizer.defaults import DEFAULT_NAME, default_tokenizer
 
 DEVTEST = FLORES / "devtest"
@@ -155,7 +155,7 @@ def test_extend_continued_words_from_a_background_corpus_job(monkeypatch, server
 def test_sabpe_trains_on_words_from_a_background_corpus_job(monkeypatch, tmp_path):
     """SA-BPE page, code corpus counted by a background job (2 workers): the page's words equal the in-process
     count of the same files and options, and its report says where they came from."""
-    code = S.code_dir()
+    code = code_dir()
     monkeypatch.setenv("TOKLAB_SERVER_PATHS", "1")
     monkeypatch.setenv("TOKLAB_SERVER_ROOTS", str(code))
     monkeypatch.setenv("TOKLAB_CACHE", str(tmp_path / "cache"))

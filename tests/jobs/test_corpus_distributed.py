@@ -44,7 +44,7 @@ from analysis.jobs.job import CountStep, Workdir
 from analysis.measure import metrics
 from analysis.methods import pruning
 from analysis.methods.sabpe import sabpe
-from analysis.texts import corpora
+from analysis.texts import code, corpora
 from analysis.texts.shards import resolve
 
 LANGS = ("est_Latn", "fin_Latn", "swh_Latn", "kor_Hang", "hin_Deva", "deu_Latn")
@@ -220,7 +220,7 @@ def test_source_word_counts_equal_collect_words(tmp_path):
     d.mkdir()
     files = _code_corpus(d)
     caps = {"max_files_per_repo": 3, "max_bytes_per_repo": 400}
-    ref = sabpe.collect_words(tok, sabpe.read_code(d, **caps))
+    ref = sabpe.collect_words(tok, code.read_code(d, **caps))
     run = compute(tok, "source-words", [str(d)], options=caps, executor=_local(tmp_path, 2, 3))
     got = run.result
     assert (got.words, got.freqs, got.repos, got.languages) == (

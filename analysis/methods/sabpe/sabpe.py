@@ -35,7 +35,6 @@ import time
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -53,11 +52,10 @@ from analysis.bpe.trainer import (
     priority_function,
 )
 from analysis.bpe.training import added_token_splitter
-from analysis.core import paths
-from analysis.core.inputs import json_records
 from analysis.core.progress import Progress
 from analysis.errors import DataError, UnsupportedTokenizerError
 from analysis.measure.metrics import encode_ids, gini, text_counts
+from analysis.texts.code import CodeRecord
 from analysis.tokenizer.tokenizer import BYTE_TO_CHAR, LoadedTokenizer, bpe_model
 
 __all__ = [  # the priorities and the skip rule live with the trainer core; SA-BPE's API names them here too
@@ -69,7 +67,6 @@ __all__ = [  # the priorities and the skip rule live with the trainer core; SA-B
     "PRIORITY_HELP",
     "PAPER_LANGUAGE_GINI",
     "RUN_LABELS",
-    "CodeRecord",
     "MergeRecord",
     "SABPEResult",
     "SabpeComparison",
@@ -77,8 +74,6 @@ __all__ = [  # the priorities and the skip rule live with the trainer core; SA-B
     "SourceWords",
     "TrainState",
     "build_tokenizer",
-    "code_dir",
-    "code_languages",
     "collect_words",
     "evaluate",
     "identifier_lengths",
@@ -86,7 +81,6 @@ __all__ = [  # the priorities and the skip rule live with the trainer core; SA-B
     "name_parts",
     "normalize_priority",
     "priority_function",
-    "read_code",
     "records_by_language",
     "require_byte_level",
     "three_digit_numbers",
@@ -100,99 +94,6 @@ __all__ = [  # the priorities and the skip rule live with the trainer core; SA-B
 CONCENTRATION_THRESHOLD = 0.9
 DEFAULT_SPECIALS = ("<|endoftext|>",)
 ALPHABET = [BYTE_TO_CHAR[b] for b in range(256)]
-
-
-# --------------------------------------------------------------------------------------------------
-# Source-attributed code records
-# --------------------------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class CodeRecord:
-    """One source file with its attribution."""
-
-    repo: str
-    language: str
-    path: str
-    text: str
-
-
-def code_dir() -> Path:
-    """The shared source-attributed code corpus (`<assets>/corpora/code`)."""
-    return paths.code_corpus()
-
-
-def code_languages(heldout: bool = False, folder: str | Path | None = None) -> list[str]:
-    """Languages with a `<language>.jsonl.gz` file in the code corpus (or its `heldout/` split)."""
-    d = Path(folder) if folder else code_dir()
-    if heldout:
-        d = d / "heldout"
-    if not d.is_dir():
-        return []
-    return sorted(p.name.split(".")[0] for p in d.glob("*.jsonl*"))
-
-
-def _code_files(
-    paths: Sequence[str | Path] | str | Path | None, languages: Iterable[str] | None, heldout: bool
-):
-    if paths is None or isinstance(paths, (str, Path)):
-        paths = [paths or code_dir()]
-    files: list[Path] = []
-    for p in map(Path, paths):
-        if p.is_dir():
-            d = p / "heldout" if heldout else p
-            files += sorted(d.glob("*.jsonl.gz")) + sorted(d.glob("*.jsonl"))
-        elif p.is_file():
-            files.append(p)
-        else:
-            raise DataError(f"code corpus {p} not found")
-    if languages is not None:
-        want = set(languages)
-        files = [f for f in files if f.name.split(".")[0] in want]
-    if not files:
-        raise DataError("no code corpus files (*.jsonl or *.jsonl.gz) selected")
-    return files
-
-
-def read_code(
-    paths: Sequence[str | Path] | str | Path | None = None,
-    *,
-    languages: Iterable[str] | None = None,
-    heldout: bool = False,
-    max_files_per_repo: int | None = None,
-    max_bytes_per_repo: int | None = None,
-) -> list[CodeRecord]:
-    """Source-attributed records from JSON-lines files or folders (default: the shared code corpus).
-
-    Records need a `text`; `repo` and `language` default to the file stem. Per repository and language the first
-    `max_files_per_repo` files / `max_bytes_per_repo` UTF-8 bytes are kept (a balanced slice of many repositories).
-    """
-    out: list[CodeRecord] = []
-    for f in _code_files(paths, languages, heldout):
-        stem = f.name.split(".")[0]
-        n_files: Counter = Counter()
-        n_bytes: Counter = Counter()
-        try:
-            with open(f, "rb") as fh:  # bounded lines, strict UTF-8, clear JSON errors (analysis.core.inputs)
-                for _, rec in json_records(fh, f.name):
-                    text = rec.get("text") if isinstance(rec, dict) else None
-                    if not isinstance(text, str) or not text:
-                        continue
-                    repo = str(rec.get("repo") or stem)
-                    lang = str(rec.get("language") or stem)
-                    key = (repo, lang)
-                    size = len(text.encode("utf-8"))
-                    if max_files_per_repo is not None and n_files[key] >= max_files_per_repo:
-                        continue
-                    if max_bytes_per_repo is not None and n_bytes[key] + size > max_bytes_per_repo:
-                        if n_bytes[key]:  # always keep at least one file per repository
-                            continue
-                    n_files[key] += 1
-                    n_bytes[key] += size
-                    out.append(CodeRecord(repo, lang, str(rec.get("path") or ""), text))
-        except (OSError, EOFError, UnicodeDecodeError) as e:
-            raise DataError(f"cannot read {f}: {e}") from None
-    if not out:
-        raise DataError("the selected code corpus has no records with text")
-    return out
 
 
 # --------------------------------------------------------------------------------------------------

@@ -18,6 +18,7 @@ from analysis.cli import main
 from analysis.errors import DataError, UnsupportedTokenizerError
 from analysis.measure.metrics import gini
 from analysis.methods.sabpe import sabpe
+from analysis.texts import code
 from analysis.tokenizer.defaults import DEFAULT_NAME, default_tokenizer
 
 CODE = ASSETS / "corpora" / "code"
@@ -32,12 +33,12 @@ def base():
 
 @pytest.fixture(scope="module")
 def words(base):
-    return sabpe.collect_words(base, sabpe.read_code(CODE, languages=LANGS, **SLICE))
+    return sabpe.collect_words(base, code.read_code(CODE, languages=LANGS, **SLICE))
 
 
 @pytest.fixture(scope="module")
 def heldout():
-    return [r.text for r in sabpe.read_code(CODE, languages=LANGS, heldout=True, max_files_per_repo=3)]
+    return [r.text for r in code.read_code(CODE, languages=LANGS, heldout=True, max_files_per_repo=3)]
 
 
 def _merges(folder) -> list:
@@ -53,7 +54,7 @@ def test_cli_local_executor_writes_the_merges_of_the_in_process_run(tmp_path):
     assert main([*common, "--out", str(tmp_path / "b"), "--executor", "local", "--tasks", "8", "--workers", "2",
                  "--workdir", str(tmp_path / "wd")]) == 0  # fmt: skip
     assert _merges(tmp_path / "a") == _merges(tmp_path / "b")
-    recs = sabpe.read_code(CODE, languages=["lua", "ruby", "go"], max_files_per_repo=2)
+    recs = code.read_code(CODE, languages=["lua", "ruby", "go"], max_files_per_repo=2)
     ref = sabpe.train(load_shared("gpt2"), recs, 700)
     assert _merges(tmp_path / "a") == [list(m) for m in ref.merges]
 
@@ -66,15 +67,15 @@ def pair(base, words):
 
 
 def test_records_carry_repository_and_language():
-    recs = sabpe.read_code(CODE, languages=["go", "tcl"], max_files_per_repo=1)
+    recs = code.read_code(CODE, languages=["go", "tcl"], max_files_per_repo=1)
     assert {r.language for r in recs} == {"go", "tcl"}
     assert all("/" in r.repo for r in recs)  # registry/package
     assert len({r.repo for r in recs}) == len(
         {(r.repo, r.language) for r in recs}
     )  # one file per repo+language
-    held = {r.repo for r in sabpe.read_code(CODE, languages=["go"], heldout=True)}
+    held = {r.repo for r in code.read_code(CODE, languages=["go"], heldout=True)}
     assert held and not held & {r.repo for r in recs}  # held-out repositories never in train
-    assert "python" in sabpe.code_languages() and "scala" not in sabpe.code_languages(heldout=True)
+    assert "python" in code.code_languages() and "scala" not in code.code_languages(heldout=True)
 
 
 def test_priority_names_and_functions():
@@ -136,11 +137,11 @@ def _brute(words: list[tuple[str, str, str, int]], merges: list[tuple[str, str]]
 
 def test_source_counters_equal_brute_force_recount(base):
     recs = [
-        sabpe.CodeRecord("r1", "python", "a.py", "def foo_bar(): return foo_bar(x) + aaaa\n" * 3),
-        sabpe.CodeRecord("r2", "python", "b.py", "def foo(): pass  # aaaaaa bar bar\n"),
-        sabpe.CodeRecord("r3", "go", "c.go", "func foo_bar() { return bar + aaa }\n" * 2),
-        sabpe.CodeRecord("r3", "python", "d.py", "foo = bar_baz(foo)\n"),
-        sabpe.CodeRecord("r4", "lua", "e.lua", "local foo = baz(bar) -- aaaaaaa\n"),
+        code.CodeRecord("r1", "python", "a.py", "def foo_bar(): return foo_bar(x) + aaaa\n" * 3),
+        code.CodeRecord("r2", "python", "b.py", "def foo(): pass  # aaaaaa bar bar\n"),
+        code.CodeRecord("r3", "go", "c.go", "func foo_bar() { return bar + aaa }\n" * 2),
+        code.CodeRecord("r3", "python", "d.py", "foo = bar_baz(foo)\n"),
+        code.CodeRecord("r4", "lua", "e.lua", "local foo = baz(bar) -- aaaaaaa\n"),
     ]
     sw = sabpe.collect_words(base, recs)
     # the words per (repo, language), rebuilt independently with the Rust pre-tokenizer
@@ -217,7 +218,7 @@ def test_name_parts_and_three_digit_numbers():
 
 
 def test_per_language_compression_and_its_gini(pair, base, words):
-    held = sabpe.read_code(CODE, languages=LANGS, heldout=True, max_files_per_repo=3)
+    held = code.read_code(CODE, languages=LANGS, heldout=True, max_files_per_repo=3)
     plain, sa = pair
     m = sabpe.evaluate(plain, held)
     per = m["languages"]
@@ -225,7 +226,7 @@ def test_per_language_compression_and_its_gini(pair, base, words):
     assert m["language_compression_gini"] == gini([v["bytes_per_token"] for v in per.values()])
     assert m["language_compression_gini"] != m["token_frequency_gini"]  # two Gini indices, named apart
     parity, _ = sabpe.train_parity_baseline(
-        base, sabpe.records_by_language(sabpe.read_code(CODE, languages=LANGS, **SLICE)), 1000
+        base, sabpe.records_by_language(code.read_code(CODE, languages=LANGS, **SLICE)), 1000
     )
     assert parity.vocab_size == 1000
     cmp = sabpe.SabpeComparison([str(CODE)], words, {"bpe": plain, "sabpe": sa}, held, parity=parity)
@@ -243,11 +244,11 @@ def test_per_language_compression_and_its_gini(pair, base, words):
 
 def test_errors(base, words):
     with pytest.raises(UnsupportedTokenizerError):
-        sabpe.collect_words(load_shared("llama-2"), [sabpe.CodeRecord("r", "c", "", "int x;")])
+        sabpe.collect_words(load_shared("llama-2"), [code.CodeRecord("r", "c", "", "int x;")])
     with pytest.raises(DataError):
         sabpe.train(base, words, 200)
     with pytest.raises(DataError):
-        sabpe.read_code(CODE, languages=["cobol"])
+        code.read_code(CODE, languages=["cobol"])
 
 
 def test_cli_json(capsys, tmp_path):
