@@ -33,10 +33,6 @@ from ui.library import add_to_library
 from ui.pickers import BPE, pick_model, pick_tokenizer, server_path_input
 from ui.trees import merge_tree_text
 
-UI_ORDERS = list(P.ORDERS)
-UI_LABELS = {
-    "score": "under-trained first — lowest magikarp indicator of a model's embeddings first, leaves only"
-}
 SCRIPTS = ["Latin", "Cyrillic", "Greek", "Arabic", "Hebrew", "Han", "Hiragana", "Katakana", "Hangul", "Thai",
            "Devanagari", "Georgian", "Armenian"]  # fmt: skip
 
@@ -268,8 +264,8 @@ def page() -> None:
     if tok is None:
         return
     c1, c2 = st.columns([1, 2])
-    method = c1.selectbox("Pruning order", UI_ORDERS, index=UI_ORDERS.index("leaf-frequency"), key="prune-order",
-                          format_func=lambda m: UI_LABELS.get(m) or f"{m} — {P.ORDER_DESCRIPTIONS[m]}")  # fmt: skip
+    method = c1.selectbox("Pruning order", P.ORDERS, index=P.ORDERS.index("leaf-frequency"), key="prune-order",
+                          format_func=P.ORDER_LABELS.__getitem__)  # fmt: skip
     scores = scores_from_model(tok) if method == "score" else None
     if method == "score" and scores is None:
         return

@@ -38,13 +38,11 @@ HELP = (
     "prune N tokens in a chosen order (merges, ids, added tokens kept consistent); optionally the model too"
 )
 
-_CLI_ORDERS = ("last-n", "frequency", "leaf-last-n", "leaf-frequency", "merge-based", "script", "score")
-
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     """Register the arguments of `prune`."""
     add_tokenizer_argument(p, "--tokenizer")
-    p.add_argument("--order", required=True, choices=_CLI_ORDERS, help="pruning order")
+    p.add_argument("--order", required=True, choices=pruning.ORDERS, help="pruning order")
     p.add_argument("--n", type=int, required=True, help="number of tokens to prune")
     p.add_argument("--out", required=True, help="output folder (Hugging Face tokenizer folder, + model)")
     add_force_argument(p)
@@ -97,15 +95,14 @@ def _read_lines(files: list[str]) -> list[list[str]]:
 def corpus_counts(tok: LoadedTokenizer, args: argparse.Namespace) -> tuple[dict[str, Any], CorpusRun | None]:
     """The frequencies a corpus order needs (`counts=` or `merges=` of :func:`analysis.methods.pruning.compute_order`),
     counted over the `--text` inputs on the chosen executor; ({}, None) for the other orders."""
-    if args.order not in pruning.CORPUS_ORDERS:
+    corpus = pruning.ORDER_REGISTRY[args.order].corpus
+    if corpus is None:
         return {}, None
     if not args.inputs:
         raise DataError(f"the {args.order} order needs at least one --text FILE (a file, folder or glob)")
-    if args.order == "merge-based":
-        run = compute_from_args(tok, "merge-counts", args, label="prune: merge counts")
-        return {"merges": run.result}, run
-    run = compute_from_args(tok, "token-ids", args, label="prune: token counts")
-    return {"counts": np.asarray(run.result)}, run
+    stat, keyword = corpus
+    run = compute_from_args(tok, stat, args, label=f"prune: {stat.replace('-', ' ')}")
+    return {keyword: np.asarray(run.result) if keyword == "counts" else run.result}, run
 
 
 def _read_scores(path: str) -> dict[int, float]:

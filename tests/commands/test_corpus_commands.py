@@ -80,7 +80,7 @@ def test_prune_local_executor_writes_exactly_the_in_process_tokenizer(capsys, tm
     assert rc == 0, err
     ref = json.loads(out)
     assert ref["corpus"]["executor"] == "inprocess" and ref["corpus"]["shards"] == len(B_LANGS)
-    assert "prune: token counts: 100%" in err  # progress on stderr
+    assert "prune: token ids: 100%" in err  # progress on stderr
     for tasks in (8, 3):
         rc, out, err = _run(
             capsys, *common, "--out", tmp_path / f"l{tasks}", *_local(tmp_path, tasks, f"w{tasks}")

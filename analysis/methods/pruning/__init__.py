@@ -38,6 +38,8 @@ from .curves import CurvePoint, curve_points, prune_curve
 from .orders import (
     CORPUS_ORDERS,
     ORDER_DESCRIPTIONS,
+    ORDER_LABELS,
+    ORDER_REGISTRY,
     ORDERS,
     STRUCTURE_SAFE_ORDERS,
     PruneOrder,
@@ -59,6 +61,8 @@ __all__ = [
     "CORPUS_ORDERS",
     "ORDERS",
     "ORDER_DESCRIPTIONS",
+    "ORDER_LABELS",
+    "ORDER_REGISTRY",
     "STRUCTURE_SAFE_ORDERS",
     "CurvePoint",
     "PruneExtendResult",

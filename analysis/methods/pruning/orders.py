@@ -4,6 +4,11 @@ An *order* lists ids, first = pruned first; pruning N tokens removes the first N
 frequency, leaf last-N, leaf frequency and merge-based (Purason, Chizhov, Yamshchikov, Fishel, "Teaching Old
 Tokenizers New Words: Efficient Tokenizer Adaptation for Pre-trained Models", arXiv 2512.03989, 2025: §3.2,
 Alg. 1 and Alg. 2), by Unicode script, and by an externally supplied score (e.g. under-trained indicators).
+
+Every order is one entry of :data:`ORDER_REGISTRY` (an :class:`OrderSpec`: name, description, page label, what it
+needs, whether it keeps every surviving token reachable, the corpus statistic that counts its frequencies, and
+the function that builds it). The CLI's ``--order`` choices, the Prune page's list and :func:`compute_order` all
+read that registry, so adding an order means one function and one registry entry here (and its test).
 """
 
 from __future__ import annotations
@@ -22,22 +27,6 @@ from analysis.errors import DataError
 from analysis.tokenizer.tokenizer import LoadedTokenizer
 
 from .common import check_prunable, protected_ids, token_counts
-
-ORDERS = ("last-n", "frequency", "leaf-last-n", "leaf-frequency", "merge-based", "script", "score")
-#: Orders that never make a surviving token unreachable (they only remove leaves of the merge graph).
-STRUCTURE_SAFE_ORDERS = ("leaf-last-n", "leaf-frequency", "merge-based", "script")
-#: Orders that need token frequencies from a text sample.
-CORPUS_ORDERS = ("frequency", "leaf-frequency", "merge-based")
-
-ORDER_DESCRIPTIONS = {
-    "last-n": "highest id first (naive)",
-    "frequency": "rarest token first in the text mix (naive: may break merge paths)",
-    "leaf-last-n": "highest id first, but only leaves of the merge graph (Purason et al.)",
-    "leaf-frequency": "rarest leaf first; a pruned token's count moves to its two parts (Purason et al., Alg. 1)",
-    "merge-based": "rarest first counting every merge a token takes part in (Purason et al., Alg. 2)",
-    "script": "tokens containing a character of a script outside the allowed set, highest id first",
-    "score": "lowest externally supplied score first (e.g. under-trained tokens), leaves only",
-}
 
 
 @dataclass(frozen=True)
@@ -410,6 +399,117 @@ def score_order(
     return PruneOrder("score", tuple(ids), tok.content_hash, {i: get(i) for i in ids})
 
 
+@dataclass
+class OrderInputs:
+    """What an order may need besides the tokenizer: a text sample or its counts, scripts, scores, protected ids."""
+
+    protected: set[int]
+    texts: Sequence[str] | None = None
+    counts: np.ndarray | None = None
+    merges: tuple[Counter, Counter] | None = None
+    allowed_scripts: Iterable[str] = ("Latin",)
+    forbidden_scripts: Iterable[str] = ()
+    scores: Mapping[int, float] | np.ndarray | None = None
+
+    def token_counts(self, tok: LoadedTokenizer, method: str) -> np.ndarray:
+        """The id counts of the text sample (counted here unless given)."""
+        if self.counts is None:
+            if self.texts is None:
+                raise DataError(f"the {method} order needs a text sample")
+            self.counts = token_counts(tok, self.texts)
+        return self.counts
+
+
+@dataclass(frozen=True)
+class OrderSpec:
+    """One pruning order of the registry: what the CLI offers, the Prune page lists and compute_order builds."""
+
+    name: str
+    description: str
+    build: Callable[[LoadedTokenizer, OrderInputs], PruneOrder]
+    #: never makes a surviving token unreachable (removes leaves of the merge graph only)
+    structure_safe: bool = False
+    #: (corpus statistic of analysis.jobs, compute_order keyword) for orders that need token frequencies
+    corpus: tuple[str, str] | None = None
+    #: the page's label when "name — description" is not enough
+    label: str = ""
+
+
+def _merge_based(tok: LoadedTokenizer, x: OrderInputs) -> PruneOrder:
+    if x.texts is None and x.merges is None:
+        raise DataError("the merge-based order needs a text sample")
+    return merge_based_order(tok, x.texts, counts=x.merges, protected=x.protected)
+
+
+def _score(tok: LoadedTokenizer, x: OrderInputs) -> PruneOrder:
+    if x.scores is None:
+        raise DataError("the score order needs scores")
+    return score_order(tok, x.scores, protected=x.protected)
+
+
+#: The pruning orders, in the order the CLI and the page list them.
+ORDER_REGISTRY: dict[str, OrderSpec] = {
+    spec.name: spec
+    for spec in (
+        OrderSpec(
+            "last-n",
+            "highest id first (naive)",
+            lambda tok, x: last_n_order(tok, protected=x.protected),
+        ),
+        OrderSpec(
+            "frequency",
+            "rarest token first in the text mix (naive: may break merge paths)",
+            lambda tok, x: frequency_order(tok, x.token_counts(tok, "frequency"), protected=x.protected),
+            corpus=("token-ids", "counts"),
+        ),
+        OrderSpec(
+            "leaf-last-n",
+            "highest id first, but only leaves of the merge graph (Purason et al.)",
+            lambda tok, x: leaf_last_n_order(tok, protected=x.protected),
+            structure_safe=True,
+        ),
+        OrderSpec(
+            "leaf-frequency",
+            "rarest leaf first; a pruned token's count moves to its two parts (Purason et al., Alg. 1)",
+            lambda tok, x: leaf_frequency_order(
+                tok, x.token_counts(tok, "leaf-frequency"), protected=x.protected
+            ),
+            structure_safe=True,
+            corpus=("token-ids", "counts"),
+        ),
+        OrderSpec(
+            "merge-based",
+            "rarest first counting every merge a token takes part in (Purason et al., Alg. 2)",
+            _merge_based,
+            structure_safe=True,
+            corpus=("merge-counts", "merges"),
+        ),
+        OrderSpec(
+            "script",
+            "tokens containing a character of a script outside the allowed set, highest id first",
+            lambda tok, x: script_order(
+                tok, x.allowed_scripts, forbidden=x.forbidden_scripts, protected=x.protected
+            ),
+            structure_safe=True,
+        ),
+        OrderSpec(
+            "score",
+            "lowest externally supplied score first (e.g. under-trained tokens), leaves only",
+            _score,
+            label="under-trained first — lowest magikarp indicator of a model's embeddings first, leaves only",
+        ),
+    )
+}
+ORDERS = tuple(ORDER_REGISTRY)
+#: Orders that never make a surviving token unreachable (they only remove leaves of the merge graph).
+STRUCTURE_SAFE_ORDERS = tuple(n for n, o in ORDER_REGISTRY.items() if o.structure_safe)
+#: Orders that need token frequencies from a text sample.
+CORPUS_ORDERS = tuple(n for n, o in ORDER_REGISTRY.items() if o.corpus)
+ORDER_DESCRIPTIONS = {n: o.description for n, o in ORDER_REGISTRY.items()}
+#: What the Prune page shows for each order.
+ORDER_LABELS = {n: o.label or f"{n} — {o.description}" for n, o in ORDER_REGISTRY.items()}
+
+
 def compute_order(
     tok: LoadedTokenizer,
     method: str,
@@ -430,28 +530,10 @@ def compute_order(
     :func:`merge_counts` — merge-based), as the `token-ids` and `merge-counts` corpus statistics of
     :mod:`analysis.jobs` give them for corpora of any size.
     """
+    spec = ORDER_REGISTRY.get(method)
+    if spec is None:
+        raise DataError(f"unknown pruning order {method!r}; choose one of {', '.join(ORDERS)}")
     check_prunable(tok)
     prot = protected_ids(tok, keep_added=keep_added, keep_alphabet=keep_alphabet)
-    if method in ("frequency", "leaf-frequency") and counts is None:
-        if texts is None:
-            raise DataError(f"the {method} order needs a text sample")
-        counts = token_counts(tok, texts)
-    if method == "last-n":
-        return last_n_order(tok, protected=prot)
-    if method == "frequency":
-        return frequency_order(tok, counts, protected=prot)
-    if method == "leaf-last-n":
-        return leaf_last_n_order(tok, protected=prot)
-    if method == "leaf-frequency":
-        return leaf_frequency_order(tok, counts, protected=prot)
-    if method == "merge-based":
-        if texts is None and merges is None:
-            raise DataError("the merge-based order needs a text sample")
-        return merge_based_order(tok, texts, counts=merges, protected=prot)
-    if method == "script":
-        return script_order(tok, allowed_scripts, forbidden=forbidden_scripts, protected=prot)
-    if method == "score":
-        if scores is None:
-            raise DataError("the score order needs scores")
-        return score_order(tok, scores, protected=prot)
-    raise DataError(f"unknown pruning order {method!r}; choose one of {', '.join(ORDERS)}")
+    inputs = OrderInputs(prot, texts, counts, merges, allowed_scripts, forbidden_scripts, scores)
+    return spec.build(tok, inputs)
