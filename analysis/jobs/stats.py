@@ -455,15 +455,7 @@ class Compression(Stat):
             tc = metrics.text_counts(lines)
             if flat.size:
                 facts.ensure(np.unique(flat))
-            n_words_tok, n_cont = metrics.continued_words(facts, flat, lens)
-            t = totals.setdefault(group, dict.fromkeys(metrics.TOTALS, 0))
-            t["sentences"] += int(lens.size)
-            t["tokens"] += int(flat.size)
-            t["bytes"] += int(tc["bytes"].sum())
-            t["chars"] += int(tc["chars"].sum())
-            t["words"] += int(tc["words"].sum())
-            t["words_tok"] += n_words_tok
-            t["continued"] += n_cont
+            totals[group] = merge_globals(totals.get(group, {}), metrics.chunk_totals(facts, flat, lens, tc))
             if flat.size:
                 bc = np.bincount(flat)
                 nz = np.flatnonzero(bc)

@@ -33,7 +33,7 @@ import math
 import threading
 import unicodedata
 from collections import OrderedDict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -52,25 +52,6 @@ DEFAULT_POWER = 2.5
 VOCAB_MODES = ("tokenizer", "observed")
 #: Script groups of Purason et al., Table 2 (everything else is "Other").
 TABLE2_GROUPS = ("Latn", "Cyrl", "Arab", "Jpan", "Hani")
-#: Main metrics and whether higher is better (used by charts, summaries and win rates).
-HIGHER_IS_BETTER = {
-    "bytes_per_token": True,
-    "chars_per_token": True,
-    "tokens_per_sentence": False,
-    "fertility": False,
-    "tokens_per_char": False,
-    "parity": False,
-    "parity_corpus": False,
-    "renyi_efficiency": True,
-    "renyi_efficiency_observed": True,
-    "distinct_tokens": True,
-    "mean_token_length": True,
-    "byte_fallback_rate": False,
-    "partial_char_rate": False,
-    "unk_rate": False,
-    "continued_words": False,
-    "tokens": False,
-}
 
 
 # --------------------------------------------------------------------------------------------------
@@ -319,21 +300,140 @@ def _stats_from(
     size = max(facts.size, int(flat.max()) + 1 if n_tok else 0)
     counts = np.bincount(flat, minlength=size) if n_tok else np.zeros(size, dtype=np.int64)
     facts.ensure(np.flatnonzero(counts))
+    return stats_from_counts(tok, counts, chunk_totals(facts, flat, lens, tc), power)
+
+
+def chunk_totals(
+    facts: TokenFacts, flat: np.ndarray, lens: np.ndarray, tc: dict[str, np.ndarray]
+) -> dict[str, int]:
+    """The additive totals of one chunk of lines (:func:`encode_ids` and :func:`text_counts` of the lines): the
+    one place a total is counted, for the in-process path and every map task of a corpus job (which add them
+    up). Keys: :data:`TOTALS`."""
     n_words_tok, n_cont = continued_words(facts, flat, lens)
-    totals = {
+    return {
         "sentences": int(lens.size),
-        "tokens": n_tok,
+        "tokens": int(flat.size),
         "bytes": int(tc["bytes"].sum()),
         "chars": int(tc["chars"].sum()),
         "words": int(tc["words"].sum()),
         "words_tok": n_words_tok,
         "continued": n_cont,
     }
-    return stats_from_counts(tok, counts, totals, power)
 
 
 #: The additive totals :func:`stats_from_counts` turns into metrics (every one a sum over sentences).
 TOTALS = ("sentences", "tokens", "bytes", "chars", "words", "words_tok", "continued")
+
+
+@dataclass(frozen=True)
+class Sums:
+    """What a metric's formula reads: the corpus totals and the id counts (with per-token facts)."""
+
+    sentences: int
+    tokens: int
+    bytes: int
+    chars: int
+    words: int
+    words_tok: int
+    continued: int
+    counts: np.ndarray
+    used: np.ndarray
+    used_counts: np.ndarray
+    facts: TokenFacts
+    power: float
+    vocab_size: int
+
+
+@dataclass(frozen=True)
+class Metric:
+    """One compression metric: its name (the row key), the page's label, whether higher is better, and its formula
+    over the corpus sums (None for `parity`, which compares a language with the reference language, computed in
+    :func:`compression_table`, and for `tokens`, a total). `selectable`: offered as a metric to chart and rank
+    (not a flag such as `spaceless`)."""
+
+    name: str
+    label: str
+    higher_is_better: bool
+    formula: Callable[[Sums], Any] | None
+    selectable: bool = True
+
+
+def _ratio(num: float, den: float) -> float:
+    return num / den if den else float("nan")
+
+
+def _share(s: Sums, mask: np.ndarray) -> float:
+    return float(int(s.used_counts[mask].sum()) / s.tokens) if s.tokens else 0.0
+
+
+def _unk_rate(s: Sums) -> float:
+    unk = s.facts.unk_id
+    return float(int(s.counts[unk]) / s.tokens) if s.tokens and 0 <= unk < s.counts.size else 0.0
+
+
+def _mean_length(s: Sums) -> float:
+    lengths = s.facts.length[s.used]
+    return float(lengths.mean()) if lengths.size else float("nan")
+
+
+#: The metric registry, in the order of a compression row. Adding a metric: one entry here (and its test); the
+#: rows, the CLI's JSON/CSV, the corpus jobs and the Compression page follow.
+METRICS: dict[str, Metric] = {
+    m.name: m
+    for m in (
+        Metric("bytes_per_token", "bytes / token", True, lambda s: _ratio(s.bytes, s.tokens)),
+        Metric("chars_per_token", "chars / token", True, lambda s: _ratio(s.chars, s.tokens)),
+        Metric("tokens_per_sentence", "tokens / sentence", False, lambda s: _ratio(s.tokens, s.sentences)),
+        Metric(
+            "fertility", "fertility (tokens / whitespace word)", False, lambda s: _ratio(s.tokens, s.words)
+        ),
+        Metric(
+            "tokens_per_char",
+            "tokens / char (for scripts without spaces)",
+            False,
+            lambda s: _ratio(s.tokens, s.chars),
+        ),
+        Metric(
+            "spaceless",
+            "written without spaces",
+            False,
+            lambda s: bool(s.words == 0 or s.chars / s.words > SPACELESS_CHARS_PER_WORD),
+            selectable=False,
+        ),
+        Metric("parity", "parity (premium vs English)", False, None),
+        Metric("parity_corpus", "parity (Σ tokens / Σ English tokens)", False, None),
+        Metric(
+            "renyi_efficiency",
+            "Rényi efficiency",
+            True,
+            lambda s: renyi_efficiency_from_counts(s.used_counts, s.power, s.vocab_size),
+        ),
+        Metric(
+            "renyi_efficiency_observed",
+            "Rényi efficiency (observed types)",
+            True,
+            lambda s: renyi_efficiency_from_counts(s.used_counts, s.power, None),
+        ),
+        Metric("distinct_tokens", "distinct tokens used", True, lambda s: int(s.used.size)),
+        Metric("mean_token_length", "mean token length (chars, per type)", True, _mean_length),
+        Metric(
+            "byte_fallback_rate", "byte-fallback rate", False, lambda s: _share(s, s.facts.byte_piece[s.used])
+        ),
+        Metric(
+            "partial_char_rate",
+            "partial-character token rate",
+            False,
+            lambda s: _share(s, s.facts.partial[s.used]),
+        ),
+        Metric("unk_rate", "unk rate", False, _unk_rate),
+        Metric("continued_words", "continued words", False, lambda s: _ratio(s.continued, s.words_tok)),
+        Metric("tokens", "tokens", False, None),
+    )
+}
+#: The metrics to chart, rank and compare, with the page's labels (every registered metric but the flags).
+METRIC_LABELS = {n: m.label for n, m in METRICS.items() if m.selectable}
+#: Whether higher is better, per selectable metric (charts, summaries, win rates).
+HIGHER_IS_BETTER = {n: m.higher_is_better for n, m in METRICS.items() if m.selectable}
 
 
 def stats_from_counts(
@@ -344,41 +444,26 @@ def stats_from_counts(
     `totals` holds the sums of :data:`TOTALS`: sentences, tokens, UTF-8 bytes, characters, whitespace words,
     words as the tokenizer marks them and those split into ≥ 2 tokens (:func:`continued_words`). Every metric
     is a ratio of sums, so counts and totals added up over any partition of a corpus (files, shards, map tasks)
-    give exactly the metrics of the whole — the one formula of the in-process and the distributed paths.
+    give exactly the metrics of the whole — the one formula (:data:`METRICS`) of the in-process and the
+    distributed paths.
     """
     facts = token_facts(tok)
-    n_tok, n_bytes, n_chars, n_words, n_sent = (
-        int(totals[k]) for k in ("tokens", "bytes", "chars", "words", "sentences")
-    )
     counts = np.asarray(counts, dtype=np.int64)
     used = np.flatnonzero(counts)
     facts.ensure(used)
-    cu = counts[used]
-    lengths = facts.length[used]
-    nan = float("nan")
-    unk = facts.unk_id
-    return {
-        "sentences": n_sent,
-        "tokens": n_tok,
-        "bytes": n_bytes,
-        "chars": n_chars,
-        "words": n_words,
-        "bytes_per_token": n_bytes / n_tok if n_tok else nan,
-        "chars_per_token": n_chars / n_tok if n_tok else nan,
-        "tokens_per_sentence": n_tok / n_sent if n_sent else nan,
-        "fertility": n_tok / n_words if n_words else nan,
-        "tokens_per_char": n_tok / n_chars if n_chars else nan,
-        "spaceless": bool(n_words == 0 or n_chars / n_words > SPACELESS_CHARS_PER_WORD),
-        "renyi_efficiency": renyi_efficiency_from_counts(cu, power, tok.vocab_size),
-        "renyi_efficiency_observed": renyi_efficiency_from_counts(cu, power, None),
-        "distinct_tokens": int(used.size),
-        "mean_token_length": float(lengths.mean()) if lengths.size else nan,
-        "byte_fallback_rate": float(int(cu[facts.byte_piece[used]].sum()) / n_tok) if n_tok else 0.0,
-        "partial_char_rate": float(int(cu[facts.partial[used]].sum()) / n_tok) if n_tok else 0.0,
-        "unk_rate": float(int(counts[unk]) / n_tok) if n_tok and 0 <= unk < counts.size else 0.0,
-        "continued_words": totals["continued"] / totals["words_tok"] if totals["words_tok"] else nan,
-        "power": power,
-    }
+    s = Sums(
+        **{k: int(totals[k]) for k in TOTALS},
+        counts=counts,
+        used=used,
+        used_counts=counts[used],
+        facts=facts,
+        power=power,
+        vocab_size=tok.vocab_size,
+    )
+    out: dict[str, Any] = {k: int(totals[k]) for k in ("sentences", "tokens", "bytes", "chars", "words")}
+    out.update({m.name: m.formula(s) for m in METRICS.values() if m.formula is not None})
+    out["power"] = power
+    return out
 
 
 def bytes_per_token(tok: LoadedTokenizer, lines: Sequence[str]) -> float:
@@ -395,12 +480,10 @@ def bytes_per_token(tok: LoadedTokenizer, lines: Sequence[str]) -> float:
 # --------------------------------------------------------------------------------------------------
 # Tokenizer × language grid with a JSON cache
 # --------------------------------------------------------------------------------------------------
-#: Columns of a compression row, in display order.
+#: Columns of a compression row, in display order: the language, every registered metric, the totals, the keys.
 ROW_COLUMNS = [
-    "tokenizer", "lang", "name", "script", "family", "bytes_per_token", "chars_per_token", "tokens_per_sentence",
-    "fertility", "tokens_per_char", "spaceless", "parity", "parity_corpus", "renyi_efficiency", "renyi_efficiency_observed",
-    "distinct_tokens", "mean_token_length", "byte_fallback_rate", "partial_char_rate", "unk_rate",
-    "continued_words", "tokens", "bytes", "chars", "words", "sentences", "power", "tokenizer_hash", "data_hash",
+    "tokenizer", "lang", "name", "script", "family", *METRICS,
+    "bytes", "chars", "words", "sentences", "power", "tokenizer_hash", "data_hash",
 ]  # fmt: skip
 
 #: per-language results in memory (LRU, bounded), on disk one document per (tokenizer, parameters)

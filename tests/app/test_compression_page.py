@@ -8,6 +8,8 @@ import pytest
 from streamlit.testing.v1 import AppTest
 from support import FLORES, ROOT, load_shared
 
+from analysis.measure import metrics as mx
+
 
 @pytest.fixture
 def at(tmp_path, monkeypatch) -> AppTest:
@@ -53,8 +55,11 @@ def test_compute_two_tokenizers_on_languages(at):
     heat = next(c for c in charts if c["data"][0]["type"] == "heatmap")  # few languages: values in the cells
     assert heat["layout"]["xaxis"]["side"] == "top"  # tokenizer names above the rows
     assert any(c["data"][0]["type"] == "box" for c in charts)  # the overview's distribution
+    # the metric choice is the engine's metric registry, in its order, with its labels
+    box = at.selectbox(key="cmp-metric")
+    assert list(box.options) == list(mx.METRIC_LABELS.values()) and box.value == "bytes_per_token"
     # fertility on a spaceless script warns and points to the char-based alternative
-    at.selectbox(key="cmp-metric").select("fertility").run()
+    box.select("fertility").run()
     assert any("without spaces" in w.value for w in at.warning)
     # compare tab: Δrel and win rate
     labels = {m.label: m.value for m in at.metric}
