@@ -46,9 +46,10 @@ from analysis.core.outputs import atomic_write_text
 from analysis.core.progress import Progress, report
 from analysis.errors import AnalysisError, DataError
 from analysis.texts.shards import Position, Shard, iter_records, iter_units
+from analysis.texts.stat import Doc, Stat, merge_globals
 from analysis.tokenizer.tokenizer import LoadedTokenizer
 
-from .stats import Doc, Stat, get_stat, merge_globals
+from .stats import get_stat
 
 MANIFEST = "manifest.json"
 FORMAT = 1

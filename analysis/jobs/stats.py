@@ -1,4 +1,6 @@
-"""The corpus statistics, each split into map (per shard group), bucket reduce and finalize.
+"""The corpus statistics, each split into map (per shard group), bucket reduce and finalize (the protocol:
+:mod:`analysis.texts.stat`), and their one registry: the engine's own statistics and those paper methods
+contribute (:data:`PLUGINS`), all by name (:func:`get_stat`).
 
 Every statistic runs the project's existing per-text function in its map stage and only adds up what that
 function returns, so a map over any partition of the corpus followed by the reduce gives exactly the
@@ -33,9 +35,9 @@ SentencePiece character histogram) are merged in every reduce task and at the en
 
 from __future__ import annotations
 
-import zlib
+import importlib
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -46,116 +48,19 @@ from analysis.bpe import training
 from analysis.bpe.training import TrainingWords
 from analysis.errors import DataError, UnsupportedTokenizerError
 from analysis.measure import metrics
-from analysis.methods import pruning
-from analysis.methods.sabpe import sabpe
-from analysis.texts.code import CodeRecord
+from analysis.texts.stat import (
+    CHUNK_UNITS,
+    MAX_KEYS,
+    Doc,
+    Emit,
+    Stat,
+    chunks,
+    emit_bounded,
+    memory_options,
+    merge_globals,
+    word_bucket,
+)
 from analysis.tokenizer.tokenizer import LoadedTokenizer
-
-#: Units handed to the per-text function at a time (bounds the memory of one call).
-CHUNK_UNITS = 20_000
-#: Units per token_counts call (it builds a private tokenizer per call, so fewer, larger calls).
-CHUNK_ENCODE = 200_000
-#: SA-BPE records handed to collect_words at a time.
-CHUNK_RECORDS = 512
-#: A map task writes its counts out (a "spill") once it holds this many distinct keys (checked per chunk).
-MAX_KEYS = 2_000_000
-
-Emit = Callable[[Counter], None]
-
-
-@dataclass
-class Doc:
-    """One text unit (or source-attributed record) with its group label, repository and language."""
-
-    text: str
-    group: str = ""
-    repo: str = ""
-    language: str = ""
-    path: str = ""
-    shard: int = 0
-
-
-def merge_globals(a: dict, b: dict) -> dict:
-    """Merge two additive totals: numbers add, dicts merge recursively, lists concatenate."""
-    out = dict(a)
-    for k, v in b.items():
-        if k not in out:
-            out[k] = v
-        elif isinstance(v, dict):
-            out[k] = merge_globals(out[k], v)
-        elif isinstance(v, list):
-            out[k] = list(out[k]) + list(v)
-        else:
-            out[k] = out[k] + v
-    return out
-
-
-def word_bucket(word: str, k: int) -> int:
-    """The bucket of a word: CRC-32 of its UTF-8 bytes modulo k (the same in every process)."""
-    return zlib.crc32(word.encode("utf-8", "surrogatepass")) % k
-
-
-def _chunks(it: Iterable[Any], n: int) -> Iterator[list[Any]]:
-    buf: list[Any] = []
-    for x in it:
-        buf.append(x)
-        if len(buf) >= n:
-            yield buf
-            buf = []
-    if buf:
-        yield buf
-
-
-class Stat:
-    """One corpus statistic: `map` per task, `bucket` per key, `reduce` per bucket, `finalize` at the end.
-
-    Subclasses set `name` and `layout` (`text`: units; `code`: source-attributed records) and implement
-    :meth:`map`, :meth:`bucket` and :meth:`finalize`; :meth:`reduce` is the identity unless overridden.
-    """
-
-    name = ""
-    layout = "text"
-    #: what `finalize` returns, for the help text
-    result = ""
-
-    def options(self, tok: LoadedTokenizer, opts: dict) -> dict:
-        """Check the tokenizer and fill default options (raises UnsupportedTokenizerError / DataError)."""
-        return dict(opts)
-
-    def map(self, tok: LoadedTokenizer, docs: Iterable[Doc], opts: dict, emit: Emit) -> dict:
-        """Count one task's documents: call `emit(counter)` for (partial) keyed counts; return the totals."""
-        raise NotImplementedError
-
-    def bucket(self, key: Any, k: int) -> int:
-        """The bucket (0..k-1) of a key."""
-        raise NotImplementedError
-
-    def reduce(self, tok: LoadedTokenizer, counts: Counter, totals: dict, opts: dict) -> Counter:
-        """Post-process one bucket's summed counts (e.g. segment the words); default: unchanged."""
-        return counts
-
-    def finalize(self, tok: LoadedTokenizer, counts: Counter, totals: dict, opts: dict) -> Any:
-        """Turn the summed counts of every bucket and the totals into the consumer's input."""
-        raise NotImplementedError
-
-
-def _memory_options(opts: dict) -> dict:
-    """The map's memory knobs when given: `max_keys` (spill threshold), `chunk_units` (units per call)."""
-    out = {}
-    for k in ("max_keys", "chunk_units"):
-        if opts.get(k) is not None:
-            v = int(opts[k])
-            if v < 1:
-                raise DataError(f"{k} must be positive")
-            out[k] = v
-    return out
-
-
-def _emit_bounded(counter: Counter, emit: Emit, max_keys: int) -> Counter:
-    if len(counter) >= max_keys:
-        emit(counter)
-        return Counter()
-    return counter
 
 
 # --------------------------------------------------------------------------------------------------
@@ -179,18 +84,18 @@ class Pretokens(Stat):
     def options(self, tok: LoadedTokenizer, opts: dict) -> dict:
         """Defaults: no SentencePiece chunking, no NFKC (the arguments of count_pretokens)."""
         out = {"sp_chunks": bool(opts.get("sp_chunks", False)), "nfkc": bool(opts.get("nfkc", False))}
-        return {**out, **_memory_options(opts)}
+        return {**out, **memory_options(opts)}
 
     def map(self, tok: LoadedTokenizer, docs: Iterable[Doc], opts: dict, emit: Emit) -> dict:
         """count_pretokens over chunks of units; spill when the counter grows past MAX_KEYS."""
         acc: Counter = Counter()
         units = chars = 0
-        for chunk in _chunks((d.text for d in docs), opts.get("chunk_units", CHUNK_UNITS)):
+        for chunk in chunks((d.text for d in docs), opts.get("chunk_units", CHUNK_UNITS)):
             c, n, ch = training.count_pretokens(tok, chunk, sp_chunks=opts["sp_chunks"], nfkc=opts["nfkc"])
             acc.update(c)
             units += n
             chars += ch
-            acc = _emit_bounded(acc, emit, opts.get("max_keys", MAX_KEYS))
+            acc = emit_bounded(acc, emit, opts.get("max_keys", MAX_KEYS))
         emit(acc)
         return {"units": units, "chars": chars}
 
@@ -247,7 +152,7 @@ class Words(Stat):
                         "SentencePiece-mode words need n_new (the coverage characters count toward it)"
                     )
                 out["n_new"] = int(n_new)
-        return {**out, **_memory_options(opts)}
+        return {**out, **memory_options(opts)}
 
     def map(self, tok: LoadedTokenizer, docs: Iterable[Doc], opts: dict, emit: Emit) -> dict:
         """count_pretokens (+ the character histogram in SentencePiece mode) over chunks of units."""
@@ -256,14 +161,14 @@ class Words(Stat):
         hist: Counter = Counter()
         acc: Counter = Counter()
         units = chars = 0
-        for chunk in _chunks((d.text for d in docs), opts.get("chunk_units", CHUNK_UNITS)):
+        for chunk in chunks((d.text for d in docs), opts.get("chunk_units", CHUNK_UNITS)):
             if sp and opts.get("coverage"):
                 hist.update(training.char_counts(chunk, nfkc))
             c, n, ch = training.count_pretokens(tok, chunk, sp_chunks=sp, nfkc=nfkc)
             acc.update(c)
             units += n
             chars += ch
-            acc = _emit_bounded(acc, emit, opts.get("max_keys", MAX_KEYS))
+            acc = emit_bounded(acc, emit, opts.get("max_keys", MAX_KEYS))
         emit(acc)
         out: dict[str, Any] = {"units": units, "chars": chars}
         if hist:
@@ -318,44 +223,6 @@ def train_from_words(
 # --------------------------------------------------------------------------------------------------
 # Token-id counts
 # --------------------------------------------------------------------------------------------------
-class TokenIds(Stat):
-    """:func:`analysis.methods.pruning.token_counts` (specials added, merges always applied) → id count vector."""
-
-    name = "token-ids"
-    result = "numpy int64 vector (index = id)"
-
-    def options(self, tok: LoadedTokenizer, opts: dict) -> dict:
-        """`add_special_tokens` (default True, as pruning counts)."""
-        return {"add_special_tokens": bool(opts.get("add_special_tokens", True))}
-
-    def map(self, tok: LoadedTokenizer, docs: Iterable[Doc], opts: dict, emit: Emit) -> dict:
-        """token_counts over chunks of units."""
-        acc: Counter = Counter()
-        units = 0
-        for chunk in _chunks((d.text for d in docs), CHUNK_ENCODE):
-            v = pruning.token_counts(tok, chunk, add_special_tokens=opts["add_special_tokens"])
-            nz = np.flatnonzero(v)
-            acc.update(dict(zip(nz.tolist(), v[nz].tolist())))
-            units += len(chunk)
-        emit(acc)
-        return {"units": units}
-
-    def bucket(self, key: Any, k: int) -> int:
-        """By the id."""
-        return int(key) % k
-
-    def finalize(self, tok: LoadedTokenizer, counts: Counter, totals: dict, opts: dict) -> Any:
-        """The id count vector (length max id + 1)."""
-        if not totals.get("units"):
-            raise DataError("the text sample is empty")
-        size = max(tok.id_to_token) + 1 if tok.id_to_token else 0
-        out = np.zeros(size, dtype=np.int64)
-        for i, c in counts.items():
-            if 0 <= i < size:
-                out[i] += c
-        return out
-
-
 class ProducedIds(Stat):
     """:func:`analysis.bpe.stt.corpus_token_counts` (the tokenizer's own flags, no specials) → Counter."""
 
@@ -366,7 +233,7 @@ class ProducedIds(Stat):
         """corpus_token_counts over chunks of units."""
         acc: Counter = Counter()
         units = 0
-        for chunk in _chunks((d.text for d in docs), opts.get("chunk_units", CHUNK_UNITS)):
+        for chunk in chunks((d.text for d in docs), opts.get("chunk_units", CHUNK_UNITS)):
             acc.update(bpe.corpus_token_counts(tok, chunk))
             units += len(chunk)
         emit(acc)
@@ -379,46 +246,6 @@ class ProducedIds(Stat):
     def finalize(self, tok: LoadedTokenizer, counts: Counter, totals: dict, opts: dict) -> Any:
         """The Counter of ids."""
         return Counter(counts)
-
-
-class MergeCounts(Stat):
-    """:func:`analysis.methods.pruning.merge_counts` (final tokens and merge events of the BPE replay) → two Counters.
-
-    Keys: ``(0, id)`` for final-token counts, ``(1, left_id, right_id)`` for merge counts (the merge-based
-    pruning order).
-    """
-
-    name = "merge-counts"
-    result = "(Counter id → final count, Counter (left, right) → merge count)"
-
-    def map(self, tok: LoadedTokenizer, docs: Iterable[Doc], opts: dict, emit: Emit) -> dict:
-        """merge_counts over chunks of units."""
-        acc: Counter = Counter()
-        units = 0
-        for chunk in _chunks((d.text for d in docs), opts.get("chunk_units", CHUNK_UNITS)):
-            tcounts, mcounts = pruning.merge_counts(tok, chunk)
-            acc.update({(0, i): c for i, c in tcounts.items()})
-            acc.update({(1, a, b): c for (a, b), c in mcounts.items()})
-            units += len(chunk)
-        emit(acc)
-        return {"units": units}
-
-    def bucket(self, key: Any, k: int) -> int:
-        """By the (left) id."""
-        return int(key[1]) % k
-
-    def finalize(self, tok: LoadedTokenizer, counts: Counter, totals: dict, opts: dict) -> Any:
-        """(final-token Counter, merge Counter), the arguments of merge_based_order(counts=…)."""
-        if not totals.get("units"):
-            raise DataError("the text sample is empty")
-        tcounts: Counter = Counter()
-        mcounts: Counter = Counter()
-        for key, c in counts.items():
-            if key[0] == 0:
-                tcounts[key[1]] = c
-            else:
-                mcounts[(key[1], key[2])] = c
-        return tcounts, mcounts
 
 
 # --------------------------------------------------------------------------------------------------
@@ -503,111 +330,28 @@ def _group_stats(tok: LoadedTokenizer, id_counts: dict[int, int], t: dict, power
     return metrics.stats_from_counts(tok, counts, t, power)
 
 
-# --------------------------------------------------------------------------------------------------
-# SA-BPE per-source word counts
-# --------------------------------------------------------------------------------------------------
-class SourceWordCounts(Stat):
-    """:func:`analysis.methods.sabpe.sabpe.collect_words` per chunk of records → counts per (word, repository), (word, language).
-
-    Options `languages` (file stems kept), `max_files_per_repo`, `max_bytes_per_repo` (per file, as read_code).
-    """
-
-    name = "source-words"
-    layout = "code"
-    result = "analysis.methods.sabpe.sabpe.SourceWords"
-
-    def options(self, tok: LoadedTokenizer, opts: dict) -> dict:
-        """Check the base is byte-level; keep the record options."""
-        sabpe.require_byte_level(tok)
-        langs = opts.get("languages")
-        return {
-            "languages": sorted(langs) if langs else None,
-            "max_files_per_repo": opts.get("max_files_per_repo"),
-            "max_bytes_per_repo": opts.get("max_bytes_per_repo"),
-        }
-
-    def map(self, tok: LoadedTokenizer, docs: Iterable[Doc], opts: dict, emit: Emit) -> dict:
-        """collect_words per chunk of records; first-seen order of repositories and languages per shard."""
-        acc: Counter = Counter()
-        n_records = n_bytes = 0
-        first: dict[str, tuple[dict[str, None], dict[str, None]]] = {}
-        for chunk in _chunks(docs, CHUNK_RECORDS):
-            recs = []
-            for d in chunk:
-                recs.append(CodeRecord(d.repo, d.language, d.path, d.text))
-                repos, langs = first.setdefault(str(d.shard), ({}, {}))
-                repos.setdefault(d.repo)
-                langs.setdefault(d.language)
-            sw = sabpe.collect_words(tok, recs)
-            n_records += sw.n_records
-            n_bytes += sw.n_bytes
-            for w, (rids, rcs), (lids, lcs) in zip(sw.words, sw.repo_dist, sw.lang_dist):
-                for r, c in zip(rids, rcs):
-                    acc[(w, 0, sw.repos[r])] += c
-                for g, c in zip(lids, lcs):
-                    acc[(w, 1, sw.languages[g])] += c
-        emit(acc)
-        seen = {s: {"repos": list(r), "languages": list(g)} for s, (r, g) in first.items()}
-        return {"records": n_records, "bytes": n_bytes, "first_seen": seen}
-
-    def bucket(self, key: Any, k: int) -> int:
-        """By the word."""
-        return word_bucket(key[0], k)
-
-    def finalize(self, tok: LoadedTokenizer, counts: Counter, totals: dict, opts: dict) -> Any:
-        """A SourceWords: words sorted, repositories and languages in first-seen order of the shard list."""
-        if not totals.get("records"):
-            raise DataError("the selected code corpus has no records with text")
-        repos: list[str] = []
-        langs: list[str] = []
-        first = totals.get("first_seen", {})
-        for s in sorted(first, key=int):
-            for r in first[s]["repos"]:
-                if r not in repos:
-                    repos.append(r)
-            for g in first[s]["languages"]:
-                if g not in langs:
-                    langs.append(g)
-        r_ix = {r: i for i, r in enumerate(repos)}
-        g_ix = {g: i for i, g in enumerate(langs)}
-        by_repo: dict[str, dict[int, int]] = {}
-        by_lang: dict[str, dict[int, int]] = {}
-        for (w, kind, src), c in counts.items():
-            if kind == 0:
-                by_repo.setdefault(w, {})[r_ix[src]] = c
-            else:
-                by_lang.setdefault(w, {})[g_ix[src]] = c
-        words = sorted(by_repo)
-        freqs, rd, ld = [], [], []
-        for w in words:
-            d = dict(sorted(by_repo[w].items()))
-            e = dict(sorted(by_lang[w].items()))
-            freqs.append(sum(d.values()))
-            rd.append((tuple(d), tuple(d.values())))
-            ld.append((tuple(e), tuple(e.values())))
-        return sabpe.SourceWords(
-            words, freqs, rd, ld, repos, langs, int(totals["records"]), int(totals["bytes"])
-        )
-
-
-#: Every statistic by name.
-STATS: dict[str, Stat] = {
-    s.name: s
-    for s in (
-        Pretokens(),
-        Words(),
-        TokenIds(),
-        ProducedIds(),
-        MergeCounts(),
-        Compression(),
-        SourceWordCounts(),
-    )
+#: The engine's own statistics, by name.
+_ENGINE: dict[str, Stat] = {s.name: s for s in (Pretokens(), Words(), ProducedIds(), Compression())}
+#: The statistics paper methods contribute, name → "module:class": the one registry through which a method plugs
+#: into corpus jobs. The class is imported on first use, so the job engine itself imports no method.
+PLUGINS: dict[str, str] = {
+    "token-ids": "analysis.methods.pruning.corpus:TokenIds",
+    "merge-counts": "analysis.methods.pruning.corpus:MergeCounts",
+    "source-words": "analysis.methods.sabpe.corpus:SourceWordCounts",
 }
+_PLUGGED: dict[str, Stat] = {}
+#: Every statistic's name.
+STATS: tuple[str, ...] = (*_ENGINE, *PLUGINS)
 
 
 def get_stat(name: str) -> Stat:
     """The statistic called `name` (DataError listing the choices otherwise)."""
-    s = STATS.get(name)
-    if s is None:
+    if name in _ENGINE:
+        return _ENGINE[name]
+    where = PLUGINS.get(name)
+    if where is None:
         raise DataError(f"unknown corpus statistic {name!r}; choose one of {', '.join(STATS)}")
-    return s
+    module, cls = where.split(":")
+    if name not in _PLUGGED:
+        _PLUGGED[name] = getattr(importlib.import_module(module), cls)()
+    return _PLUGGED[name]
