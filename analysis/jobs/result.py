@@ -18,7 +18,7 @@ import numpy as np
 from analysis.bpe import never_produced_from_counts
 from analysis.tokenizer.tokenizer import LoadedTokenizer
 
-from . import CorpusRun
+from .run import CorpusRun
 from .stats import TrainingWords, train_from_words
 
 
