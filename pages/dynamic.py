@@ -12,7 +12,7 @@ from safetensors.numpy import save
 from analysis import DataError, LoadedTokenizer
 from analysis.core.outputs import json_document
 from analysis.core.references import cite
-from analysis.methods.dynamic.dynamic import (
+from analysis.methods.dynamic import (
     BOUNDARIES,
     FULL_CURVE_MERGES,
     BatchEmbeddings,

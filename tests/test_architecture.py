@@ -134,7 +134,7 @@ def test_the_graph_covers_the_engine():
     )
     assert "analysis.model.models" in graph["analysis.methods.undertrained.verification"]
     assert (
-        "analysis.model.fvt" in graph["analysis.methods.dynamic.dynamic"]
+        "analysis.model.fvt" in graph["analysis.methods.dynamic.model"]
         and "analysis.model.fvt" in graph["analysis.model.embeddings"]
     )
 

@@ -1,13 +1,13 @@
 """`python -m analysis dynamic TOKENIZER --text "..." [--file F] [--merges N] [--boundary B] [--json]`.
 
-Batch-level dynamic tokenization (see :mod:`analysis.methods.dynamic.dynamic`): every `--text` and every non-empty line of
+Batch-level dynamic tokenization (see :mod:`analysis.methods.dynamic`): every `--text` and every non-empty line of
 `--file` (and `--flores LANG` lines) is one example of the batch; prints the lengths before/after and the
 merges performed in order. `--special-tokens` counts the post-processor's special tokens in the lengths;
 `--batch-size B` splits the examples into batches and `--sample-merges` draws each batch's merge count from
 U(0, m_max) as Feher et al. train; `--model M` computes the FVT embeddings of the batch's merged tokens for that
 model and reports their cost next to the sequence-length saving (`--embeddings-out DIR` writes them);
 `--full-curve` adds the curve until no valid pair is left, as the page draws it. The JSON is
-:class:`analysis.methods.dynamic.dynamic.DynamicReport` (or :class:`analysis.methods.dynamic.dynamic.SampledBatches` with `--batch-size`), the
+:class:`analysis.methods.dynamic.DynamicReport` (or :class:`analysis.methods.dynamic.SampledBatches` with `--batch-size`), the
 document the Dynamic tokenization page offers for download.
 """
 
@@ -17,7 +17,7 @@ import argparse
 
 from analysis.core.outputs import check_output_folder
 from analysis.errors import DataError
-from analysis.methods.dynamic.dynamic import (
+from analysis.methods.dynamic import (
     BOUNDARIES,
     FULL_CURVE_MERGES,
     MAX_BATCH_CHARS,

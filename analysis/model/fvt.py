@@ -5,7 +5,7 @@ Tokenizers New Words", arXiv 2512.03989, 2025, App. E, and for merged tokens by 
 "Retrofitting Large Language Models with Dynamic Tokenization", arXiv 2411.18553, 2024).
 
 One implementation for every caller: :mod:`analysis.model.embeddings` (new rows when a model follows a pruned or
-extended tokenizer) and :mod:`analysis.methods.dynamic.dynamic` (rows of merged tokens).
+extended tokenizer) and :mod:`analysis.methods.dynamic.model` (rows of merged tokens).
 
 * :func:`fvt_pieces` — the original tokenizer's ids for one new token;
 * :func:`fvt_rows` — the mean rows for many tokens' pieces (numpy or torch, in and out).

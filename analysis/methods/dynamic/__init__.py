@@ -4,27 +4,27 @@ merged, tokens and offsets kept exact), sampled merge counts, and FVT embedding 
 ===========  ======================================================================================
 module       what lives there
 ===========  ======================================================================================
-``dynamic``  the merge loop (incremental and naive), :class:`DynamicReport` (its one JSON document),
-             sampled batches and the FVT rows of the merged tokens for a model
+``dynamic``  the merge rules, the merge loop (incremental and naive), sampled merge counts per batch
+``report``   :class:`DynamicResult` and :class:`DynamicReport` (the one JSON document)
+``model``    the FVT rows of the merged tokens for a model, their cost and export
 ===========  ======================================================================================
 """
 
 from __future__ import annotations
 
 from .dynamic import (
-    BatchEmbeddings,
+    BOUNDARIES,
+    FULL_CURVE_MERGES,
+    FULL_MERGES,
+    MAX_BATCH_CHARS,
+    MAX_TEXT_CHARS,
     BatchRun,
-    DynamicReport,
-    DynamicResult,
-    MergeStep,
     PairRules,
     SampledBatches,
     base_tokenize,
-    batch_fvt_embeddings,
     check_batch_size,
     dynamic_batches,
     dynamic_tokenize,
-    fvt_embeddings,
     merge_incremental,
     merge_naive,
     merged_ids,
@@ -33,8 +33,23 @@ from .dynamic import (
     sampled_batches,
     special_frame,
 )
+from .model import (
+    BatchEmbeddings,
+    batch_fvt_embeddings,
+    fvt_embeddings,
+)
+from .report import (
+    DynamicReport,
+    DynamicResult,
+    MergeStep,
+)
 
 __all__ = [
+    "BOUNDARIES",
+    "FULL_CURVE_MERGES",
+    "FULL_MERGES",
+    "MAX_BATCH_CHARS",
+    "MAX_TEXT_CHARS",
     "BatchEmbeddings",
     "BatchRun",
     "DynamicReport",

@@ -20,7 +20,7 @@ from support import ROOT, SMOLLM, TOKENIZERS, flores_lines, load_shared, need_sm
 
 from analysis.cli import main
 from analysis.errors import DataError, UnsupportedTokenizerError
-from analysis.methods.dynamic.dynamic import (
+from analysis.methods.dynamic import (
     BOUNDARIES,
     PairRules,
     batch_fvt_embeddings,
