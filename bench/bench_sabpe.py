@@ -30,7 +30,7 @@ from tokenizers import Tokenizer, models, pre_tokenizers, trainers  # noqa: E402
 from analysis import load  # noqa: E402
 from analysis.bpe.training import train_merges  # noqa: E402
 from analysis.core.paths import shared_assets as assets_dir  # noqa: E402
-from analysis.methods.sabpe import sabpe  # noqa: E402
+from analysis.methods import sabpe  # noqa: E402
 from analysis.texts import code  # noqa: E402
 
 

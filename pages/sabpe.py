@@ -12,7 +12,7 @@ import streamlit as st
 from analysis import DataError, LoadedTokenizer
 from analysis.core.outputs import json_ready, strict_json
 from analysis.core.references import cite
-from analysis.methods.sabpe import sabpe as S
+from analysis.methods import sabpe as S
 from analysis.texts import code
 from analysis.texts.corpora import shared_corpora
 from analysis.tokenizer.export import zip_bytes

@@ -19,7 +19,7 @@ from analysis.core.paths import shared_assets
 from analysis.core.progress import stderr_progress
 from analysis.errors import DataError
 from analysis.jobs import add_executor_arguments, compute, executor_from_args
-from analysis.methods.sabpe.sabpe import (
+from analysis.methods.sabpe import (
     DEFAULT_PRIORITY,
     PRIORITIES,
     SabpeComparison,

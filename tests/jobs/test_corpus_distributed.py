@@ -42,8 +42,7 @@ from analysis.jobs import (
 from analysis.jobs import executors as dx
 from analysis.jobs.job import CountStep, Workdir
 from analysis.measure import metrics
-from analysis.methods import pruning
-from analysis.methods.sabpe import sabpe
+from analysis.methods import pruning, sabpe
 from analysis.texts import code, corpora
 from analysis.texts.shards import resolve
 

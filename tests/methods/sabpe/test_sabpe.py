@@ -1,4 +1,4 @@
-"""Source-attributed BPE (analysis.methods.sabpe.sabpe), its CLI and its page, on a slice of the shared code corpus."""
+"""Source-attributed BPE (analysis.methods.sabpe), its CLI and its page, on a slice of the shared code corpus."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from analysis.bpe.training import train_merges
 from analysis.cli import main
 from analysis.errors import DataError, UnsupportedTokenizerError
 from analysis.measure.metrics import gini
-from analysis.methods.sabpe import sabpe
+from analysis.methods import sabpe
 from analysis.texts import code
 from analysis.tokenizer.defaults import DEFAULT_NAME, default_tokenizer
 
