@@ -386,3 +386,18 @@ def test_corpus_jobs_plug_methods_in_through_their_registry():
     assert not any(
         tier_of(d) == "methods" for m, deps in import_graph().items() if tier_of(m) == "jobs" for d in deps
     )
+
+
+#: An engine file longer than this says at its top why it is one file.
+MAX_ENGINE_FILE_LINES = 600
+
+
+def test_long_engine_files_say_why_they_are_one_file():
+    long = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        text = path.read_text(encoding="utf-8")
+        if len(text.splitlines()) > MAX_ENGINE_FILE_LINES:
+            doc = ast.get_docstring(ast.parse(text)) or ""
+            if "Why one file" not in doc:
+                long.append(f"{path.relative_to(ROOT)} ({len(text.splitlines())} lines)")
+    assert not long, f"split these files or say at their top why they are one file: {long}"

@@ -1,5 +1,8 @@
 """Where a corpus job runs: in this process, on local cores, on Slurm or on Ray (datatrove executors).
 
+Why one file (about 600 lines): the four executors (in process, local, Slurm, Ray) and the one argument group
+that chooses between them change together.
+
 :class:`ExecutorConfig` holds the choice and its options; :func:`add_executor_arguments` /
 :func:`executor_from_args` give every command the same ``--executor inprocess|local|slurm|ray --tasks N
 --workers N --workdir DIR`` flags with the Slurm and Ray options passed through.

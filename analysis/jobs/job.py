@@ -1,5 +1,8 @@
 """One corpus job: its workdir, the map and reduce pipeline steps, and the final merge.
 
+Why one file (about 600 lines): the workdir layout, the map and reduce steps and the final merge are the one
+contract between this process and datatrove's workers; they change together.
+
 Workdir layout (everything a job needs travels in it, so Slurm and Ray workers only need the shared path)::
 
     WORKDIR/

@@ -1,6 +1,10 @@
 """Corpus-level compression metrics and cross-language summaries, as Purason, Chizhov, Yamshchikov, Fishel,
 "Teaching Old Tokenizers New Words" (arXiv 2512.03989, 2025; "Purason et al." below) measure them (§4.2).
 
+Why one file (about 900 lines): the metric registry, the one corpus formula and the tokenizer × language table
+share one row schema and one content-keyed cache; the cross-language summaries (Gini, per script, Δrel, LaTeX)
+read those rows.
+
 Every metric is corpus-level: sums over sentences, then one ratio (never a mean of per-sentence ratios).
 Texts are encoded with ``tok.tokenizer.encode_batch(lines, add_special_tokens=False)`` (Rust, parallel),
 so no BOS/EOS tokens are counted, and ignore_merges is used exactly as the tokenizer has it.

@@ -1,5 +1,9 @@
 """Read only the embedding matrices of a model checkpoint, without building the model.
 
+Why one file (about 700 lines): the three checkpoint formats (safetensors with its own header parser, GGUF,
+weights-only PyTorch) share the Matrix view (stored dtype, float32 blocks on demand) and the refusals of
+unsafe or malformed files.
+
 Supported: safetensors (single file or sharded with `model.safetensors.index.json`, memory-mapped through
 our own header parser, so BF16/F8 work too), GGUF (the `gguf` package; only `token_embd`/`output` are
 dequantized) and PyTorch `.bin`/`.pt` pickles (`torch.load(weights_only=True, mmap=True)`; pickles that

@@ -1,5 +1,8 @@
 """FLORES-200 / FLORES+ data: find it, read it, name its languages.
 
+Why one file (about 600 lines): the one FLORES access: five source layouts, the language table, the
+train/dev/held-out split and the download share one reader and one error vocabulary.
+
 Supported sources (:func:`open_flores`):
 
 * the official FLORES-200 layout — a folder holding ``<split>/<code>.<split>`` files (the folder itself, its

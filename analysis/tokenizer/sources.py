@@ -1,5 +1,9 @@
 """Load a tokenizer from anywhere: a hub id (with revision/token), a local folder or file, or an upload.
 
+Why one file (about 900 lines): every way a tokenizer arrives (hub, folder, file, zip, upload) goes through
+the same size caps and the same converters (SentencePiece, tiktoken, slow-tokenizer files, GGUF metadata), so
+the refusals a user sees are the same whatever the source.
+
 Every loader returns a :class:`~analysis.tokenizer.tokenizer.LoadedTokenizer` or raises
 :class:`~analysis.errors.TokenizerLoadError` with a message a user can act on.
 Supported inputs: `tokenizer.json`, a folder (or zipped folder) holding one, a SentencePiece `.model`

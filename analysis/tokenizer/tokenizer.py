@@ -1,5 +1,8 @@
 """The loaded-tokenizer view: one immutable `tokenizer.json` document and everything read from it.
 
+Why one file (about 600 lines): LoadedTokenizer is the one read-only view every module takes; its readable
+forms, byte tables and merge parsing are what makes it that view.
+
 `LoadedTokenizer` is what every other module takes. It never mutates its document: edits (extension,
 pruning) call :meth:`LoadedTokenizer.document` to get a deep copy, change it and build a new object with
 :meth:`LoadedTokenizer.from_document`.

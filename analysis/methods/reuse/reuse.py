@@ -1,6 +1,10 @@
 """R-BPE token reuse (Hamdan, Al Mraikhat, Zaraket, "R-BPE: Improving BPE-Tokenizers with Token Reuse", EMNLP
 2025), implemented from the paper.
 
+Why one file (about 1100 lines): the vocabulary classes, the choice of reusable ids, the target BPE and the id
+maps are one pipeline over the same block table and protected sets, and ReuseTokenizer's encode/decode needs
+all of them; the measures (measures.py) and the model side (model.py) already live apart.
+
 Pipeline: classify the vocabulary by Unicode *blocks* → choose reusable classes (not preserved, smallest first
 until the threshold h) → drop training samples that contain reusable characters → train a byte-level BPE on
 the target-language segments → map every new token to an old id (same string → same id, otherwise a reusable
