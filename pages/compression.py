@@ -8,7 +8,7 @@ import streamlit as st
 
 from analysis.bpe import parity as pa
 from analysis.core import paths
-from analysis.core.outputs import json_document, json_ready, strict_json
+from analysis.core.outputs import json_document
 from analysis.core.references import cite
 from analysis.core.references import reference as paper
 from analysis.measure import metrics as mx
@@ -265,7 +265,7 @@ def downloads(df: pd.DataFrame, rows: list[dict], names: list[str], metric: str,
         key="cmp-csv",
         on_click="ignore",
     )
-    c2.download_button("Download JSON", strict_json(json_ready(rows), indent=1).encode("utf-8"), "compression.json",
+    c2.download_button("Download JSON", json_document(rows).encode("utf-8"), "compression.json",
                        "application/json", key="cmp-json", on_click="ignore")  # fmt: skip
     c1, c2 = st.columns(2)
     c1.download_button("Download LaTeX, every language (longtable)", long.encode("utf-8"), "compression-languages.tex",

@@ -11,7 +11,7 @@ import streamlit as st
 from analysis import DataError, LoadedTokenizer
 from analysis.bpe.parity import VARIANTS
 from analysis.bpe.training import continue_training, training_mode
-from analysis.core.outputs import json_ready, strict_json
+from analysis.core.outputs import json_document
 from analysis.core.references import cite, reference
 from analysis.jobs import TrainingWords, train_from_words
 from analysis.methods.extension import (
@@ -398,7 +398,7 @@ def export(tok: LoadedTokenizer, pv: Preview, label: str, config: tuple, n: int,
             doc = res.to_json()
             folder = f"{tok.name}-{em}-{n}".replace(" ", "_")
             st.session_state["ext-zip"] = (em, n, config, zip_bytes(res.extension.tokenizer, doc, folder=folder),
-                                           strict_json(json_ready(doc)) + "\n", res)  # fmt: skip
+                                           json_document(doc), res)  # fmt: skip
     z = st.session_state.get("ext-zip")
     if z and z[:3] == (em, n, config):
         st.download_button("Download zip (Hugging Face folder)", z[3], file_name=f"{tok.name}-{em}-{n}.zip".replace(" ", "_"),

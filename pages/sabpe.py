@@ -10,7 +10,7 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from analysis import DataError, LoadedTokenizer
-from analysis.core.outputs import json_ready, strict_json
+from analysis.core.outputs import json_document
 from analysis.core.references import cite
 from analysis.methods import sabpe as S
 from analysis.texts import code
@@ -224,7 +224,7 @@ def concentrated_and_export(cmp: S.SabpeComparison, n_vocab: int) -> None:
             col.caption("No learned token has ≥ 90 % of its training occurrences in one repository.")
     st.subheader("Export")
     report = cmp.to_json()
-    st.download_button("Download the report (sabpe_report.json)", strict_json(json_ready(report)) + "\n",
+    st.download_button("Download the report (sabpe_report.json)", json_document(report),
                        file_name="sabpe_report.json", mime="application/json", key="sa-dl-report")  # fmt: skip
     st.caption("The same document as `python -m analysis sabpe --json` (and `--out`'s sabpe_report.json).")
     for col, (lb, res) in zip(st.columns(len(runs)), runs.items()):

@@ -7,6 +7,7 @@ included), and no private API of the `regex` module (Unicode data comes from its
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 from analysis.jobs import stats as job_stats
@@ -401,3 +402,28 @@ def test_long_engine_files_say_why_they_are_one_file():
             if "Why one file" not in doc:
                 long.append(f"{path.relative_to(ROOT)} ({len(text.splitlines())} lines)")
     assert not long, f"split these files or say at their top why they are one file: {long}"
+
+
+def _page_layer() -> list[Path]:
+    return [ROOT / "app.py", *sorted((ROOT / "pages").glob("*.py")), *sorted((ROOT / "ui").glob("*.py"))]
+
+
+def test_one_zip_writer():
+    """Every zip the app offers is built by analysis.tokenizer.export.zip_files."""
+    writers = [
+        str(p.relative_to(ROOT))
+        for p in [*sorted(PACKAGE.rglob("*.py")), *_page_layer()]
+        if re.search(r"ZipFile\([^)]*[\"']w[\"']", p.read_text(encoding="utf-8"))
+    ]
+    assert writers == ["analysis/tokenizer/export.py"], writers
+
+
+def test_pages_write_json_one_way():
+    """A page offers JSON through analysis.core.outputs.json_document (or json_lines for a table), never its own
+    json.dumps / strict_json."""
+    found = [
+        f"{p.relative_to(ROOT)}: {m.group(0)}"
+        for p in _page_layer()
+        for m in re.finditer(r"json\.dumps\(|strict_json\(|json_ready\(", p.read_text(encoding="utf-8"))
+    ]
+    assert not found, found

@@ -139,6 +139,11 @@ def json_document(obj: Any) -> str:
     return strict_json(json_ready(obj)) + "\n"
 
 
+def json_lines(rows: Any) -> str:
+    """Strict JSON lines of result rows (one compact document per line, NaN as null), as a page offers a table."""
+    return "".join(strict_json(json_ready(r), indent=None) + "\n" for r in rows)
+
+
 def check_output_folder(target: str | os.PathLike, *, replace: bool = False) -> None:
     """DataError when `target` cannot become an output folder: an existing file, a non-empty folder (unless
     `replace`), or a path the file system refuses. Commands call it before their work, :func:`atomic_folder`

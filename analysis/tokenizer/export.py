@@ -14,7 +14,7 @@ from __future__ import annotations
 import io
 import json
 import zipfile
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -213,6 +213,17 @@ def safe_folder_name(name: str, default: str = "tokenizer") -> str:
     return out[:100].replace(" ", "_") or default
 
 
+def zip_files(files: Mapping[str, bytes] | Iterable[tuple[str, bytes]], folder: str = "") -> bytes:
+    """The one zip writer: (name, bytes) pairs as deflated zip bytes, under `folder/` when given. Every zip the
+    engine offers (an exported tokenizer, a session library, a pruned folder, an R-BPE folder) is built here."""
+    items = files.items() if isinstance(files, Mapping) else files
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w", compression=zipfile.ZIP_DEFLATED) as zf:
+        for name, data in items:
+            zf.writestr(f"{folder}/{name}" if folder else name, data)
+    return buf.getvalue()
+
+
 def zip_bytes(
     tok: LoadedTokenizer,
     report: dict | None = None,
@@ -223,11 +234,7 @@ def zip_bytes(
 ) -> bytes:
     """The exported folder as zip bytes (for a download button); files sit under `folder/`."""
     folder = safe_folder_name(folder, "") if folder else ""
-    buf = io.BytesIO()
-    with zipfile.ZipFile(buf, "w", compression=zipfile.ZIP_DEFLATED) as zf:
-        for name, data in folder_files(tok, report, base_config=base_config, report_name=report_name).items():
-            zf.writestr(f"{folder}/{name}" if folder else name, data)
-    return buf.getvalue()
+    return zip_files(folder_files(tok, report, base_config=base_config, report_name=report_name), folder)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -242,15 +249,12 @@ def library_zip(entries: Mapping[str, LoadedTokenizer]) -> bytes:
     its `tokenizer.json` (and `tokenizer_config.json` when it has a config). Read back by
     :func:`analysis.tokenizer.sources.load_library_zip`."""
     manifest: dict[str, Any] = {"format": LIBRARY_FORMAT, "version": 1, "entries": []}
-    buf = io.BytesIO()
-    with zipfile.ZipFile(buf, "w", compression=zipfile.ZIP_DEFLATED) as zf:
-        for k, (name, tok) in enumerate(entries.items(), 1):
-            folder = f"{k:03d}"
-            manifest["entries"].append({"name": name, "folder": folder, "source": tok.source})
-            zf.writestr(f"{folder}/tokenizer.json", tok.to_json().encode("utf-8"))
-            if tok.config:
-                zf.writestr(
-                    f"{folder}/tokenizer_config.json", strict_json(json_ready(tok.config)).encode("utf-8")
-                )
-        zf.writestr(LIBRARY_MANIFEST, strict_json(manifest).encode("utf-8"))
-    return buf.getvalue()
+    files: dict[str, bytes] = {}
+    for k, (name, tok) in enumerate(entries.items(), 1):
+        folder = f"{k:03d}"
+        manifest["entries"].append({"name": name, "folder": folder, "source": tok.source})
+        files[f"{folder}/tokenizer.json"] = tok.to_json().encode("utf-8")
+        if tok.config:
+            files[f"{folder}/tokenizer_config.json"] = strict_json(json_ready(tok.config)).encode("utf-8")
+    files[LIBRARY_MANIFEST] = strict_json(manifest).encode("utf-8")
+    return zip_files(files)

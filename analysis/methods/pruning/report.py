@@ -4,9 +4,7 @@
 
 from __future__ import annotations
 
-import io
 import os
-import zipfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,7 +13,7 @@ from typing import Any
 from analysis.core.outputs import atomic_folder, json_ready, strict_json
 from analysis.errors import DataError
 from analysis.model.embeddings import RemapReport, remap_model
-from analysis.tokenizer.export import folder_files, write_files, zip_bytes
+from analysis.tokenizer.export import folder_files, write_files, zip_bytes, zip_files
 from analysis.tokenizer.tokenizer import LoadedTokenizer
 
 from . import PruneResult, unreachable_ids
@@ -196,8 +194,4 @@ def zip_folder(
     total = sum(f.stat().st_size for f in chosen)
     if total > max_bytes:
         raise DataError(f"{root} holds {total / 1e6:.0f} MB: too large to zip in memory")
-    buf = io.BytesIO()
-    with zipfile.ZipFile(buf, "w", compression=zipfile.ZIP_DEFLATED) as zf:
-        for f in chosen:
-            zf.write(f, f"{root.name}/{f.relative_to(root).as_posix()}")
-    return buf.getvalue()
+    return zip_files(((f.relative_to(root).as_posix(), f.read_bytes()) for f in chosen), root.name)

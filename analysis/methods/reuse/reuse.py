@@ -45,10 +45,8 @@ from __future__ import annotations
 
 import codecs
 import gzip
-import io
 import json
 import re
-import zipfile
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from functools import cache
@@ -67,7 +65,7 @@ from analysis.core.progress import Progress, report
 from analysis.core.unicode import block, blocks, normalize_name, script, scripts
 from analysis.errors import DataError, UnsupportedTokenizerError
 from analysis.texts import flores
-from analysis.tokenizer.export import folder_files
+from analysis.tokenizer.export import folder_files, zip_files
 from analysis.tokenizer.sources import load
 from analysis.tokenizer.tokenizer import LoadedTokenizer, bpe_model
 
@@ -1036,11 +1034,7 @@ class ReuseTokenizer:
 
     def zip_bytes(self, folder: str = "rbpe_tokenizer") -> bytes:
         """The saved folder as zip bytes, files under `folder/`."""
-        buf = io.BytesIO()
-        with zipfile.ZipFile(buf, "w", compression=zipfile.ZIP_DEFLATED) as zf:
-            for rel, data in sorted(self.files().items()):
-                zf.writestr(f"{folder}/{rel}", data)
-        return buf.getvalue()
+        return zip_files(sorted(self.files().items()), folder)
 
     @classmethod
     def load(cls, path: str | Path) -> ReuseTokenizer:
