@@ -427,3 +427,17 @@ def test_pages_write_json_one_way():
         for m in re.finditer(r"json\.dumps\(|strict_json\(|json_ready\(", p.read_text(encoding="utf-8"))
     ]
     assert not found, found
+
+
+def test_no_hand_rolled_caches_beside_memoize():
+    """The engine remembers results through analysis.core.cache (memoize, DiskCache), not module-level dicts that
+    a function fills (the three it had: premiums, working tokenizers, job tokenizers)."""
+    filled = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        if path.parent.name == "core" and path.name == "cache.py":
+            continue
+        text = path.read_text(encoding="utf-8")
+        for name in re.findall(r"^(_[A-Z][A-Z_]*): dict\[[^\n]*\] = \{\}$", text, re.M):
+            if re.search(rf"{name}\[[^\]]+\] = ", text):
+                filled.append(f"{path.relative_to(ROOT)}: {name}")
+    assert not filled, filled

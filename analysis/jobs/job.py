@@ -45,6 +45,7 @@ from typing import Any
 from datatrove.data import Document
 from datatrove.pipeline.base import PipelineStep
 
+from analysis.core.cache import memoize
 from analysis.core.outputs import atomic_write_text
 from analysis.core.progress import Progress, report
 from analysis.errors import AnalysisError, DataError
@@ -260,19 +261,7 @@ class Workdir:
 
     def tokenizer(self) -> LoadedTokenizer:
         """The job's tokenizer (loaded once per process)."""
-        key = str(self.root)
-        tok = _TOKENIZERS.get(key)
-        if tok is None:
-            m = self.manifest()
-            raw = (self.root / "tokenizer.json").read_bytes()
-            tok = LoadedTokenizer.from_json_text(raw, name=m.tokenizer_name, source=str(self.root))
-            if tok.content_hash != m.tokenizer_hash:
-                raise DataError(
-                    f"{self.root}/tokenizer.json does not match the manifest; rerun with --restart"
-                )
-            _TOKENIZERS.clear()
-            _TOKENIZERS[key] = tok
-        return tok
+        return _job_tokenizer(str(self.root))
 
     def prepare(self, manifest: Manifest, tok: LoadedTokenizer, *, restart: bool = False) -> bool:
         """Create (or check) the workdir for `manifest`; True when it already held this job (a resumed run).
@@ -390,7 +379,15 @@ class Workdir:
         return done, m.total_bytes, len(done_tasks)
 
 
-_TOKENIZERS: dict[str, LoadedTokenizer] = {}
+@memoize(maxsize=1)
+def _job_tokenizer(root: str) -> LoadedTokenizer:
+    """The tokenizer of the job in `root`, checked against its manifest (loaded once per process)."""
+    m = Workdir(root).manifest()
+    raw = (Path(root) / "tokenizer.json").read_bytes()
+    tok = LoadedTokenizer.from_json_text(raw, name=m.tokenizer_name, source=root)
+    if tok.content_hash != m.tokenizer_hash:
+        raise DataError(f"{root}/tokenizer.json does not match the manifest; rerun with --restart")
+    return tok
 
 
 # --------------------------------------------------------------------------------------------------

@@ -46,6 +46,7 @@ import numpy as np
 from analysis import bpe
 from analysis.bpe import training
 from analysis.bpe.training import TrainingWords
+from analysis.core.cache import memoize
 from analysis.errors import DataError, UnsupportedTokenizerError
 from analysis.measure import metrics
 from analysis.texts.stat import (
@@ -108,16 +109,9 @@ class Pretokens(Stat):
         return PretokenCounts(counts, int(totals.get("units", 0)), int(totals.get("chars", 0)))
 
 
-_WORK: dict[tuple[str, tuple[str, ...]], LoadedTokenizer] = {}
-
-
+@memoize(maxsize=1)
 def _with_characters(tok: LoadedTokenizer, chars: list[str]) -> LoadedTokenizer:
-    key = (tok.content_hash, tuple(chars))
-    w = _WORK.get(key)
-    if w is None:
-        _WORK.clear()
-        w = _WORK[key] = training.with_characters(tok, chars)
-    return w
+    return training.with_characters(tok, chars)
 
 
 class Words(Stat):
@@ -339,7 +333,14 @@ PLUGINS: dict[str, str] = {
     "merge-counts": "analysis.methods.pruning.corpus:MergeCounts",
     "source-words": "analysis.methods.sabpe.corpus:SourceWordCounts",
 }
-_PLUGGED: dict[str, Stat] = {}
+
+
+@memoize(maxsize=len(PLUGINS))
+def _plugged(module: str, cls: str) -> Stat:
+    """The plugged-in statistic `cls` of `module`, imported and made once per process."""
+    return getattr(importlib.import_module(module), cls)()
+
+
 #: Every statistic's name.
 STATS: tuple[str, ...] = (*_ENGINE, *PLUGINS)
 
@@ -352,6 +353,4 @@ def get_stat(name: str) -> Stat:
     if where is None:
         raise DataError(f"unknown corpus statistic {name!r}; choose one of {', '.join(STATS)}")
     module, cls = where.split(":")
-    if name not in _PLUGGED:
-        _PLUGGED[name] = getattr(importlib.import_module(module), cls)()
-    return _PLUGGED[name]
+    return _plugged(module, cls)

@@ -606,19 +606,19 @@ def premium(tokens: Sequence[int], reference_tokens: Sequence[int]) -> float | N
     return float((a[ok] / b[ok]).mean()) if ok.any() else None
 
 
-_PREMIUM: dict[tuple[str, str], float | None] = {}
+def _sentence_tokens(tokens_b64: str) -> np.ndarray:
+    return np.frombuffer(base64.b64decode(tokens_b64), dtype="<u4")
 
 
-def _sentence_tokens(stats: dict[str, Any]) -> np.ndarray:
-    return np.frombuffer(base64.b64decode(stats["sentence_tokens_b64"]), dtype="<u4")
+@memoize(maxsize=_MEM_MAX)
+def _premium_of(tokens_b64: str, ref_tokens_b64: str) -> float | None:
+    """premium() of two per-sentence token counts as the cache stores them (base64 uint32), memoised."""
+    return premium(_sentence_tokens(tokens_b64), _sentence_tokens(ref_tokens_b64))
 
 
 def _cached_premium(stats: dict[str, Any], ref_stats: dict[str, Any]) -> float | None:
-    """premium() of two cached stats entries, memoised by their cache keys."""
-    k = (stats.get("key", ""), ref_stats.get("key", ""))
-    if k not in _PREMIUM:
-        _PREMIUM[k] = premium(_sentence_tokens(stats), _sentence_tokens(ref_stats))
-    return _PREMIUM[k]
+    """premium() of two cached stats entries."""
+    return _premium_of(stats["sentence_tokens_b64"], ref_stats["sentence_tokens_b64"])
 
 
 def compression_table(

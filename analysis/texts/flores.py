@@ -40,6 +40,7 @@ from pathlib import Path
 
 from tqdm.auto import tqdm
 
+from analysis.core.cache import memoize
 from analysis.core.paths import BUNDLED, cache_dir, flores_setting, shared_flores
 from analysis.core.progress import Progress, report
 from analysis.errors import DataError
@@ -390,10 +391,6 @@ def _parquet_files_names_match(d: Path, split: str) -> bool:
     return any(p.name.startswith(split) for p in d.glob("*.parquet"))
 
 
-_OPENED: dict[tuple[str, str], FloresData] = {}
-_OPEN_LOCK = threading.Lock()
-
-
 def default_flores_path() -> Path | None:
     """Where FLORES comes from when no path is given: ``$TOKLAB_FLORES``; else ``flores200`` in the shared assets
     when it exists; else the last copy downloaded into the cache (:func:`download_official`,
@@ -432,15 +429,13 @@ def open_flores(path: str | os.PathLike | None = None, split: str = DEFAULT_SPLI
         p = Path(path).expanduser()
     if not p.exists():
         raise DataError(f"FLORES data not found: {p} does not exist")
-    key = (str(p.resolve()), split)
-    with _OPEN_LOCK:
-        got = _OPENED.get(key)
-    if got is not None:
-        return got
-    data = _open(p, split)
-    with _OPEN_LOCK:
-        _OPENED[key] = data
-    return data
+    return _opened(str(p.resolve()), split)
+
+
+@memoize(maxsize=8)
+def _opened(resolved: str, split: str) -> FloresData:
+    """The FLORES data of a resolved path and split, opened once per process (the most recent 8 kept)."""
+    return _open(Path(resolved), split)
 
 
 def _open(p: Path, split: str) -> FloresData:

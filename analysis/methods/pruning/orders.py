@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from analysis.bpe import get_replay, vocabulary_structure
+from analysis.core.cache import memoize
 from analysis.core.unicode import NEUTRAL_SCRIPTS, find_script, text_scripts
 from analysis.errors import DataError
 from analysis.tokenizer.tokenizer import LoadedTokenizer
@@ -206,15 +207,9 @@ def _leaf_loop(prio, start, size, left, right, downstream, atomic, is_prot, prop
     return out, keys
 
 
-_DENSE_CACHE: dict[tuple[str, int, int], tuple] = {}
-
-
+@memoize(maxsize=4)
 def _dense_structure(tok: LoadedTokenizer, vs, size: int) -> tuple[list, list, list, list, list]:
     """Per-id lists (left part, right part, downstream count, atomic, in model vocab), cached per structure."""
-    key = (tok.content_hash, id(vs), size)
-    hit = _DENSE_CACHE.get(key)
-    if hit is not None and hit[0] is vs:
-        return hit[1]
     n = len(vs.split)
     ts = np.fromiter(vs.split.keys(), dtype=np.int64, count=n)
     lr = np.fromiter((x for pair in vs.split.values() for x in pair), dtype=np.int64, count=2 * n).reshape(
@@ -234,11 +229,7 @@ def _dense_structure(tok: LoadedTokenizer, vs, size: int) -> tuple[list, list, l
         atomic[np.fromiter(vs.atomic, dtype=np.int64, count=len(vs.atomic))] = True
     in_vocab = np.zeros(size, dtype=bool)
     in_vocab[np.fromiter(tok.vocab.values(), dtype=np.int64, count=len(tok.vocab))] = True
-    arrays = (left.tolist(), right.tolist(), down.tolist(), atomic.tolist(), in_vocab.tolist())
-    if len(_DENSE_CACHE) >= 4:
-        _DENSE_CACHE.pop(next(iter(_DENSE_CACHE)))
-    _DENSE_CACHE[key] = (vs, arrays)
-    return arrays
+    return left.tolist(), right.tolist(), down.tolist(), atomic.tolist(), in_vocab.tolist()
 
 
 def leaf_last_n_order(
