@@ -16,6 +16,7 @@ from analysis.methods import pruning as P
 from analysis.methods import undertrained as ut
 from analysis.methods.pruning.report import (
     MAX_ZIP_BYTES,
+    MODEL_INITS,
     WrittenExport,
     folder_size,
     prune_report,
@@ -227,7 +228,7 @@ def export(tok: LoadedTokenizer, method: str, res: P.PruneResult, held: dict[str
 def write_folder_ui(tok: LoadedTokenizer, method: str, res: P.PruneResult, out_dir: Path) -> None:
     """Write the pruned tokenizer (and, optionally, a model following it) to a new server folder."""
     model = pick_model("prune-model", "Model whose embeddings and LM head should follow", optional=True)
-    init = st.radio("Init of new rows", ["fvt", "mean", "random"], horizontal=True, key="prune-init")
+    init = st.radio("Init of new rows", MODEL_INITS, horizontal=True, key="prune-init")
     if st.button("Write folder" + (" with model" if model else ""), key="prune-write"):
         with st.spinner("Writing" + (" and remapping the model's embeddings…" if model else "…")):
             report = prune_report(tok, method, res, stt=True, out=out_dir)

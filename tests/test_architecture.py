@@ -441,3 +441,17 @@ def test_no_hand_rolled_caches_beside_memoize():
             if re.search(rf"{name}\[[^\]]+\] = ", text):
                 filled.append(f"{path.relative_to(ROOT)}: {name}")
     assert not filled, filled
+
+
+def test_sub_command_choices_come_from_registries():
+    """A sub-command's `choices=` names an engine registry (the same one its page offers), never a hand-written
+    list of two or more names that a page could disagree with (as `_CLI_ORDERS` once did)."""
+    literal = []
+    for path in sorted((PACKAGE / "commands").glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            for kw in node.keywords if isinstance(node, ast.Call) else []:
+                v = kw.value
+                if kw.arg == "choices" and isinstance(v, (ast.Tuple, ast.List)) and len(v.elts) >= 2:
+                    if all(isinstance(e, ast.Constant) for e in v.elts):
+                        literal.append(f"{path.relative_to(ROOT)}:{v.lineno}")
+    assert not literal, literal

@@ -20,7 +20,7 @@ from analysis.core.outputs import check_output_folder
 from analysis.errors import DataError
 from analysis.jobs import CorpusRun
 from analysis.methods import pruning
-from analysis.methods.pruning.report import prune_report, write_pruned
+from analysis.methods.pruning.report import MODEL_INITS, prune_report, write_pruned
 from analysis.texts.corpora import iter_file
 from analysis.tokenizer.tokenizer import LoadedTokenizer
 
@@ -52,7 +52,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--init",
         default="fvt",
-        choices=("fvt", "mean", "random"),
+        choices=MODEL_INITS,
         help="init of new embedding rows (only used when ids are added)",
     )
     p.add_argument(

@@ -18,6 +18,10 @@ from analysis.tokenizer.tokenizer import LoadedTokenizer
 
 from . import PruneResult, unreachable_ids
 
+#: How the model's new embedding rows are initialised when a prune adds ids back (prune-then-extend): the CLI's
+#: ``--init`` choices and the Prune page's options.
+MODEL_INITS = ("fvt", "mean", "random")
+
 REPORT_NAME = "prune_report.json"
 #: folders larger than this are not zipped in memory for a download
 MAX_ZIP_BYTES = 1_000_000_000
