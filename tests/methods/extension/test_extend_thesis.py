@@ -42,7 +42,7 @@ def test_wordpiece_supplement_is_the_same_run_to_run_and_across_processes():
     a, b = _wordpiece_tokens(), _wordpiece_tokens()
     assert a == b and len(a) == 1400
     code = (
-        "import json, sys; sys.path.insert(0, 'tests'); from test_extend_thesis import _wordpiece_tokens; "
+        "import json, sys; sys.path[:0] = ['tests', 'tests/methods/extension']; from test_extend_thesis import _wordpiece_tokens; "
         "print(json.dumps(_wordpiece_tokens()))"
     )
     env = {**os.environ, "PYTHONHASHSEED": "12345"}
