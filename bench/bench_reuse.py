@@ -21,8 +21,8 @@ sys.path.insert(0, str(ROOT))
 
 from analysis import load  # noqa: E402
 from analysis.core.paths import shared_assets as assets_dir  # noqa: E402
+from analysis.methods.reuse import build_reuse_tokenizer  # noqa: E402
 from analysis.methods.reuse.measures import collateral, collateral_summary  # noqa: E402
-from analysis.methods.reuse.reuse import build_reuse_tokenizer  # noqa: E402
 from analysis.texts.flores import lines as flores_lines  # noqa: E402
 from analysis.texts.flores import split_lines as flores_split  # noqa: E402
 

@@ -13,9 +13,9 @@ import streamlit as st
 from analysis import LoadedTokenizer
 from analysis.core.outputs import json_document
 from analysis.core.references import cite
+from analysis.methods import reuse
 from analysis.methods.pruning.report import zip_folder
 from analysis.methods.reuse import measures as rm
-from analysis.methods.reuse import reuse
 from analysis.methods.reuse.model import export_model
 from analysis.texts.corpora import iter_bytes
 from analysis.texts.flores import ENGLISH, FLORES_TRAIN_LINES, split_lines

@@ -8,9 +8,7 @@ from pathlib import Path
 
 from analysis.core.outputs import atomic_folder, check_output_folder
 from analysis.errors import DataError
-from analysis.methods.reuse.measures import SPLITS, ReuseReport, measure_reuse
-from analysis.methods.reuse.model import export_model
-from analysis.methods.reuse.reuse import (
+from analysis.methods.reuse import (
     DEFAULT_RULES,
     PROTECTIONS,
     RULES,
@@ -18,6 +16,8 @@ from analysis.methods.reuse.reuse import (
     build_reuse_tokenizer,
     target_training_texts,
 )
+from analysis.methods.reuse.measures import SPLITS, ReuseReport, measure_reuse
+from analysis.methods.reuse.model import export_model
 from analysis.texts.corpora import iter_file
 from analysis.texts.flores import FLORES_TRAIN_LINES
 

@@ -8,8 +8,7 @@ from support import load_shared
 
 from analysis.bpe.training import sp_piece_valid
 from analysis.core import unicode
-from analysis.methods import pruning
-from analysis.methods.reuse import reuse
+from analysis.methods import pruning, reuse
 from analysis.tokenizer.vocab_table import vocab_table
 
 

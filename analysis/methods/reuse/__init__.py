@@ -4,8 +4,10 @@ its text, keeping the vocabulary size and every other id, so the model's embeddi
 ============  =====================================================================================
 module        what lives there
 ============  =====================================================================================
-``reuse``     classifying the vocabulary by script, choosing the reusable ids, the target BPE, the id
-              maps and :class:`ReuseTokenizer` (encode/decode, save/load)
+``classes``   the vocabulary classes by Unicode block (`paper` / `unicode17` rules) and the choice of
+              reusable classes (:class:`ReusePlan`)
+``reuse``     protections, the target BPE, the id maps and :class:`ReuseTokenizer` (encode/decode,
+              save/load)
 ``measures``  fertility/premium before and after, collateral damage on other languages,
               :class:`ReuseReport` (its one JSON document)
 ``model``     the model follows the ids: reused embedding rows re-initialised by FVT
@@ -14,7 +16,40 @@ module        what lives there
 
 from __future__ import annotations
 
+from .classes import (
+    CJK_ALIASES,
+    CJK_KEYWORDS,
+    DEFAULT_RULES,
+    DEMO_LANGS,
+    KANA,
+    KATAKANA_HIRAGANA,
+    MERGED_FAMILIES,
+    NON_SCRIPTS,
+    PAPER_BLOCKS,
+    PAPER_SCRIPT_KEYWORDS,
+    REPLACEMENT,
+    RULES,
+    UNKNOWN,
+    ReusePlan,
+    VocabClasses,
+    block_label,
+    check_rules,
+    choose_reusable,
+    class_name,
+    classify_vocab,
+    in_paper_table,
+    is_eligible,
+    label_blocks,
+    preserved_keywords,
+    script_blocks,
+    script_names,
+    standalone_text,
+    text_labels,
+)
 from .measures import (
+    EXAMPLE_CHARS,
+    SPLITS,
+    TABLE2_LANGS,
     ReuseReport,
     collateral,
     collateral_summary,
@@ -24,49 +59,60 @@ from .measures import (
     reused_script_demo,
 )
 from .model import (
+    MODEL_REPORT,
     export_model,
     read_model_report,
     reinit_reused_rows,
     reused_pieces,
 )
 from .reuse import (
-    ReusePlan,
+    FORMAT,
+    MAPPING_FILE,
+    PROTECTIONS,
+    TRAINERS,
     ReuseTokenizer,
-    VocabClasses,
-    block_label,
     build_id_maps,
     build_reuse_tokenizer,
     char_class,
-    check_rules,
-    choose_reusable,
-    class_name,
-    classify_vocab,
     clean_texts,
     corpus_files,
-    in_paper_table,
-    is_eligible,
     is_shared_symbol,
-    label_blocks,
     language_role,
-    preserved_keywords,
     protected_ids,
-    script_blocks,
-    script_names,
     segment,
     shared_symbol_ids,
-    standalone_text,
     target_regex,
     target_training_texts,
-    text_labels,
     train_target_bpe,
     usage_ids,
     wordfreq_texts,
 )
 
 __all__ = [
+    "CJK_ALIASES",
+    "CJK_KEYWORDS",
+    "DEFAULT_RULES",
+    "DEMO_LANGS",
+    "EXAMPLE_CHARS",
+    "FORMAT",
+    "KANA",
+    "KATAKANA_HIRAGANA",
+    "MAPPING_FILE",
+    "MERGED_FAMILIES",
+    "MODEL_REPORT",
+    "NON_SCRIPTS",
+    "PAPER_BLOCKS",
+    "PAPER_SCRIPT_KEYWORDS",
+    "PROTECTIONS",
+    "REPLACEMENT",
+    "RULES",
     "ReusePlan",
     "ReuseReport",
     "ReuseTokenizer",
+    "SPLITS",
+    "TABLE2_LANGS",
+    "TRAINERS",
+    "UNKNOWN",
     "VocabClasses",
     "block_label",
     "build_id_maps",

@@ -34,7 +34,8 @@ from analysis.errors import DataError
 from analysis.measure.metrics import continued_words, premium, text_counts, token_facts
 from analysis.texts import flores
 
-from .reuse import DEMO_LANGS, ReuseTokenizer, char_class, language_role
+from .classes import DEMO_LANGS
+from .reuse import ReuseTokenizer, char_class, language_role
 
 #: The languages of Table 2 of the R-BPE paper (fertility per class).
 TABLE2_LANGS = {

@@ -18,8 +18,8 @@ from support import ROOT, TOKENIZERS, flores_lines, load_shared
 from analysis.cli import main
 from analysis.core import unicode
 from analysis.errors import DataError, UnsupportedTokenizerError
+from analysis.methods import reuse
 from analysis.methods.reuse import measures as reuse_measures
-from analysis.methods.reuse import reuse
 from analysis.texts.flores import FLORES_TRAIN_LINES
 
 ARB = flores_lines("arb_Arab")

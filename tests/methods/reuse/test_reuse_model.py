@@ -15,8 +15,8 @@ from support import SMOLLM, TOKENIZERS, flores_lines, load_shared, need_smollm
 
 from analysis.cli import main
 from analysis.errors import DataError
+from analysis.methods import reuse
 from analysis.methods.reuse import model as reuse_model
-from analysis.methods.reuse import reuse
 from analysis.texts.flores import FLORES_TRAIN_LINES
 
 TRAIN = flores_lines("arb_Arab")[:FLORES_TRAIN_LINES]
