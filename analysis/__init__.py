@@ -2,28 +2,35 @@
 
 Usable from a notebook (`from analysis import load`) and from the command line (`python -m analysis …`).
 
+The engine is layered in tiers (folders), each importing only the tiers before it: `core` (knows no tokenizer),
+`tokenizer`, `texts`, `measure`, `bpe`, `model`, `methods` (one package per paper method), `views`, `jobs`,
+`commands`; this package is the face (`load`, the errors, `python -m analysis`). tests/test_architecture.py
+holds the rules.
+
 Which page (pages/*.py) calls which engine modules:
 
 =====================  ===============================================================================
-Home                   defaults (the embedded default's name), references
-References             references
-Load & inspect         sources (incl. GGUF), tokenizer (TokenizerSummary), vocab_table, vocab_views (search), playground (pre_tokens)
-Playground             playground
-Merge trees            bpe (replay, merge trees, vocabulary structure, STT), vocab_views
-Token health           bpe.stt (STT), vocab_views (STT table), flores
-Under-trained tokens   undertrained, weights, models (placement), demo_models (fetch button of the model picker)
-Compression            metrics (incl. worst_languages, to_latex longtable), flores, parity (parity-aware vs plain BPE)
-Extend                 extension (Preview, ExtendResult, model export), training, corpora, distributed, flores
-Prune                  pruning, prune_export (PruneReport, folder, zip), distributed, undertrained (score order)
-Token reuse (R-BPE)    reuse, reuse_measures (measures, collateral), reuse_model (FVT rows)
-Dynamic tokenization   dynamic (merging, sampled merge counts, FVT rows for a model), flores
-Source-attributed BPE  sabpe (SabpeComparison), parity, distributed, export
+Home                   tokenizer.defaults (the embedded default's name), core.references
+References             core.references
+Load & inspect         tokenizer.sources (incl. GGUF), tokenizer.tokenizer (TokenizerSummary), tokenizer.vocab_table,
+                       views.vocab_views (search), views.playground (pre_tokens)
+Playground             views.playground
+Merge trees            bpe (replay, merge trees, vocabulary structure, STT), views.vocab_views
+Token health           bpe.stt (STT), views.vocab_views (STT table), texts.flores
+Under-trained tokens   methods.undertrained, model.weights, model.models (placement), model.demo_models
+Compression            measure.metrics (the metric registry, worst_languages, to_latex), texts.flores, bpe.parity
+Extend                 methods.extension (Preview, ExtendResult, model export), bpe.training, texts.corpora, jobs
+Prune                  methods.pruning (the order registry, PruneReport), jobs, methods.undertrained (score order)
+Token reuse (R-BPE)    methods.reuse (reuse, measures, model)
+Dynamic tokenization   methods.dynamic (merging, report, model), texts.flores
+Source-attributed BPE  methods.sabpe (sabpe, measures, report), texts.code, bpe.parity, jobs, tokenizer.export
 =====================  ===============================================================================
 """
 
+from analysis.tokenizer.sources import load, load_folder, load_hub, load_upload
+from analysis.tokenizer.tokenizer import LoadedTokenizer
+
 from .errors import AnalysisError, DataError, ModelLoadError, TokenizerLoadError, UnsupportedTokenizerError
-from .sources import load, load_folder, load_hub, load_upload
-from .tokenizer import LoadedTokenizer
 
 __all__ = [
     "AnalysisError",

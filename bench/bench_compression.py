@@ -26,7 +26,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from analysis import flores, load, metrics  # noqa: E402
+from analysis import load  # noqa: E402
+from analysis.measure import metrics  # noqa: E402
+from analysis.texts import flores  # noqa: E402
 
 ASSETS = Path(os.environ.get("TOKLAB_ASSETS", ROOT.parent / "shared" / "assets")).resolve()
 MEMORY_TOKENIZERS = ["llama-3.1", "qwen3", "gemma", "mistral-nemo", "llama-2", "gpt2", "mistral-7b-v0.3",

@@ -39,9 +39,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from analysis import load  # noqa: E402
-from analysis.distributed import ExecutorConfig, compute, train_from_words  # noqa: E402
-from analysis.distributed.executors import _local_class, _quiet_logger  # noqa: E402
-from analysis.distributed.job import Workdir, read_counts, reduce_bucket  # noqa: E402
+from analysis.jobs import ExecutorConfig, compute, train_from_words  # noqa: E402
+from analysis.jobs.executors import _local_class, _quiet_logger  # noqa: E402
+from analysis.jobs.job import Workdir, read_counts, reduce_bucket  # noqa: E402
 
 ASSETS = Path(os.environ.get("TOKLAB_ASSETS", ROOT.parent / "shared" / "assets"))
 

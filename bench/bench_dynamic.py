@@ -22,7 +22,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from analysis import load  # noqa: E402
-from analysis.dynamic import PairRules, base_tokenize, merge_incremental, merge_naive  # noqa: E402
+from analysis.methods.dynamic import PairRules, base_tokenize, merge_incremental, merge_naive  # noqa: E402
 
 ASSETS = Path(os.environ.get("TOKLAB_ASSETS", ROOT.parent / "shared" / "assets"))
 TARGET = 3.0  # incremental at least 3x faster than the naive recount at 64 x 100

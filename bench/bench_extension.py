@@ -26,12 +26,12 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from analysis import load  # noqa: E402
-from analysis.corpora import Corpus, Source, corpus  # noqa: E402
-from analysis.extension import Preview, plan, train_auxiliary  # noqa: E402
-from analysis.flores import lines as flores_lines  # noqa: E402
-from analysis.flores import split_lines as flores_split  # noqa: E402
-from analysis.paths import shared_assets as assets_dir  # noqa: E402
-from analysis.training import continue_training  # noqa: E402
+from analysis.bpe.training import continue_training  # noqa: E402
+from analysis.core.paths import shared_assets as assets_dir  # noqa: E402
+from analysis.methods.extension import Preview, plan, train_auxiliary  # noqa: E402
+from analysis.texts.corpora import Corpus, Source, corpus  # noqa: E402
+from analysis.texts.flores import lines as flores_lines  # noqa: E402
+from analysis.texts.flores import split_lines as flores_split  # noqa: E402
 
 
 def bench_corpus(mb: float) -> Corpus:

@@ -22,9 +22,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from analysis import load  # noqa: E402
-from analysis import pruning as P  # noqa: E402
 from analysis.bpe import vocabulary_structure  # noqa: E402
-from analysis.paths import shared_assets as assets_dir  # noqa: E402
+from analysis.core.paths import shared_assets as assets_dir  # noqa: E402
+from analysis.methods import pruning as P  # noqa: E402
 
 
 def rss_mb() -> float:

@@ -20,11 +20,11 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from analysis import load  # noqa: E402
-from analysis.flores import lines as flores_lines  # noqa: E402
-from analysis.flores import split_lines as flores_split  # noqa: E402
-from analysis.paths import shared_assets as assets_dir  # noqa: E402
-from analysis.reuse import build_reuse_tokenizer  # noqa: E402
-from analysis.reuse_measures import collateral, collateral_summary  # noqa: E402
+from analysis.core.paths import shared_assets as assets_dir  # noqa: E402
+from analysis.methods.reuse import build_reuse_tokenizer  # noqa: E402
+from analysis.methods.reuse.measures import collateral, collateral_summary  # noqa: E402
+from analysis.texts.flores import lines as flores_lines  # noqa: E402
+from analysis.texts.flores import split_lines as flores_split  # noqa: E402
 
 
 def best_of(fn, repeats: int) -> float:

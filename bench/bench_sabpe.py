@@ -27,9 +27,11 @@ sys.path.insert(0, str(ROOT))
 
 from tokenizers import Tokenizer, models, pre_tokenizers, trainers  # noqa: E402
 
-from analysis import load, sabpe  # noqa: E402
-from analysis.paths import shared_assets as assets_dir  # noqa: E402
-from analysis.training import train_merges  # noqa: E402
+from analysis import load  # noqa: E402
+from analysis.bpe.training import train_merges  # noqa: E402
+from analysis.core.paths import shared_assets as assets_dir  # noqa: E402
+from analysis.methods import sabpe  # noqa: E402
+from analysis.texts import code  # noqa: E402
 
 
 def main() -> None:
@@ -40,7 +42,7 @@ def main() -> None:
     ap.add_argument("--files", type=int, default=3, help="files per repository and language")
     args = ap.parse_args()
     base = load(args.base)
-    recs = sabpe.read_code(max_files_per_repo=args.files)
+    recs = code.read_code(max_files_per_repo=args.files)
     texts = [r.text for r in recs]
     mb = sum(len(t.encode("utf-8")) for t in texts) / 1e6
     t0 = time.process_time()

@@ -23,7 +23,7 @@ sys.path.insert(0, str(ROOT))
 
 from analysis import bpe, load  # noqa: E402
 from analysis.bpe import structure, stt  # noqa: E402
-from analysis.cache import clear_memory  # noqa: E402
+from analysis.core.cache import clear_memory  # noqa: E402
 
 ASSETS = Path(os.environ.get("TOKLAB_ASSETS", ROOT.parent / "shared" / "assets"))
 

@@ -67,8 +67,8 @@ def rss(key):
 mode, path = sys.argv[1], sys.argv[2]
 import numpy as np
 if mode == "ours":
-    from analysis.undertrained import compute_indicators, first_principal_component, row_norms
-    from analysis.weights import load_embeddings
+    from analysis.methods.undertrained import compute_indicators, first_principal_component, row_norms
+    from analysis.model.weights import load_embeddings
 else:
     import torch
     from safetensors.torch import load_file

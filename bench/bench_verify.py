@@ -35,8 +35,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from analysis import load  # noqa: E402
-from analysis.paths import shared_assets  # noqa: E402
-from analysis.undertrained import analyze, verify_result  # noqa: E402
+from analysis.core.paths import shared_assets  # noqa: E402
+from analysis.methods.undertrained import analyze, verify_result  # noqa: E402
 
 
 def build_model(params: float, tokenizer_dir: Path, out: Path) -> dict:

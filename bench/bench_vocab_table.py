@@ -2,7 +2,7 @@
 
 Measured in one run, from a cold start of each stage:
 1. `analysis.load(folder)` (the page loads the tokenizer first),
-2. `analysis.vocab_table.vocab_table(tok)` cold (all 8 columns: id, token, readable, bytes, length,
+2. `analysis.tokenizer.vocab_table.vocab_table(tok)` cold (all 8 columns: id, token, readable, bytes, length,
    script, special, added) — target <= 3 s,
 3. the same call again (cached by content hash; what every later rerun of the page pays),
 4. typical interactions on the table: a substring search over `readable`, a sort by `bytes`, the script counts.
@@ -26,7 +26,7 @@ sys.path.insert(0, str(ROOT))
 import pandas as pd  # noqa: E402
 
 from analysis import load  # noqa: E402
-from analysis.vocab_table import clear_cache, vocab_table  # noqa: E402
+from analysis.tokenizer.vocab_table import clear_cache, vocab_table  # noqa: E402
 
 ASSETS = Path(os.environ.get("TOKLAB_ASSETS", ROOT.parent / "shared" / "assets"))
 TARGET_TABLE_S = 3.0

@@ -6,14 +6,14 @@ import pandas as pd
 import plotly.express as px
 import streamlit as st
 
-from analysis import flores as fl
-from analysis import metrics as mx
-from analysis import parity as pa
-from analysis import paths
-from analysis.flores import FloresData
-from analysis.outputs import json_document, json_ready, strict_json
-from analysis.references import cite
-from analysis.references import reference as paper
+from analysis.bpe import parity as pa
+from analysis.core import paths
+from analysis.core.outputs import json_document
+from analysis.core.references import cite
+from analysis.core.references import reference as paper
+from analysis.measure import metrics as mx
+from analysis.texts import flores as fl
+from analysis.texts.flores import FloresData
 from ui.errors import try_step
 from ui.language_charts import MIN_GROUP, dot_plot, ordered_languages
 from ui.library import library
@@ -22,25 +22,7 @@ from ui.pickers import pick_tokenizers, server_path_input
 from ui.progress import progress
 from ui.spans import token_spans_html
 
-METRIC_LABELS = {
-    "bytes_per_token": "bytes / token",
-    "chars_per_token": "chars / token",
-    "tokens_per_sentence": "tokens / sentence",
-    "fertility": "fertility (tokens / whitespace word)",
-    "tokens_per_char": "tokens / char (for scripts without spaces)",
-    "parity": "parity (premium vs English)",
-    "parity_corpus": "parity (Σ tokens / Σ English tokens)",
-    "renyi_efficiency": "Rényi efficiency",
-    "renyi_efficiency_observed": "Rényi efficiency (observed types)",
-    "distinct_tokens": "distinct tokens used",
-    "mean_token_length": "mean token length (chars, per type)",
-    "byte_fallback_rate": "byte-fallback rate",
-    "partial_char_rate": "partial-character token rate",
-    "unk_rate": "unk rate",
-    "continued_words": "continued words",
-    "tokens": "tokens",
-}
-TABLE_COLUMNS = ["tokenizer", "lang", "name", "script", "family", *[m for m in METRIC_LABELS if m != "parity_corpus"],
+TABLE_COLUMNS = ["tokenizer", "lang", "name", "script", "family", *[m for m in mx.METRIC_LABELS if m != "parity_corpus"],
                  "spaceless"]  # fmt: skip
 DEFAULT_LANGS = ["eng_Latn", "est_Latn", "deu_Latn", "fra_Latn", "rus_Cyrl", "arb_Arab", "hin_Deva", "zho_Hans",
                  "jpn_Jpan", "kor_Hang"]  # fmt: skip
@@ -83,7 +65,7 @@ def _downloaded() -> set[str]:
 
 def flores_path_field() -> str:
     """The FLORES location: the operator's (or a finished download's), editable only when server paths are allowed
-    (then confined to the allowed folders, see `analysis.paths.confine`)."""
+    (then confined to the allowed folders, see `analysis.core.paths.confine`)."""
     help_text = (f"Official FLORES-200 layout (devtest/<code>.devtest), the official .tar.gz, or FLORES+ parquet. "
                  f"Default: ${fl.ENV_VAR}, else the shared assets.")  # fmt: skip
     current = st.session_state["cmp-flores"]
@@ -127,7 +109,7 @@ def heatmap(df: pd.DataFrame, names: list[str], metric: str, order: pd.DataFrame
     pv.index = order["label"]
     fig = px.imshow(
         pv, aspect="auto", color_continuous_scale="Viridis" if mx.HIGHER_IS_BETTER.get(metric, True) else "Viridis_r",
-        labels={"color": METRIC_LABELS[metric], "y": "", "x": ""}, text_auto=".2f",
+        labels={"color": mx.METRIC_LABELS[metric], "y": "", "x": ""}, text_auto=".2f",
     )  # fmt: skip
     fig.update_xaxes(side="top")
     fig.update_layout(height=max(260, 26 * len(pv) + 110), margin=MARGIN)
@@ -141,19 +123,19 @@ def by_language(df: pd.DataFrame, names: list[str], metric: str) -> None:
     order = ordered_languages(df, metric, by, higher_is_better=mx.HIGHER_IS_BETTER.get(metric, True))
     worst = "lowest" if mx.HIGHER_IS_BETTER.get(metric, True) else "highest"
     c2.caption(f"Languages grouped by {by} (groups under {MIN_GROUP} languages pooled), the {worst} mean "
-               f"{METRIC_LABELS[metric]} first within a group.")  # fmt: skip
+               f"{mx.METRIC_LABELS[metric]} first within a group.")  # fmt: skip
     if len(order) <= HEATMAP_MAX:
         heatmap(df, names, metric, order)
     else:
-        st.plotly_chart(dot_plot(df, names, metric, order, METRIC_LABELS[metric]), key="cmp-dots")
+        st.plotly_chart(dot_plot(df, names, metric, order, mx.METRIC_LABELS[metric]), key="cmp-dots")
 
 
 def distribution(df: pd.DataFrame, names: list[str], metric: str, key: str) -> None:
     """The distribution of one metric across languages, a box and the languages as points per tokenizer."""
     fig = px.box(df, x=metric, y="tokenizer", color="tokenizer", points="all", hover_name="name",
                  hover_data={"lang": True, "tokenizer": False}, category_orders={"tokenizer": names},
-                 color_discrete_map=tokenizer_colours(names), labels={metric: METRIC_LABELS[metric], "tokenizer": ""},
-                 title=f"{METRIC_LABELS[metric]} across {df['lang'].nunique()} languages")  # fmt: skip
+                 color_discrete_map=tokenizer_colours(names), labels={metric: mx.METRIC_LABELS[metric], "tokenizer": ""},
+                 title=f"{mx.METRIC_LABELS[metric]} across {df['lang'].nunique()} languages")  # fmt: skip
     fig.update_layout(
         showlegend=False, height=110 + 70 * len(names), margin={"l": 10, "r": 10, "t": 40, "b": 10}
     )
@@ -178,19 +160,19 @@ def overview(df: pd.DataFrame, rows: list[dict], names: list[str], metric: str, 
     table = pd.DataFrame({n: [f"{w['name']} · {w['value']:.3f}" for w in worst.get(n, [])] for n in names})
     table.index = range(1, len(table) + 1)
     high = "lowest" if mx.HIGHER_IS_BETTER.get(metric, True) else "highest"
-    st.markdown(f"**The {WORST_K} worst languages per tokenizer** ({high} {METRIC_LABELS[metric]})")
+    st.markdown(f"**The {WORST_K} worst languages per tokenizer** ({high} {mx.METRIC_LABELS[metric]})")
     st.dataframe(table, width="stretch", height=35 * (len(table) + 1) + 3, key="cmp-worst")
 
 
 def scatter(df: pd.DataFrame, names: list[str]) -> None:
     """Two metrics against each other, one colour per tokenizer."""
     c1, c2 = st.columns(2)
-    xm = c1.selectbox("x", list(METRIC_LABELS), index=0, format_func=METRIC_LABELS.get, key="cmp-sx")
-    ym = c2.selectbox("y", list(METRIC_LABELS), index=7, format_func=METRIC_LABELS.get, key="cmp-sy")
+    xm = c1.selectbox("x", list(mx.METRIC_LABELS), index=0, format_func=mx.METRIC_LABELS.get, key="cmp-sx")
+    ym = c2.selectbox("y", list(mx.METRIC_LABELS), index=7, format_func=mx.METRIC_LABELS.get, key="cmp-sy")
     fig = px.scatter(df, x=xm, y=ym, color="tokenizer", symbol="tokenizer", hover_name="name",
                      hover_data=["lang", "script"], category_orders={"tokenizer": names},
                      color_discrete_map=tokenizer_colours(names), symbol_map=tokenizer_symbols(names),
-                     labels={xm: METRIC_LABELS[xm], ym: METRIC_LABELS[ym]})  # fmt: skip
+                     labels={xm: mx.METRIC_LABELS[xm], ym: mx.METRIC_LABELS[ym]})  # fmt: skip
     fig.update_layout(height=480, margin=MARGIN)
     st.plotly_chart(fig, key="cmp-scatter")
 
@@ -260,7 +242,7 @@ def latex_tables(
     wide = [{"code": lang, "language": fl.language(lang).name, "script": fl.language(lang).script}
             | {n: (None if pd.isna(v) else float(v)) for n, v in r.items()}
             for lang, r in pv.to_dict(orient="index").items()]  # fmt: skip
-    what = f"{METRIC_LABELS[metric]} on FLORES-200 {split}"
+    what = f"{mx.METRIC_LABELS[metric]} on FLORES-200 {split}"
     long = mx.to_latex(wide, ["code", "language", "script", *pv.columns], caption=what, longtable=True,
                        label="tab:flores-languages")  # fmt: skip
     ss = pd.DataFrame(mx.script_summary(rows, metric, table2=True))
@@ -283,7 +265,7 @@ def downloads(df: pd.DataFrame, rows: list[dict], names: list[str], metric: str,
         key="cmp-csv",
         on_click="ignore",
     )
-    c2.download_button("Download JSON", strict_json(json_ready(rows), indent=1).encode("utf-8"), "compression.json",
+    c2.download_button("Download JSON", json_document(rows).encode("utf-8"), "compression.json",
                        "application/json", key="cmp-json", on_click="ignore")  # fmt: skip
     c1, c2 = st.columns(2)
     c1.download_button("Download LaTeX, every language (longtable)", long.encode("utf-8"), "compression-languages.tex",
@@ -299,7 +281,7 @@ def results(data: FloresData, names: list[str], langs: list[str], rows: list[dic
     """Metric choice, then overview, every language, scatter, per script, compare, table, drill down, downloads."""
     df = pd.DataFrame(rows)
     metric = st.selectbox(
-        "Metric", list(METRIC_LABELS), format_func=lambda m: METRIC_LABELS[m], key="cmp-metric"
+        "Metric", list(mx.METRIC_LABELS), format_func=lambda m: mx.METRIC_LABELS[m], key="cmp-metric"
     )
     if metric == "fertility" and df["spaceless"].any():
         spaceless = sorted(df.loc[df["spaceless"], "lang"].unique())

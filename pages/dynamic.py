@@ -9,9 +9,11 @@ import plotly.graph_objects as go
 import streamlit as st
 from safetensors.numpy import save
 
-from analysis import DataError, LoadedTokenizer, paths
-from analysis.defaults import SAMPLE_TEXT
-from analysis.dynamic import (
+from analysis import DataError, LoadedTokenizer
+from analysis.core import paths
+from analysis.core.outputs import json_document
+from analysis.core.references import cite
+from analysis.methods.dynamic import (
     BOUNDARIES,
     FULL_CURVE_MERGES,
     BatchEmbeddings,
@@ -26,10 +28,9 @@ from analysis.dynamic import (
     readable_token,
     sampled_batches,
 )
-from analysis.flores import available_codes
-from analysis.flores import lines as flores_lines
-from analysis.outputs import json_document
-from analysis.references import cite
+from analysis.texts.flores import available_codes
+from analysis.texts.flores import lines as flores_lines
+from analysis.tokenizer.defaults import SAMPLE_TEXT
 from ui.caching import cache_resource
 from ui.pickers import pick_model, pick_tokenizer
 from ui.spans import token_spans_html

@@ -8,12 +8,14 @@ import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 
-from analysis import DataError, LoadedTokenizer, paths
-from analysis.corpora import Corpus, Source, shared_corpora
-from analysis.distributed import TrainingWords, train_from_words
-from analysis.embeddings import INITS
-from analysis.export import zip_bytes
-from analysis.extension import (
+from analysis import DataError, LoadedTokenizer
+from analysis.bpe.parity import VARIANTS
+from analysis.bpe.training import continue_training, training_mode
+from analysis.core import paths
+from analysis.core.outputs import json_document
+from analysis.core.references import cite, reference
+from analysis.jobs import TrainingWords, train_from_words
+from analysis.methods.extension import (
     ADDED_MARK,
     METHOD_LABELS,
     ExtendResult,
@@ -26,11 +28,10 @@ from analysis.extension import (
     parity_text,
     plan,
 )
-from analysis.flores import FLORES_TRAIN_LINES, available_codes, split_lines
-from analysis.outputs import json_ready, strict_json
-from analysis.parity import VARIANTS
-from analysis.references import cite, reference
-from analysis.training import continue_training, training_mode
+from analysis.model.embeddings import INITS
+from analysis.texts.corpora import Corpus, Source, shared_corpora
+from analysis.texts.flores import FLORES_TRAIN_LINES, available_codes, split_lines
+from analysis.tokenizer.export import zip_bytes
 from ui.caching import cache_data, cache_resource
 from ui.corpus_jobs import corpus_panel
 from ui.errors import try_step
@@ -398,7 +399,7 @@ def export(tok: LoadedTokenizer, pv: Preview, label: str, config: tuple, n: int,
             doc = paths.public_document(res.to_json())  # files by name, never the server layout
             folder = f"{tok.name}-{em}-{n}".replace(" ", "_")
             st.session_state["ext-zip"] = (em, n, config, zip_bytes(res.extension.tokenizer, doc, folder=folder),
-                                           strict_json(json_ready(doc)) + "\n", res)  # fmt: skip
+                                           json_document(doc), res)  # fmt: skip
     z = st.session_state.get("ext-zip")
     if z and z[:3] == (em, n, config):
         st.download_button("Download zip (Hugging Face folder)", z[3], file_name=f"{tok.name}-{em}-{n}.zip".replace(" ", "_"),

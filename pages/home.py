@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import streamlit as st
 
-from analysis.defaults import DEFAULT_NAME
-from analysis.references import reference
+from analysis.core.references import reference
+from analysis.tokenizer.defaults import DEFAULT_NAME
 from ui.loaders import example_tokenizers
 
 INTRO = (

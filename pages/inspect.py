@@ -6,14 +6,15 @@ import pandas as pd
 import plotly.express as px
 import streamlit as st
 
-from analysis import LoadedTokenizer, paths
-from analysis.defaults import SAMPLE_TEXT
-from analysis.outputs import json_document
-from analysis.playground import pre_tokens
-from analysis.sources import TIKTOKEN_PATTERNS
-from analysis.tokenizer import describe_component
-from analysis.vocab_table import vocab_table
-from analysis.vocab_views import filter_vocab
+from analysis import LoadedTokenizer
+from analysis.core import paths
+from analysis.core.outputs import json_document
+from analysis.tokenizer.defaults import SAMPLE_TEXT
+from analysis.tokenizer.sources import TIKTOKEN_PATTERNS
+from analysis.tokenizer.tokenizer import describe_component
+from analysis.tokenizer.vocab_table import vocab_table
+from analysis.views.playground import pre_tokens
+from analysis.views.vocab_views import filter_vocab
 from ui import links
 from ui.errors import try_step
 from ui.library import add_to_library, library, take_selection, upload_to_library

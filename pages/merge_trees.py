@@ -7,7 +7,7 @@ import streamlit as st
 
 from analysis import LoadedTokenizer
 from analysis.bpe import explain_unreachable, get_replay, merge_tree, tree_depth, vocabulary_structure
-from analysis.vocab_views import search_tokens
+from analysis.views.vocab_views import search_tokens
 from ui import links
 from ui.pickers import BPE, pick_tokenizer
 from ui.trees import depth_slider, merge_tree_figure

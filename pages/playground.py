@@ -5,8 +5,8 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from analysis.defaults import SAMPLE_TEXT
-from analysis.playground import EncodingView, boundary_diff, compare_encodings
+from analysis.tokenizer.defaults import SAMPLE_TEXT
+from analysis.views.playground import EncodingView, boundary_diff, compare_encodings
 from ui import links
 from ui.library import library, source_of
 from ui.pickers import pick_tokenizers

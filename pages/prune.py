@@ -10,13 +10,13 @@ import plotly.express as px
 import streamlit as st
 
 from analysis import LoadedTokenizer
-from analysis import pruning as P
-from analysis import undertrained as ut
 from analysis.bpe import merge_tree
-from analysis.corpora import MAX_UPLOAD_CHARS, shared_corpora, upload_lines
-from analysis.flores import available_codes, split_lines
-from analysis.prune_export import (
+from analysis.core.references import cite, reference
+from analysis.methods import pruning as P
+from analysis.methods import undertrained as ut
+from analysis.methods.pruning.report import (
     MAX_ZIP_BYTES,
+    MODEL_INITS,
     WrittenExport,
     folder_size,
     prune_report,
@@ -24,8 +24,9 @@ from analysis.prune_export import (
     write_pruned,
     zip_folder,
 )
-from analysis.references import cite, reference
-from analysis.weights import resolve_model
+from analysis.model.weights import resolve_model
+from analysis.texts.corpora import MAX_UPLOAD_CHARS, shared_corpora, upload_lines
+from analysis.texts.flores import available_codes, split_lines
 from ui.caching import cache_resource
 from ui.corpus_jobs import corpus_panel
 from ui.errors import try_step
@@ -33,10 +34,6 @@ from ui.library import add_to_library
 from ui.pickers import BPE, pick_model, pick_tokenizer, server_path_input
 from ui.trees import merge_tree_text
 
-UI_ORDERS = list(P.ORDERS)
-UI_LABELS = {
-    "score": "under-trained first — lowest magikarp indicator of a model's embeddings first, leaves only"
-}
 SCRIPTS = ["Latin", "Cyrillic", "Greek", "Arabic", "Hebrew", "Han", "Hiragana", "Katakana", "Hangul", "Thai",
            "Devanagari", "Georgian", "Armenian"]  # fmt: skip
 
@@ -231,7 +228,7 @@ def export(tok: LoadedTokenizer, method: str, res: P.PruneResult, held: dict[str
 def write_folder_ui(tok: LoadedTokenizer, method: str, res: P.PruneResult, out_dir: Path) -> None:
     """Write the pruned tokenizer (and, optionally, a model following it) to a new server folder."""
     model = pick_model("prune-model", "Model whose embeddings and LM head should follow", optional=True)
-    init = st.radio("Init of new rows", ["fvt", "mean", "random"], horizontal=True, key="prune-init")
+    init = st.radio("Init of new rows", MODEL_INITS, horizontal=True, key="prune-init")
     if st.button("Write folder" + (" with model" if model else ""), key="prune-write"):
         with st.spinner("Writing" + (" and remapping the model's embeddings…" if model else "…")):
             report = prune_report(tok, method, res, stt=True, out=out_dir)
@@ -268,8 +265,8 @@ def page() -> None:
     if tok is None:
         return
     c1, c2 = st.columns([1, 2])
-    method = c1.selectbox("Pruning order", UI_ORDERS, index=UI_ORDERS.index("leaf-frequency"), key="prune-order",
-                          format_func=lambda m: UI_LABELS.get(m) or f"{m} — {P.ORDER_DESCRIPTIONS[m]}")  # fmt: skip
+    method = c1.selectbox("Pruning order", P.ORDERS, index=P.ORDERS.index("leaf-frequency"), key="prune-order",
+                          format_func=P.ORDER_LABELS.__getitem__)  # fmt: skip
     scores = scores_from_model(tok) if method == "score" else None
     if method == "score" and scores is None:
         return

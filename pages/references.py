@@ -1,11 +1,11 @@
-"""References: the papers Tokenizer Lab implements or measures with, from `analysis.references` (the README's
+"""References: the papers Tokenizer Lab implements or measures with, from `analysis.core.references` (the README's
 References section is built from the same list)."""
 
 from __future__ import annotations
 
 import streamlit as st
 
-from analysis.references import REFERENCES, Reference, bibtex_all
+from analysis.core.references import REFERENCES, Reference, bibtex_all
 
 #: Where each paper is used: reference key → (page file, page title).
 USED_ON: dict[str, list[tuple[str, str]]] = {

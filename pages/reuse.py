@@ -10,14 +10,16 @@ import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 
-from analysis import LoadedTokenizer, paths, reuse
-from analysis import reuse_measures as rm
-from analysis.corpora import iter_bytes
-from analysis.flores import ENGLISH, FLORES_TRAIN_LINES, split_lines
-from analysis.outputs import json_document
-from analysis.prune_export import zip_folder
-from analysis.references import cite
-from analysis.reuse_model import export_model
+from analysis import LoadedTokenizer
+from analysis.core import paths
+from analysis.core.outputs import json_document
+from analysis.core.references import cite
+from analysis.methods import reuse
+from analysis.methods.pruning.report import zip_folder
+from analysis.methods.reuse import measures as rm
+from analysis.methods.reuse.model import export_model
+from analysis.texts.corpora import iter_bytes
+from analysis.texts.flores import ENGLISH, FLORES_TRAIN_LINES, split_lines
 from ui.errors import try_step
 from ui.pickers import BYTE_LEVEL_BPE, pick_model, pick_tokenizer, server_path_input
 from ui.progress import progress
@@ -229,7 +231,7 @@ def consequence_and_export(tok: LoadedTokenizer, report: rm.ReuseReport, zipped:
                        "checked)")  # fmt: skip
     st.caption(
         "The zip holds `old_tokenizer/`, `new_tokenizer/` and `rbpe_mapping.json` (id maps, target blocks); load "
-        "it with `analysis.reuse.ReuseTokenizer.load(folder)`."
+        "it with `analysis.methods.reuse.reuse.ReuseTokenizer.load(folder)`."
     )
     model_export(report.rt)
 

@@ -9,12 +9,14 @@ import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 
-from analysis import DataError, LoadedTokenizer, paths
-from analysis import sabpe as S
-from analysis.corpora import shared_corpora
-from analysis.export import zip_bytes
-from analysis.outputs import json_ready, strict_json
-from analysis.references import cite
+from analysis import DataError, LoadedTokenizer
+from analysis.core import paths
+from analysis.core.outputs import json_document
+from analysis.core.references import cite
+from analysis.methods import sabpe as S
+from analysis.texts import code
+from analysis.texts.corpora import shared_corpora
+from analysis.tokenizer.export import zip_bytes
 from ui.caching import cache_resource
 from ui.corpus_jobs import corpus_panel
 from ui.library import add_to_library
@@ -48,20 +50,20 @@ MAX_RUNS = 6
 
 @cache_resource(show_spinner="Reading and pre-tokenizing the code corpus…", max_entries=4)
 def _words(base: LoadedTokenizer, langs: tuple[str, ...], files_per_repo: int) -> S.SourceWords:
-    return S.collect_words(base, S.read_code(languages=langs, max_files_per_repo=files_per_repo))
+    return S.collect_words(base, code.read_code(languages=langs, max_files_per_repo=files_per_repo))
 
 
 @cache_resource(show_spinner=False, max_entries=4)
-def _heldout(langs: tuple[str, ...], files_per_repo: int) -> list[S.CodeRecord]:
-    held = [x for x in langs if x in S.code_languages(heldout=True)]
+def _heldout(langs: tuple[str, ...], files_per_repo: int) -> list[code.CodeRecord]:
+    held = [x for x in langs if x in code.code_languages(heldout=True)]
     if not held:
         return []
-    return S.read_code(languages=held, heldout=True, max_files_per_repo=files_per_repo)
+    return code.read_code(languages=held, heldout=True, max_files_per_repo=files_per_repo)
 
 
 @cache_resource(show_spinner="Training the parity-aware baseline …", max_entries=2)
 def _parity(base: LoadedTokenizer, langs: tuple[str, ...], files_per_repo: int, vocab: int) -> tuple:
-    by_lang = S.records_by_language(S.read_code(languages=langs, max_files_per_repo=files_per_repo))
+    by_lang = S.records_by_language(code.read_code(languages=langs, max_files_per_repo=files_per_repo))
     tok, secs = S.train_parity_baseline(base, by_lang, vocab)
     info = {"languages": list(by_lang), "variant": "base", "seconds": secs,
             "targets": "equal compression rate per language"}  # fmt: skip
@@ -77,7 +79,7 @@ def source_words(
     src = st.radio("Code to train on", ["the shared code corpus", "a code corpus (background job)"],
                    horizontal=True, key="sa-source")  # fmt: skip
     if src == "the shared code corpus":
-        return partial(_words, base, tuple(sorted(langs)), files), [str(S.code_dir())]
+        return partial(_words, base, tuple(sorted(langs)), files), [str(code.code_dir())]
     shared = {k: v for k, v in shared_corpora().items() if k.startswith("code/") and "heldout" not in k}
     opts = {"languages": sorted(langs), "max_files_per_repo": files, "max_bytes_per_repo": None}
     inputs_key = "sa-corpus"
@@ -223,7 +225,7 @@ def concentrated_and_export(cmp: S.SabpeComparison, n_vocab: int) -> None:
             col.caption("No learned token has ≥ 90 % of its training occurrences in one repository.")
     st.subheader("Export")
     report = paths.public_document(cmp.to_json())  # the code corpus by name, never the server layout
-    st.download_button("Download the report (sabpe_report.json)", strict_json(json_ready(report)) + "\n",
+    st.download_button("Download the report (sabpe_report.json)", json_document(report),
                        file_name="sabpe_report.json", mime="application/json", key="sa-dl-report")  # fmt: skip
     st.caption("The same document as `python -m analysis sabpe --json` (and `--out`'s sabpe_report.json).")
     for col, (lb, res) in zip(st.columns(len(runs)), runs.items()):
@@ -244,7 +246,7 @@ def page() -> None:
         "that live in too few sources. Inference stays plain BPE. Plain BPE (priority F) is trained on the "
         "same words for comparison, and both are measured on held-out repositories."
     )
-    langs_all = S.code_languages()
+    langs_all = code.code_languages()
     if not langs_all:
         raise DataError(
             "The shared code corpus was not found (set TOKLAB_ASSETS to the shared assets folder)."
@@ -262,7 +264,7 @@ def page() -> None:
     if words is None:
         return
     key = (base.content_hash, tuple(sorted(langs)), files, vocab, tuple(corpus))
-    if parity and corpus != [str(S.code_dir())]:
+    if parity and corpus != [str(code.code_dir())]:
         st.caption(
             "The parity-aware baseline reads the text itself: it is trained on the shared code corpus only."
         )

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from urllib.parse import quote
 
 import pandas as pd
@@ -10,11 +9,12 @@ import plotly.express as px
 import streamlit as st
 
 from analysis import LoadedTokenizer
-from analysis import flores as fl
 from analysis.bpe import CATEGORIES, CATEGORY_HELP, explain_unreachable, never_produced, stt_report
-from analysis.corpora import MAX_UPLOAD_CHARS, upload_lines
-from analysis.references import cite
-from analysis.vocab_views import UNREACHABLE, filter_stt, stt_table, would_be_ranks
+from analysis.core.outputs import json_document
+from analysis.core.references import cite
+from analysis.texts import flores as fl
+from analysis.texts.corpora import MAX_UPLOAD_CHARS, upload_lines
+from analysis.views.vocab_views import UNREACHABLE, filter_stt, stt_table, would_be_ranks
 from ui import links
 from ui.caching import cache_data
 from ui.errors import try_step
@@ -200,7 +200,7 @@ def downloads(name: str, tok: LoadedTokenizer, view: pd.DataFrame, summary: dict
                        "text/csv", key="th-dl-csv")  # fmt: skip
     d2.download_button("Download filtered rows (CSV)", view.to_csv(index=False), f"{name}-stt-filtered.csv",
                        "text/csv", key="th-dl-view")  # fmt: skip
-    d3.download_button("Download summary (JSON)", json.dumps(summary, ensure_ascii=False, indent=2),
+    d3.download_button("Download summary (JSON)", json_document(summary),
                        f"{name}-stt.json", "application/json", key="th-dl-json")  # fmt: skip
 
 

@@ -9,11 +9,12 @@ import pandas as pd
 import plotly.express as px
 import streamlit as st
 
-from analysis import LoadedTokenizer, paths
-from analysis import undertrained as ut
-from analysis.outputs import json_document, json_ready, strict_json
-from analysis.references import cite, reference
-from analysis.weights import ModelSource, resolve_model, tokenizer_for_model
+from analysis import LoadedTokenizer
+from analysis.core import paths
+from analysis.core.outputs import json_document, json_lines
+from analysis.core.references import cite, reference
+from analysis.methods import undertrained as ut
+from analysis.model.weights import ModelSource, resolve_model, tokenizer_for_model
 from ui.caching import cache_resource
 from ui.errors import try_step
 from ui.library import library
@@ -75,7 +76,7 @@ def _download(df: pd.DataFrame, name: str, key: str, what: str) -> None:
     c1.download_button(f"Download {what} (CSV)", df.to_csv(index=False).encode(), f"{name}.csv", "text/csv",
                        key=f"{key}-csv")  # fmt: skip
     # strict JSON lines: NaN (e.g. an unverified token's probability) is written as null, never a bare NaN
-    jl = "\n".join(strict_json(json_ready(r), indent=None) for r in df.to_dict(orient="records"))
+    jl = json_lines(df.to_dict(orient="records"))
     c2.download_button(f"Download {what} (JSONL)", jl.encode(), f"{name}.jsonl", "application/jsonl",
                        key=f"{key}-jsonl")  # fmt: skip
 

@@ -15,6 +15,8 @@ ensure_venv() {
     echo "[venv] $req unchanged since the last install: no pip run"
     return 0
   fi
-  PIP_DISABLE_PIP_VERSION_CHECK=1 "$venv/bin/pip" install -qq -r "$req"
+  echo "[venv] installing $req into $venv: the first install downloads about 2 GB of wheels (PyTorch is most of it)" \
+    "and takes several minutes; pip prints each package as it goes"
+  PIP_DISABLE_PIP_VERSION_CHECK=1 "$venv/bin/pip" install --progress-bar on -r "$req"
   echo "$want" >"$stamp"
 }

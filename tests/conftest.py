@@ -65,7 +65,7 @@ def apptest_runs_like_a_warm_server() -> Iterator[None]:
     A server leaves Streamlit's legacy "pages/ folder" mode once, on its first request (`ui/__init__.py`); AppTest
     resets `PagesManager.uses_pages_directory` before every run, so without this each rerun would execute the page
     file alone (no frame, no error boundary, no sidebar). The first request of a fresh server is tested on its own,
-    in a fresh process (tests/test_app_pages.py::test_first_deep_link_of_a_fresh_server_runs_in_the_frame).
+    in a fresh process (tests/app/test_app_pages.py::test_first_deep_link_of_a_fresh_server_runs_in_the_frame).
     """
     original = PagesManager.__init__
 

@@ -1,10 +1,17 @@
-"""The engine's shape: no import cycle among `analysis` modules (function-level imports included), and no private
-API of the `regex` module (Unicode data comes from its public properties, through `analysis.unicode`)."""
+"""The engine's shape: the tiers as folders (a module imports its own tier and the tiers below it, never one above;
+engines import no paper method; a method imports no other method except the compositions declared here; corpus
+jobs plug methods in through their registry), no import cycle among `analysis` modules (function-level imports
+included), and no private API of the `regex` module (Unicode data comes from its public properties, through
+`analysis.core.unicode`)."""
 
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
+
+from analysis.jobs import stats as job_stats
+from analysis.texts.stat import Stat
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "analysis"
@@ -49,8 +56,12 @@ def import_graph() -> dict[str, set[str]]:
         tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
         deps: set[str] = set()
         for node in ast.walk(tree):
-            for target in _imported(node, name, path.name == "__init__.py"):
-                # `from .x import y`: y may be a module (analysis.x.y) or a name in analysis.x
+            base, *named = _imported(node, name, path.name == "__init__.py") or [""]
+            # `from .x import y`: y may be a module (analysis.x.y) or a name in analysis.x; `from analysis.core
+            # import paths` imports the module analysis.core.paths, not the package's own code
+            if named and all(t in mods for t in named):
+                base = ""
+            for target in (base, *named):
                 if target in mods and target != name:
                     deps.add(target)
         graph[name] = deps
@@ -119,9 +130,147 @@ def test_cycle_finder_sees_function_level_imports():
 
 def test_the_graph_covers_the_engine():
     graph = import_graph()
-    assert {"analysis.cli", "analysis.pruning.orders", "analysis.undertrained.report"} <= set(graph)
-    assert "analysis.models" in graph["analysis.undertrained.verification"]
-    assert "analysis.fvt" in graph["analysis.dynamic"] and "analysis.fvt" in graph["analysis.embeddings"]
+    assert {"analysis.cli", "analysis.methods.pruning.orders", "analysis.methods.undertrained.report"} <= set(
+        graph
+    )
+    assert "analysis.model.models" in graph["analysis.methods.undertrained.verification"]
+    assert (
+        "analysis.model.fvt" in graph["analysis.methods.dynamic.model"]
+        and "analysis.model.fvt" in graph["analysis.model.embeddings"]
+    )
+
+
+#: The engine's tiers, lowest first (module-name prefixes; the longest prefix decides). A module may import its own
+#: tier and any tier before it, never a later one. `analysis.errors` sits at the bottom so every tier can raise.
+TIERS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("errors", ("analysis.errors",)),
+    ("core", ("analysis.core",)),
+    ("tokenizer", ("analysis.tokenizer",)),
+    ("texts", ("analysis.texts",)),
+    ("measure", ("analysis.measure",)),
+    ("bpe", ("analysis.bpe",)),
+    ("model", ("analysis.model",)),
+    ("methods", ("analysis.methods",)),
+    ("views", ("analysis.views",)),
+    ("jobs", ("analysis.jobs",)),
+    ("commands", ("analysis.commands",)),
+    ("face", ("analysis", "analysis.cli", "analysis.__main__")),
+)
+#: The tiers that are engines: they never import a paper method (methods plug into them, not the reverse).
+ENGINE_TIERS = ("core", "tokenizer", "texts", "measure", "bpe", "model", "jobs")
+#: Method → method imports that compose two methods openly: (importing method, imported method).
+DECLARED_COMPOSITIONS: set[tuple[str, str]] = {
+    ("pruning", "extension"),  # prune-then-extend / extend-then-prune (analysis.methods.pruning.prune_extend)
+}
+#: Edges that break a rule and that work in this branch removes; the test fails once one is gone (never stale).
+KNOWN_VIOLATIONS: set[tuple[str, str]] = set()
+
+
+def tier_of(module: str) -> str:
+    """The tier of an analysis module: the tier whose prefix is the longest one the module name starts with."""
+    best, length = "", -1
+    for tier, prefixes in TIERS:
+        for p in prefixes:
+            if (module == p or module.startswith(p + ".")) and len(p) > length:
+                best, length = tier, len(p)
+    return best
+
+
+def method_of(module: str) -> str | None:
+    """The paper method a module belongs to (`analysis.methods.<method>…`), None outside analysis.methods."""
+    parts = module.split(".")
+    return parts[2] if len(parts) > 2 and parts[1] == "methods" else None
+
+
+def rule_violations(graph: dict[str, set[str]]) -> set[tuple[str, str]]:
+    """The import edges (importer, imported) that break a tier rule: a backward arrow (a lower tier importing a
+    higher one), an engine importing a method, or a method importing another method outside the declared
+    compositions."""
+    rank = {tier: i for i, (tier, _) in enumerate(TIERS)}
+    bad: set[tuple[str, str]] = set()
+    for a, deps in graph.items():
+        for b in deps:
+            ta, tb = tier_of(a), tier_of(b)
+            if rank[tb] > rank[ta] or (ta in ENGINE_TIERS and tb == "methods"):
+                bad.add((a, b))
+            ma, mb = method_of(a), method_of(b)
+            if ma and mb and ma != mb and (ma, mb) not in DECLARED_COMPOSITIONS:
+                bad.add((a, b))
+    return bad
+
+
+def test_the_tier_rules_catch_each_kind_of_violation():
+    """The checker itself: a backward arrow, an engine (even one above the methods) importing a method, and an
+    undeclared method-to-method import are violations; a declared composition and a downward arrow are not."""
+    graph = {
+        "analysis.core.paths": {"analysis.tokenizer.tokenizer", "analysis.errors"},
+        "analysis.jobs.stats": {"analysis.methods.sabpe.sabpe", "analysis.bpe.training"},
+        "analysis.methods.reuse.reuse": {"analysis.methods.dynamic.dynamic", "analysis.model.fvt"},
+        "analysis.methods.pruning.prune_extend": {"analysis.methods.extension.plan"},
+        "analysis.commands.prune": {"analysis.methods.pruning", "analysis.jobs"},
+    }
+    assert rule_violations(graph) == {
+        ("analysis.core.paths", "analysis.tokenizer.tokenizer"),
+        ("analysis.jobs.stats", "analysis.methods.sabpe.sabpe"),
+        ("analysis.methods.reuse.reuse", "analysis.methods.dynamic.dynamic"),
+    }
+    assert tier_of("analysis") == "face" and tier_of("analysis.cli") == "face"
+    assert tier_of("analysis.methods.pruning.orders") == "methods" and method_of("analysis.bpe.stt") is None
+
+
+def test_every_engine_module_lies_in_a_tier():
+    """No module is left beside the tier folders: only the face (`load`, the errors, the CLI) is at the top."""
+    graph = import_graph()
+    assert not [m for m in graph if not tier_of(m)]
+    top = sorted(p.name for p in PACKAGE.glob("*.py"))
+    assert top == ["__init__.py", "__main__.py", "cli.py", "errors.py"], (
+        f"modules outside a tier folder: {top}"
+    )
+    assert {tier for tier, _ in TIERS} == {tier_of(m) for m in graph}, "a tier without modules"
+
+
+def test_the_engine_obeys_the_tier_rules():
+    """No backward arrow, no engine importing a method, no undeclared method-to-method import."""
+    found = rule_violations(import_graph())
+    new = sorted(found - KNOWN_VIOLATIONS)
+    assert not new, f"imports that break the tier rules (see TIERS in {Path(__file__).name}): {new}"
+    gone = sorted(KNOWN_VIOLATIONS - found)
+    assert not gone, f"these violations are gone: delete them from KNOWN_VIOLATIONS: {gone}"
+
+
+def test_core_knows_no_tokenizer():
+    """The core imports no tokenizer code: nothing from the other tiers, and no tokenizer library."""
+    libraries = {"tokenizers", "transformers", "sentencepiece", "tiktoken", "gguf", "torch"}
+    graph = import_graph()
+    for name, path in _modules().items():
+        if tier_of(name) != "core":
+            continue
+        assert {tier_of(d) for d in graph[name]} <= {"core", "errors"}, (name, graph[name])
+        tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+        used = {
+            n.split(".")[0]
+            for node in ast.walk(tree)
+            for n in (
+                [a.name for a in node.names]
+                if isinstance(node, ast.Import)
+                else [node.module or ""]
+                if isinstance(node, ast.ImportFrom) and not node.level
+                else []
+            )
+        }
+        assert not used & libraries, (name, used & libraries)
+
+
+def test_every_method_has_the_skeleton():
+    """Each paper method is a package with a public API (`__init__.py` with `__all__`)."""
+    methods = sorted(p for p in (PACKAGE / "methods").iterdir() if p.is_dir() and not p.name.startswith("_"))
+    assert {p.name for p in methods} >= {"extension", "pruning", "reuse", "sabpe", "dynamic", "undertrained"}
+    for p in methods:
+        init = p / "__init__.py"
+        assert init.is_file(), p
+        assert "__all__" in init.read_text(encoding="utf-8"), (
+            f"{init.relative_to(ROOT)}: no public API (__all__)"
+        )
 
 
 def test_no_import_cycle_in_analysis():
@@ -219,3 +368,90 @@ def test_engine_does_not_import_streamlit():
             if any(n == "streamlit" or n.startswith("streamlit.") for n in names):
                 users.append(str(path.relative_to(ROOT)))
     assert not users, users
+
+
+def test_corpus_jobs_plug_methods_in_through_their_registry():
+    """The statistics a method contributes are named in one registry (analysis.jobs.job_stats.PLUGINS), each a Stat
+    of that method's package whose name is its key; the job engine imports none of them."""
+    assert set(job_stats.PLUGINS) == {"token-ids", "merge-counts", "source-words"}
+    assert set(job_stats.STATS) == set(job_stats.PLUGINS) | {
+        "pretokens",
+        "words",
+        "produced-ids",
+        "compression",
+    }
+    for name, where in job_stats.PLUGINS.items():
+        assert method_of(where.split(":")[0]), where
+        stat = job_stats.get_stat(name)
+        assert isinstance(stat, Stat) and stat.name == name
+    assert not any(
+        tier_of(d) == "methods" for m, deps in import_graph().items() if tier_of(m) == "jobs" for d in deps
+    )
+
+
+#: An engine file longer than this says at its top why it is one file.
+MAX_ENGINE_FILE_LINES = 600
+
+
+def test_long_engine_files_say_why_they_are_one_file():
+    long = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        text = path.read_text(encoding="utf-8")
+        if len(text.splitlines()) > MAX_ENGINE_FILE_LINES:
+            doc = ast.get_docstring(ast.parse(text)) or ""
+            if "Why one file" not in doc:
+                long.append(f"{path.relative_to(ROOT)} ({len(text.splitlines())} lines)")
+    assert not long, f"split these files or say at their top why they are one file: {long}"
+
+
+def _page_layer() -> list[Path]:
+    return [ROOT / "app.py", *sorted((ROOT / "pages").glob("*.py")), *sorted((ROOT / "ui").glob("*.py"))]
+
+
+def test_one_zip_writer():
+    """Every zip the app offers is built by analysis.tokenizer.export.zip_files."""
+    writers = [
+        str(p.relative_to(ROOT))
+        for p in [*sorted(PACKAGE.rglob("*.py")), *_page_layer()]
+        if re.search(r"ZipFile\([^)]*[\"']w[\"']", p.read_text(encoding="utf-8"))
+    ]
+    assert writers == ["analysis/tokenizer/export.py"], writers
+
+
+def test_pages_write_json_one_way():
+    """A page offers JSON through analysis.core.outputs.json_document (or json_lines for a table), never its own
+    json.dumps / strict_json."""
+    found = [
+        f"{p.relative_to(ROOT)}: {m.group(0)}"
+        for p in _page_layer()
+        for m in re.finditer(r"json\.dumps\(|strict_json\(|json_ready\(", p.read_text(encoding="utf-8"))
+    ]
+    assert not found, found
+
+
+def test_no_hand_rolled_caches_beside_memoize():
+    """The engine remembers results through analysis.core.cache (memoize, DiskCache), not module-level dicts that
+    a function fills (the three it had: premiums, working tokenizers, job tokenizers)."""
+    filled = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        if path.parent.name == "core" and path.name == "cache.py":
+            continue
+        text = path.read_text(encoding="utf-8")
+        for name in re.findall(r"^(_[A-Z][A-Z_]*): dict\[[^\n]*\] = \{\}$", text, re.M):
+            if re.search(rf"{name}\[[^\]]+\] = ", text):
+                filled.append(f"{path.relative_to(ROOT)}: {name}")
+    assert not filled, filled
+
+
+def test_sub_command_choices_come_from_registries():
+    """A sub-command's `choices=` names an engine registry (the same one its page offers), never a hand-written
+    list of two or more names that a page could disagree with (as `_CLI_ORDERS` once did)."""
+    literal = []
+    for path in sorted((PACKAGE / "commands").glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            for kw in node.keywords if isinstance(node, ast.Call) else []:
+                v = kw.value
+                if kw.arg == "choices" and isinstance(v, (ast.Tuple, ast.List)) and len(v.elts) >= 2:
+                    if all(isinstance(e, ast.Constant) for e in v.elts):
+                        literal.append(f"{path.relative_to(ROOT)}:{v.lineno}")
+    assert not literal, literal

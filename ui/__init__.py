@@ -24,7 +24,7 @@ def _leave_legacy_pages_mode() -> None:
     itself does, and rerun; the rerun goes through app.py, whose page URL equals the file name (a test checks
     that), so the user stays on the page they asked for. Once cleared, the flag stays cleared for the process.
 
-    tests/test_app_pages.py fails loudly if a Streamlit upgrade removes the attribute or changes this hand-over.
+    tests/app/test_app_pages.py fails loudly if a Streamlit upgrade removes the attribute or changes this hand-over.
     """
     if getattr(PagesManager, "uses_pages_directory", None):
         PagesManager.uses_pages_directory = False

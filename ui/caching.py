@@ -14,7 +14,7 @@ from typing import Any
 import streamlit as st
 
 from analysis import LoadedTokenizer
-from analysis.corpora import Corpus
+from analysis.texts.corpora import Corpus
 
 
 def _tokenizer_key(tok: LoadedTokenizer) -> str:

@@ -1,9 +1,9 @@
-"""Corpus statistics counted by a background job (:func:`analysis.distributed.start`, the local executor): the
+"""Corpus statistics counted by a background job (:func:`analysis.jobs.start`, the local executor): the
 inputs a page may name, and a panel that starts the job, shows its progress while the rest of the app stays
 responsive (a fragment polls the job's workdir), offers Cancel, and hands the result to the page when done.
 
 Inputs: a folder on the server and a file-name pattern when the operator allows server paths (the folder passes
-:func:`analysis.paths.confine`; every file the pattern matches must lie inside the allowed roots), else files of
+:func:`analysis.core.paths.confine`; every file the pattern matches must lie inside the allowed roots), else files of
 the shared corpora. Uploaded files stay in the page's in-process path (they are already in this process).
 """
 
@@ -16,8 +16,9 @@ from typing import Any
 
 import streamlit as st
 
-from analysis import LoadedTokenizer, paths
-from analysis.distributed import ExecutorConfig, confine_inputs, start
+from analysis import LoadedTokenizer
+from analysis.core import paths
+from analysis.jobs import ExecutorConfig, confine_inputs, start
 from ui.errors import try_step
 from ui.pickers import server_path_input
 
@@ -29,7 +30,7 @@ POLL_SECONDS = 1.0
 
 def _confined_glob(folder: Path, pattern: str, layout: str) -> list[str]:
     """`folder/pattern` when the pattern is a plain file-name pattern, confined by
-    :func:`analysis.distributed.confine_inputs` (every match inside the operator's roots)."""
+    :func:`analysis.jobs.confine_inputs` (every match inside the operator's roots)."""
     if not _PATTERN.fullmatch(pattern) or pattern in (".", ".."):
         raise paths.ServerPathError(f"refused pattern {pattern!r}: a file-name pattern such as *.jsonl.gz")
     return confine_inputs([str(folder / pattern) if folder.is_dir() else str(folder)], layout=layout)

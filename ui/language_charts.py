@@ -8,7 +8,7 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from analysis import flores as fl
+from analysis.texts import flores as fl
 from ui.palette import tokenizer_colours, tokenizer_symbols
 
 MIN_GROUP = 3  # scripts / families with fewer languages are pooled as "Other …"

@@ -13,9 +13,9 @@ from pathlib import Path
 import streamlit as st
 
 from analysis import LoadedTokenizer
-from analysis.defaults import DEFAULT_NAME
-from analysis.export import library_zip
-from analysis.sources import load_library_zip, load_upload
+from analysis.tokenizer.defaults import DEFAULT_NAME
+from analysis.tokenizer.export import library_zip
+from analysis.tokenizer.sources import load_library_zip, load_upload
 from ui.loaders import example_tokenizers, load_default, load_path_cached, load_source
 
 LIBRARY_KEY = "toklab_library"

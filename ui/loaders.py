@@ -8,10 +8,11 @@ from pathlib import Path
 
 import streamlit as st
 
-from analysis import AnalysisError, LoadedTokenizer, paths
-from analysis.defaults import default_tokenizer
-from analysis.demo_models import DEMO_MODELS, weights_path
-from analysis.sources import load, load_hub
+from analysis import AnalysisError, LoadedTokenizer
+from analysis.core import paths
+from analysis.model.demo_models import DEMO_MODELS, weights_path
+from analysis.tokenizer.defaults import default_tokenizer
+from analysis.tokenizer.sources import load, load_hub
 
 
 def example_tokenizers() -> dict[str, Path]:
@@ -25,7 +26,7 @@ def example_tokenizers() -> dict[str, Path]:
 
 
 def fetched_models() -> dict[str, Path]:
-    """The demo models (`analysis.demo_models`) in the models folder, picker label → weights (fetched or not)."""
+    """The demo models (`analysis.model.demo_models`) in the models folder, picker label → weights (fetched or not)."""
     return {f"{m.label.removesuffix(')')}, fetched)": weights_path(m) for m in DEMO_MODELS}
 
 

@@ -9,8 +9,9 @@ from typing import Any
 
 import streamlit as st
 
-from analysis import LoadedTokenizer, paths
-from analysis.demo_models import DEMO_MODELS, fetch, is_fetched
+from analysis import LoadedTokenizer
+from analysis.core import paths
+from analysis.model.demo_models import DEMO_MODELS, fetch, is_fetched
 from ui.errors import try_step
 from ui.library import library, take_selection
 from ui.links import name_from_link, opened
@@ -115,7 +116,7 @@ def server_path_input(
 ) -> Path | None:
     """The one text field for a path on the server, shown only when the operator allows server-side paths.
 
-    Returns the resolved path once it passes :func:`analysis.paths.confine` (inside the configured roots, no
+    Returns the resolved path once it passes :func:`analysis.core.paths.confine` (inside the configured roots, no
     `..`, symlinks resolved; with `write`, a folder that does not exist yet), else None: the field is hidden
     (a short note instead) while server paths are off, and a refused path is explained under the field.
     `trusted` paths (the operator's own configured location, a copy the app downloaded) are taken as they are.

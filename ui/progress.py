@@ -1,4 +1,4 @@
-"""The Streamlit side of the engine's progress protocol (`analysis.progress.Progress`)."""
+"""The Streamlit side of the engine's progress protocol (`analysis.core.progress.Progress`)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from contextlib import contextmanager
 
 import streamlit as st
 
-from analysis.progress import Progress, fraction
+from analysis.core.progress import Progress, fraction
 
 
 def progress_bar(text: str, *, unit: str = "") -> tuple[Progress, object]:

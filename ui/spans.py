@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import html
 
-from analysis.tokenizer import LoadedTokenizer
+from analysis.tokenizer.tokenizer import LoadedTokenizer
 
 PALETTE = ["#fde68a", "#bfdbfe", "#bbf7d0", "#fbcfe8", "#ddd6fe", "#fed7aa", "#a5f3fc", "#e5e7eb"]
 

@@ -1,6 +1,6 @@
 """Merge trees, drawn once for every page: an interactive Plotly forest (Merge trees) and indented text (Extend,
 Prune). Trees are the nested dicts of `analysis.bpe.merge_tree` / `BPEReplay.text_trees` and
-`analysis.extension.Preview.merge_tree`."""
+`analysis.methods.extension.Preview.merge_tree`."""
 
 from __future__ import annotations
 

@@ -31,9 +31,9 @@ from typing import Any, TypeVar
 import numpy as np
 import tokenizers
 
-from ..cache import memoize
-from ..errors import UnsupportedTokenizerError
-from ..tokenizer import LoadedTokenizer
+from analysis.core.cache import memoize
+from analysis.errors import UnsupportedTokenizerError
+from analysis.tokenizer.tokenizer import LoadedTokenizer
 
 _WORD_CACHE_LIMIT = 250_000
 T = TypeVar("T")

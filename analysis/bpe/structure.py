@@ -17,15 +17,18 @@ from typing import Any
 
 import numpy as np
 
-from ..cache import DiskCache, memoize
-from ..tokenizer import LoadedTokenizer
+from analysis.core.cache import DiskCache, memoize
+from analysis.tokenizer.tokenizer import LoadedTokenizer
+
 from .replay import BPEReplay, SortedPairs, get_replay, merge_arrays, pair_stride, require_bpe
 from .stt import stt_result
 
 
-@dataclass
+@dataclass(eq=False)
 class VocabStructure:
-    """How the vocabulary is built: merge splits, alphabet, leaves, downstream counts, dead merges."""
+    """How the vocabulary is built: merge splits, alphabet, leaves, downstream counts, dead merges.
+
+    Compared and hashed by identity (one structure per tokenizer, memoised), so caches can key on it."""
 
     split: dict[int, tuple[int, int]]
     atomic: set[int]

@@ -26,9 +26,10 @@ from typing import Any
 
 import tokenizers
 
-from ..cache import memoize
-from ..tokenizer import LoadedTokenizer
-from ..unicode import text_script
+from analysis.core.cache import memoize
+from analysis.core.unicode import text_script
+from analysis.tokenizer.tokenizer import LoadedTokenizer
+
 from .replay import BPEReplay, get_replay, require_bpe
 from .trees import merge_candidates_for, merge_tree
 

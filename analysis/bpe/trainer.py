@@ -24,7 +24,7 @@ The pair statistics are a small plug-in:
   exact at every step; priorities ``F``, ``F*L``, ``F*log(R+1)``, ``F*log(R)``, ``F*log(R+1)*L``,
   ``F*log(R)*L`` (ties: higher F first); merge skipping by :class:`SkipRule`.
 
-Continued training (:mod:`analysis.training`) and SA-BPE (:mod:`analysis.sabpe`) both call :func:`learn`.
+Continued training (:mod:`analysis.bpe.training`) and SA-BPE (:mod:`analysis.methods.sabpe.sabpe`) both call :func:`learn`.
 """
 
 from __future__ import annotations
@@ -37,8 +37,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from ..errors import DataError
-from ..progress import Progress, report
+from analysis.core.progress import Progress, report
+from analysis.errors import DataError
 
 Pair = tuple[int, int]
 

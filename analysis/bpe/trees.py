@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from ..tokenizer import LoadedTokenizer
+from analysis.tokenizer.tokenizer import LoadedTokenizer
+
 from .replay import get_replay, require_bpe
 
 

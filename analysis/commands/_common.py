@@ -8,13 +8,13 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from ..distributed import CorpusRun, add_executor_arguments, compute, executor_from_args
-from ..errors import TokenizerLoadError
-from ..outputs import json_ready, strict_json
-from ..progress import stderr_progress
-from ..sources import load
-from ..tokenizer import LoadedTokenizer
-from ..weights import resolve_model, tokenizer_for_model
+from analysis.core.outputs import json_ready, strict_json
+from analysis.core.progress import stderr_progress
+from analysis.errors import TokenizerLoadError
+from analysis.jobs import CorpusRun, add_executor_arguments, compute, executor_from_args
+from analysis.model.weights import resolve_model, tokenizer_for_model
+from analysis.tokenizer.sources import load
+from analysis.tokenizer.tokenizer import LoadedTokenizer
 
 _TOKENIZER_HELP = (
     "folder, tokenizer.json, .gguf file (its embedded tokenizer) or hub id; "
@@ -38,7 +38,7 @@ def add_tokenizer_argument(p: argparse.ArgumentParser, flag: str | None = None, 
 
 def load_from_args(args: argparse.Namespace, source: str | None = None) -> LoadedTokenizer:
     """Load the tokenizer an argument names; without one, the tokenizer of ``--model`` (its folder's tokenizer
-    files, or the one embedded in a GGUF file: :func:`analysis.weights.tokenizer_for_model`)."""
+    files, or the one embedded in a GGUF file: :func:`analysis.model.weights.tokenizer_for_model`)."""
     src = source or getattr(args, "tokenizer", None)
     revision, token = getattr(args, "revision", None), getattr(args, "token", None)
     if src:
@@ -69,11 +69,11 @@ def add_corpus_arguments(
     help: str | None = None,
 ) -> None:
     """Add repeatable corpus inputs (default flags ``--text`` and ``--corpus``), ``--quiet`` and the executor
-    group (:func:`analysis.distributed.add_executor_arguments`).
+    group (:func:`analysis.jobs.add_executor_arguments`).
 
     Each input is a file, a folder, a quoted glob (``'DIR/*.devtest'``, ``'DIR/**/*.jsonl.gz'``), an
     ``hf://datasets/…`` path or another fsspec URL; every executor reads them through
-    :mod:`analysis.distributed.inputs`, so the in-process run and a datatrove run count the same units.
+    :mod:`analysis.texts.shards`, so the in-process run and a datatrove run count the same units.
     """
     p.add_argument(
         *(flags or ("--text", "--corpus")),
@@ -98,7 +98,7 @@ def compute_from_args(
     options: dict | None = None,
     label: str | None = None,
 ) -> CorpusRun:
-    """:func:`analysis.distributed.compute` with the command's executor flags and progress on stderr (unless
+    """:func:`analysis.jobs.compute` with the command's executor flags and progress on stderr (unless
     ``--quiet``); `inputs` default to ``args.inputs`` (see :func:`add_corpus_arguments`)."""
     progress = None if getattr(args, "quiet", False) else stderr_progress(label or stat)
     return compute(

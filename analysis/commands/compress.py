@@ -1,9 +1,9 @@
 """`python -m analysis compress --tokenizer T [--tokenizer T2 …] --langs all|CODE,CODE [--flores DIR] --json`.
 
-Compression metrics per tokenizer × FLORES language (see :mod:`analysis.metrics`), or with ``--corpus PATH …``
+Compression metrics per tokenizer × FLORES language (see :mod:`analysis.measure.metrics`), or with ``--corpus PATH …``
 per tokenizer × group of your own corpus (files, folders, quoted globs, ``hf://`` paths; ``--group-by
-file|folder|input|all``), counted as the `compression` statistic of :mod:`analysis.distributed` in this process
-or on the chosen executor. Both print :meth:`analysis.metrics.CompressionResult.to_json` (the rows) with
+file|folder|input|all``), counted as the `compression` statistic of :mod:`analysis.jobs` in this process
+or on the chosen executor. Both print :meth:`analysis.measure.metrics.CompressionResult.to_json` (the rows) with
 ``--json``; `--csv FILE` writes the same rows as CSV. FLORES results are cached by tokenizer content hash +
 data hash + metric parameters.
 """
@@ -13,13 +13,14 @@ from __future__ import annotations
 import argparse
 import sys
 
-from ..distributed.stats import GROUP_BY
-from ..errors import DataError
-from ..flores import DEFAULT_SPLIT, open_flores
-from ..metrics import DEFAULT_POWER, CompressionResult, compare, compression_table, corpus_rows
-from ..outputs import atomic_write_text
-from ..sources import load
-from ..tokenizer import LoadedTokenizer
+from analysis.core.outputs import atomic_write_text
+from analysis.errors import DataError
+from analysis.jobs.stats import GROUP_BY
+from analysis.measure.metrics import DEFAULT_POWER, CompressionResult, compare, compression_table, corpus_rows
+from analysis.texts.flores import DEFAULT_SPLIT, open_flores
+from analysis.tokenizer.sources import load
+from analysis.tokenizer.tokenizer import LoadedTokenizer
+
 from ._common import add_corpus_arguments, compute_from_args, print_json
 
 NAME = "compress"

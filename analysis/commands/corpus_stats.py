@@ -1,6 +1,6 @@
 """`python -m analysis corpus-stats --tokenizer T --text GLOB … --stat S [--executor local --tasks N --workers N]`.
 
-Computes one corpus statistic (see :mod:`analysis.distributed`) in this process, on local cores (datatrove),
+Computes one corpus statistic (see :mod:`analysis.jobs`) in this process, on local cores (datatrove),
 on Slurm or on Ray, and prints a summary; `--out FILE` writes the full result as JSON (counts sorted by key,
 or with `--stat words --n N` the learned merges), so runs on different executors can be compared byte for byte.
 """
@@ -11,11 +11,12 @@ import argparse
 import sys
 from typing import Any
 
-from ..distributed import STATS
-from ..distributed.result import CorpusStatsResult
-from ..distributed.stats import GROUP_BY
-from ..errors import DataError
-from ..outputs import atomic_write_text, strict_json
+from analysis.core.outputs import atomic_write_text, strict_json
+from analysis.errors import DataError
+from analysis.jobs import STATS
+from analysis.jobs.result import CorpusStatsResult
+from analysis.jobs.stats import GROUP_BY
+
 from ._common import (
     add_corpus_arguments,
     add_tokenizer_argument,

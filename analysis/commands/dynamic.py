@@ -1,13 +1,13 @@
 """`python -m analysis dynamic TOKENIZER --text "..." [--file F] [--merges N] [--boundary B] [--json]`.
 
-Batch-level dynamic tokenization (see :mod:`analysis.dynamic`): every `--text` and every non-empty line of
+Batch-level dynamic tokenization (see :mod:`analysis.methods.dynamic`): every `--text` and every non-empty line of
 `--file` (and `--flores LANG` lines) is one example of the batch; prints the lengths before/after and the
 merges performed in order. `--special-tokens` counts the post-processor's special tokens in the lengths;
 `--batch-size B` splits the examples into batches and `--sample-merges` draws each batch's merge count from
 U(0, m_max) as Feher et al. train; `--model M` computes the FVT embeddings of the batch's merged tokens for that
 model and reports their cost next to the sequence-length saving (`--embeddings-out DIR` writes them);
 `--full-curve` adds the curve until no valid pair is left, as the page draws it. The JSON is
-:class:`analysis.dynamic.DynamicReport` (or :class:`analysis.dynamic.SampledBatches` with `--batch-size`), the
+:class:`analysis.methods.dynamic.DynamicReport` (or :class:`analysis.methods.dynamic.SampledBatches` with `--batch-size`), the
 document the Dynamic tokenization page offers for download.
 """
 
@@ -15,9 +15,9 @@ from __future__ import annotations
 
 import argparse
 
-from .. import flores
-from ..corpora import iter_file, with_budget
-from ..dynamic import (
+from analysis.core.outputs import check_output_folder
+from analysis.errors import DataError
+from analysis.methods.dynamic import (
     BOUNDARIES,
     FULL_CURVE_MERGES,
     MAX_BATCH_CHARS,
@@ -27,8 +27,9 @@ from ..dynamic import (
     dynamic_tokenize,
     sampled_batches,
 )
-from ..errors import DataError
-from ..outputs import check_output_folder
+from analysis.texts import flores
+from analysis.texts.corpora import iter_file, with_budget
+
 from ._common import add_tokenizer_argument, load_from_args, print_json
 
 NAME = "dynamic"

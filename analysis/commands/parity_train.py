@@ -1,6 +1,6 @@
 """`python -m analysis parity-train --vocab-size N [--langs all] [--variant base] [--out DIR] [--json]`.
 
-Parity-aware BPE vs plain BPE at equal vocabulary size on FLORES-200 (see :mod:`analysis.parity`): premium
+Parity-aware BPE vs plain BPE at equal vocabulary size on FLORES-200 (see :mod:`analysis.bpe.parity`): premium
 against English per language (mean, maximum, Gini) next to the compression cost (bytes/token).
 """
 
@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import argparse
 
-from ..errors import DataError
-from ..flores import ENGLISH, FLORES_TRAIN_LINES
-from ..outputs import check_output_folder
-from ..parity import VARIANTS, parity_comparison
+from analysis.bpe.parity import VARIANTS, parity_comparison
+from analysis.core.outputs import check_output_folder
+from analysis.errors import DataError
+from analysis.texts.flores import ENGLISH, FLORES_TRAIN_LINES
+
 from ._common import add_force_argument, print_json
 
 NAME = "parity-train"

@@ -1,10 +1,10 @@
 """`python -m analysis prune --tokenizer T --order O --text PATH … --n N --out DIR [--model M] --json`.
 
 The corpus orders (frequency, leaf-frequency, merge-based) count token frequencies over every `--text` input
-(files, folders, globs, ``hf://`` paths; summed) as one corpus statistic of :mod:`analysis.distributed`
+(files, folders, globs, ``hf://`` paths; summed) as one corpus statistic of :mod:`analysis.jobs`
 (`token-ids`, or `merge-counts` for merge-based): in this process, or with ``--executor local|slurm|ray`` on
 many cores with the same counts, hence the same order and the same pruned tokenizer. The report printed with
-``--json`` is the one written as ``prune_report.json`` (:class:`analysis.prune_export.PruneReport`).
+``--json`` is the one written as ``prune_report.json`` (:class:`analysis.methods.pruning.report.PruneReport`).
 """
 
 from __future__ import annotations
@@ -15,14 +15,15 @@ from typing import Any
 
 import numpy as np
 
-from .. import pruning
-from ..corpora import iter_file
-from ..distributed import CorpusRun
-from ..errors import DataError
-from ..inputs import parse_json, read_file
-from ..outputs import check_output_folder
-from ..prune_export import prune_report, write_pruned
-from ..tokenizer import LoadedTokenizer
+from analysis.core.inputs import parse_json, read_file
+from analysis.core.outputs import check_output_folder
+from analysis.errors import DataError
+from analysis.jobs import CorpusRun
+from analysis.methods import pruning
+from analysis.methods.pruning.report import MODEL_INITS, prune_report, write_pruned
+from analysis.texts.corpora import iter_file
+from analysis.tokenizer.tokenizer import LoadedTokenizer
+
 from ._common import (
     add_corpus_arguments,
     add_force_argument,
@@ -37,13 +38,11 @@ HELP = (
     "prune N tokens in a chosen order (merges, ids, added tokens kept consistent); optionally the model too"
 )
 
-_CLI_ORDERS = ("last-n", "frequency", "leaf-last-n", "leaf-frequency", "merge-based", "script", "score")
-
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     """Register the arguments of `prune`."""
     add_tokenizer_argument(p, "--tokenizer")
-    p.add_argument("--order", required=True, choices=_CLI_ORDERS, help="pruning order")
+    p.add_argument("--order", required=True, choices=pruning.ORDERS, help="pruning order")
     p.add_argument("--n", type=int, required=True, help="number of tokens to prune")
     p.add_argument("--out", required=True, help="output folder (Hugging Face tokenizer folder, + model)")
     add_force_argument(p)
@@ -53,7 +52,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--init",
         default="fvt",
-        choices=("fvt", "mean", "random"),
+        choices=MODEL_INITS,
         help="init of new embedding rows (only used when ids are added)",
     )
     p.add_argument(
@@ -86,7 +85,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def _read_lines(files: list[str]) -> list[list[str]]:
     out = []
     for f in files:
-        lines = list(iter_file(f))  # bounded, strict UTF-8 (analysis.inputs)
+        lines = list(iter_file(f))  # bounded, strict UTF-8 (analysis.core.inputs)
         if not lines:
             raise DataError(f"text file {f} is empty")
         out.append(lines)
@@ -94,17 +93,16 @@ def _read_lines(files: list[str]) -> list[list[str]]:
 
 
 def corpus_counts(tok: LoadedTokenizer, args: argparse.Namespace) -> tuple[dict[str, Any], CorpusRun | None]:
-    """The frequencies a corpus order needs (`counts=` or `merges=` of :func:`analysis.pruning.compute_order`),
+    """The frequencies a corpus order needs (`counts=` or `merges=` of :func:`analysis.methods.pruning.compute_order`),
     counted over the `--text` inputs on the chosen executor; ({}, None) for the other orders."""
-    if args.order not in pruning.CORPUS_ORDERS:
+    corpus = pruning.ORDER_REGISTRY[args.order].corpus
+    if corpus is None:
         return {}, None
     if not args.inputs:
         raise DataError(f"the {args.order} order needs at least one --text FILE (a file, folder or glob)")
-    if args.order == "merge-based":
-        run = compute_from_args(tok, "merge-counts", args, label="prune: merge counts")
-        return {"merges": run.result}, run
-    run = compute_from_args(tok, "token-ids", args, label="prune: token counts")
-    return {"counts": np.asarray(run.result)}, run
+    stat, keyword = corpus
+    run = compute_from_args(tok, stat, args, label=f"prune: {stat.replace('-', ' ')}")
+    return {keyword: np.asarray(run.result) if keyword == "counts" else run.result}, run
 
 
 def _read_scores(path: str) -> dict[int, float]:

@@ -6,13 +6,21 @@ import argparse
 import time
 from pathlib import Path
 
-from ..corpora import iter_file
-from ..errors import DataError
-from ..flores import FLORES_TRAIN_LINES
-from ..outputs import atomic_folder, check_output_folder
-from ..reuse import DEFAULT_RULES, PROTECTIONS, RULES, TRAINERS, build_reuse_tokenizer, target_training_texts
-from ..reuse_measures import SPLITS, ReuseReport, measure_reuse
-from ..reuse_model import export_model
+from analysis.core.outputs import atomic_folder, check_output_folder
+from analysis.errors import DataError
+from analysis.methods.reuse import (
+    DEFAULT_RULES,
+    PROTECTIONS,
+    RULES,
+    TRAINERS,
+    build_reuse_tokenizer,
+    target_training_texts,
+)
+from analysis.methods.reuse.measures import SPLITS, ReuseReport, measure_reuse
+from analysis.methods.reuse.model import export_model
+from analysis.texts.corpora import iter_file
+from analysis.texts.flores import FLORES_TRAIN_LINES
+
 from ._common import add_force_argument, add_tokenizer_argument, load_from_args, print_json
 
 NAME = "reuse"

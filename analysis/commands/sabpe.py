@@ -1,6 +1,6 @@
 """`python -m analysis sabpe`: train plain BPE and source-attributed BPE on code, compare them, export.
 
-The per-source word counts come from the corpus executor (:mod:`analysis.distributed`, statistic
+The per-source word counts come from the corpus executor (:mod:`analysis.jobs`, statistic
 ``source-words``): in this process for small inputs, on local cores, Slurm or Ray, with the same result; the
 merge loop runs here.
 """
@@ -13,28 +13,27 @@ import io
 import sys
 from pathlib import Path
 
-from ..distributed import add_executor_arguments, compute, executor_from_args
-from ..distributed.inputs import iter_records, resolve
-from ..errors import DataError
-from ..export import write_folder
-from ..outputs import check_output_folder
-from ..parity import VARIANTS
-from ..paths import shared_assets
-from ..progress import stderr_progress
-from ..sabpe import (
+from analysis.bpe.parity import VARIANTS
+from analysis.core.outputs import check_output_folder
+from analysis.core.paths import shared_assets
+from analysis.core.progress import stderr_progress
+from analysis.errors import DataError
+from analysis.jobs import add_executor_arguments, compute, executor_from_args
+from analysis.methods.sabpe import (
     DEFAULT_PRIORITY,
     PRIORITIES,
-    CodeRecord,
     SabpeComparison,
     SkipRule,
-    code_dir,
     normalize_priority,
-    read_code,
     records_by_language,
     train,
     train_parity_baseline,
 )
-from ..sources import load
+from analysis.texts.code import CodeRecord, code_dir, read_code
+from analysis.texts.shards import iter_records, resolve
+from analysis.tokenizer.export import write_folder
+from analysis.tokenizer.sources import load
+
 from ._common import add_force_argument, print_json
 
 NAME = "sabpe"

@@ -5,7 +5,7 @@ id in one category: reachable, unreachable_multi, unreachable_other_single, merg
 byte_fallback, special, unk. `unreachable` is the STT count (the three unreachable categories).
 
 `--corpus PATH …` (files, folders, globs, ``hf://`` paths) also reports the vocabulary tokens the corpus never
-produces, counted as the `produced-ids` statistic of :mod:`analysis.distributed` (in this process or with
+produces, counted as the `produced-ids` statistic of :mod:`analysis.jobs` (in this process or with
 ``--executor local|slurm|ray``: the same counts). ``--json`` prints :meth:`analysis.bpe.STTRun.to_json`, the
 schema the Token health page downloads.
 """
@@ -15,7 +15,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from ..bpe import (
+from analysis.bpe import (
     CATEGORIES,
     NeverProduced,
     STTRun,
@@ -24,8 +24,9 @@ from ..bpe import (
     merge_tree,
     stt_report,
 )
-from ..errors import DataError
-from ..outputs import atomic_write_text
+from analysis.core.outputs import atomic_write_text
+from analysis.errors import DataError
+
 from ._common import (
     add_corpus_arguments,
     add_tokenizer_argument,

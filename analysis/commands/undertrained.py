@@ -6,11 +6,9 @@ from __future__ import annotations
 
 import argparse
 
-from ..models import parse_max_memory
-from ..outputs import atomic_write_text
-from ..progress import stderr_progress
-from ..sources import load
-from ..undertrained import (
+from analysis.core.outputs import atomic_write_text
+from analysis.core.progress import stderr_progress
+from analysis.methods.undertrained import (
     INDICATOR_LABELS,
     analyze,
     check_percentile,
@@ -20,7 +18,10 @@ from ..undertrained import (
     stt_status,
     verify_result,
 )
-from ..weights import resolve_model, tokenizer_for_model
+from analysis.model.models import parse_max_memory
+from analysis.model.weights import resolve_model, tokenizer_for_model
+from analysis.tokenizer.sources import load
+
 from ._common import print_json
 
 NAME = "undertrained"

@@ -12,7 +12,7 @@ import zipfile
 from pathlib import Path
 from typing import Any
 
-from analysis.tokenizer import BYTE_TO_CHAR, bpe_model
+from analysis.tokenizer.tokenizer import BYTE_TO_CHAR, bpe_model
 
 ALPHABET = {c: i for i, c in enumerate(BYTE_TO_CHAR.values())}
 

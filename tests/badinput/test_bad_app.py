@@ -34,9 +34,9 @@ from streamlit.testing.v1 import AppTest
 from support import ROOT, TOKENIZERS, load_shared
 
 from analysis import TokenizerLoadError
-from analysis.export import library_zip
-from analysis.prune_export import zip_folder
-from analysis.sources import load_library_zip
+from analysis.methods.pruning.report import zip_folder
+from analysis.tokenizer.export import library_zip
+from analysis.tokenizer.sources import load_library_zip
 
 GPT2_JSON = (TOKENIZERS / "gpt2" / "tokenizer.json").read_bytes()
 

@@ -38,11 +38,12 @@ from bad_files import (
 from bad_run import assert_clear_error, strict_loads, tree
 from support import ROOT, TOKENIZERS, load_shared
 
-from analysis import export, playground
 from analysis.commands import inspect as inspect_command
-from analysis.corpora import upload_lines
 from analysis.errors import DataError
-from analysis.tokenizer import LoadedTokenizer
+from analysis.texts.corpora import upload_lines
+from analysis.tokenizer import export
+from analysis.tokenizer.tokenizer import LoadedTokenizer
+from analysis.views import playground
 
 GPT2 = TOKENIZERS / "gpt2"
 GPT2_JSON = (GPT2 / "tokenizer.json").read_bytes()
@@ -386,7 +387,7 @@ def test_killed_mid_write_leaves_no_folder(cli, tmp_path):
     script = tmp_path / "kill_after_first_file.py"
     script.write_text(
         "import os, signal, sys\n"
-        "from analysis import export\n"
+        "from analysis.tokenizer import export\n"
         "real = export.write_files\n"
         "def dying(folder, files):\n"
         "    first = dict(list(files.items())[:1])\n"

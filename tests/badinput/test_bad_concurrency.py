@@ -10,9 +10,9 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 from support import load_shared
 
-from analysis import metrics as mx
-from analysis.cache import memoize
-from analysis.flores import open_flores
+from analysis.core.cache import memoize
+from analysis.measure import metrics as mx
+from analysis.texts.flores import open_flores
 from ui.caching import cache_resource
 
 SESSIONS = 8

@@ -1,4 +1,4 @@
-"""Server-side paths named by a browser (`analysis.paths.confine`): off by default; when the operator allows them,
+"""Server-side paths named by a browser (`analysis.core.paths.confine`): off by default; when the operator allows them,
 only inside the configured roots (symlinks resolved, `..` refused), and exports only to a new folder."""
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from analysis import paths
-from analysis.paths import ServerPathError, confine
+from analysis.core import paths
+from analysis.core.paths import ServerPathError, confine
 
 
 @pytest.fixture

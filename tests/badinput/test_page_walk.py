@@ -26,8 +26,8 @@ from download_support import record_downloads
 from streamlit.testing.v1 import AppTest
 from support import ROOT, load_shared
 
-from analysis import paths
-from analysis.export import library_zip
+from analysis.core import paths
+from analysis.tokenizer.export import library_zip
 
 # the events of the interpreter that touch a path (os.stat and friends have none: they only look)
 _EVENTS = {"open", "os.listdir", "os.scandir", "os.mkdir", "os.remove", "os.rmdir", "os.rename", "os.replace",

@@ -1,5 +1,5 @@
 """A FIFO (or socket) as every kind of input: refused before anything opens it, with one message everywhere
-(`analysis.inputs.check_not_special`), never a reader blocked forever waiting for a writer.
+(`analysis.core.inputs.check_not_special`), never a reader blocked forever waiting for a writer.
 
 A reader that regressed would block in `open()`; each in-process case runs in a thread, and when it is still
 waiting after its time the test opens the FIFO for writing (which releases the reader) and fails.
@@ -20,13 +20,13 @@ import pytest
 from support import ROOT, TOKENIZERS
 
 from analysis import DataError, load
-from analysis import flores as fl
-from analysis.corpora import from_paths, iter_file
-from analysis.distributed.inputs import resolve
-from analysis.inputs import check_not_special, read_file
-from analysis.reuse import wordfreq_texts
-from analysis.sabpe import read_code
-from analysis.weights import resolve_model
+from analysis.core.inputs import check_not_special, read_file
+from analysis.methods.reuse.reuse import wordfreq_texts
+from analysis.model.weights import resolve_model
+from analysis.texts import flores as fl
+from analysis.texts.code import read_code
+from analysis.texts.corpora import from_paths, iter_file
+from analysis.texts.shards import resolve
 
 MESSAGE = "not a regular file or a folder of files"
 GPT2 = TOKENIZERS / "gpt2"

@@ -1,0 +1,241 @@
+"""The one cache: in-memory memoisation keyed by content, and a size-capped JSON store on disk.
+
+In memory — :func:`memoize`: a thread-safe LRU for engine functions whose arguments identify their result. A
+:class:`~analysis.tokenizer.tokenizer.LoadedTokenizer` argument is keyed by its content hash (never by identity), so two
+loads of the same file share one entry, and an edited tokenizer (a new object with new content) never reuses
+the original's results. Identical concurrent calls run once: the second caller waits for the first and gets the
+same object (a Streamlit server with eight sessions pressing the same button computes once). Results are shared
+between callers and must be treated as read-only.
+
+On disk — :class:`DiskCache`: JSON documents under ``<cache>/store/<namespace>/<key>.json``, written atomically
+and strictly (no NaN), read back with a version check; the whole store is capped at ``$TOKLAB_CACHE_MAX_MB``
+(least recently used files go first). A corrupt or foreign file is treated as a miss, never unpickled.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Hashable
+from concurrent.futures import Future
+from pathlib import Path
+from typing import Any, TypeVar
+
+from .outputs import atomic_write_text
+from .paths import cache_dir, cache_max_bytes
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+_REGISTRY: list[_Memo] = []
+
+
+def content_key(value: Any) -> Hashable:
+    """A hashable key for one argument: a tokenizer by content hash, containers element-wise.
+
+    Raises TypeError for values that cannot identify a result (e.g. an open file).
+    """
+    h = getattr(value, "content_hash", None)
+    if isinstance(h, str):
+        return ("tokenizer", h)
+    if value is None or isinstance(value, (str, bytes, int, float, bool, frozenset)):
+        return value
+    if isinstance(value, (tuple, list)):
+        return (type(value).__name__, *(content_key(v) for v in value))
+    if isinstance(value, (set,)):
+        return ("set", *sorted(content_key(v) for v in value))
+    if isinstance(value, dict):
+        return ("dict", *sorted((str(k), content_key(v)) for k, v in value.items()))
+    if isinstance(value, Hashable):
+        return value
+    raise TypeError(f"cannot use a {type(value).__name__} as a cache key")
+
+
+class SingleFlight:
+    """Run identical concurrent work once: callers of :meth:`run` with the same key while it is running wait for
+    the first caller's result (or error) instead of computing it again."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._running: dict[Hashable, Future] = {}
+
+    def run(self, key: Hashable, fn: Callable[[], Any]) -> Any:
+        """`fn()`, or the result of the identical call already in progress."""
+        with self._lock:
+            fut = self._running.get(key)
+            owner = fut is None
+            if owner:
+                fut = self._running[key] = Future()
+        if not owner:
+            return fut.result()
+        try:
+            value = fn()
+        except BaseException as e:
+            with self._lock:
+                self._running.pop(key, None)
+            fut.set_exception(e)
+            raise
+        with self._lock:
+            self._running.pop(key, None)
+        fut.set_result(value)
+        return value
+
+
+class _Memo:
+    def __init__(self, fn: Callable[..., Any], maxsize: int) -> None:
+        self.fn = fn
+        self.maxsize = maxsize
+        self.lock = threading.Lock()
+        self.done: OrderedDict[Hashable, Any] = OrderedDict()
+        self.flight = SingleFlight()
+        self.hits = 0
+        self.misses = 0
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        key = (
+            tuple(content_key(a) for a in args),
+            tuple(sorted((k, content_key(v)) for k, v in kwargs.items())),
+        )
+        with self.lock:
+            if key in self.done:
+                self.done.move_to_end(key)
+                self.hits += 1
+                return self.done[key]
+            self.misses += 1
+
+        def compute() -> Any:
+            with self.lock:  # an identical call may have finished between the check above and this flight
+                if key in self.done:
+                    return self.done[key]
+            value = self.fn(*args, **kwargs)
+            with self.lock:
+                self.done[key] = value
+                while len(self.done) > self.maxsize:
+                    self.done.popitem(last=False)
+            return value
+
+        return self.flight.run(key, compute)
+
+    def clear(self) -> None:
+        with self.lock:
+            self.done.clear()
+
+
+def memoize(maxsize: int = 4) -> Callable[[F], F]:
+    """Decorator: remember the last `maxsize` results of a function, keyed by :func:`content_key` of its arguments.
+
+    The wrapped function gets ``.cache_clear()`` and ``.cache_info()`` (hits, misses, size).
+    """
+
+    def wrap(fn: F) -> F:
+        memo = _Memo(fn, maxsize)
+        _REGISTRY.append(memo)
+
+        @functools.wraps(fn)
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            return memo(*args, **kwargs)
+
+        wrapper.cache_clear = memo.clear  # type: ignore[attr-defined]
+        wrapper.cache_info = lambda: {"hits": memo.hits, "misses": memo.misses, "size": len(memo.done)}  # type: ignore[attr-defined]
+        return wrapper  # type: ignore[return-value]
+
+    return wrap
+
+
+def clear_memory() -> None:
+    """Forget every in-memory memoised result (tests, benchmarks)."""
+    for m in _REGISTRY:
+        m.clear()
+
+
+# --------------------------------------------------------------------------------------------------
+# Disk store
+# --------------------------------------------------------------------------------------------------
+def store_dir() -> Path:
+    """The root of the size-capped disk store (``<cache>/store``)."""
+    d = cache_dir() / "store"
+    d.mkdir(parents=True, exist_ok=True)
+    return d
+
+
+class DiskCache:
+    """JSON documents of one kind (`namespace`) at one format `version`, keyed by a short content key."""
+
+    def __init__(self, namespace: str, version: int | str) -> None:
+        self.namespace = namespace
+        self.version = str(version)
+
+    def path(self, key: str) -> Path:
+        """The file of one key (the key must be a file-name-safe string such as a hex digest)."""
+        safe = "".join(c for c in key if c.isalnum() or c in "-_.")[:200]
+        if not safe:
+            raise ValueError("empty cache key")
+        return store_dir() / self.namespace / f"{safe}.json"
+
+    def get(self, key: str) -> Any | None:
+        """The stored document, or None (missing, unreadable, other version)."""
+        p = self.path(key)
+        try:
+            wrapped = json.loads(p.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return None
+        if not isinstance(wrapped, dict) or wrapped.get("version") != self.version or "data" not in wrapped:
+            return None
+        try:
+            os.utime(p)  # least recently *used* goes first
+        except OSError:
+            pass
+        return wrapped["data"]
+
+    def put(self, key: str, data: Any) -> bool:
+        """Store a JSON-ready document (strict JSON: NaN is refused); True when written. Never raises on I/O."""
+        p = self.path(key)
+        try:
+            text = json.dumps({"version": self.version, "data": data}, ensure_ascii=False, allow_nan=False)
+        except (TypeError, ValueError):
+            return False
+        try:
+            p.parent.mkdir(parents=True, exist_ok=True)
+            atomic_write_text(p, text)
+        except OSError:
+            return False
+        enforce_cap()
+        return True
+
+    def clear(self) -> None:
+        """Delete every document of this namespace."""
+        d = store_dir() / self.namespace
+        for p in d.glob("*.json") if d.is_dir() else ():
+            p.unlink(missing_ok=True)
+
+
+_CAP_LOCK = threading.Lock()
+
+
+def enforce_cap(max_bytes: int | None = None) -> int:
+    """Delete the least recently used store files until the store fits its cap; returns the bytes removed."""
+    cap = cache_max_bytes() if max_bytes is None else max_bytes
+    with _CAP_LOCK:
+        files = []
+        total = 0
+        for p in store_dir().rglob("*.json"):
+            try:
+                st = p.stat()
+            except OSError:
+                continue
+            files.append((st.st_mtime, st.st_size, p))
+            total += st.st_size
+        removed = 0
+        if total <= cap:
+            return 0
+        for _, size, p in sorted(files):
+            if total - removed <= cap:
+                break
+            try:
+                p.unlink()
+                removed += size
+            except OSError:
+                pass
+        return removed

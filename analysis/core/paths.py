@@ -1,0 +1,325 @@
+"""Where things live: every path and environment setting Tokenizer Lab reads, resolved in one place.
+
+Each function reads the environment *when called* (tests and the app may change it at run time):
+
+=========================  ==========================================================  ==============================
+variable                   meaning                                                     default
+=========================  ==========================================================  ==============================
+``TOKLAB_ASSETS``          the shared assets (tokenizers, FLORES-200, corpora)         ``../shared/assets`` beside the
+                                                                                       repository
+``TOKLAB_FLORES``          FLORES-200 / FLORES+ data (folder, ``.tar.gz``, parquet)    ``<assets>/flores200``, else a
+                                                                                       downloaded copy in the cache
+``TOKLAB_CACHE``           the on-disk cache (results, converted tokenizers)           ``~/.cache/tokenizer-lab``
+``TOKLAB_CACHE_MAX_MB``    size cap of the disk cache (least recently used go first)   ``2048``
+``TOKLAB_MODELS``          the small demo models (SmolLM2 GGUF, all-MiniLM-L6-v2)      ``~/.cache/tokenizer-lab/
+                                                                                       models``
+``TOKLAB_TOKENIZER_DIRS``  folders of tokenizer folders offered as examples            ``<assets>/tokenizers``
+                           (``os.pathsep``-separated)
+``TOKLAB_MAX_FILE_MB``     largest tokenizer/vocabulary/scores file read whole, however  ``200``
+                           it arrives (upload, folder, path, zip member, hub)
+``TOKLAB_MAX_UNZIPPED_MB`` largest total of the files a zipped tokenizer folder holds    ``400``
+                           (actual bytes, counted while extracting)
+``TOKLAB_MAX_TEXT_MB``     most text read from one text source (file, upload, zip,       ``256``
+                           folder; decompressed bytes)
+``TOKLAB_MAX_LINE_CHARS``  longest text unit: longer lines are read in pieces of this    ``1000000``
+                           many characters (JSON lines longer than 16× this are refused)
+``TOKLAB_SERVER_PATHS``    ``1`` lets the browser name files and folders on the server   off
+                           (load a folder, train on a folder, write an export folder)
+``TOKLAB_SERVER_ROOTS``    the folders those paths must lie in (``os.pathsep``-          the user's home folder
+                           separated; symlinks resolved, ``..`` refused)
+=========================  ==========================================================  ==============================
+
+Bundled data that ships with the repository (the embedded default tokenizer, the FLORES language table, the
+Unicode tables) is under :data:`BUNDLED`.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from analysis.errors import DataError
+
+#: The repository root (the folder holding `analysis/`).
+ROOT = Path(__file__).resolve().parents[2]
+#: Data committed with the repository.
+BUNDLED = ROOT / "assets"
+
+
+def _env_path(name: str) -> Path | None:
+    v = os.environ.get(name, "").strip()
+    return Path(v).expanduser() if v else None
+
+
+def shared_assets() -> Path:
+    """The shared assets folder: ``$TOKLAB_ASSETS``, else ``../shared/assets`` beside the repository.
+
+    The folder may not exist (a fresh install without the shared data); callers check what they need.
+    """
+    return (_env_path("TOKLAB_ASSETS") or ROOT.parent / "shared" / "assets").resolve()
+
+
+def cache_dir() -> Path:
+    """Tokenizer Lab's on-disk cache (``$TOKLAB_CACHE``, else ``~/.cache/tokenizer-lab``), created on demand."""
+    d = _env_path("TOKLAB_CACHE") or Path.home() / ".cache" / "tokenizer-lab"
+    d.mkdir(parents=True, exist_ok=True)
+    return d
+
+
+def cache_max_bytes() -> int:
+    """The disk cache's size cap in bytes (``$TOKLAB_CACHE_MAX_MB``, default 2048 MB; at least 1 MB)."""
+    raw = os.environ.get("TOKLAB_CACHE_MAX_MB", "").strip()
+    try:
+        mb = float(raw) if raw else 2048.0
+    except ValueError:
+        mb = 2048.0
+    return max(1, int(mb * 1024 * 1024))
+
+
+def models_dir() -> Path:
+    """Where the small demo models are fetched (``$TOKLAB_MODELS``, else ``~/.cache/tokenizer-lab/models``)."""
+    return _env_path("TOKLAB_MODELS") or Path.home() / ".cache" / "tokenizer-lab" / "models"
+
+
+def flores_setting() -> Path | None:
+    """The FLORES location the operator configured (``$TOKLAB_FLORES``), or None."""
+    return _env_path("TOKLAB_FLORES")
+
+
+def shared_flores() -> Path:
+    """FLORES-200 inside the shared assets (may not exist)."""
+    return shared_assets() / "flores200"
+
+
+def shared_corpora() -> Path:
+    """The shared text and code corpora (``<assets>/corpora``; may not exist)."""
+    return shared_assets() / "corpora"
+
+
+def code_corpus() -> Path:
+    """The shared code corpus, files grouped by repository (``<assets>/corpora/code``; may not exist)."""
+    return shared_corpora() / "code"
+
+
+def tokenizer_dirs() -> list[Path]:
+    """Existing folders whose sub-folders are example tokenizers (``$TOKLAB_TOKENIZER_DIRS``, else shared)."""
+    env = os.environ.get("TOKLAB_TOKENIZER_DIRS", "")
+    dirs = [Path(p).expanduser() for p in env.split(os.pathsep) if p.strip()] if env.strip() else []
+    if not dirs:
+        dirs = [shared_assets() / "tokenizers"]
+    return [d for d in dirs if d.is_dir()]
+
+
+# --------------------------------------------------------------------------------------------------
+# Size caps (one per kind of input, however it arrives)
+# --------------------------------------------------------------------------------------------------
+def _env_number(names: tuple[str, ...], default: float) -> float:
+    """The first of `names` set to a positive number in the environment, else `default`."""
+    for name in names:
+        raw = os.environ.get(name, "").strip()
+        if not raw:
+            continue
+        try:
+            v = float(raw)
+        except ValueError:
+            continue
+        if v > 0:
+            return v
+    return default
+
+
+def max_file_bytes() -> int:
+    """Largest single file read whole (tokenizer.json, .model, vocab/merges, scores, an upload): ``$TOKLAB_MAX_FILE_MB``.
+
+    ``TOKLAB_MAX_UPLOAD_BYTES`` (bytes) is still read for older setups.
+    """
+    legacy = _env_number(("TOKLAB_MAX_UPLOAD_BYTES",), 0)
+    if legacy:
+        return int(legacy)
+    return int(_env_number(("TOKLAB_MAX_FILE_MB",), 200) * 1024 * 1024)
+
+
+def max_unzipped_bytes() -> int:
+    """Largest total of the files in a zipped tokenizer folder (``$TOKLAB_MAX_UNZIPPED_MB``, default 400 MB)."""
+    legacy = _env_number(("TOKLAB_MAX_UNZIPPED_BYTES",), 0)
+    if legacy:
+        return int(legacy)
+    return int(_env_number(("TOKLAB_MAX_UNZIPPED_MB",), 400) * 1024 * 1024)
+
+
+def max_text_bytes() -> int:
+    """Most decompressed text read from one text source (``$TOKLAB_MAX_TEXT_MB``, default 256 MB)."""
+    return int(_env_number(("TOKLAB_MAX_TEXT_MB",), 256) * 1024 * 1024)
+
+
+def max_line_chars() -> int:
+    """The longest text unit, in characters (``$TOKLAB_MAX_LINE_CHARS``, default 1,000,000): longer lines are
+    read in pieces of this size, so one line never has to fit in memory whole."""
+    return int(_env_number(("TOKLAB_MAX_LINE_CHARS",), 1_000_000))
+
+
+# --------------------------------------------------------------------------------------------------
+# Server-side paths named by the browser (off by default)
+# --------------------------------------------------------------------------------------------------
+class ServerPathError(DataError):
+    """A path typed in the browser that the server will not read or write."""
+
+
+#: Longest path accepted from the browser (characters).
+MAX_PATH_CHARS = 4096
+#: Most entries of a folder checked for links leading outside the allowed roots.
+MAX_FOLDER_ENTRIES = 20_000
+
+
+def server_paths_enabled() -> bool:
+    """Whether the browser may name files and folders on the server (``$TOKLAB_SERVER_PATHS``; off by default)."""
+    return os.environ.get("TOKLAB_SERVER_PATHS", "").strip().lower() in ("1", "true", "yes", "on")
+
+
+def server_roots() -> list[Path]:
+    """The folders browser-named paths must lie in (``$TOKLAB_SERVER_ROOTS``, else the home folder), resolved."""
+    env = os.environ.get("TOKLAB_SERVER_ROOTS", "")
+    roots = [Path(p).expanduser() for p in env.split(os.pathsep) if p.strip()]
+    if not roots:
+        roots = [Path.home()]
+    return [r.resolve() for r in roots]
+
+
+def _inside(p: Path, roots: list[Path]) -> bool:
+    return any(p == r or p.is_relative_to(r) for r in roots)
+
+
+def confine(raw: str | os.PathLike, *, write: bool = False) -> Path:
+    """The resolved path a browser user typed, when the operator allows it; else ServerPathError.
+
+    Refused: server paths switched off, an over-long path or one with a NUL byte, any `..` part, and a path
+    that (symlinks resolved) lies outside :func:`server_roots`. For reading, the path must exist and a folder
+    may not hold links leading outside the roots. For writing (`write=True`), the path must not exist yet (an
+    export goes to a fresh folder, never into an existing one) and its parent must be an existing folder.
+    """
+    if not server_paths_enabled():
+        raise ServerPathError(
+            "server-side paths are switched off: upload the files instead (an operator can allow paths under "
+            "chosen folders with TOKLAB_SERVER_PATHS=1 and TOKLAB_SERVER_ROOTS)"
+        )
+    text = os.fspath(raw).strip()
+    if not text:
+        raise ServerPathError("no path given")
+    if len(text) > MAX_PATH_CHARS or "\x00" in text:
+        raise ServerPathError(f"refused path: longer than {MAX_PATH_CHARS} characters or holding a NUL byte")
+    p = Path(text).expanduser()
+    if ".." in p.parts:
+        raise ServerPathError(f"refused path {text!r}: '..' is not allowed")
+    roots = server_roots()
+    if not p.is_absolute():
+        p = roots[0] / p
+    try:
+        resolved = p.resolve()
+        exists = resolved.exists()
+    except (OSError, RuntimeError) as e:
+        raise ServerPathError(f"refused path {text!r}: {e}") from e
+    allowed = ", ".join(str(r) for r in roots)
+    if not _inside(resolved, roots):
+        raise ServerPathError(f"refused path {text!r}: it lies outside the allowed folders ({allowed})")
+    if write:
+        if exists or p.is_symlink():
+            raise ServerPathError(f"{text} already exists: exports go to a new folder, choose another name")
+        if not resolved.parent.is_dir():
+            raise ServerPathError(f"the folder {resolved.parent} does not exist")
+        return resolved
+    if not exists:
+        raise ServerPathError(f"{text} does not exist")
+    if resolved.is_dir():
+        _check_links(resolved, roots, allowed)
+    return resolved
+
+
+def _check_links(folder: Path, roots: list[Path], allowed: str) -> None:
+    """Refuse a folder holding a symlink that leads outside the roots (a planted link to another file)."""
+    seen = 0
+    for dirpath, dirnames, filenames in os.walk(folder, followlinks=False):
+        for name in dirnames + filenames:
+            seen += 1
+            if seen > MAX_FOLDER_ENTRIES:
+                raise ServerPathError(f"{folder} holds more than {MAX_FOLDER_ENTRIES:,} entries: refused")
+            q = Path(dirpath) / name
+            if q.is_symlink():
+                try:
+                    target = q.resolve()
+                except (OSError, RuntimeError):
+                    continue  # a dangling or looping link is never followed by the readers
+                if not _inside(target, roots):
+                    raise ServerPathError(
+                        f"refused {folder}: {q.relative_to(folder)} links outside the allowed folders ({allowed})"
+                    )
+
+
+# --------------------------------------------------------------------------------------------------
+# How a download or a page names a server file
+# --------------------------------------------------------------------------------------------------
+#: Tokenizer sources that name no server file (see `LoadedTokenizer.source`).
+_NON_PATH_SOURCES = ("embedded", "hub:", "upload:", "edited:", "example:", "flores-train", "lines")
+
+
+def public_name(path: str | os.PathLike) -> str:
+    """How a download names a server file: relative to the shared assets' corpora, tokenizer folders or the
+    assets themselves when it lies inside them (``text/et.txt``, ``gpt2``), else by its name alone — never by
+    an absolute server path."""
+    p = Path(path)
+    if not p.is_absolute():
+        return os.fspath(path)
+    for base in (shared_corpora(), *tokenizer_dirs(), shared_assets()):
+        try:
+            return p.relative_to(base).as_posix() or p.name
+        except ValueError:
+            continue
+    return p.name
+
+
+def shown_path(path: str | os.PathLike) -> str:
+    """A server path as a page shows it: whole when the operator allows server paths, else :func:`public_name`."""
+    return os.fspath(path) if server_paths_enabled() else public_name(path)
+
+
+def public_source(source: str) -> str:
+    """A tokenizer's source label for a download: hub ids, uploads and edits as they are; a local path by
+    :func:`public_name`."""
+    s = source or ""
+    if not s or s.startswith(_NON_PATH_SOURCES):
+        return s
+    return public_name(s.removeprefix("path:"))
+
+
+#: Keys whose string values name server files in result documents (a model, corpus inputs, an output folder).
+PATH_KEYS = frozenset(
+    {"model", "corpus", "inputs", "source", "out", "path", "folder", "file", "files", "flores"}
+)
+
+
+def public_document(doc: Any) -> Any:
+    """A copy of a result document as a download carries it: every string (or list of strings) under a
+    :data:`PATH_KEYS` key names its file by :func:`public_source` (``gpt2``, ``text/et.txt``), never by the
+    server's absolute path; everything else (a tokenizer's ``model`` object, token strings) is kept as it is.
+
+    When the operator allows server paths (``TOKLAB_SERVER_PATHS``), the browser user may name server files, and
+    the document is the CLI's as it is (paths whole)."""
+    if server_paths_enabled():
+        return doc
+    return _public_document(doc)
+
+
+def _public_document(doc: Any) -> Any:
+    if isinstance(doc, dict):
+        return {k: _public_value(v) if k in PATH_KEYS else _public_document(v) for k, v in doc.items()}
+    if isinstance(doc, (list, tuple)):
+        return [_public_document(v) for v in doc]
+    return doc
+
+
+def _public_value(v: Any) -> Any:
+    if isinstance(v, str):
+        return public_source(v)
+    if isinstance(v, (list, tuple)):
+        return [public_source(x) if isinstance(x, str) else _public_document(x) for x in v]
+    return _public_document(v)

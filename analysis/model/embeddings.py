@@ -1,0 +1,328 @@
+"""Carry a model's embeddings along when its tokenizer changes (pruning, extension).
+
+Given an old → new id map, the new input embedding and LM head rows are copied from the old ones; rows of
+new tokens are initialised by FVT (:mod:`analysis.model.fvt`: the mean of the old rows of the token's pieces under
+the OLD tokenizer), by the mean of all old rows, by a multivariate normal with the mean and covariance of the
+old rows (as Kim, *Exploring the Effects of Tokenizer Extension on Domain-specific Finetuning of Language
+Models*, MA thesis, Seoul National University, 2025, initialises extended vocabularies), or randomly (the
+model's init std). `config.vocab_size` and the special-token ids in the config are updated; tied weights stay
+tied.
+
+Models load through the one causal-LM loader, :func:`analysis.model.models.load_causal_lm` (safetensors, `.bin`
+through `torch.load(weights_only=True)`, GGUF de-quantized; never remote code).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from analysis.bpe import bare_tokenize_fn
+from analysis.errors import DataError, ModelLoadError
+from analysis.tokenizer.export import folder_files, write_files
+from analysis.tokenizer.tokenizer import LoadedTokenizer
+
+from .fvt import fvt_pieces, fvt_rows
+from .models import load_causal_lm
+
+INITS = ("fvt", "mean", "mvn", "random")
+#: What each init does, for help texts and the pages.
+INIT_HELP = {
+    "fvt": "FVT: the mean of the rows of the token's pieces under the original tokenizer",
+    "mean": "the mean of all original rows",
+    "mvn": "multivariate normal with the mean and covariance of the original rows (Kim 2025)",
+    "random": "normal noise with the model's initializer_range",
+}
+
+
+# --------------------------------------------------------------------------------------------------
+# Loading / saving
+# --------------------------------------------------------------------------------------------------
+def load_model(source: str | os.PathLike, *, revision: str | None = None, token: str | None = None) -> Any:
+    """A causal LM (on the CPU, in its stored dtype) from a folder, a weight file, a GGUF file or a hub id."""
+    return load_causal_lm(source, revision=revision, token=token).model
+
+
+def save_model(
+    model: Any,
+    out_dir: str | os.PathLike,
+    tokenizer: LoadedTokenizer | None = None,
+    report: dict | None = None,
+    *,
+    report_name: str = "prune_report.json",
+) -> Path:
+    """Write the model as safetensors (+ the tokenizer folder and `report_name`, when given) into out_dir.
+
+    Writes in place: callers that need an atomic output pass the temporary folder of
+    :func:`analysis.core.outputs.atomic_folder` (as `prune --out` and the Prune page do).
+    """
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    model.save_pretrained(str(out), safe_serialization=True)
+    if tokenizer is not None:
+        files = folder_files(tokenizer, report, base_config=tokenizer.config, report_name=report_name)
+        write_files(out, files)
+    return out
+
+
+# --------------------------------------------------------------------------------------------------
+# Id maps
+# --------------------------------------------------------------------------------------------------
+def id_map_by_string(old_tok: LoadedTokenizer, new_tok: LoadedTokenizer) -> dict[int, int]:
+    """old id → new id for every token string (model vocab and added tokens) present in both tokenizers."""
+    new_ids = {s: i for i, s in new_tok.id_to_token.items()}
+    return {o: new_ids[s] for o, s in old_tok.id_to_token.items() if s in new_ids}
+
+
+# --------------------------------------------------------------------------------------------------
+# Remapping
+# --------------------------------------------------------------------------------------------------
+@dataclass
+class RemapReport:
+    """What `remap_embeddings` did."""
+
+    old_rows: int
+    new_rows: int
+    copied: int
+    initialised: int
+    init: str
+    tied: bool
+    has_lm_head: bool
+    #: new id → old ids averaged (FVT) for every initialised row
+    pieces: dict[int, list[int]] = field(default_factory=dict)
+    #: config token ids that pointed at removed tokens (set to None)
+    dropped_config_ids: dict[str, Any] = field(default_factory=dict)
+
+    def to_json(self) -> dict:
+        """JSON-friendly summary (pieces truncated to 50 entries)."""
+        d = {k: v for k, v in self.__dict__.items() if k != "pieces"}
+        d["pieces_sample"] = {int(k): v for k, v in list(self.pieces.items())[:50]}
+        return d
+
+
+def remap_embeddings(
+    model: Any,
+    old_tok: LoadedTokenizer,
+    new_tok: LoadedTokenizer,
+    id_map: Mapping[int, int] | None = None,
+    init: str = "fvt",
+    *,
+    seed: int = 0,
+) -> RemapReport:
+    """Make `model` (changed in place) follow the new tokenizer: rows moved by `id_map` (old → new).
+
+    New ids not reached by the map are initialised with `init`: "fvt" (mean of the old rows of the
+    token's pieces under the old tokenizer; falls back to the mean row when it has no pieces), "mean"
+    (mean of all old token rows), "mvn" (samples of a multivariate normal with the mean and covariance of the
+    old token rows; :func:`mvn_rows`) or "random" (normal, std = config.initializer_range). Without an id map,
+    tokens are matched by string. The LM head follows the same map (and its bias, if any); tied weights
+    stay tied; config.vocab_size and the bos/eos/pad ids in the config are updated.
+    """
+    import torch  # noqa: PLC0415 - heavy, only when a model is remapped
+
+    if init not in INITS:
+        raise DataError(f"unknown embedding init {init!r}; choose one of {', '.join(INITS)}")
+    if id_map is None:
+        id_map = id_map_by_string(old_tok, new_tok)
+    emb = model.get_input_embeddings()
+    if emb is None or not hasattr(emb, "weight"):
+        raise ModelLoadError("the model has no input embedding matrix")
+    head = model.get_output_embeddings()
+    has_head = head is not None and hasattr(head, "weight")
+    tied = bool(has_head and head.weight is emb.weight) or (
+        has_head and head.weight.data_ptr() == emb.weight.data_ptr()
+    )
+    e_old = emb.weight.detach().clone()
+    w_old = head.weight.detach().clone() if has_head and not tied else None
+    b_old = head.bias.detach().clone() if has_head and getattr(head, "bias", None) is not None else None
+    n_old = e_old.shape[0]
+    n_new = max(new_tok.id_to_token) + 1
+    if max(old_tok.id_to_token) + 1 > n_old:
+        raise DataError(
+            f"the old tokenizer has ids up to {max(old_tok.id_to_token)} but the model only {n_old} embedding rows; "
+            "is this the model's own tokenizer?"
+        )
+    src = np.full(n_new, -1, dtype=np.int64)
+    for o, n in id_map.items():
+        if 0 <= n < n_new and 0 <= o < n_old:
+            src[n] = o
+    missing = np.flatnonzero(src < 0).tolist()
+    n_old_tok = max(old_tok.id_to_token) + 1
+    old_token_rows = e_old[:n_old_tok]
+
+    def fill(mat_old: torch.Tensor | None) -> torch.Tensor | None:
+        if mat_old is None:
+            return None
+        idx = torch.as_tensor(np.where(src >= 0, src, 0))
+        new = mat_old[idx].clone()
+        return new
+
+    e_new = fill(e_old)
+    w_new = fill(w_old)
+    b_new = fill(b_old)
+    pieces: dict[int, list[int]] = {}
+    if missing:
+        mean_e = old_token_rows.float().mean(0)
+        mean_w = w_old[:n_old_tok].float().mean(0) if w_old is not None else None
+        mean_b = b_old[:n_old_tok].float().mean() if b_old is not None else None
+        if init == "fvt":  # no pieces → the mean row
+            tokenize = bare_tokenize_fn(old_tok)
+            for j in missing:
+                s = new_tok.id_to_token.get(j)
+                ids = (
+                    []
+                    if s is None
+                    else fvt_pieces(old_tok, s, text=s not in new_tok.vocab, tokenize=tokenize)
+                )
+                pieces[j] = [i for i in ids if 0 <= i < n_old]
+            plist = [pieces[j] for j in missing]
+            rows = torch.as_tensor(missing)
+            e_new[rows] = fvt_rows(e_old, plist, mean_e)
+            if w_new is not None:
+                w_new[rows] = fvt_rows(w_old, plist, mean_w)
+            if b_new is not None:
+                b_new[rows] = fvt_rows(b_old, plist, mean_b)
+        elif init == "mvn":
+            gen = torch.Generator().manual_seed(seed)
+            rows = torch.as_tensor(missing)
+            e_new[rows] = mvn_rows(old_token_rows, len(missing), gen).to(e_new.dtype)
+            if w_new is not None:
+                w_new[rows] = mvn_rows(w_old[:n_old_tok], len(missing), gen).to(w_new.dtype)
+            if b_new is not None:
+                b_new[rows] = mean_b.to(b_new.dtype)
+        elif init == "random":
+            gen = torch.Generator().manual_seed(seed)
+            std = float(getattr(model.config, "initializer_range", None) or 0.02)
+            for j in missing:
+                e_new[j] = (torch.randn(e_new.shape[1], generator=gen) * std).to(e_new.dtype)
+                if w_new is not None:
+                    w_new[j] = (torch.randn(w_new.shape[1], generator=gen) * std).to(w_new.dtype)
+                if b_new is not None:
+                    b_new[j] = 0
+        else:  # mean
+            e_new[missing] = mean_e.to(e_new.dtype)
+            if w_new is not None:
+                w_new[missing] = mean_w.to(w_new.dtype)
+            if b_new is not None:
+                b_new[missing] = mean_b.to(b_new.dtype)
+    _install(model, e_new, w_new, b_new, tied, has_head)
+    dropped = _remap_config_ids(model, id_map)
+    return RemapReport(
+        old_rows=n_old,
+        new_rows=n_new,
+        copied=int((src >= 0).sum()),
+        initialised=len(missing),
+        init=init,
+        tied=tied,
+        has_lm_head=bool(has_head),
+        pieces=pieces,
+        dropped_config_ids=dropped,
+    )
+
+
+def mvn_rows(rows: Any, k: int, generator: Any = None) -> Any:
+    """`k` samples of the multivariate normal with the mean and (sample) covariance of `rows` (a 2-D tensor).
+
+    The covariance is factorised by its eigen-decomposition (negative eigenvalues from rounding are set to 0), so
+    a singular covariance (fewer rows than dimensions, collinear rows) still gives samples inside its span.
+    Returns a float32 tensor of shape (k, dim).
+    """
+    import torch  # noqa: PLC0415 - heavy, only when a model is remapped
+
+    x = rows.detach().float()
+    mu = x.mean(0)
+    centred = x - mu
+    cov = (centred.T @ centred).double() / max(x.shape[0] - 1, 1)
+    vals, vecs = torch.linalg.eigh(cov)
+    factor = vecs * vals.clamp(min=0).sqrt()  # cov = factor @ factor.T
+    z = torch.randn(k, x.shape[1], generator=generator, dtype=torch.float64)
+    return (mu.double() + z @ factor.T).float()
+
+
+def _install(model, e_new, w_new, b_new, tied: bool, has_head: bool) -> None:
+    """Resize the model's matrices to the new row count and write the new rows (keeping ties)."""
+    import torch  # noqa: PLC0415 - heavy, only when a model is remapped
+
+    n_new = e_new.shape[0]
+    try:
+        model.resize_token_embeddings(n_new, mean_resizing=False)
+    except TypeError:  # older transformers without mean_resizing
+        model.resize_token_embeddings(n_new)
+    emb = model.get_input_embeddings()
+    with torch.no_grad():
+        emb.weight.data = e_new.to(emb.weight.dtype).contiguous()
+        if hasattr(emb, "num_embeddings"):
+            emb.num_embeddings = n_new
+        head = model.get_output_embeddings()
+        if has_head and head is not None:
+            if tied:
+                head.weight = emb.weight
+            else:
+                head.weight.data = w_new.to(head.weight.dtype).contiguous()
+            if b_new is not None and getattr(head, "bias", None) is not None:
+                head.bias.data = b_new.to(head.bias.dtype).contiguous()
+            if hasattr(head, "out_features"):
+                head.out_features = n_new
+    if tied and hasattr(model, "tie_weights"):
+        model.tie_weights()
+    cfg = model.config
+    cfg.vocab_size = n_new
+    text_cfg = getattr(cfg, "text_config", None)
+    if text_cfg is not None and hasattr(text_cfg, "vocab_size"):
+        text_cfg.vocab_size = n_new
+
+
+_CONFIG_ID_KEYS = ("bos_token_id", "eos_token_id", "pad_token_id", "decoder_start_token_id")
+
+
+def _remap_config_ids(model, id_map: Mapping[int, int]) -> dict[str, Any]:
+    """Move bos/eos/pad ids in the config and generation config to their new ids."""
+    dropped: dict[str, Any] = {}
+    targets = [model.config]
+    gen = getattr(model, "generation_config", None)
+    if gen is not None:
+        targets.append(gen)
+    for obj in targets:
+        for key in _CONFIG_ID_KEYS:
+            v = getattr(obj, key, None)
+            if v is None:
+                continue
+            if isinstance(v, list):
+                new = [id_map[i] for i in v if i in id_map]
+                if len(new) != len(v):
+                    dropped[key] = [i for i in v if i not in id_map]
+                setattr(obj, key, new or None)
+            elif isinstance(v, int):
+                if v in id_map:
+                    setattr(obj, key, id_map[v])
+                else:
+                    dropped[key] = v
+                    setattr(obj, key, None)
+    return dropped
+
+
+def remap_model(
+    source: str | os.PathLike,
+    old_tok: LoadedTokenizer,
+    new_tok: LoadedTokenizer,
+    id_map: Mapping[int, int] | None,
+    out_dir: str | os.PathLike,
+    *,
+    init: str = "fvt",
+    report: dict | None = None,
+    report_name: str = "prune_report.json",
+    seed: int = 0,
+) -> RemapReport:
+    """Load a model, remap its embeddings to the new tokenizer and save it (with the tokenizer and the report,
+    its ``embeddings`` entry added, as `report_name`) to out_dir."""
+    model = load_model(source)
+    rep = remap_embeddings(model, old_tok, new_tok, id_map, init=init, seed=seed)
+    full = dict(report or {})
+    full["embeddings"] = rep.to_json()
+    save_model(model, out_dir, new_tok, full, report_name=report_name)
+    return rep

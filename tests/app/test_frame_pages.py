@@ -1,0 +1,119 @@
+"""The way in: the Home page's journeys, the References page, the sidebar library (add an example, remove one)
+and the rule that no page-layer string cites papers by number or points to a file the repository lacks."""
+
+from __future__ import annotations
+
+import re
+from urllib.parse import parse_qs
+
+import pytest
+from streamlit.testing.v1 import AppTest
+from support import ROOT
+
+from analysis.core.references import REFERENCES, bibtex_all, markdown_list
+
+PAGE_LAYER = [ROOT / "app.py", ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")), *sorted((ROOT / "pages").glob("*.py")),
+              *sorted((ROOT / "ui").glob("*.py"))]  # fmt: skip
+FORBIDDEN = re.compile(r"paper\s*0\d\d|methods\.md", re.IGNORECASE)
+
+
+def _app(page: str | None = None) -> AppTest:
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=120)
+    if page:
+        at.switch_page(page)
+    at.run()
+    assert not at.exception, [e.message for e in at.exception]
+    return at
+
+
+# ------------------------------------------------------------------------------------------ citations
+@pytest.mark.parametrize("path", PAGE_LAYER, ids=lambda p: str(p.relative_to(ROOT)))
+def test_no_page_layer_string_cites_papers_by_number(path):
+    """Papers are cited by authors and year; "paper 000" and methods.md mean nothing to a reader of the app."""
+    hits = [
+        f"{n}: {line.strip()}"
+        for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+        if FORBIDDEN.search(line)
+    ]
+    assert hits == []
+
+
+def test_docs_references_are_the_reference_list():
+    """docs/references.md is the list of analysis.core.references, and the README links to it."""
+    doc = (ROOT / "docs" / "references.md").read_text(encoding="utf-8")
+    assert markdown_list() in doc
+    assert "(docs/references.md)" in (ROOT / "README.md").read_text(encoding="utf-8")
+
+
+def test_references_page_lists_every_paper_with_bibtex():
+    at = _app("pages/references.py")
+    text = "\n".join(m.value for m in at.markdown)
+    for r in REFERENCES:
+        assert r.title in text and r.authors in text and str(r.year) in text, r.key
+    assert [b.label for b in at.get("download_button")] == ["Download BibTeX"]
+    assert bibtex_all().count("@") == len(REFERENCES)
+
+
+# ------------------------------------------------------------------------------------------ home
+def _journeys(at: AppTest) -> list[tuple[str, dict[str, list[str]]]]:
+    """(page, query parameters) of the Home page's journey links."""
+    links = [p.proto for p in at.get("page_link") if p.proto.query_string]
+    return [(p.page, parse_qs(p.query_string)) for p in links]
+
+
+def test_home_is_the_default_page_with_three_journeys_on_real_tokenizers():
+    at = _app()
+    assert at.title[0].value == "Tokenizer Lab"
+    journeys = _journeys(at)
+    assert [page for page, _ in journeys] == ["playground", "token_health", "extend"]
+    playground = journeys[0][1]
+    assert playground["t"] == ["embedded:", "example:gpt2", "example:llama-3.1"] and playground["text"]
+    assert journeys[1][1]["t"] == ["example:llama-3.1"]
+    # every page of every group is one click away
+    linked = {p.proto.page for p in at.get("page_link")}
+    src = (ROOT / "app.py").read_text(encoding="utf-8")
+    urls = set(re.findall(r'_page\("pages/\w+\.py", "[^"]+", "\w+", "([\w-]+)"', src))
+    assert len(urls) >= 13 and urls - {"home"} <= linked
+
+
+def test_a_journey_opens_its_page_on_its_tokenizers():
+    """What one click on the first journey does: the Playground opens with the link's tokenizers and text."""
+    at = _app()
+    page, params = _journeys(at)[0]
+    for k, v in params.items():
+        at.query_params[k] = v
+    at.switch_page(f"pages/{page}.py").run()
+    assert not at.exception, [e.message for e in at.exception]
+    assert at.multiselect(key="pg-toks").value == ["Qwen (embedded)", "gpt2", "llama-3.1"]
+    assert at.text_area(key="pg-text").value == params["text"][0]
+
+
+# ------------------------------------------------------------------------------------------ sidebar library
+def _add_from_sidebar(at: AppTest, name: str) -> None:
+    at.sidebar.selectbox(key="sidebar-example").select(name).run()
+    at.sidebar.button(key="sidebar-add").click().run()
+    assert not at.exception, [e.message for e in at.exception]
+
+
+def test_adding_an_example_selects_it_on_the_current_page():
+    at = _app("pages/token_health.py")
+    _add_from_sidebar(at, "gpt2")
+    assert at.selectbox(key="th-tok").value == "gpt2"
+    assert at.sidebar.selectbox(key="sidebar-example").value == "—"  # ready for the next one
+    at.switch_page("pages/playground.py").run()
+    _add_from_sidebar(at, "llama-2")
+    assert at.multiselect(key="pg-toks").value[-1] == "llama-2"
+    # on a page without a tokenizer picker the request does not linger into the next page
+    at.switch_page("pages/home.py").run()
+    _add_from_sidebar(at, "qwen3")
+    at.switch_page("pages/merge_trees.py").run()
+    assert at.selectbox(key="mt-tok").value != "qwen3"
+
+
+def test_remove_button_is_a_labelled_delete_icon():
+    at = _app("pages/inspect.py")
+    _add_from_sidebar(at, "gpt2")
+    rm = at.sidebar.button(key="rm-gpt2")
+    assert rm.proto.icon == ":material/delete:" and "Remove gpt2" in rm.proto.help
+    rm.click().run()
+    assert "gpt2" not in at.session_state["toklab_library"]

@@ -1,0 +1,142 @@
+"""The one-home modules: paths, cache (memoize + disk store), progress, atomic outputs."""
+
+from __future__ import annotations
+
+import io
+import json
+import threading
+import time
+
+import pytest
+from support import load_shared
+
+from analysis.core import cache, paths, progress
+from analysis.core.outputs import atomic_folder, atomic_write_text, strict_json
+from analysis.errors import DataError
+
+
+@pytest.fixture
+def tmp_cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("TOKLAB_CACHE", str(tmp_path / "cache"))
+    return tmp_path / "cache"
+
+
+def test_paths_follow_the_environment_at_call_time(tmp_path, monkeypatch):
+    monkeypatch.setenv("TOKLAB_ASSETS", str(tmp_path / "assets"))
+    monkeypatch.delenv("TOKLAB_FLORES", raising=False)
+    assert paths.shared_assets() == (tmp_path / "assets").resolve()
+    assert paths.shared_flores() == (tmp_path / "assets" / "flores200").resolve()
+    monkeypatch.setenv("TOKLAB_FLORES", str(tmp_path / "fl"))
+    assert paths.flores_setting() == tmp_path / "fl"
+    monkeypatch.setenv("TOKLAB_CACHE", str(tmp_path / "c"))
+    assert paths.cache_dir() == tmp_path / "c" and (tmp_path / "c").is_dir()
+    monkeypatch.setenv("TOKLAB_CACHE_MAX_MB", "3")
+    assert paths.cache_max_bytes() == 3 * 1024 * 1024
+    monkeypatch.setenv("TOKLAB_CACHE_MAX_MB", "lots")
+    assert paths.cache_max_bytes() == 2048 * 1024 * 1024
+
+
+def test_memoize_keys_tokenizers_by_content_and_bounds_its_size():
+    calls = []
+
+    @cache.memoize(maxsize=2)
+    def f(tok, k=1):
+        calls.append(tok.name)
+        return object()
+
+    a = load_shared("gpt2")
+    renamed = a.with_source(name="another name")  # same content, another object
+    assert f(a) is f(renamed) and calls == ["gpt2"]
+    f(a, k=2)
+    f(a, k=3)  # evicts (a, k=1)
+    f(a)
+    assert len(calls) == 4 and f.cache_info()["size"] == 2
+
+
+def test_identical_concurrent_calls_compute_once():
+    started = []
+
+    @cache.memoize(maxsize=4)
+    def slow(x):
+        started.append(x)
+        time.sleep(0.2)
+        return [x]
+
+    out = []
+    threads = [threading.Thread(target=lambda: out.append(slow(7))) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert started == [7] and len(out) == 8 and all(o is out[0] for o in out)
+
+
+def test_single_flight_shares_errors_and_recovers():
+    flight = cache.SingleFlight()
+    with pytest.raises(ValueError):
+        flight.run("k", lambda: (_ for _ in ()).throw(ValueError("boom")))
+    assert flight.run("k", lambda: 3) == 3
+
+
+def test_disk_store_is_strict_versioned_and_capped(tmp_cache, monkeypatch):
+    store = cache.DiskCache("unit", version=1)
+    assert store.put("a", {"x": [1, 2]}) and store.get("a") == {"x": [1, 2]}
+    assert not store.put("nan", {"x": float("nan")})  # strict JSON only
+    assert cache.DiskCache("unit", version=2).get("a") is None  # another format version is a miss
+    store.path("bad").write_text("{not json")
+    assert store.get("bad") is None
+    # the cap evicts least recently used files first
+    monkeypatch.setenv("TOKLAB_CACHE_MAX_MB", str(3000 / (1024 * 1024)))
+    for k in "bcd":
+        store.put(k, "y" * 1000)
+        time.sleep(0.01)
+    kept = {p.stem for p in (cache.store_dir() / "unit").glob("*.json")}
+    assert (
+        "d" in kept
+        and "a" not in kept
+        and sum(p.stat().st_size for p in cache.store_dir().rglob("*.json")) <= 3000
+    )
+
+
+def test_atomic_folder_replaces_whole_or_not_at_all(tmp_path):
+    out = tmp_path / "out"
+    with atomic_folder(out) as d:
+        (d / "a.txt").write_text("1")
+    assert (out / "a.txt").read_text() == "1"
+    with pytest.raises(DataError, match="not empty"):
+        with atomic_folder(out):
+            pass
+    with pytest.raises(RuntimeError):
+        with atomic_folder(out, replace=True) as d:
+            (d / "b.txt").write_text("half")
+            raise RuntimeError("killed")
+    assert sorted(p.name for p in out.iterdir()) == ["a.txt"]  # untouched
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]  # no partial folder left
+    with atomic_folder(out, replace=True) as d:
+        (d / "b.txt").write_text("2")
+    assert sorted(p.name for p in out.iterdir()) == ["b.txt"]  # replaced whole, never merged
+    f = tmp_path / "file"
+    atomic_write_text(f, "x")
+    with pytest.raises(DataError, match="not a folder"):
+        with atomic_folder(f):
+            pass
+
+
+def test_strict_json_refuses_nan():
+    assert json.loads(strict_json({"a": 1.5})) == {"a": 1.5}
+    with pytest.raises(ValueError):
+        strict_json({"a": float("nan")})
+
+
+def test_progress_helpers():
+    seen = []
+    sub = progress.scaled(lambda d, t, m="": seen.append((d, t, m)), 0.5, 1.0)
+    sub(1, 2, "half")
+    assert seen == [(0.75, 1.0, "half")]
+    progress.report(None, 1, 2)  # None-safe
+    buf = io.StringIO()
+    show = progress.stderr_progress("training", stream=buf, every=3600)
+    show(1, 10, "merges")
+    show(2, 10, "merges")  # throttled
+    show(10, 10, "merges")  # the last always shows
+    assert buf.getvalue().splitlines() == ["training: 10% merges", "training: 100% merges"]

@@ -1,0 +1,546 @@
+"""R-BPE token reuse (analysis/methods/reuse/reuse.py): classification, choice, maps, encode/decode, save/load, CLI, page."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import subprocess
+import sys
+import unicodedata
+from contextlib import redirect_stdout
+
+import pytest
+from download_support import record_downloads, without
+from streamlit.testing.v1 import AppTest
+from support import ROOT, TOKENIZERS, flores_lines, load_shared
+
+from analysis.cli import main
+from analysis.core import unicode
+from analysis.errors import DataError, UnsupportedTokenizerError
+from analysis.methods import reuse
+from analysis.methods.reuse import measures as reuse_measures
+from analysis.texts.flores import FLORES_TRAIN_LINES
+
+ARB = flores_lines("arb_Arab")
+ENG = flores_lines("eng_Latn")
+TRAIN, HELDOUT = ARB[:FLORES_TRAIN_LINES], ARB[FLORES_TRAIN_LINES:]
+ENG_HELDOUT = ENG[FLORES_TRAIN_LINES:]
+
+
+def _build(name: str) -> reuse.ReuseTokenizer:
+    return reuse.build_reuse_tokenizer(
+        load_shared(name), TRAIN, target="arabic", preserved=("latin", "greek")
+    )
+
+
+@pytest.fixture(scope="module")
+def llama_rt() -> reuse.ReuseTokenizer:
+    return _build("llama-3.1")
+
+
+def test_block_table_agrees_with_character_names():
+    blocks = unicode.blocks()
+    assert all(a.end < b.start for a, b in zip(blocks, blocks[1:]))  # sorted, disjoint
+    prefixes = {
+        "Arabic": "ARABIC",
+        "Cyrillic": "CYRILLIC",
+        "Hebrew": "HEBREW",
+        "Devanagari": "DEVANAGARI",
+        "Thai": "THAI",
+        "Armenian": "ARMENIAN",
+        "Georgian": "GEORGIAN",
+        "Ethiopic": "ETHIOPIC",
+        "Hiragana": "HIRAGANA",
+        "Katakana": "KATAKANA",
+        "Hangul Syllables": "HANGUL SYLLABLE",
+        "CJK Unified Ideographs": "CJK UNIFIED IDEOGRAPH",
+        "Greek Extended": "GREEK",
+    }
+    for block, prefix in prefixes.items():
+        b = next(x for x in blocks if x.name == block)
+        named = [chr(c) for c in range(b.start, b.end + 1) if unicodedata.name(chr(c), "")]
+        assert named, block
+        share = sum(unicodedata.name(c).startswith(prefix) for c in named) / len(named)
+        assert share > 0.9, (block, share)
+        assert unicode.block(named[0]) == block
+    assert unicode.block("\ufffd") == "Specials"
+    assert unicode.block("\u2014") == "General Punctuation"
+    assert unicode.block(chr(0x0378)) == "Greek and Coptic"  # unassigned, inside the block
+
+
+def test_classification_sanity():
+    tok = load_shared("llama-3.1")
+    vc = reuse.classify_vocab(tok)
+    by_id = {i: c for c, ids in vc.classes.items() for i in ids}
+    for text, cls in (
+        ("ال", "Arabic_merged"),
+        (" the", "Latin_merged"),
+        ("ения", "Cyrillic"),
+        ("の", "Hiragana"),
+    ):
+        (tid,) = tok.tokenizer.encode(text, add_special_tokens=False).ids
+        assert by_id[tid] == cls, (text, by_id.get(tid))
+    partial = [i for i in vc.byte_ids if tok.token_bytes(tok.id_to_token[i])[0] >= 0x80]
+    assert len(partial) == 128 and all(by_id[i] == "Specials" for i in partial)
+    assert set(partial) <= set(vc.replacement_ids)
+    assert set(vc.special_ids) == set(tok.added_ids) and not set(vc.special_ids) & set(by_id)
+    assert reuse.text_labels("мир hello") == ("Cyrillic", "Latin_merged")
+    assert reuse.text_labels("\u2014\u2581") == ()
+
+
+@pytest.mark.parametrize("rules", reuse.RULES)
+def test_kana_and_cjk_grouping(rules):
+    # CJK drops out only when every label is kana or CJK; Hiragana + Katakana together make Katakana_Hiragana
+    assert reuse.text_labels("カタカナ漢字", rules) == ("Katakana",)
+    assert reuse.text_labels("の人", rules) == ("Hiragana",)
+    assert reuse.text_labels("ひらがなカタカナ", rules) == ("Katakana_Hiragana",)
+    assert reuse.text_labels("ひらがなカタカナ漢字", rules) == ("Katakana_Hiragana",)
+    assert reuse.text_labels("漢字", rules) == ("CJK_merged",)
+    assert reuse.text_labels("の人мир", rules) == ("CJK_merged", "Cyrillic", "Hiragana")
+
+
+def test_paper_rules_block_table():
+    names = {unicode.normalize_name(b.name) for b in unicode.blocks()}
+    assert len(reuse.PAPER_BLOCKS) == 122
+    assert all(unicode.normalize_name(n) in names for n in reuse.PAPER_BLOCKS)
+    # a block added after Unicode 4.0, and the C0 controls, are outside the first release's table
+    assert reuse.text_labels("\u1200", "paper") == (
+        "Ethiopic",
+    )  # in the table, though not an eligible keyword
+    assert reuse.text_labels("\u2d30", "paper") == ("Unknown",)  # Tifinagh (Unicode 4.1) is not
+    assert reuse.text_labels("\u2d30", "unicode17") == ("Tifinagh",)
+    assert reuse.text_labels("\u0430\x01", "paper") == ("Cyrillic", "Unknown")
+    assert reuse.text_labels("\u0430\x01", "unicode17") == ("Cyrillic", "Latin_merged")
+    assert reuse.is_eligible("Cyrillic_Unknown", "paper") and not reuse.is_eligible("Ethiopic", "paper")
+    assert reuse.is_eligible("Ethiopic", "unicode17") and not reuse.is_eligible("Unknown", "unicode17")
+    with pytest.raises(DataError, match="unknown class rules"):
+        reuse.classify_vocab(load_shared("gpt2"), "unicode4")
+
+
+# Hamdan et al. (EMNLP 2025), Table 2 (Llama-3.1, Arabic target): preserved scripts → (|L_R|, |S_R|)
+TABLE2 = {
+    ("latin", "cjk", "cyrillic", "greek", "thai"): (15, 1035),
+    ("latin", "cjk", "cyrillic", "greek"): (17, 2419),
+    ("latin", "cjk", "cyrillic"): (19, 3806),
+    ("latin", "cjk"): (21, 10268),
+    ("latin",): (37, 18019),
+    ("latin", "greek"): (35, 16632),
+}
+
+
+@pytest.mark.parametrize("preserved", list(TABLE2))
+def test_paper_table2_reusable_ids_llama(preserved):
+    vc = reuse.classify_vocab(load_shared("llama-3.1"))
+    plan = reuse.choose_reusable(vc, "arabic", preserved, 20000)
+    assert (len(plan.selected), plan.reusable_count) == TABLE2[preserved]
+    # the Unicode 17 rules give the same ids for Llama-3.1
+    plan17 = reuse.choose_reusable(
+        reuse.classify_vocab(load_shared("llama-3.1"), "unicode17"), "arabic", preserved, 20000
+    )
+    assert plan17.reusable_count == TABLE2[preserved][1]
+
+
+@pytest.mark.slow
+def test_paper_table1_qwen3():
+    """Table 1: Qwen3 has 41,752 reusable ids in 40 classes (Arabic target, Latin + Greek preserved)."""
+    tok = load_shared("qwen3")
+    plan = reuse.choose_reusable(reuse.classify_vocab(tok, "paper"), "arabic", ("latin", "greek"), 20000)
+    assert (plan.reusable_count, len(plan.selected)) == (41752, 40)
+    plan17 = reuse.choose_reusable(
+        reuse.classify_vocab(tok, "unicode17"), "arabic", ("latin", "greek"), 20000
+    )
+    extra = set(plan17.reusable_ids) - set(plan.reusable_ids)
+    assert set(plan.reusable_ids) <= set(plan17.reusable_ids) and extra
+    assert "Ethiopic" in plan17.selected and "Ethiopic" not in plan.selected
+
+
+def test_choice_excludes_preserved_and_protected_ids():
+    tok = load_shared("llama-3.1")
+    vc = reuse.classify_vocab(tok)
+    plan = reuse.choose_reusable(vc, "arabic", ("latin", "greek"), 20000)
+    assert "Cyrillic" in plan.selected and "Hangul Syllables" in plan.selected
+    assert not any(k in c for c in plan.selected for k in ("Arabic", "Latin", "Greek"))
+    assert not set(plan.reusable_ids) & (set(vc.byte_ids) | set(vc.special_ids))
+    assert plan.reusable_ids == sorted(plan.reusable_ids)
+    # smallest first until the threshold: a low threshold stops early
+    small = reuse.choose_reusable(vc, "arabic", ("latin", "greek"), 50)
+    assert sum(small.selected.values()) >= 50 and len(small.selected) < len(plan.selected)
+    assert max(small.selected.values()) <= min(v for k, v in plan.eligible.items() if k not in small.selected)
+    # preserving CJK keeps kana and Hangul too
+    cjk = reuse.choose_reusable(vc, "arabic", ("latin", "greek", "cjk"), 20000)
+    assert not {"Hiragana", "Katakana", "Hangul Syllables", "CJK_merged"} & set(cjk.selected)
+
+
+def test_training_data_cleaning():
+    kept = list(reuse.clean_texts(["مرحبا world", "مرحبا мир", "καλημέρα"], ["Cyrillic"]))
+    assert kept == ["مرحبا world", "καλημέρα"]
+
+
+def test_segmentation_whitespace_joins_current_segment(llama_rt):
+    assert llama_rt.segments("  مرحبا بكم hello world مرحبا") == [
+        ("  مرحبا بكم ", True),
+        ("hello world ", False),
+        ("مرحبا", True),
+    ]
+
+
+def test_round_trip_and_english_unchanged(llama_rt, monkeypatch):
+    base = load_shared("llama-3.1").tokenizer
+    mixed = [f"{a} {e}" for a, e in zip(HELDOUT[:50], ENG_HELDOUT[:50])] + ["مرحبا 123 (test) — ok\n\nسلام"]
+    for text in HELDOUT + ENG_HELDOUT + mixed:
+        assert llama_rt.decode(llama_rt.encode(text)) == text
+    eng = llama_rt.encode_batch(ENG_HELDOUT)
+    assert eng == [e.ids for e in base.encode_batch(ENG_HELDOUT, add_special_tokens=False)]
+    # the tagged encoding gives the same ids, and the new tokenizer's id wherever it encoded
+    tagged = llama_rt.encode_batch_tagged(mixed)
+    assert [ids for ids, _ in tagged] == llama_rt.encode_batch(mixed)
+    for ids, tags in tagged:
+        assert all(t == -1 or llama_rt.new_to_old[t] == i for i, t in zip(ids, tags)) and max(tags) >= 0
+    # emoji split over byte tokens next to Arabic: the window pass repairs the partial UTF-8 groups
+    calls = []
+    window = llama_rt._window_segments
+    monkeypatch.setattr(llama_rt, "_window_segments", lambda ids, skip: calls.append(1) or window(ids, skip))
+    for text in ("مرحبا 😀🙂 بكم", "🧑‍🔬مرحبا", "ب😀"):
+        assert llama_rt.decode(llama_rt.encode(text)) == text
+    assert len(calls) == 3
+
+
+def test_fertility_lower_and_ids_inside_the_model(llama_rt):
+    tok = load_shared("llama-3.1")
+    cmp = reuse_measures.compare(llama_rt, HELDOUT, ENG_HELDOUT)
+    before, after = cmp["before"], cmp["after"]
+    assert after["fertility"] < before["fertility"] * 0.95
+    # the paper's Table 3 measures: premium vs English (Petrov et al.) and continued words both drop
+    assert after["premium"] < before["premium"] and after["parity_corpus"] < before["parity_corpus"]
+    assert after["continued_words"] < before["continued_words"]
+    assert 1.5 < before["premium"] < 2.0  # the paper: 1.67 for Llama-3.1 on FLORES-200 devtest
+    # English is encoded by the old tokenizer: every measure is unchanged
+    eng = reuse_measures.compare(llama_rt, ENG_HELDOUT, ENG_HELDOUT)
+    assert eng["before"] == eng["after"] and eng["after"]["premium"] == 1.0
+    ids = [i for x in llama_rt.encode_batch(HELDOUT + ENG_HELDOUT) for i in x]
+    assert max(ids) < tok.vocab_size and llama_rt.vocab_size == tok.vocab_size
+    assert any(i in llama_rt.reused_ids for i in ids)
+    # the maps are inverse, new-only tokens sit on reusable ids, common tokens keep their old id
+    assert len(llama_rt.old_to_new) == len(llama_rt.new_to_old)
+    vocab = llama_rt.new.get_vocab()
+    for token, nid in list(vocab.items())[:2000]:
+        old = llama_rt.new_to_old[nid]
+        if nid in llama_rt.old_to_new.values() and old not in llama_rt.reused_ids:
+            assert tok.id_to_token[old] == token
+
+
+def test_reused_script_decodes_as_target(llama_rt):
+    demo = reuse_measures.reused_script_demo(llama_rt, "Привет, как дела?")
+    assert demo["n_reused"] > 0
+    assert demo["decoded"] != demo["text"]
+    assert any(unicode.block(c) == "Arabic" for c in demo["decoded"])
+
+
+def test_deterministic_maps(llama_rt):
+    again = _build("llama-3.1")
+    assert again.new_to_old == llama_rt.new_to_old
+    assert again.reused_ids == llama_rt.reused_ids
+
+
+def test_qwen3_fertility_lower():
+    rt = _build("qwen3")
+    tok = load_shared("qwen3")
+    cmp = reuse_measures.compare(rt, HELDOUT)
+    assert cmp["after"]["fertility"] < cmp["before"]["fertility"]
+    assert max(rt.new_to_old.values()) < tok.vocab_size
+    sample = HELDOUT[:40] + ENG_HELDOUT[:40]
+    assert [rt.decode(x) for x in rt.encode_batch(sample)] == sample
+
+
+def test_save_load_round_trip(llama_rt, tmp_path):
+    llama_rt.save(tmp_path / "rbpe")
+    assert (tmp_path / "rbpe" / "old_tokenizer" / "tokenizer.json").is_file()
+    assert (tmp_path / "rbpe" / "new_tokenizer" / "tokenizer.json").is_file()
+    mapping = json.loads((tmp_path / "rbpe" / reuse.MAPPING_FILE).read_text(encoding="utf-8"))
+    assert mapping["format"] == reuse.FORMAT and mapping["info"]["base"] == "llama-3.1"
+    loaded = reuse.ReuseTokenizer.load(tmp_path / "rbpe")
+    sample = HELDOUT[:40] + ENG_HELDOUT[:40]
+    assert loaded.encode_batch(sample) == llama_rt.encode_batch(sample)
+    assert [loaded.decode(x) for x in llama_rt.encode_batch(sample)] == sample
+    assert loaded.new_to_old == llama_rt.new_to_old and loaded.replacement_ids == llama_rt.replacement_ids
+    with pytest.raises(DataError, match="not an R-BPE tokenizer folder"):
+        reuse.ReuseTokenizer.load(tmp_path)
+
+
+def test_load_refuses_hostile_mapping_files(llama_rt, tmp_path):
+    """The mapping file goes through the guarded JSON reader: deep nesting, a non-object, missing or wrong
+    fields and a broken new tokenizer are DataErrors, never RecursionError, AttributeError or KeyError."""
+    folder = llama_rt.save(tmp_path / "rbpe")
+    mp = folder / reuse.MAPPING_FILE
+    good = mp.read_bytes()
+    for bad, match in (
+        (b"[" * 100_000 + b"]" * 100_000, "nested too deeply"),
+        (b"[1, 2]", "unknown format"),
+        (b'{"format": "\xff"}', "not UTF-8"),
+        (json.dumps({"format": reuse.FORMAT, "new_to_old": [[1]]}).encode(), "not an R-BPE mapping"),
+        (
+            json.dumps(
+                {
+                    "format": reuse.FORMAT,
+                    "new_to_old": [],
+                    "target_blocks": [],
+                    "replacement_ids": [],
+                    "reused_ids": [],
+                    "info": [1],
+                }
+            ).encode(),
+            "'info' must be an object",
+        ),  # fmt: skip
+    ):
+        mp.write_bytes(bad)
+        with pytest.raises(DataError, match=match):
+            reuse.ReuseTokenizer.load(folder)
+    mp.write_bytes(good)
+    (folder / "new_tokenizer" / "tokenizer.json").write_text('{"model": 1}')
+    with pytest.raises(DataError, match="not a tokenizer.json"):
+        reuse.ReuseTokenizer.load(folder)
+
+
+def test_unsupported_tokenizer_is_refused():
+    with pytest.raises(UnsupportedTokenizerError, match="byte-level BPE"):
+        reuse.build_reuse_tokenizer(load_shared("llama-2"), TRAIN[:10])
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "analysis", "reuse", str(TOKENIZERS / "llama-3.1"), *args],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env={**os.environ, "HF_HUB_OFFLINE": "1"},
+        timeout=600,
+    )
+
+
+@pytest.mark.slow
+def test_cli_json_without_collateral(tmp_path):
+    out = tmp_path / "cli"
+    r = _cli("--target", "arabic", "--no-corpora", "--collateral", "none", "--out", str(out), "--json")
+    assert r.returncode == 0, r.stderr
+    rep = json.loads(r.stdout)
+    assert (
+        rep["reusable_count"] == 16632 and "Cyrillic" in rep["selected_classes"] and rep["rules"] == "paper"
+    )
+    h = rep["heldout"]
+    assert h["after"]["fertility"] < h["before"]["fertility"] and h["fertility_change"] < 0
+    assert h["after"]["premium"] < h["before"]["premium"]
+    assert "collateral" not in rep
+    assert (out / reuse.MAPPING_FILE).is_file()
+    # a non-empty output folder is refused unless asked to replace it
+    again = _cli("--no-corpora", "--collateral", "none", "--out", str(out))
+    assert again.returncode == 2 and "not empty" in again.stderr
+    assert _cli("--no-corpora", "--collateral", "none", "--out", str(out), "--force").returncode == 0
+    bad = _cli("--no-corpora", "--protect", "everything")
+    assert bad.returncode == 2 and "unknown protection" in bad.stderr
+
+
+@pytest.mark.slow
+def test_cli_json_collateral_for_every_flores_language():
+    r = _cli("--target", "arabic", "--json")
+    assert r.returncode == 0, r.stderr
+    rep = json.loads(r.stdout)
+    rows = rep["collateral"]
+    assert len(rows) == 204 and len({row["lang"] for row in rows}) == 204
+    by = {row["lang"]: row for row in rows}
+    assert by["eng_Latn"]["round_trip"] and by["eng_Latn"]["ids_changed"] == 0
+    assert not by["rus_Cyrl"]["round_trip"] and by["rus_Cyrl"]["role"] == "reused"
+    assert not by["ory_Orya"]["round_trip"] and by["ory_Orya"]["role"] == "kept"  # the danda is reused
+    assert by["arb_Arab"]["role"] == "target" and by["arb_Arab"]["round_trip"]
+    s = rep["collateral_summary"]
+    assert s["not_round_trip"] == sum(not row["round_trip"] for row in rows)
+    assert "ory_Orya" in s["kept_languages_broken"]
+    assert rep["fertility_by_class"]["Arabic"]["after"] < rep["fertility_by_class"]["Arabic"]["before"]
+    assert rep["fertility_by_class"]["English"]["after"] == rep["fertility_by_class"]["English"]["before"]
+
+
+def _table(at: AppTest, *columns: str):
+    """The page's dataframe that has these columns."""
+    return next(d.value for d in at.dataframe if set(columns) <= set(d.value.columns))
+
+
+def _page() -> AppTest:
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=60)
+    at.switch_page("pages/reuse.py").run()
+    assert not at.exception, [e.message for e in at.exception]
+    return at
+
+
+def test_page_trains_previews_and_exports():
+    at = _page()
+    spec = json.loads(at.get("plotly_chart")[0].proto.spec)
+    assert spec["data"][0]["type"] == "bar" and "Cyrillic" in spec["data"][0]["x"]
+    metrics = {m.label: m.value for m in at.metric}
+    assert int(metrics["Reusable ids"].replace(",", "")) > 10000 and metrics["Protected ids"] == "0"
+    # protecting shared symbols keeps some ids out of reuse
+    at.multiselect(key="reuse-protect").set_value(["symbols"]).run()
+    assert int({m.label: m.value for m in at.metric}["Protected ids"].replace(",", "")) > 0
+    at.button(key="reuse-train").click().run(timeout=120)
+    assert not at.exception, [e.message for e in at.exception]
+    assert not at.error, [e.value for e in at.error]
+    table = _table(at, "measure").set_index(["language", "measure"])
+    arb, eng = table.loc["arb_Arab"], table.loc["eng_Latn"]
+    assert arb.loc["fertility", "after"] < arb.loc["fertility", "before"]
+    assert arb.loc["premium vs English", "after"] < arb.loc["premium vs English", "before"]
+    assert (eng["after"] == eng["before"]).all()
+    assert any("decode as the target" in w.value for w in at.warning)
+    assert len(at.get("html")) >= 2
+    assert at.get("download_button")
+    # another target: the plan updates, the trained Arabic tokenizer is no longer shown
+    at.selectbox(key="reuse-target").set_value("greek").run()
+    assert not at.exception, [e.message for e in at.exception]
+    assert any("Train the new tokenizer" in i.value for i in at.info)
+
+
+def test_page_report_is_the_cli_json(monkeypatch):
+    """ "Download the report (JSON)" is `reuse --json` for the same tokenizer, target and training text (FLORES
+    lines only), build time aside; both measure English too, where nothing changes."""
+    got = record_downloads(monkeypatch)
+    at = _page()
+    at.session_state["toklab_library"] = {**at.session_state["toklab_library"], "gpt2": load_shared("gpt2")}
+    at.run()
+    at.selectbox(key="reuse-tok").set_value("gpt2").run()
+    at.button(key="reuse-train").click().run(timeout=120)
+    assert not at.exception and not at.error, [e.message for e in at.exception]
+    page = json.loads(got["reuse-report"])
+    buf = io.StringIO()
+    with redirect_stdout(buf):
+        rc = main(["reuse", str(TOKENIZERS / "gpt2"), "--no-corpora", "--collateral", "none", "--json"])
+    assert rc == 0
+    cli = json.loads(buf.getvalue())
+    assert page["base"] == "gpt2" and page["heldout"]["lang"] == "arb_Arab" and "collateral" not in page
+    eng = page["heldout_reference"]
+    assert eng["lang"] == "eng_Latn" and eng["before"]["fertility"] == eng["after"]["fertility"]
+    assert page["reusable_count"] > 0 and page["heldout"]["lines"] == 1012 - FLORES_TRAIN_LINES
+    assert without(page, {"seconds"}) == without(cli, {"seconds"})
+
+
+def test_report_schema_with_collateral(llama_rt):
+    """The collateral keys appear once the table is measured, as the CLI prints them."""
+    rep = reuse_measures.measure_reuse(llama_rt, "arb_Arab", "eng_Latn", seconds=1.5)
+    doc = rep.to_json()
+    assert doc["seconds"] == 1.5 and "collateral" not in doc and "classes" not in doc
+    rep.collateral = reuse_measures.collateral(llama_rt, ["eng_Latn", "rus_Cyrl", "arb_Arab"])
+    rep.collateral_split = "heldout"
+    doc = rep.to_json()
+    assert [r["lang"] for r in doc["collateral"]] == ["eng_Latn", "rus_Cyrl", "arb_Arab"]
+    assert doc["collateral_summary"] == reuse_measures.collateral_summary(doc["collateral"])
+    assert set(doc["fertility_by_class"]) == {"English", "Russian", "Arabic"}
+
+
+@pytest.mark.slow
+def test_page_collateral_table():
+    at = _page()
+    # the unicode17 rules make more classes eligible (Qwen: 92 instead of 40)
+    eligible = int({m.label: m.value for m in at.metric}["Eligible classes"])
+    at.radio(key="reuse-rules").set_value("unicode17").run()
+    assert int({m.label: m.value for m in at.metric}["Eligible classes"]) > eligible
+    at.radio(key="reuse-rules").set_value("paper").run()
+    at.button(key="reuse-train").click().run(timeout=120)
+    at.button(key="reuse-collateral-run").click().run(timeout=600)
+    assert not at.exception, [e.message for e in at.exception]
+    metrics = {m.label: m.value for m in at.metric}
+    broken = int(metrics["Languages that no longer round-trip"].split()[0])
+    assert 20 < broken < 204  # the default tokenizer (Qwen): Cyrillic, CJK, Thai, Hebrew … are reused
+    table = _table(at, "example")
+    assert len(table) == broken and "rus_Cyrl" in set(table["lang"]) and "eng_Latn" not in set(table["lang"])
+    assert int(metrics["…in a kept script (collateral)"]) == int((table["role"] == "kept").sum())
+    assert all("→" in e for e in table["example"])
+    fert = _table(at, "class", "after").set_index("class")
+    assert fert.loc["Arabic", "after"] < fert.loc["Arabic", "before"]
+
+
+# ------------------------------------------------------------------------------- what the reuse breaks
+def test_collateral_rows(llama_rt):
+    rows = reuse_measures.collateral(llama_rt, ["eng_Latn", "rus_Cyrl", "ory_Orya", "arb_Arab"])
+    by = {r["lang"]: r for r in rows}
+    assert [r["lang"] for r in rows] == ["eng_Latn", "rus_Cyrl", "ory_Orya", "arb_Arab"]
+    assert (
+        by["eng_Latn"]["round_trip"]
+        and by["eng_Latn"]["example"] is None
+        and by["eng_Latn"]["role"] == "kept"
+    )
+    assert by["eng_Latn"]["premium_before"] == by["eng_Latn"]["premium_after"] == 1.0
+    rus = by["rus_Cyrl"]
+    assert rus["role"] == "reused" and not rus["round_trip"] and rus["broken_lines"] == rus["lines"]
+    assert rus["ids_changed"] > 0.3 and rus["tokens_before"] == rus["tokens_after"]
+    assert any(unicode.block(c) == "Arabic" for c in rus["example"]["decoded"])
+    # Oriya keeps its script, but the Devanagari danda "।" it uses sits on a reused id
+    ory = by["ory_Orya"]
+    assert ory["role"] == "kept" and not ory["round_trip"] and 0 < ory["ids_changed"] < 0.05
+    assert "।" in ory["example"]["text"] and "।" not in ory["example"]["decoded"]
+    arb = by["arb_Arab"]
+    assert arb["role"] == "target" and arb["round_trip"] and arb["fertility_after"] < arb["fertility_before"]
+    summary = reuse_measures.collateral_summary(rows)
+    assert summary == {
+        "languages": 4,
+        "not_round_trip": 2,
+        "not_round_trip_by_role": {"kept": 1, "reused": 1},
+        "kept_languages_broken": ["ory_Orya"],
+    }
+    assert set(reuse_measures.fertility_by_class(rows)) == {"Arabic", "English", "Russian"}
+
+
+def test_protecting_shared_symbols_keeps_oriya_and_gurmukhi():
+    tok = load_shared("llama-3.1")
+    danda = tok.tokenizer.encode("।", add_special_tokens=False).ids
+    heart = tok.tokenizer.encode("❤", add_special_tokens=False).ids
+    rt = reuse.build_reuse_tokenizer(tok, TRAIN, protect=("symbols",))
+    plain = reuse.choose_reusable(reuse.classify_vocab(tok), "arabic", ("latin", "greek"), 20000)
+    assert set(danda) <= set(plain.reusable_ids) and not set(danda) & set(rt.reused_ids)
+    assert rt.info["protected_count"] > 0 and rt.info["reusable_count"] == 16632 - rt.info["protected_count"]
+    assert all(reuse.is_shared_symbol(reuse.standalone_text(tok, tok.id_to_token[i])) for i in danda + heart)
+    assert not reuse.is_shared_symbol("мир") and not reuse.is_shared_symbol("\ufffd")
+    for text in ("Great work ✔ ❤", *flores_lines("ory_Orya")[:20], *flores_lines("pan_Guru")[:20]):
+        assert rt.decode(rt.encode(text)) == text
+    rows = reuse_measures.collateral(rt, ["ory_Orya", "pan_Guru", "rus_Cyrl"])
+    assert [r["round_trip"] for r in rows] == [True, True, False]
+    with pytest.raises(DataError, match="unknown protection"):
+        reuse.build_reuse_tokenizer(tok, TRAIN, protect=("all",))
+
+
+def test_min_frequency_and_training_text_choice():
+    tok = load_shared("llama-3.1")
+    # FLORES-only training stops early at min_frequency 2; 0 lets the new vocabulary grow
+    two = reuse.build_reuse_tokenizer(tok, TRAIN, min_frequency=2)
+    zero = reuse.build_reuse_tokenizer(tok, TRAIN, min_frequency=0)
+    assert two.info["new_vocab_size"] < zero.info["new_vocab_size"] <= 16632 + len(tok.added_tokens)
+    assert zero.info["min_frequency"] == 0
+    texts = reuse.target_training_texts(
+        "arb_Arab", flores_train=False, corpora=False, extra=["مرحبا بكم", " "]
+    )
+    assert texts == ["مرحبا بكم"]
+    with_flores = reuse.target_training_texts("arb_Arab", corpora=False, extra=["مرحبا"])
+    assert with_flores[:-1] == TRAIN and with_flores[-1] == "مرحبا"
+    assert [p.name for p in reuse.corpus_files("arb_Arab")] == [
+        "arb_Arab.txt.gz",
+        "arb_Arab.ui.txt.gz",
+        "arb_Arab.wordfreq.tsv.gz",
+    ]
+    with pytest.raises(DataError, match="no training text"):
+        reuse.target_training_texts("arb_Arab", flores_train=False, corpora=False)
+    with pytest.raises(DataError, match="negative"):
+        reuse.build_reuse_tokenizer(tok, TRAIN, min_frequency=-1)
+
+
+def test_parity_aware_target_tokenizer():
+    tok = load_shared("llama-3.1")
+    langs = ["arb_Arab", "urd_Arab", "pes_Arab"]
+    rt = reuse.build_reuse_tokenizer(tok, TRAIN, trainer="parity", parity_langs=langs, train_lang="arb_Arab")
+    assert rt.info["trainer"] == "parity" and rt.info["parity_langs"] == langs
+    assert rt.info["new_vocab_size"] <= 16632 + len(tok.added_tokens)
+    plain = reuse.build_reuse_tokenizer(tok, TRAIN)
+    urd = flores_lines("urd_Arab")[FLORES_TRAIN_LINES:]
+    # trained on Urdu and Persian too, the parity-aware target tokenizer serves Urdu better than Arabic-only BPE
+    assert (
+        reuse_measures.compare(rt, urd)["after"]["tokens"]
+        < reuse_measures.compare(plain, urd)["after"]["tokens"]
+    )
+    assert [rt.decode(x) for x in rt.encode_batch(HELDOUT[:30] + urd[:30])] == HELDOUT[:30] + urd[:30]
+    with pytest.raises(DataError, match="unknown trainer"):
+        reuse.build_reuse_tokenizer(tok, TRAIN, trainer="unigram")

@@ -1,0 +1,533 @@
+"""analysis.methods.undertrained: magikarp indicators, reference choice, round trip, verification, classes, CLI.
+
+Real models come from $TOKLAB_MODELS (tests/fetch_models.sh); a tiny Llama is trained here on English
+FLORES text with a tokenizer that also learned Estonian, so some vocabulary tokens are never seen.
+"""
+
+from __future__ import annotations
+
+import collections
+import json
+import math
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from streamlit.testing.v1 import AppTest
+from support import MINILM, ROOT, SMOLLM, TOKENIZERS, flores_lines, load_shared, need_minilm, need_smollm
+
+from analysis import load
+from analysis.errors import DataError, ModelLoadError
+from analysis.methods.undertrained import (
+    OK,
+    OK_SPECIAL,
+    UNDECODEABLE,
+    analyze,
+    auto_references,
+    compute_indicators,
+    first_principal_component,
+    health_table,
+    load_lm,
+    parse_reference_spec,
+    round_trip_categories,
+    select_candidates,
+    stt_status,
+    token_class,
+    verdict_for,
+    verify_result,
+)
+from analysis.model.models import parse_max_memory
+from analysis.model.weights import EmbeddingWeights, Matrix
+
+
+# ------------------------------------------------------------------------------------------ round trip
+def test_round_trip_gpt2_matches_methods_reference_numbers():
+    rt = round_trip_categories(load_shared("gpt2"))
+    c = collections.Counter(rt.categories)
+    assert c[OK] == 49912 and c[OK_SPECIAL] == 1 and c[UNDECODEABLE] == 344  # methods.md §2.2 / §12.2
+    assert not rt.prefix_mode
+
+
+def test_round_trip_sentencepiece_prefix_mode():
+    tok = load_shared("llama-2")
+    rt = round_trip_categories(tok)
+    assert rt.prefix_mode
+    i = tok.vocab["▁the"]
+    assert rt.decoded[i] == " the" and rt.categories[i] == OK
+
+
+def test_stt_status_joins_reachability():
+    st = stt_status(load_shared("smollm2-135m-instruct"))
+    c = collections.Counter(st.values())
+    assert c["special"] == 17 and c["reachable"] == 49152 - 17
+    assert stt_status(load_shared("bert-base-uncased")) == {}  # STT applies to BPE only
+
+
+# ------------------------------------------------------------------------------------------ references
+def test_auto_references_per_vocabulary():
+    gpt2 = auto_references(load_shared("gpt2"))
+    assert list(range(177, 188)) == [
+        i for i in gpt2.ids if 177 <= i <= 187
+    ]  # magikarp's GPT-2 refs (0xF5-0xFF)
+    assert all("UTF-8" in gpt2.reasons[i] for i in gpt2.ids)
+    bert = load_shared("bert-base-uncased")
+    r = auto_references(bert)
+    assert [bert.id_to_token[i] for i in r.ids] == [f"[unused{k}]" for k in range(10)]
+    assert len(r.held_out) == 984
+    gemma = auto_references(load_shared("gemma"))
+    names = {load_shared("gemma").id_to_token[i] for i in gemma.ids}
+    assert "<unused0>" in names and "<0xFF>" in names
+    llama3 = load_shared("llama-3.1")
+    r3 = auto_references(llama3)
+    assert any("reserved" in llama3.id_to_token[i] for i in r3.ids)
+    assert any("UTF-8" in r3.reasons[i] for i in r3.ids)
+    # rows beyond the tokenizer are references too
+    rp = auto_references(load_shared("bert-base-uncased"), n_rows=30522 + 5, max_named=0)
+    assert rp.ids == list(range(30522, 30527))
+
+
+def test_parse_reference_spec():
+    bert = load_shared("bert-base-uncased")
+    assert parse_reference_spec("1-3, 7,[unused9]", bert) == [1, 2, 3, 7, 10]
+    with pytest.raises(DataError):
+        parse_reference_spec("no-such-token-xyz", bert)
+
+
+# ------------------------------------------------------------------------------------------ indicators
+def _weights(inp: np.ndarray, out: np.ndarray | None, tied: bool) -> EmbeddingWeights:
+    return EmbeddingWeights(
+        Matrix(inp, "F32", "in"),
+        None if out is None else Matrix(out, "F32", "out"),
+        None,
+        tied=tied,
+        has_lm_head=True,
+        format="test",
+        files=[],
+    )
+
+
+def test_indicators_against_direct_formulas():
+    rng = np.random.default_rng(1)
+    e = rng.standard_normal((300, 16)).astype(np.float32)
+    u = rng.standard_normal((300, 16)).astype(np.float32)
+    u += np.outer(rng.standard_normal(300) * 3, rng.standard_normal(16)).astype(
+        np.float32
+    )  # a dominant direction
+    u[5] = 0.0  # zero row: cosine denominator clipped, no NaN
+    refs = [10, 11, 12]
+    ind = compute_indicators(_weights(e, u, tied=False), refs, remove_pc1=True)
+    assert list(ind) == ["input_norm", "cosine", "cosine_nopc1", "l2_distance"]
+    np.testing.assert_allclose(ind["input_norm"], np.linalg.norm(e, axis=1), rtol=1e-5)
+    m = u[refs].mean(0)
+    cos = 1 - (u @ m) / np.maximum(np.linalg.norm(u, axis=1) * np.linalg.norm(m), 1e-6)
+    np.testing.assert_allclose(ind["cosine"], cos, rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(ind["l2_distance"], np.linalg.norm(u - m, axis=1), rtol=1e-4)
+    assert np.isfinite(ind["cosine"]).all()
+    # PC1 removal: compare with an exact SVD
+    c = u - u.mean(0)
+    pc = np.linalg.svd(c, full_matrices=False)[2][0]
+    _, pc2 = first_principal_component(Matrix(u, "F32", "u"))
+    assert abs(abs(float(pc @ pc2)) - 1) < 1e-3
+    p = c - np.outer(c @ pc, pc)
+    mp = p[refs].mean(0)
+    cos_p = 1 - (p @ mp) / np.maximum(np.linalg.norm(p, axis=1) * np.linalg.norm(mp), 1e-6)
+    np.testing.assert_allclose(ind["cosine_nopc1"], cos_p, atol=2e-3)
+    # tied without references is an error
+    with pytest.raises(DataError):
+        compute_indicators(_weights(e, None, tied=True), None)
+
+
+def test_select_candidates_only_round_trip_tokens():
+    ind = np.array([0.1, 0.2, 0.05, 0.9, 0.3] * 20)
+    cats = [OK, OK, UNDECODEABLE, OK, OK_SPECIAL] * 20
+    thr, cands = select_candidates(ind, cats, percentile=30)
+    okv = ind[[i for i, c in enumerate(cats) if c == OK]]
+    assert thr == pytest.approx(np.percentile(okv, 30))
+    assert all(cats[i] in (OK, OK_SPECIAL) and ind[i] <= thr for i in cands)
+    assert not any(cats[i] == UNDECODEABLE for i in cands)
+    assert list(ind[cands]) == sorted(ind[cands])
+
+
+def test_verdicts():
+    assert verdict_for(0.95, True) == "strong_rejected"
+    assert verdict_for(0.5, True) == "weak_rejected"
+    assert verdict_for(0.05, False) == "verification_encoding_failed"
+    assert verdict_for(0.0005, True) == "strong_verified"
+    assert verdict_for(0.005, True) == "weak_verified"
+
+
+@pytest.mark.parametrize(
+    "text,cls",
+    [
+        ("<|im_start|>", "Special tokens"),
+        (" 2024", "Digits and numbers"),
+        ("-12", "Digits and numbers"),
+        ('");', "Punctuation"),
+        ("——", "Punctuation"),
+        ("get_value", "Variable or function names"),
+        ("InstoreAndOnline", "Variable or function names"),
+        (" HTTPServer", "Variable or function names"),
+        ("OOLEAN", "ALL-CAPS Latin words"),
+        (" trieve", "Other Latin words"),
+        ("Hello", "Other Latin words"),
+        ("ção", "Other Latin words"),
+        ("итися", "Non-Latin words or characters"),
+        (" サーティ", "Non-Latin words or characters"),
+        ("ab12", "Other"),
+        ("⟨E2 80⟩", "Other"),
+    ],
+)
+def test_token_class_rules(text, cls):
+    assert token_class(text) == cls
+
+
+# ------------------------------------------------------------------------------------------ real models
+@need_minilm
+def test_minilm_unused_tokens_rank_lowest_on_cosine():
+    tok = load(MINILM)
+    res = analyze(str(MINILM), tok)
+    # the automatic choice proposes [unused0]..[unused9] for a BERT vocabulary
+    assert [tok.id_to_token[i] for i in res.references.ids] == [f"[unused{k}]" for k in range(10)]
+    assert res.main == "cosine" and not res.has_lm_head
+    cos = res.indicators["cosine"][: res.n_tokens]
+    rank = np.empty(len(cos), dtype=int)
+    rank[np.argsort(cos, kind="stable")] = np.arange(len(cos))
+    others = [i for t, i in tok.vocab.items() if t.startswith("[unused") and i not in res.references.ids]
+    assert len(others) == 984
+    share = float(np.mean(rank[others] < 0.05 * len(cos)))
+    assert share >= 0.95, share
+    assert res.reference_validation()["share_lowest_5pct"] == pytest.approx(share)
+    with pytest.raises(ModelLoadError, match="no LM head"):
+        verify_result(res, str(MINILM), tok, 3)
+
+
+@need_minilm
+def test_cli_json_minilm():
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "analysis",
+            "undertrained",
+            "--model",
+            str(MINILM),
+            "--json",
+            "--refs",
+            "1-10",
+            "--max-candidates",
+            "5",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=300,
+    )
+    assert out.returncode == 0, out.stderr
+    doc = json.loads(out.stdout)
+    assert doc["tied"] is True and doc["reference_ids"] == list(range(1, 11)) and doc["indicator"] == "cosine"
+    assert len(doc["candidates"]) == 5 and {"id", "token", "indicator"} <= set(doc["candidates"][0])
+    bad = subprocess.run(
+        [sys.executable, "-m", "analysis", "undertrained", "--model", "/nonexistent/x.safetensors"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=120,
+    )
+    assert bad.returncode == 2 and "error:" in bad.stderr and "Traceback" not in bad.stderr
+
+
+# ------------------------------------------------------------------------------------------ tiny trained model
+@pytest.fixture(scope="module")
+def tiny_model(tmp_path_factory):
+    """A 2-layer untied Llama trained for one epoch on English FLORES; its BPE vocabulary also learned Estonian
+    text, so some vocabulary tokens never occur in the training data.
+
+    Besides the folder, it reports what the learning assertions need: the mean next-token loss over the whole
+    training text before and after training, the unigram entropy of that text (the loss of a model that knows
+    only the token frequencies) and how far the input rows of never-seen tokens moved (AdamW without weight
+    decay leaves a row whose gradient is always zero exactly where it was initialised)."""
+    import torch  # noqa: PLC0415 - heavy, only for the tiny-model fixture
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers  # noqa: PLC0415
+    from transformers import LlamaConfig, LlamaForCausalLM  # noqa: PLC0415
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # tiny matrices: one thread is fastest and fair to a shared machine
+    try:
+        eng, est = flores_lines("eng_Latn"), flores_lines("est_Latn", 150)
+        tk = Tokenizer(models.BPE())
+        tk.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+        tk.decoder = decoders.ByteLevel()
+        tr = trainers.BpeTrainer(
+            vocab_size=600,
+            initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+            special_tokens=["<|endoftext|>"],
+            show_progress=False,
+        )
+        tk.train_from_iterator(eng[:800] + est, trainer=tr)
+        v = tk.get_vocab_size()
+        seq, bs = 48, 8
+        ids = [i for e in tk.encode_batch(eng) for i in (*e.ids, 0)]
+        n_chunks = len(ids) // seq  # every token of the text is fed in each epoch (no sampling gaps)
+        ids = ids[: n_chunks * seq]
+        counts = collections.Counter(ids)
+        p = np.array(list(counts.values()), dtype=np.float64) / len(ids)
+        unigram_entropy = float(-(p * np.log(p)).sum())
+        data = torch.tensor(ids).view(n_chunks, seq)
+        torch.manual_seed(0)
+        cfg = LlamaConfig(
+            vocab_size=v,
+            hidden_size=48,
+            intermediate_size=96,
+            num_hidden_layers=2,
+            num_attention_heads=4,
+            num_key_value_heads=4,
+            max_position_embeddings=2048,
+            tie_word_embeddings=False,
+            bos_token_id=None,
+            eos_token_id=0,
+            pad_token_id=0,
+        )
+        model = LlamaForCausalLM(cfg)
+
+        def mean_loss() -> float:
+            with torch.no_grad():
+                total = sum(float(model(input_ids=x, labels=x).loss) * len(x) for x in data.split(64))
+            return total / n_chunks
+
+        unseen = torch.tensor([i for i in range(v) if counts[i] == 0])
+        emb_before = model.get_input_embeddings().weight.detach()[unseen].clone()
+        loss_before = mean_loss()
+        opt = torch.optim.AdamW(model.parameters(), lr=1e-2, weight_decay=0.0)
+        order = torch.randperm(n_chunks, generator=torch.Generator().manual_seed(0))
+        for s in range(0, n_chunks, bs):
+            x = data[order[s : s + bs]]
+            loss = model(input_ids=x, labels=x).loss
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+        loss_after = mean_loss()
+        unseen_moved = float((model.get_input_embeddings().weight.detach()[unseen] - emb_before).abs().max())
+        folder = tmp_path_factory.mktemp("tiny") / "model"
+        model.save_pretrained(folder, safe_serialization=True)
+        tk.save(str(folder / "tokenizer.json"))
+        assert (folder / "model.safetensors").is_file()
+        return {
+            "folder": folder,
+            "counts": counts,
+            "vocab": v,
+            "loss_before": loss_before,
+            "loss_after": loss_after,
+            "unigram_entropy": unigram_entropy,
+            "unseen_moved": unseen_moved,
+        }
+    finally:
+        torch.set_num_threads(threads)
+
+
+@pytest.mark.slow
+def test_tiny_model_unseen_tokens_at_bottom_and_verified(tiny_model):
+    import torch  # noqa: PLC0415 - heavy
+
+    folder, counts = tiny_model["folder"], tiny_model["counts"]
+    # it learned: an untrained model (init std 0.02) predicts nearly uniformly, loss ≈ ln V (6.40 for V = 600);
+    # one epoch takes the loss over the whole text at least 1 nat lower, and below the unigram entropy (5.49),
+    # so the model uses context, not only token frequencies (measured 4.91-4.95 over 5 seeds)
+    uniform = math.log(tiny_model["vocab"])
+    assert abs(tiny_model["loss_before"] - uniform) < 0.1, tiny_model
+    assert tiny_model["loss_after"] < tiny_model["loss_before"] - 1.0, tiny_model
+    assert tiny_model["loss_after"] < tiny_model["unigram_entropy"], tiny_model
+    # what the indicator rests on: a never-seen token's input row gets no gradient, so it never moves
+    assert tiny_model["unseen_moved"] == 0.0
+    tok = load(folder)
+    res = analyze(str(folder), tok)
+    assert not res.tied and res.main == "input_norm"
+    cats = res.round_trip.categories
+    unseen = [i for i in range(tiny_model["vocab"]) if counts[i] == 0 and cats[i] == OK]
+    seen = [i for i in range(tiny_model["vocab"]) if counts[i] > 0 and cats[i] == OK]
+    assert len(unseen) >= 20
+    ind = res.main_values
+    assert ind[unseen].max() < np.percentile(ind[seen], 5)  # every never-seen token below the seen bulk
+    unseen_set = set(unseen)
+    ok_cands = [i for i in res.candidates if cats[i] == OK]
+    assert ok_cands and np.mean([i in unseen_set for i in ok_cands]) >= 0.9
+    ok_cands = [i for i in ok_cands if i in unseen_set]
+    # verification confirms them (and runs batched with a stop flag that keeps partial results)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        lm = load_lm(str(folder), device="cpu")
+        seen_progress = []
+        stop_after = {"n": 0}
+
+        def should_stop():
+            stop_after["n"] += 1
+            return stop_after["n"] > 1  # allow one batch, then stop
+
+        part = verify_result(
+            res,
+            str(folder),
+            tok,
+            6,
+            batch_size=3,
+            lm=lm,
+            should_stop=should_stop,
+            progress=lambda d, t, m="": seen_progress.append((d, t)),
+        )
+        assert len(part) == 3 and len(res.verifications) == 3 and seen_progress[-1] == (3, 6)
+        verify_result(res, str(folder), tok, 6, batch_size=3, lm=lm)  # resumes with the remaining ones
+    finally:
+        torch.set_num_threads(threads)
+    assert len(res.verifications) == 6
+    checked = [i for i in ok_cands if i in res.verifications]
+    assert len(checked) >= 4
+    for i in checked:
+        v = res.verifications[i]
+        assert v.verdict in ("strong_verified", "weak_verified") and v.max_prob < 0.01, (i, v)
+    table = health_table(res, {i: "reachable" for i in range(res.n_tokens)})
+    assert len(table) == res.n_rows and {"stt", "class", "script", "verdict", "input_norm"} <= set(
+        table.columns
+    )
+    assert table.loc[checked[0], "verdict"].endswith("verified")
+
+
+# ------------------------------------------------------------------------------------------ SmolLM2 (GGUF)
+@need_smollm
+@pytest.mark.slow
+def test_smollm2_cli_pipeline_with_verification(tmp_path):
+    """The whole pipeline on CPU from the CLI: GGUF weights + its own tokenizer, the top 4 candidates verified.
+
+    Verification costs ~2-6 s of CPU per candidate (three prompts of ~200 tokens, three steps each), so the test
+    verifies the top of the ranking, where the known glitch tokens are; more candidates would run the same path."""
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "analysis",
+            "undertrained",
+            "--model",
+            str(SMOLLM),
+            "--verify",
+            "4",
+            "--device",
+            "cpu",
+            "--tokenizer",
+            str(TOKENIZERS / "smollm2-135m-instruct"),
+            "--json",
+            "--csv",
+            str(tmp_path / "health.csv"),
+        ],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=1500,
+    )
+    assert out.returncode == 0, out.stderr[-2000:]
+    doc = json.loads(out.stdout)
+    assert doc["tied"] is True and doc["indicator"] == "cosine" and doc["reference_ids"]
+    verified = [c for c in doc["candidates"] if "verdict" in c]
+    assert len(verified) == 4
+    # the reference tokens (SmolLM2's unused specials) are skipped: the 4 are real candidates, and the known
+    # glitch tokens among them are verified (max probability ~1e-4, 30-100x under the 0.01 threshold)
+    assert not any(c["reference"] for c in verified)
+    assert sum(c["max_prob"] < 0.01 for c in verified) >= 3
+    by_token = {c["token"]: c for c in verified}
+    assert all(by_token[t]["verdict"].endswith("_verified") for t in ("MetaInfoClass", "swigfaiss"))
+    assert doc["timings_s"]["verify_per_candidate"] > 0
+    assert (tmp_path / "health.csv").stat().st_size > 1000
+
+
+# ------------------------------------------------------------------------------------------ the page (AppTest)
+def _page(monkeypatch, tmp_path):
+    monkeypatch.setenv("TOKLAB_CACHE", str(tmp_path / "cache"))
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=600)
+    at.run()
+    at.switch_page("pages/undertrained.py").run()
+    assert not at.exception, [e.message for e in at.exception]
+    return at
+
+
+def _charts(at) -> list[dict]:
+    return [json.loads(c.proto.spec) for c in at.get("plotly_chart")]
+
+
+@need_minilm
+@pytest.mark.slow
+def test_page_minilm_indicators_without_lm_head(monkeypatch, tmp_path):
+    at = _page(monkeypatch, tmp_path)
+    at.selectbox(key="ut-model-kind").select("all-MiniLM-L6-v2 (BERT, fetched)").run()
+    at.button(key="ut-run").click().run()
+    assert not at.exception, [e.message for e in at.exception]
+    metrics = {m.label: m.value for m in at.metric}
+    assert metrics["LM head"] == "no" and metrics["Main indicator"] == "cosine"
+    assert any("no LM head" in w.value for w in at.warning)
+    kinds = [c["data"][0]["type"] for c in _charts(at)]
+    assert "histogram" in kinds and any(k.startswith("scatter") for k in kinds)
+    assert any({"id", "token", "cosine", "class", "round_trip"} <= set(d.value.columns) for d in at.dataframe)
+
+
+@pytest.mark.slow
+def test_page_verification_on_tiny_model(tiny_model, monkeypatch, tmp_path):
+    at = _page(monkeypatch, tmp_path)
+    monkeypatch.setenv("TOKLAB_SERVER_PATHS", "1")  # a model folder on the server: a trusted local user only
+    monkeypatch.setenv("TOKLAB_SERVER_ROOTS", str(tiny_model["folder"].parent))
+    at.run()
+    at.selectbox(key="ut-model-kind").select("Folder or file path on the server").run()
+    at.text_input(key="ut-model-path").input(str(tiny_model["folder"])).run()
+    at.button(key="ut-run").click().run()
+    assert not at.exception, [e.message for e in at.exception]
+    assert {m.label: m.value for m in at.metric}["Main indicator"] == "input_norm"
+    at.number_input(key="ut-k").set_value(4).run()
+    at.selectbox(key="ut-dev").select("cpu").run()
+    at.button(key="ut-verify").click().run()
+    assert not at.exception, [e.message for e in at.exception]
+    ver = [c for c in _charts(at) if "Verification" in json.dumps(c.get("layout", {}).get("title", ""))]
+    assert ver, "verification scatter missing"
+    assert ver[0]["layout"]["yaxis"]["type"] == "log"
+    assert any("4 verified so far" in c.value for c in at.caption)
+
+
+@need_smollm
+@pytest.mark.slow
+def test_page_smollm2_pipeline(monkeypatch, tmp_path):
+    """The whole pipeline in the app on the GGUF model (3 candidates verified to keep CPU time down)."""
+    at = _page(monkeypatch, tmp_path)
+    at.selectbox(key="ut-model-kind").select("SmolLM2-135M-Instruct (GGUF, fetched)").run()
+    at.button(key="ut-run").click().run()
+    assert not at.exception, [e.message for e in at.exception]
+    metrics = {m.label: m.value for m in at.metric}
+    assert metrics["Tied embeddings"] == "yes" and metrics["Main indicator"] == "cosine"
+    at.number_input(key="ut-k").set_value(3).run()
+    at.selectbox(key="ut-dev").select("cpu").run()
+    at.button(key="ut-verify").click().run()
+    assert not at.exception, [e.message for e in at.exception]
+    assert any("3 verified so far" in c.value for c in at.caption)
+
+
+@pytest.mark.slow
+def test_verification_with_device_map_split_by_max_memory(tiny_model):
+    """The device_map path on CPU: a max_memory cap splits the tiny model between CPU memory and disk offload;
+    verification gives the same probabilities and verdicts as the model on one device."""
+    folder = tiny_model["folder"]
+    tok = load(folder)
+    res = analyze(str(folder), tok)
+    one = verify_result(res, str(folder), tok, 4, device="cpu", batch_size=2)
+    assert res.placement["device_map"] is None and res.placement["reason"] == "CPU"
+    assert res.timings["verify_per_candidate"] > 0
+    split = analyze(str(folder), tok)
+    # the embeddings (600 × 48 float32 = 113 KiB) and a layer fit under 300 KiB, the rest goes to disk
+    got = verify_result(split, str(folder), tok, 4, device="cpu", max_memory={"cpu": "300KiB"}, batch_size=2)
+    summary = split.placement["device_map_summary"]
+    assert split.placement["device_map"] == "auto" and set(summary) == {"cpu", "disk"}, split.placement
+    assert [v.id for v in got] == [v.id for v in one]
+    for a, b in zip(one, got):
+        assert a.verdict == b.verdict
+        assert abs(a.max_prob - b.max_prob) <= 1e-6 + 1e-4 * a.max_prob
+
+
+def test_placement_and_max_memory_spec(tmp_path):
+    assert parse_max_memory("0=20GiB, cuda:1=10GB,cpu=64GiB") == {0: "20GiB", 1: "10GB", "cpu": "64GiB"}
+    assert parse_max_memory("") is None
+    for bad in ("0=20", "gpu=3GiB", "cpu"):
+        with pytest.raises(DataError):
+            parse_max_memory(bad)

@@ -1,0 +1,312 @@
+"""The LoadedTokenizer view: inspection facts, merges in both serialisations, readable token forms, and the
+vocabulary table of analysis.tokenizer.vocab_table."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+from support import ALL_TOKENIZERS, BPE_TOKENIZERS, flores_lines, load_shared
+
+import analysis.tokenizer.vocab_table as vocab_table_module
+from analysis import LoadedTokenizer, TokenizerLoadError
+from analysis.core.unicode import text_script as script_of
+from analysis.tokenizer.tokenizer import format_bytes, parse_merges, readable_from_bytes
+from analysis.tokenizer.vocab_table import (
+    BYTES_SCRIPT,
+    COLUMNS,
+    SPECIAL_SCRIPT,
+    _build_loop,
+    _build_vectorised,
+    clear_cache,
+    vocab_table,
+)
+
+
+# --------------------------------------------------------------------------------------------------
+# inspection facts
+# --------------------------------------------------------------------------------------------------
+def test_issue_facts():
+    assert load_shared("llama-3.1").ignore_merges is True
+    assert load_shared("llama-2").byte_fallback is True
+    assert load_shared("bert-base-uncased").model_type == "WordPiece"
+    assert load_shared("pegasus-unigram").model_type == "Unigram"
+    assert load_shared("gpt2").model_type == "BPE" and load_shared("gpt2").ignore_merges is False
+
+
+@pytest.mark.parametrize(
+    "name,model_type,flavour,vocab_size,model_vocab,n_added",
+    [
+        ("gpt2", "BPE", "byte-level", 50257, 50257, 1),
+        ("llama-3.1", "BPE", "byte-level", 128256, 128000, 256),
+        ("llama-2", "BPE", "sentencepiece", 32000, 32000, 3),
+        ("bert-base-uncased", "WordPiece", "wordpiece", 30522, 30522, 5),
+        ("pegasus-unigram", "Unigram", "sentencepiece", 96103, 96103, None),
+        ("qwen3", "BPE", "byte-level", 151669, 151643, 26),
+        ("gemma", "BPE", "sentencepiece", 256000, 256000, None),
+    ],
+)
+def test_sizes_and_flavour(name, model_type, flavour, vocab_size, model_vocab, n_added):
+    tok = load_shared(name)
+    assert tok.model_type == model_type
+    assert tok.flavour == flavour
+    assert tok.vocab_size == vocab_size  # includes added tokens
+    assert len(tok.vocab) == model_vocab
+    if n_added is not None:
+        assert len(tok.added_tokens) == n_added
+    assert tok.vocab_size == len(set(tok.vocab.values()) | tok.added_ids)
+    assert len(tok.id_to_token) == tok.vocab_size
+
+
+def test_flags():
+    bert = load_shared("bert-base-uncased")
+    assert bert.continuing_subword_prefix == "##" and bert.unk_token == "[UNK]" and bert.merges == []
+    assert {a.content for a in bert.special_tokens} == {"[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"}
+    l3 = load_shared("llama-3.1")
+    assert l3.dropout is None and not l3.byte_fallback and l3.is_byte_level
+    assert min(l3.added_ids) == 128000 and "<|begin_of_text|>" in {a.content for a in l3.special_tokens}
+    l2 = load_shared("llama-2")
+    assert l2.unk_token == "<unk>" and l2.is_sentencepiece_style and not l2.ignore_merges
+    assert "Prepend('▁')" in l2.summary()["normalizer"]
+    assert load_shared("pegasus-unigram").merges == []
+
+
+def test_summary_is_json_ready_and_hash_stable():
+    tok = load_shared("gpt2")
+    s = tok.summary()
+    json.dumps(s)
+    assert s["vocab_size"] == 50257 and s["merges"] == 50000 and s["added_tokens"] == 1
+    same = LoadedTokenizer.from_json_text(tok.to_json(), name="x")
+    assert same.content_hash == tok.content_hash
+    other = LoadedTokenizer.from_document(tok.document() | {"truncation": None, "padding": None}, name="y")
+    assert other.vocab == tok.vocab
+
+
+def test_document_is_a_copy_and_view_is_immutable():
+    tok = load_shared("gpt2")
+    doc = tok.document()
+    doc["model"]["vocab"]["zzzz-new"] = 99999
+    doc["model"]["merges"].clear()
+    assert "zzzz-new" not in tok.model["vocab"] and len(tok.merges) == 50000
+    edited = LoadedTokenizer.from_document(doc, name="edited")
+    assert edited.content_hash != tok.content_hash and edited.merges == []
+
+
+# --------------------------------------------------------------------------------------------------
+# merges: "a b" strings and ["a", "b"] lists give identical results
+# --------------------------------------------------------------------------------------------------
+def test_parse_merges_both_forms_and_errors():
+    assert parse_merges(["a b", ["c", "d"], ("e", "f g")]) == [("a", "b"), ("c", "d"), ("e", "f g")]
+    assert parse_merges(["a b c"]) == [("a", "b c")]  # split on the first space only
+    for bad in (["ab"], [["a"]], [["a", "b", "c"]], [3], [["a", 1]]):
+        with pytest.raises(TokenizerLoadError, match="merge #0"):
+            parse_merges(bad)
+
+
+def _words(n: int = 40) -> list[str]:
+    langs = ["eng_Latn", "deu_Latn", "rus_Cyrl", "zho_Hans", "arb_Arab", "hin_Deva", "est_Latn", "jpn_Jpan"]
+    return sorted({w for lang in langs for line in flores_lines(lang, n) for w in line.split()})
+
+
+@pytest.mark.parametrize("name,shipped_form", [("gpt2", str), ("qwen3", list)])
+def test_merges_in_both_forms_tokenize_identically(name, shipped_form):
+    tok = load_shared(name)
+    doc = tok.document()
+    assert isinstance(doc["model"]["merges"][0], shipped_form)
+    if shipped_form is str:
+        doc["model"]["merges"] = [list(m.split(" ", 1)) for m in doc["model"]["merges"]]
+    else:
+        doc["model"]["merges"] = [f"{a} {b}" for a, b in doc["model"]["merges"]]
+    other = LoadedTokenizer.from_document(doc, name=f"{name}-other-form")
+    assert other.merges == tok.merges
+    assert other.content_hash != tok.content_hash  # really a different file
+    ma, mb = tok.tokenizer.model, other.tokenizer.model
+    # every vocabulary string through the model alone (no pre-processing), and FLORES words
+    vocab_strings = list(tok.vocab)[:: 1 if name == "gpt2" else 3]
+    pre = tok.tokenizer.pre_tokenizer
+    words = [piece for w in _words() for piece, _ in pre.pre_tokenize_str(w)]
+    assert len(words) > 2000
+    diff = [
+        s for s in vocab_strings + words if [t.id for t in ma.tokenize(s)] != [t.id for t in mb.tokenize(s)]
+    ]
+    assert not diff
+    lines = flores_lines("eng_Latn", 30) + flores_lines("zho_Hans", 30)
+    assert [e.ids for e in tok.tokenizer.encode_batch(lines)] == [
+        e.ids for e in other.tokenizer.encode_batch(lines)
+    ]
+
+
+@pytest.mark.parametrize("name", BPE_TOKENIZERS)
+def test_parsed_merges_are_consistent_with_vocab(name):
+    tok = load_shared(name)
+    v = tok.vocab
+    assert tok.merges and all(a in v and b in v and a + b in v for a, b in tok.merges)
+    assert len(tok.merges) == len(tok.model["merges"])
+
+
+# --------------------------------------------------------------------------------------------------
+# readable token forms
+# --------------------------------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    "name,raw,readable",
+    [
+        ("gpt2", "Ġthe", " the"),
+        ("gpt2", "Ċ", "\n"),
+        ("gpt2", "ĊĊ", "\n\n"),
+        ("gpt2", "âĢ", "⟨E2 80⟩"),  # the first two bytes of a 3-byte character
+        ("gpt2", "ĠâĢ", " ⟨E2 80⟩"),
+        ("gpt2", "<|endoftext|>", "<|endoftext|>"),
+        ("llama-3.1", "ĠÐ¿ÑĢÐµÐ´", " пред"),
+        ("llama-3.1", "ĠĠĠ", "   "),
+        ("llama-3.1", "<|begin_of_text|>", "<|begin_of_text|>"),
+        ("llama-2", "▁the", " the"),
+        ("llama-2", "<0x0A>", "\n"),
+        ("llama-2", "<0xE2>", "⟨E2⟩"),
+        ("llama-2", "▁▁", "  "),
+        ("llama-2", "<s>", "<s>"),
+        ("gemma", "▁", " "),
+        ("gemma", "<0xF0>", "⟨F0⟩"),
+        ("gemma", "▁Москва", " Москва"),
+        ("bert-base-uncased", "##ing", "ing"),
+        ("bert-base-uncased", "[CLS]", "[CLS]"),
+        ("bert-base-uncased", "###", "#"),
+    ],
+)
+def test_readable_forms(name, raw, readable):
+    tok = load_shared(name)
+    assert raw in tok.vocab or raw in {a.content for a in tok.added_tokens}
+    assert tok.readable(raw) == readable
+
+
+def test_byte_pieces():
+    l2 = load_shared("llama-2")
+    assert l2.is_byte_piece("<0x0A>") and not l2.is_byte_piece("▁the")
+    assert l2.token_bytes("<0xE2>") == b"\xe2" and l2.token_bytes("▁the") == b" the"
+    assert not load_shared("gpt2").is_byte_piece("<0x0A>")
+    assert load_shared("gpt2").token_bytes("ĠâĢ") == b" \xe2\x80"
+
+
+def test_readable_from_bytes_never_replacement_char():
+    assert readable_from_bytes("naïve 東京".encode()) == "naïve 東京"
+    assert readable_from_bytes(b"\xe2\x80") == "⟨E2 80⟩"
+    assert readable_from_bytes(b"a\xe2\x80b\xff") == "a⟨E2 80⟩b⟨FF⟩"
+    assert readable_from_bytes(b"\x80\x80\xe6\x9d\xb1") == "⟨80 80⟩東"
+    assert readable_from_bytes(b"\xf0\x9f\x98") == "⟨F0 9F 98⟩"
+    assert readable_from_bytes(b"\xed\xa0\x80") == "⟨ED A0 80⟩"  # a UTF-16 surrogate is not UTF-8
+    assert format_bytes(b"\x00\xab") == "⟨00 AB⟩"
+
+
+_FRAGMENT = re.compile(r"⟨((?:[0-9A-F]{2} )*[0-9A-F]{2})⟩")
+
+
+def _bytes_of_readable(text: str) -> bytes:
+    """Invert a readable form: text as UTF-8, ⟨NN …⟩ runs as raw bytes."""
+    out, pos = bytearray(), 0
+    for m in _FRAGMENT.finditer(text):
+        out += text[pos : m.start()].encode()
+        out += bytes.fromhex(m.group(1))
+        pos = m.end()
+    return bytes(out + text[pos:].encode())
+
+
+@pytest.mark.parametrize("name", ["gpt2", "llama-3.1", "llama-2", "gemma", "bert-base-uncased"])
+def test_readable_over_whole_vocab(name):
+    """Every token's readable form: no U+FFFD (unless the bytes really are U+FFFD), and it maps back to the
+    token's exact bytes."""
+    tok = load_shared(name)
+    df = vocab_table(tok)
+    fragments = 0
+    for tid, raw, r, added in zip(df["id"], df["token"], df["readable"], df["added"]):
+        if added:
+            assert r == raw
+            continue
+        bs = tok.token_bytes(raw)
+        assert "\ufffd" not in r or b"\xef\xbf\xbd" in bs, (tid, raw, r)
+        if "⟨" in r and "⟨".encode() not in bs:
+            fragments += 1
+            assert _bytes_of_readable(r) == bs, (tid, raw, r)
+        else:
+            assert r.encode() == bs, (tid, raw, r)
+    if name in ("gpt2", "llama-3.1", "llama-2", "gemma"):
+        assert fragments >= 128  # byte-level partial characters / <0x80>..<0xFF> pieces exist
+    else:
+        assert fragments == 0
+
+
+# --------------------------------------------------------------------------------------------------
+# vocabulary table
+# --------------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("name", ALL_TOKENIZERS)
+def test_vocab_table_columns_and_rows(name):
+    tok = load_shared(name)
+    df = vocab_table(tok)
+    assert list(df.columns) == COLUMNS
+    assert len(df) == tok.vocab_size
+    assert df["id"].is_unique and df["id"].is_monotonic_increasing
+    itt = tok.id_to_token
+    assert all(itt[i] == t for i, t in zip(df["id"], df["token"]))
+    added = tok.added_ids
+    assert set(df.loc[df["added"], "id"]) == set(added)
+    assert set(df.loc[df["special"], "id"]) == {a.id for a in tok.special_tokens}
+    assert (df.loc[df["special"], "script"] == SPECIAL_SCRIPT).all()
+    sample = df.iloc[:: max(1, len(df) // 1500)]
+    for t, r, b, n, i in zip(
+        sample["token"], sample["readable"], sample["bytes"], sample["length"], sample["id"]
+    ):
+        assert r == tok.readable(t)
+        assert n == len(r)
+        assert b == (len(t.encode()) if i in added else len(tok.token_bytes(t)))
+    assert (df["bytes"] >= 0).all() and (df["length"] >= 0).all()
+
+
+def test_vocab_table_scripts_and_bytes():
+    df = vocab_table(load_shared("gpt2")).set_index("token")
+    assert df.loc["âĢ", "script"] == BYTES_SCRIPT and df.loc["âĢ", "bytes"] == 2
+    assert (
+        df.loc["Ġthe", "script"] == "Latin" and df.loc["Ġthe", "bytes"] == 4 and df.loc["Ġthe", "length"] == 4
+    )
+    assert df.loc["<|endoftext|>", "special"] and df.loc["<|endoftext|>", "added"]
+    g = vocab_table(load_shared("gemma")).set_index("token")
+    assert g.loc["▁Москва", "script"] == "Cyrillic" and g.loc["<0xE2>", "script"] == BYTES_SCRIPT
+    counts = vocab_table(load_shared("gemma"))["script"].value_counts()
+    assert counts["Latin"] > counts["Han"] > counts["Cyrillic"] > 1000
+    assert script_of("東京") == "Han" and script_of("  ") == "Whitespace" and script_of("123") == "Digits"
+
+
+def test_vocab_table_is_cached_and_copies_are_private(monkeypatch):
+    tok = load_shared("llama-3.1")
+    clear_cache()
+    builds = []
+    build = vocab_table_module._build
+    monkeypatch.setattr(vocab_table_module, "_build", lambda t: builds.append(t.name) or build(t))
+    first = vocab_table(tok)
+    second = vocab_table(tok)
+    assert builds == [tok.name]  # built once, the second call is served from the cache
+    first.loc[0, "readable"] = "MUTATED"
+    first = first.drop(columns=["script"])
+    assert second.loc[0, "readable"] != "MUTATED" and vocab_table(tok).loc[0, "readable"] != "MUTATED"
+    assert list(vocab_table(tok).columns) == COLUMNS
+    # a different document (same name) gets its own table
+    doc = tok.document()
+    doc["added_tokens"] = doc["added_tokens"][:10]
+    smaller = LoadedTokenizer.from_document(doc, name=tok.name)
+    assert len(vocab_table(smaller)) == 128010
+
+
+@pytest.mark.parametrize("name", ["gpt2", "llama-2", "bert-base-uncased", "pegasus-unigram", "qwen3"])
+def test_vocab_table_vectorised_equals_reference_loop(name):
+    """The fast whole-column build gives exactly the table of the one-token-at-a-time reference."""
+
+    tok = load_shared(name)
+    fast, ref = _build_vectorised(tok), _build_loop(tok)
+    assert fast.equals(ref)
+
+
+def test_script_labels_of_compatibility_and_marks():
+    assert script_of("ｱｲｳ") == "Katakana" and script_of("ＡＢＣ") == "Latin"  # half/fullwidth forms
+    assert script_of("𝐀𝐁") == "Latin" and script_of("µ") == "Greek" and script_of("º") == "Latin"
+    assert script_of("々") == "Han" and script_of("ー") == "Katakana"
+    assert script_of("\u0301a") == "Latin"  # a combining mark does not decide
+    assert script_of("ᱚᱞ") == "Ol Chiki" and script_of("ᐊ") == "Canadian Aboriginal"
+    assert script_of("—…") == "Punctuation/Symbols" and script_of("") == "Empty"
