@@ -28,6 +28,8 @@ PAGES = {
         _page("pages/inspect.py", "Load & inspect", "search", "inspect"),
         _page("pages/playground.py", "Playground", "compare", "playground"),
         _page("pages/merge_trees.py", "Merge trees", "account_tree", "merge_trees"),
+        _page("pages/vocab_diff.py", "Vocabulary diff", "join_inner", "vocab_diff"),
+        _page("pages/chat_template.py", "Chat template", "forum", "chat_template"),
     ],
     "Diagnose": [
         _page("pages/token_health.py", "Token health", "health_and_safety", "token_health"),

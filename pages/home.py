@@ -27,6 +27,8 @@ GROUPS = [
             ("pages/inspect.py", "Load & inspect"),
             ("pages/playground.py", "Playground"),
             ("pages/merge_trees.py", "Merge trees"),
+            ("pages/vocab_diff.py", "Vocabulary diff"),
+            ("pages/chat_template.py", "Chat template"),
         ],
     ),  # fmt: skip
     (

@@ -23,7 +23,7 @@ def test_vocab_diff_compares_what_tokens_stand_for_across_flavours():
     by_raw = vocab_diff([gpt2, llama2], by="raw")
     # GPT-2's "Ġthe" and Llama-2's "▁the" are the same token by bytes, different raw strings
     assert by_bytes.pair("gpt2", "llama-2").shared > 2 * by_raw.pair("gpt2", "llama-2").shared
-    assert " the".encode() not in {u.readable.encode() for u in by_bytes.unique["gpt2"]}
+    assert b" the" not in {u.readable.encode() for u in by_bytes.unique["gpt2"]}
     p = by_bytes.pairs[0]
     assert p.jaccard == pytest.approx(p.shared / p.union)
     assert p.union == by_bytes.sizes["gpt2"] + by_bytes.sizes["llama-2"] - p.shared
