@@ -34,9 +34,10 @@ from analysis.training import continue_training, training_mode
 from ui.caching import cache_data, cache_resource
 from ui.corpus_jobs import corpus_panel
 from ui.errors import try_step
+from ui.library import add_edited_button
 from ui.palette import OKABE_ITO
 from ui.pickers import pick_model, pick_tokenizer, server_path_input
-from ui.spans import pieces_html
+from ui.spans import pieces_html, token_spans_html
 from ui.trees import merge_tree_text
 
 NO_FLORES = "FLORES-200 was not found: set TOKLAB_FLORES (or TOKLAB_ASSETS to the shared assets folder)."
@@ -230,9 +231,31 @@ def curve_chart(pv: Preview, args: tuple, words: TrainingWords | None, n: int, n
     st.plotly_chart(fig, width="stretch")
 
 
-def sentence_before_after(tok: LoadedTokenizer, results: dict[str, dict]) -> None:
-    """One held-out sentence tokenized by the base and by every method."""
-    st.subheader("One sentence, before and after")
+def own_text_before_after(
+    tok: LoadedTokenizer, pv: Preview, results: dict[str, dict], n: int, text: str
+) -> None:
+    """The user's text tokenized by the base and by every method's extended tokenizer at this N."""
+    base = tok.tokenizer.encode(text, add_special_tokens=False)
+    st.markdown(f"**Base** ({len(base.ids)} tokens)")
+    st.html(token_spans_html(tok, text, base.ids, base.offsets, show_whitespace=True))
+    for m in results:
+        ext = try_step(pv.extension, m, min(n, pv.plans[m].n_available))  # built once per method and N
+        if ext is None:
+            continue
+        enc = ext.tokenizer.tokenizer.encode(text, add_special_tokens=False)
+        st.markdown(f"**{METHOD_LABELS[m]}** ({len(enc.ids)} tokens vs {len(base.ids)})")
+        st.html(token_spans_html(ext.tokenizer, text, enc.ids, enc.offsets, show_whitespace=True))
+
+
+def sentence_before_after(tok: LoadedTokenizer, pv: Preview, results: dict[str, dict], n: int) -> None:
+    """One held-out sentence, or the user's own text, tokenized by the base and by every method."""
+    st.subheader("Before and after")
+    own = st.text_area(
+        "Your own text (empty: the first held-out FLORES sentence)", key="ext-own-text", height=80
+    )
+    if own.strip():
+        own_text_before_after(tok, pv, results, n, own)
+        return
     id2tok = tok.id_to_token
     before = next(iter(results.values())).get("sentence_before", [])
     st.markdown("**Base**")
@@ -405,6 +428,7 @@ def export(tok: LoadedTokenizer, pv: Preview, label: str, config: tuple, n: int,
                            mime="application/zip", key="ext-download")  # fmt: skip
         st.download_button("Download extension_report.json", z[4], file_name="extension_report.json",
                            mime="application/json", key="ext-report")  # fmt: skip
+        add_edited_button(z[5].extension.tokenizer, f"{tok.name} +{n} ({METHOD_LABELS[em]})", "ext-add")
         st.caption(
             "tokenizer.json (merges as lists), tokenizer_config.json, special_tokens_map.json and "
             "extension_report.json (the document `python -m analysis extend --json` prints); loads with "
@@ -462,7 +486,7 @@ def page() -> None:
     results = {m: pv.at(m, n) for m in pv.plans}
     metrics_table(results, n)
     curve_chart(pv, args, words, n, n_cap)
-    sentence_before_after(tok, results)
+    sentence_before_after(tok, pv, results, n)
     added_tokens(tok, pv, results, n)
     corpus = ({"executor": "local", "inputs": list(job[2]), "workers": job[4]} if job
               else {"executor": "inprocess", "reader": "in this process"})  # how continued training read its words  # fmt: skip

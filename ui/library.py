@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import html
 from pathlib import Path
+from typing import Any
 
 import streamlit as st
 
@@ -46,6 +47,19 @@ def add_to_library(tok: LoadedTokenizer, name: str | None = None) -> str:
         final, k = f"{base} ({k})", k + 1
     lib[final] = tok
     return final
+
+
+def add_edited_button(tok: LoadedTokenizer, name: str, key: str, container: Any = None) -> str | None:
+    """An "Add to library" button for an edited tokenizer (a new object: the original is never changed); once
+    pressed, the tokenizer is in this session's library under a unique name, which is returned."""
+    box = container or st
+    if box.button("Add to library", key=key, icon=":material/library_add:",
+                  help="Add the edited tokenizer to this session's library: every page's picker offers it"):  # fmt: skip
+        added = add_to_library(tok.with_source(name=name, source="edited:"))
+        box.success(f"Added **{_escape(added)}** to the library: pick it on the Playground, Compression, "
+                    "Token health or any other page.")  # fmt: skip
+        return added
+    return None
 
 
 def remove_from_library(name: str) -> None:
