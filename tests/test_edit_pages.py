@@ -83,3 +83,24 @@ def test_prune_previews_own_text_before_and_after():
     assert any(s.startswith("**After pruning** (") for s in shown)
     at.button(key="prune-add").click().run()
     assert any(n.startswith("gpt2 -3000") for n in at.session_state["toklab_library"])
+
+
+def test_reuse_page_says_when_the_reusable_ids_fall_short_of_the_threshold():
+    """GPT-2 has about 200 reusable ids for the default h = 20,000: the page used to say nothing."""
+    at = _app("pages/reuse.py", gpt2=load_shared("gpt2"))
+    at.selectbox(key="reuse-tok").set_value("gpt2").run()
+    assert not at.exception, [e.message for e in at.exception]
+    shown = [w.value for w in at.warning if "reusable ids for the threshold" in w.value]
+    assert shown and "h = 20,000" in shown[0]
+    at.number_input(key="reuse-h").set_value(100).run()
+    assert not [w for w in at.warning if "reusable ids for the threshold" in w.value]
+
+
+def test_reuse_sample_text_survives_with_the_default_protections():
+    """With the defaults, the page's own sample (Arabic + English + ✔ ❤) decodes back exactly."""
+    at = _app("pages/reuse.py", gpt2=load_shared("gpt2"))
+    at.selectbox(key="reuse-tok").set_value("gpt2").run()
+    at.number_input(key="reuse-h").set_value(100).run()
+    at.button(key="reuse-train").click().run(timeout=300)
+    assert not at.exception, [e.message for e in at.exception]
+    assert not [w.value for w in at.warning if "does not decode back exactly" in w.value]
