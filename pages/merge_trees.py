@@ -40,7 +40,7 @@ def token_view(tok: LoadedTokenizer) -> None:
         st.warning(f"No vocabulary token contains {q!r}.")
         return
     tid = st.selectbox(
-        f"Token ({len(matches)}{'+' if len(matches) >= MAX_MATCHES else ''} matches)",
+        f"Token ({len(matches)}{'+' if len(matches) >= MAX_MATCHES else ''} match{'' if len(matches) == 1 else 'es'})",
         matches,
         key="mt-pick",
         format_func=lambda i: f"{i} · {tok.readable(tok.id_to_token[i])!r}",

@@ -8,6 +8,7 @@ import streamlit as st
 from analysis.defaults import SAMPLE_TEXT
 from analysis.playground import EncodingView, boundary_diff, compare_encodings
 from analysis.views.decode import decode_ids, parse_ids
+from analysis.views.runtime import switched_off_note
 from analysis.views.shared_text import URL_TEXT_MAX, load_text, store_text
 from ui import links
 from ui.errors import try_step
@@ -211,6 +212,10 @@ def page() -> None:
         st.info("Type some text.")
         return
     toks = [lib[n] for n in names]
+    for n, t in zip(names, toks):
+        note = switched_off_note(t, n)
+        if note:
+            st.caption(note)
     results = compare_encodings(toks, text, add_special_tokens=flags["special"])
     comparison_table(names, results)
     if len(names) > 1:

@@ -191,7 +191,9 @@ def next_tokens(tok: LoadedTokenizer, order: P.PruneOrder, n: int) -> None:
         return
     st.markdown("**Next tokens to be removed** (after these N):")
     st.dataframe(pd.DataFrame([{"id": i, "token": tok.readable(tok.id_to_token[i]), "raw": tok.id_to_token[i],
-                                "key": order.keys.get(i)} for i in nxt]), hide_index=True, key="prune-next-table")  # fmt: skip
+                                "order key": order.keys.get(i)} for i in nxt]), hide_index=True, key="prune-next-table",
+                 column_config={"order key": st.column_config.Column(help="the value the order sorts by (e.g. a "
+                                "frequency or a score)")})  # fmt: skip
     pick = st.selectbox("Merge tree of", nxt, format_func=lambda i: f"{tok.readable(tok.id_to_token[i])!r} [{i}]",
                         key="prune-tree-pick")  # fmt: skip
     tree = try_step(merge_tree, tok, tok.id_to_token[pick])  # the export below stays usable

@@ -93,6 +93,18 @@ def source_of(name: str) -> str | None:
     return None
 
 
+def shown_source(tok: LoadedTokenizer) -> str:
+    """Where a tokenizer came from, as a browser user may see it: never an absolute server path (an example by
+    name, a hub id, an upload or an edit, else the file or folder name only)."""
+    src = tok.source or ""
+    if src == "embedded" or src.startswith(("hub:", "upload:", "edited:")):
+        return src
+    for ex_name, folder in example_tokenizers().items():
+        if src and Path(src).resolve() == folder.resolve():
+            return f"example:{ex_name}"
+    return f"a local file ({Path(src).name})" if src else "—"
+
+
 def ensure_from_source(source: str) -> str:
     """The library name of a shareable source, loading it first if needed (raises AnalysisError on failure)."""
     for name in library():

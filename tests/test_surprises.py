@@ -1,0 +1,65 @@
+"""Silent surprises and readability slips, each pinned by a test that failed before its fix."""
+
+from __future__ import annotations
+
+from streamlit.testing.v1 import AppTest
+from support import FLORES, ROOT, TOKENIZERS, load_shared
+
+from analysis import flores as fl
+from analysis import metrics as mx
+from analysis.views.runtime import switched_off, switched_off_note
+
+
+def _inspect_gpt2() -> AppTest:
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=120)
+    at.switch_page("pages/inspect.py").run()
+    at.session_state["toklab_library"] = {**at.session_state["toklab_library"], "gpt2": load_shared("gpt2")}
+    at.run()
+    at.selectbox(key="inspect-pick").set_value("gpt2").run()
+    assert not at.exception, [e.message for e in at.exception]
+    return at
+
+
+def _open(page: str, **query) -> AppTest:
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=120)
+    for k, v in query.items():
+        at.query_params[k] = v
+    at.switch_page(page).run()
+    assert not at.exception, [e.message for e in at.exception]
+    return at
+
+
+def test_parity_summary_leaves_the_reference_out():
+    """English against itself is always 1.000: it made min = 1 for every tokenizer and biased mean and Gini."""
+    rows = mx.compression_table(
+        [load_shared("gpt2")], fl.open_flores(FLORES), ["eng_Latn", "est_Latn", "fin_Latn"]
+    )
+    s = mx.summarize(rows, "parity", "eng_Latn")[0]
+    assert s["languages"] == 2 and s["min"] > 1.0
+    assert (
+        mx.summarize(rows, "bytes_per_token", "eng_Latn")[0]["languages"] == 3
+    )  # other metrics keep English
+    result = mx.CompressionResult("flores", rows, reference="eng_Latn")
+    assert result.summary("parity")[0]["languages"] == 2  # what `compress` prints
+
+
+def test_a_files_truncation_is_shown_where_the_app_switches_it_off():
+    gpt2 = load_shared("gpt2")
+    assert switched_off(gpt2) and "max_length 50" in switched_off(gpt2)[0]
+    assert switched_off_note(load_shared("qwen3")) is None
+    at = _inspect_gpt2()
+    assert any("max_length 50" in i.value for i in at.info)
+    at = _open("pages/playground.py", t="example:gpt2")
+    assert any("max_length 50" in c.value for c in at.caption)
+
+
+def test_inspect_shows_no_absolute_server_path():
+    at = _inspect_gpt2()
+    shown = " ".join(c.value for c in at.caption) + " ".join(m.value for m in at.markdown)
+    assert str(TOKENIZERS) not in shown and "example:gpt2" in shown
+
+
+def test_one_match_is_one_match():
+    at = _open("pages/merge_trees.py", t="example:gpt2")
+    at.text_input(key="mt-q").set_value("#1000").run()
+    assert at.selectbox(key="mt-pick").label.endswith("(1 match)")
