@@ -7,6 +7,7 @@ from support import FLORES, ROOT, TOKENIZERS, load_shared
 
 from analysis import flores as fl
 from analysis import metrics as mx
+from analysis.cli import main
 from analysis.views.runtime import switched_off, switched_off_note
 
 
@@ -63,3 +64,26 @@ def test_one_match_is_one_match():
     at = _open("pages/merge_trees.py", t="example:gpt2")
     at.text_input(key="mt-q").set_value("#1000").run()
     assert at.selectbox(key="mt-pick").label.endswith("(1 match)")
+
+
+def test_cli_extend_reports_held_out_compression_by_default(capsys):
+    """As documented (`--flores LANG`, no `--heldout-flores`), `extend` printed no before/after compression."""
+    args = ["extend", "--tokenizer", str(TOKENIZERS / "gpt2"), "--method", "continued", "--flores", "est_Latn",
+            "--n", "50"]  # fmt: skip
+    assert main(args) == 0
+    out = capsys.readouterr().out
+    assert "est_Latn (FLORES held-out): bytes/token" in out
+    assert main([*args, "--no-heldout"]) == 0
+    assert "held-out" not in capsys.readouterr().out
+
+
+def test_cli_stt_tree_keeps_csv_and_summary(capsys, tmp_path):
+    """`stt --tree T --csv F` printed the tree and exited 0 without writing F or the summary."""
+    csv = tmp_path / "stt.csv"
+    gpt2 = str(TOKENIZERS / "gpt2")
+    assert main(["stt", gpt2, "--tree", "Ġhello", "--csv", str(csv)]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("' hello'") and "unreachable" in out and csv.is_file()
+    assert main(["stt", gpt2, "--tree", "Ġhello"]) == 0
+    assert "unreachable:" not in capsys.readouterr().out  # the tree alone, as before
+    assert main(["stt", gpt2, "--tree", "Ġhello", "--csv", str(csv), "--json"]) == 2
