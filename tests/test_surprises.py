@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 from streamlit.testing.v1 import AppTest
 from support import FLORES, ROOT, TOKENIZERS, load_shared
 
@@ -9,6 +11,7 @@ from analysis import flores as fl
 from analysis import metrics as mx
 from analysis.cli import main
 from analysis.views.runtime import switched_off, switched_off_note
+from ui.trees import ROW_LEAVES
 
 
 def _inspect_gpt2() -> AppTest:
@@ -87,3 +90,26 @@ def test_cli_stt_tree_keeps_csv_and_summary(capsys, tmp_path):
     assert main(["stt", gpt2, "--tree", "Ġhello"]) == 0
     assert "unreachable:" not in capsys.readouterr().out  # the tree alone, as before
     assert main(["stt", gpt2, "--tree", "Ġhello", "--csv", str(csv), "--json"]) == 2
+
+
+def test_merge_tree_forest_of_a_long_text_wraps_into_readable_rows():
+    """One forest of 40+ tokens overlapped every label; the rows hold at most ROW_LEAVES leaves each."""
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=120)
+    at.switch_page("pages/merge_trees.py").run()
+    at.session_state["toklab_library"] = {**at.session_state["toklab_library"], "gpt2": load_shared("gpt2")}
+    at.run()
+    at.selectbox(key="mt-tok").set_value("gpt2").run()
+    at.radio(key="mt-mode").set_value("Every token of a text").run()
+    text = "Tokenizers split naive words differently, and researchers compare them all day long. " * 3
+    at.text_area(key="mt-text").input(text).run()
+    assert not at.exception, [e.message for e in at.exception]
+    charts = [c for c in at.get("plotly_chart") if "mt-forest" in c.proto.id]
+    n_tokens = len(load_shared("gpt2").tokenizer.encode(text, add_special_tokens=False).ids)
+    assert n_tokens > 2 * ROW_LEAVES and len(charts) >= 2
+    roots = 0
+    for c in charts:
+        nodes = json.loads(c.proto.spec)["data"][1]
+        xs = nodes["x"]
+        assert max(xs) < 1.6 * ROW_LEAVES  # leaves at consecutive x from 0, small gaps between trees
+        roots += sum(1 for y in nodes["y"] if y == 0)
+    assert roots == n_tokens  # every token drawn once
