@@ -217,12 +217,17 @@ def metrics_table(results: dict[str, dict], n: int) -> None:
     )
 
 
-def curve_chart(pv: Preview, args: tuple, words: TrainingWords | None, n: int, n_cap: int) -> None:
-    """Bytes/token on the held-out target text against N, one line per method."""
-    points = tuple(sorted({max(1, round(n_cap * k / 12)) for k in range(1, 13)} | {n}))
+def curve_chart(
+    pv: Preview, args: tuple, words: TrainingWords | None, n: int, n_cap: int, results: dict[str, dict]
+) -> None:
+    """Bytes/token on the held-out target text against N, one line per method: twelve fixed points (computed
+    once per training) plus the slider's N, whose value the preview has already measured."""
+    points = tuple(sorted({max(1, round(n_cap * k / 12)) for k in range(1, 13)}))
     fig = go.Figure()
     for m in pv.plans:
-        cur = _curve(args, m, points, words)
+        here = results[m]  # the preview at the slider's N: the same measurement, no second simulation
+        at_n = {here["n"]: here["texts"][pv.target]["after"]}
+        cur = sorted((dict(_curve(args, m, points, words)) | at_n).items())
         fig.add_trace(go.Scatter(x=[x for x, _ in cur], y=[y for _, y in cur], mode="lines+markers",
                                  name=METHOD_LABELS[m]))  # fmt: skip
     fig.add_vline(x=n, line_dash="dot")
@@ -485,7 +490,7 @@ def page() -> None:
     n = st.slider("N (new tokens)", 1, n_cap, n_cap, key="ext-n")
     results = {m: pv.at(m, n) for m in pv.plans}
     metrics_table(results, n)
-    curve_chart(pv, args, words, n, n_cap)
+    curve_chart(pv, args, words, n, n_cap, results)
     sentence_before_after(tok, pv, results, n)
     added_tokens(tok, pv, results, n)
     corpus = ({"executor": "local", "inputs": list(job[2]), "workers": job[4]} if job
