@@ -9,6 +9,7 @@ so it shows what the page loaded.
 import streamlit as st
 
 from ui import errors, links
+from ui.gallery import start_build
 from ui.library import sidebar_library
 
 st.set_page_config(page_title="Tokenizer Lab", page_icon=":material/biotech:", layout="wide")
@@ -22,6 +23,7 @@ def _page(path: str, title: str, icon: str, url: str, **kw) -> st.Page:
 PAGES = {
     "": [
         _page("pages/home.py", "Home", "home", "home", default=True),
+        _page("pages/gallery.py", "Example gallery", "photo_library", "gallery"),
         _page("pages/references.py", "References", "menu_book", "references"),
     ],
     "Look inside": [
@@ -53,6 +55,7 @@ TIGHT_TOP = "<style>.stMainBlockContainer{padding-top:1.5rem !important}</style>
 
 nav = st.navigation(PAGES, position="top")
 st.html(TIGHT_TOP)
+start_build()  # once per server: the example gallery's missing entries, computed in the background
 links.enter(nav.url_path)
 library_box = st.sidebar.container()
 try:

@@ -3,6 +3,7 @@ the real-browser fixtures live in tests/e2e/conftest.py."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -11,6 +12,9 @@ from streamlit.runtime.pages_manager import PagesManager
 from support import load_shared
 
 from analysis import LoadedTokenizer
+
+# the app builds the example gallery in the background at a server's first start: never inside the test suite
+os.environ.setdefault("TOKLAB_GALLERY_AUTOSTART", "0")
 
 
 @pytest.fixture(scope="session")
