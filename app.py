@@ -49,9 +49,9 @@ PAGES = {
     ],
 }
 
-#: Streamlit leaves about 6rem above a page's first element; with the page groups in the top bar, 1.5rem is enough,
+#: Streamlit leaves about 6rem above a page's first element; with the page groups in the top bar (3.75rem high), 4.25rem is enough,
 #: so that at 1280×800 a page's results start above the fold (a style-only st.html takes no space).
-TIGHT_TOP = "<style>.stMainBlockContainer{padding-top:1.5rem !important}</style>"
+TIGHT_TOP = "<style>.stMainBlockContainer{padding-top:4.25rem !important}</style>"
 
 nav = st.navigation(PAGES, position="top")
 st.html(TIGHT_TOP)

@@ -40,7 +40,7 @@ def per_language(g: Gallery) -> None:
     names = [e.name for e in g.entries]
     df = pd.DataFrame([{"tokenizer": e.name, "language": lang, "bytes/token": v}
                        for e in g.entries for lang, v in e.bytes_per_token.items()])  # fmt: skip
-    fig = px.box(df, x="tokenizer", y="bytes/token", points="outliers", hover_name="language", color="tokenizer",
+    fig = px.box(df, x="tokenizer", y="bytes/token", points="outliers", hover_name="language", color="tokenizer", log_y=True,
                  color_discrete_map=tokenizer_colours(names), category_orders={"tokenizer": names})  # fmt: skip
     fig.update_layout(height=420, showlegend=False, margin=dict(l=10, r=10, t=30, b=10))
     st.plotly_chart(fig, key="gal-box")

@@ -8,6 +8,7 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from analysis.views.vocab_diff import VocabDiff, vocab_diff
+from ui import links
 from ui.caching import cache_resource
 from ui.library import library
 from ui.pickers import pick_tokenizers
@@ -31,8 +32,8 @@ def overlap_charts(d: VocabDiff) -> None:
                               ("unique to it", unique, "#D55E00")):  # fmt: skip
         fig.add_bar(y=names, x=ys, name=label, orientation="h", marker_color=colour,
                     hovertemplate="%{y}: %{x:,} tokens " + label + "<extra></extra>")  # fmt: skip
-    fig.update_layout(barmode="stack", height=90 + 40 * len(names), margin=dict(l=10, r=10, t=30, b=10),
-                      xaxis_title="tokens", legend=dict(orientation="h", y=1.15), yaxis=dict(automargin=True))  # fmt: skip
+    fig.update_layout(barmode="stack", height=110 + 40 * len(names), margin=dict(l=10, r=10, t=40, b=10),
+                      xaxis_title="tokens", legend=dict(orientation="h", yanchor="bottom", y=1.02, x=0), yaxis=dict(automargin=True))  # fmt: skip
     c1, c2 = st.columns([3, 2])
     c1.plotly_chart(fig, width="stretch")
     z = [[1.0 if a == b else d.pair(a, b).jaccard for b in names] for a in names]
@@ -64,11 +65,23 @@ def unique_tokens(d: VocabDiff) -> None:
     st.caption("Click a column header to sort (e.g. by bytes: the longest tokens first).")
 
 
+def read_link() -> None:
+    """When the page is opened with `?t=…&t=…`: those tokenizers (allow-listed sources, up to 8)."""
+    if not links.opened() or "t" not in st.query_params:
+        return
+    chosen = [
+        n for n in dict.fromkeys(links.name_from_link(v) for v in st.query_params.get_all("t")[:8]) if n
+    ]
+    if chosen:
+        st.session_state["vd-toks"] = chosen
+
+
 def page() -> None:
     """Tokenizers → one engine call → overlap charts, pair table and unique tokens."""
     st.title("Vocabulary diff")
     st.caption("Which tokens the vocabularies share, which are unique to each, and how similar they are "
                "(Jaccard index = shared ÷ tokens in either).")  # fmt: skip
+    read_link()
     lib = library()
     c1, c2 = st.columns([3, 1])
     with c1:

@@ -20,10 +20,8 @@ def _open(page: str, **query) -> AppTest:
 
 
 def test_vocab_diff_page_shows_the_engine_numbers_and_the_unique_tokens():
-    at = _open("pages/playground.py", t=["example:gpt2", "example:llama-3.1"])  # loads both into the library
-    at.switch_page("pages/vocab_diff.py").run()
-    at.multiselect(key="vd-toks").set_value(["gpt2", "llama-3.1"]).run()
-    assert not at.exception, [e.message for e in at.exception]
+    at = _open("pages/vocab_diff.py", t=["example:gpt2", "example:llama-3.1"])
+    assert at.multiselect(key="vd-toks").value == ["gpt2", "llama-3.1"]
     d = vocab_diff([load_shared("gpt2"), load_shared("llama-3.1")], ["gpt2", "llama-3.1"])
     pairs = next(f.value for f in at.dataframe if "Jaccard" in f.value.columns)
     assert pairs["Shared tokens"].tolist() == [d.pairs[0].shared]
