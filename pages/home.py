@@ -115,6 +115,8 @@ def page() -> None:
     """Intro, journeys, groups, where the tokenizers and papers are."""
     st.title("Tokenizer Lab")
     st.markdown(INTRO.format(default=DEFAULT_NAME))
+    st.page_link("pages/gallery.py", label="A first look: every example tokenizer on 204 languages, precomputed",
+                 icon=":material/photo_library:")  # fmt: skip
     journeys()
     groups()
     st.caption(
