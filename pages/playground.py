@@ -164,7 +164,8 @@ def decode_box(names: list[str]) -> None:
         st.markdown(f"**Text** ({len(out.ids):,} ids)")
         st.code(out.text, language=None, wrap_lines=True)
         st.dataframe(pd.DataFrame([{"Id": t.id, "Token": t.token, "Text": t.readable, "Special": t.special}
-                                   for t in out.tokens]), hide_index=True, width="stretch", height=220)  # fmt: skip
+                                   for t in out.tokens]), hide_index=True, width="stretch",
+                     height=min(220, 35 * (len(out.tokens) + 1) + 3))  # fmt: skip
 
 
 def _switch_live() -> None:
