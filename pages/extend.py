@@ -205,9 +205,15 @@ def metrics_table(results: dict[str, dict], n: int) -> None:
         if "english" in r:
             e = r["english"]
             row["English exact match"] = f"{e['exact_match']:.1%}"
-            row["English Levenshtein (mean / max)"] = f"{e['levenshtein']:.4f} / {e['levenshtein_max']:.3f}"
+            row["English Levenshtein"] = f"{e['levenshtein']:.4f} / {e['levenshtein_max']:.3f}"
         added.append(row)
-    st.dataframe(pd.DataFrame(added), hide_index=True, width="stretch", key="ext-added-table")
+    # the method's full name and the headers are never cut ("Naive: new t…", "English Levens…")
+    widths = {"method": st.column_config.TextColumn("method", width="large"),
+              "English Levenshtein": st.column_config.TextColumn("English Levenshtein", width="medium",
+                                                                 help="mean / max, per sentence, ÷ base length")}  # fmt: skip
+    st.dataframe(
+        pd.DataFrame(added), hide_index=True, width="stretch", key="ext-added-table", column_config=widths
+    )
     st.caption(
         "Bytes/token = Σ UTF-8 bytes / Σ tokens (no special tokens); Δrel = relative change. "
         "STT-unreachable = added tokens that the merges can never build from their own string (the "

@@ -32,6 +32,9 @@ def test_extend_previews_own_text_and_adds_the_edited_tokenizer_to_the_library()
     assert not at.exception and not at.error
     base = len(gpt2.tokenizer.encode(OWN, add_special_tokens=False).ids)
     assert f"**Base** ({base} tokens)" in [m.value for m in at.markdown]
+    # the method names are not cut to "Naive: new t…": their column is wide
+    added = next(d for d in at.dataframe if "method" in d.value.columns)
+    assert '"width":"large"' in added.proto.columns.replace(" ", "") or "large" in added.proto.columns
     at.selectbox(key="ext-export-m").set_value("continued").run()
     at.button(key="ext-build").click().run()
     at.button(key="ext-add").click().run()
