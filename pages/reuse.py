@@ -228,7 +228,8 @@ def consequence_and_export(tok: LoadedTokenizer, report: rm.ReuseReport, zipped:
                        "checked)")  # fmt: skip
     st.caption(
         "The zip holds `old_tokenizer/`, `new_tokenizer/` and `rbpe_mapping.json` (id maps, target blocks); load "
-        "it with `analysis.reuse.ReuseTokenizer.load(folder)`."
+        "it with `analysis.reuse.ReuseTokenizer.load(folder)`. An R-BPE tokenizer routes text between two "
+        "tokenizers, so it is not one `tokenizer.json` and cannot join the library like Extend's or Prune's edits."
     )
     model_export(report.rt)
 

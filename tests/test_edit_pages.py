@@ -100,10 +100,12 @@ def test_reuse_page_says_when_the_reusable_ids_fall_short_of_the_threshold():
 
 
 def test_reuse_sample_text_survives_with_the_default_protections():
-    """With the defaults, the page's own sample (Arabic + English + ✔ ❤) decodes back exactly."""
-    at = _app("pages/reuse.py", gpt2=load_shared("gpt2"))
-    at.selectbox(key="reuse-tok").set_value("gpt2").run()
-    at.number_input(key="reuse-h").set_value(100).run()
+    """With the page's defaults (the embedded Qwen), ✔ and ❤ of its own sample were reused: the sample no longer
+    decoded back. Shared symbols are now protected by default."""
+    at = _app("pages/reuse.py")
     at.button(key="reuse-train").click().run(timeout=300)
     assert not at.exception, [e.message for e in at.exception]
     assert not [w.value for w in at.warning if "does not decode back exactly" in w.value]
+    at.multiselect(key="reuse-protect").set_value([]).run()  # the old default: the sample breaks
+    at.button(key="reuse-train").click().run(timeout=300)
+    assert [w.value for w in at.warning if "does not decode back exactly" in w.value]
