@@ -9,6 +9,7 @@ so it shows what the page loaded.
 import streamlit as st
 
 from ui import errors, links
+from ui.gallery import start_build
 from ui.library import sidebar_library
 
 st.set_page_config(page_title="Tokenizer Lab", page_icon=":material/biotech:", layout="wide")
@@ -22,12 +23,15 @@ def _page(path: str, title: str, icon: str, url: str, **kw) -> st.Page:
 PAGES = {
     "": [
         _page("pages/home.py", "Home", "home", "home", default=True),
+        _page("pages/gallery.py", "Example gallery", "photo_library", "gallery"),
         _page("pages/references.py", "References", "menu_book", "references"),
     ],
     "Look inside": [
         _page("pages/inspect.py", "Load & inspect", "search", "inspect"),
         _page("pages/playground.py", "Playground", "compare", "playground"),
         _page("pages/merge_trees.py", "Merge trees", "account_tree", "merge_trees"),
+        _page("pages/vocab_diff.py", "Vocabulary diff", "join_inner", "vocab_diff"),
+        _page("pages/chat_template.py", "Chat template", "forum", "chat_template"),
     ],
     "Diagnose": [
         _page("pages/token_health.py", "Token health", "health_and_safety", "token_health"),
@@ -45,7 +49,13 @@ PAGES = {
     ],
 }
 
+#: Streamlit leaves about 6rem above a page's first element; with the page groups in the top bar (3.75rem high), 4.25rem is enough,
+#: so that at 1280×800 a page's results start above the fold (a style-only st.html takes no space).
+TIGHT_TOP = "<style>.stMainBlockContainer{padding-top:4.25rem !important}</style>"
+
 nav = st.navigation(PAGES, position="top")
+st.html(TIGHT_TOP)
+start_build()  # once per server: the example gallery's missing entries, computed in the background
 links.enter(nav.url_path)
 library_box = st.sidebar.container()
 try:

@@ -144,7 +144,7 @@ def distribution(df: pd.DataFrame, names: list[str], metric: str, key: str) -> N
 
 def overview(df: pd.DataFrame, rows: list[dict], names: list[str], metric: str, reference: str) -> None:
     """At a glance: per-tokenizer summary, the distribution of the metric and of parity, the worst languages."""
-    summary = pd.DataFrame(mx.summarize(rows, metric)).drop(columns=["metric"])
+    summary = pd.DataFrame(mx.summarize(rows, metric, reference)).drop(columns=["metric"])
     st.dataframe(summary, hide_index=True, width="stretch", key="cmp-summary",
                  column_config={c: st.column_config.NumberColumn(format="%.3f") for c in ("mean", "median", "min",
                                                                                            "max", "gini")})  # fmt: skip
@@ -210,8 +210,13 @@ def compare_two(rows: list[dict], names: list[str], metric: str) -> None:
         f"As in {paper('continued-bpe').short}, Table 1. A win is a higher value for higher-is-better metrics "
         "and a lower one otherwise."
     )
-    st.dataframe(pd.DataFrame(mx.script_compare(rows, a, b, metric)), hide_index=True, key="cmp-sc")
-    st.dataframe(pd.DataFrame(cmpr["per_language"]), hide_index=True, key="cmp-per-lang")
+    labels = {"script": "Script group", "n": "Languages", "lang": "Language", "a": f"A: {a}", "b": f"B: {b}",
+              "delta_rel": "Δrel (A/B − 1)", "win": "A wins"}  # fmt: skip
+    pct = {"Δrel (A/B − 1)": st.column_config.NumberColumn(format="percent")}
+    st.dataframe(pd.DataFrame(mx.script_compare(rows, a, b, metric)).rename(columns=labels), hide_index=True,
+                 column_config=pct, key="cmp-sc")  # fmt: skip
+    st.dataframe(pd.DataFrame(cmpr["per_language"]).rename(columns=labels), hide_index=True, column_config=pct,
+                 key="cmp-per-lang")  # fmt: skip
 
 
 def drill_down(data: FloresData, names: list[str], langs: list[str], reference: str) -> None:

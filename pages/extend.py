@@ -35,9 +35,10 @@ from analysis.tokenizer.export import zip_bytes
 from ui.caching import cache_data, cache_resource
 from ui.corpus_jobs import corpus_panel
 from ui.errors import try_step
+from ui.library import add_edited_button
 from ui.palette import OKABE_ITO
 from ui.pickers import pick_model, pick_tokenizer, server_path_input
-from ui.spans import pieces_html
+from ui.spans import pieces_html, token_spans_html
 from ui.trees import merge_tree_text
 
 NO_FLORES = "FLORES-200 was not found: set TOKLAB_FLORES (or TOKLAB_ASSETS to the shared assets folder)."
@@ -205,9 +206,15 @@ def metrics_table(results: dict[str, dict], n: int) -> None:
         if "english" in r:
             e = r["english"]
             row["English exact match"] = f"{e['exact_match']:.1%}"
-            row["English Levenshtein (mean / max)"] = f"{e['levenshtein']:.4f} / {e['levenshtein_max']:.3f}"
+            row["English Levenshtein"] = f"{e['levenshtein']:.4f} / {e['levenshtein_max']:.3f}"
         added.append(row)
-    st.dataframe(pd.DataFrame(added), hide_index=True, width="stretch", key="ext-added-table")
+    # the method's full name and the headers are never cut ("Naive: new t…", "English Levens…")
+    widths = {"method": st.column_config.TextColumn("method", width="large"),
+              "English Levenshtein": st.column_config.TextColumn("English Levenshtein", width="medium",
+                                                                 help="mean / max, per sentence, ÷ base length")}  # fmt: skip
+    st.dataframe(
+        pd.DataFrame(added), hide_index=True, width="stretch", key="ext-added-table", column_config=widths
+    )
     st.caption(
         "Bytes/token = Σ UTF-8 bytes / Σ tokens (no special tokens); Δrel = relative change. "
         "STT-unreachable = added tokens that the merges can never build from their own string (the "
@@ -217,12 +224,17 @@ def metrics_table(results: dict[str, dict], n: int) -> None:
     )
 
 
-def curve_chart(pv: Preview, args: tuple, words: TrainingWords | None, n: int, n_cap: int) -> None:
-    """Bytes/token on the held-out target text against N, one line per method."""
-    points = tuple(sorted({max(1, round(n_cap * k / 12)) for k in range(1, 13)} | {n}))
+def curve_chart(
+    pv: Preview, args: tuple, words: TrainingWords | None, n: int, n_cap: int, results: dict[str, dict]
+) -> None:
+    """Bytes/token on the held-out target text against N, one line per method: twelve fixed points (computed
+    once per training) plus the slider's N, whose value the preview has already measured."""
+    points = tuple(sorted({max(1, round(n_cap * k / 12)) for k in range(1, 13)}))
     fig = go.Figure()
     for m in pv.plans:
-        cur = _curve(args, m, points, words)
+        here = results[m]  # the preview at the slider's N: the same measurement, no second simulation
+        at_n = {here["n"]: here["texts"][pv.target]["after"]}
+        cur = sorted((dict(_curve(args, m, points, words)) | at_n).items())
         fig.add_trace(go.Scatter(x=[x for x, _ in cur], y=[y for _, y in cur], mode="lines+markers",
                                  name=METHOD_LABELS[m]))  # fmt: skip
     fig.add_vline(x=n, line_dash="dot")
@@ -231,9 +243,31 @@ def curve_chart(pv: Preview, args: tuple, words: TrainingWords | None, n: int, n
     st.plotly_chart(fig, width="stretch")
 
 
-def sentence_before_after(tok: LoadedTokenizer, results: dict[str, dict]) -> None:
-    """One held-out sentence tokenized by the base and by every method."""
-    st.subheader("One sentence, before and after")
+def own_text_before_after(
+    tok: LoadedTokenizer, pv: Preview, results: dict[str, dict], n: int, text: str
+) -> None:
+    """The user's text tokenized by the base and by every method's extended tokenizer at this N."""
+    base = tok.tokenizer.encode(text, add_special_tokens=False)
+    st.markdown(f"**Base** ({len(base.ids)} tokens)")
+    st.html(token_spans_html(tok, text, base.ids, base.offsets, show_whitespace=True))
+    for m in results:
+        ext = try_step(pv.extension, m, min(n, pv.plans[m].n_available))  # built once per method and N
+        if ext is None:
+            continue
+        enc = ext.tokenizer.tokenizer.encode(text, add_special_tokens=False)
+        st.markdown(f"**{METHOD_LABELS[m]}** ({len(enc.ids)} tokens vs {len(base.ids)})")
+        st.html(token_spans_html(ext.tokenizer, text, enc.ids, enc.offsets, show_whitespace=True))
+
+
+def sentence_before_after(tok: LoadedTokenizer, pv: Preview, results: dict[str, dict], n: int) -> None:
+    """One held-out sentence, or the user's own text, tokenized by the base and by every method."""
+    st.subheader("Before and after")
+    own = st.text_area(
+        "Your own text (empty: the first held-out FLORES sentence)", key="ext-own-text", height=80
+    )
+    if own.strip():
+        own_text_before_after(tok, pv, results, n, own)
+        return
     id2tok = tok.id_to_token
     before = next(iter(results.values())).get("sentence_before", [])
     st.markdown("**Base**")
@@ -406,6 +440,7 @@ def export(tok: LoadedTokenizer, pv: Preview, label: str, config: tuple, n: int,
                            mime="application/zip", key="ext-download")  # fmt: skip
         st.download_button("Download extension_report.json", z[4], file_name="extension_report.json",
                            mime="application/json", key="ext-report")  # fmt: skip
+        add_edited_button(z[5].extension.tokenizer, f"{tok.name} +{n} ({METHOD_LABELS[em]})", "ext-add")
         st.caption(
             "tokenizer.json (merges as lists), tokenizer_config.json, special_tokens_map.json and "
             "extension_report.json (the document `python -m analysis extend --json` prints); loads with "
@@ -462,8 +497,8 @@ def page() -> None:
     n = st.slider("N (new tokens)", 1, n_cap, n_cap, key="ext-n")
     results = {m: pv.at(m, n) for m in pv.plans}
     metrics_table(results, n)
-    curve_chart(pv, args, words, n, n_cap)
-    sentence_before_after(tok, results)
+    curve_chart(pv, args, words, n, n_cap, results)
+    sentence_before_after(tok, pv, results, n)
     added_tokens(tok, pv, results, n)
     named = [paths.public_name(p) for p in job[2]] if job else []  # never the server's layout in the export
     corpus = ({"executor": "local", "inputs": named, "workers": job[4]} if job

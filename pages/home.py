@@ -27,6 +27,8 @@ GROUPS = [
             ("pages/inspect.py", "Load & inspect"),
             ("pages/playground.py", "Playground"),
             ("pages/merge_trees.py", "Merge trees"),
+            ("pages/vocab_diff.py", "Vocabulary diff"),
+            ("pages/chat_template.py", "Chat template"),
         ],
     ),  # fmt: skip
     (
@@ -113,6 +115,8 @@ def page() -> None:
     """Intro, journeys, groups, where the tokenizers and papers are."""
     st.title("Tokenizer Lab")
     st.markdown(INTRO.format(default=DEFAULT_NAME))
+    st.page_link("pages/gallery.py", label="A first look: every example tokenizer on 204 languages, precomputed",
+                 icon=":material/photo_library:")  # fmt: skip
     journeys()
     groups()
     st.caption(

@@ -14,10 +14,11 @@ from analysis.tokenizer.sources import TIKTOKEN_PATTERNS
 from analysis.tokenizer.tokenizer import describe_component
 from analysis.tokenizer.vocab_table import vocab_table
 from analysis.views.playground import pre_tokens
+from analysis.views.runtime import switched_off_note
 from analysis.views.vocab_views import filter_vocab
 from ui import links
 from ui.errors import try_step
-from ui.library import add_to_library, library, take_selection, upload_to_library
+from ui.library import add_to_library, library, shown_source, take_selection, upload_to_library
 from ui.loaders import example_tokenizers, load_hub_cached, load_path_cached
 from ui.pickers import server_path_input
 
@@ -110,8 +111,10 @@ def summary(tok: LoadedTokenizer) -> None:
         st.markdown("**Flags**")
         flags = pd.DataFrame({"flag": FLAGS, "value": [str(getattr(s, k)) for k in FLAGS]})
         st.dataframe(flags, hide_index=True, width="stretch")
-        shown = s.source if paths.server_paths_enabled() else paths.public_source(s.source)
-        st.caption(f"Source: `{shown}` · content hash `{s.content_hash}`")
+        st.caption(f"Source: `{shown_source(tok)}` · content hash `{s.content_hash}`")
+        note = switched_off_note(tok)
+        if note:
+            st.info(note, icon=":material/content_cut:")
         st.download_button("Download the summary (JSON)", json_document(paths.public_document(s.to_json())), file_name="summary.json",
                            mime="application/json", key="inspect-summary-json")  # fmt: skip
     with right:

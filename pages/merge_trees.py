@@ -10,7 +10,7 @@ from analysis.bpe import explain_unreachable, get_replay, merge_tree, tree_depth
 from analysis.views.vocab_views import search_tokens
 from ui import links
 from ui.pickers import BPE, pick_tokenizer
-from ui.trees import depth_slider, merge_tree_figure
+from ui.trees import depth_slider, forest_rows, merge_tree_figure
 
 MAX_MATCHES = 200
 MAX_TEXT_TOKENS = 80
@@ -40,7 +40,7 @@ def token_view(tok: LoadedTokenizer) -> None:
         st.warning(f"No vocabulary token contains {q!r}.")
         return
     tid = st.selectbox(
-        f"Token ({len(matches)}{'+' if len(matches) >= MAX_MATCHES else ''} matches)",
+        f"Token ({len(matches)}{'+' if len(matches) >= MAX_MATCHES else ''} match{'' if len(matches) == 1 else 'es'})",
         matches,
         key="mt-pick",
         format_func=lambda i: f"{i} · {tok.readable(tok.id_to_token[i])!r}",
@@ -147,7 +147,8 @@ def text_view(tok: LoadedTokenizer) -> None:
     st.caption(f"{len(trees)} tokens{more}")
     trees = trees[:MAX_TEXT_TOKENS]
     show = depth_slider(max((tree_depth(t) for t in trees), default=1), "mt-tdepth", 4)
-    st.plotly_chart(merge_tree_figure(tok, trees, show), width="stretch", key="mt-forest")
+    for k, row in enumerate(forest_rows(trees, show)):  # wrapped like text: labels never overlap
+        st.plotly_chart(merge_tree_figure(tok, row, show), width="stretch", key=f"mt-forest-{k}")
     rows = [
         {
             "token": tok.readable(t["token"]) if not t.get("added") else t["token"],

@@ -6,14 +6,20 @@ import pandas as pd
 import streamlit as st
 
 from analysis.tokenizer.defaults import SAMPLE_TEXT
+from analysis.views.decode import decode_ids, parse_ids
 from analysis.views.playground import EncodingView, boundary_diff, compare_encodings
+from analysis.views.runtime import switched_off_note
+from analysis.views.shared_text import URL_TEXT_MAX, load_text, store_text
 from ui import links
+from ui.errors import try_step
 from ui.library import library, source_of
 from ui.pickers import pick_tokenizers
 from ui.spans import token_spans_html, visible_whitespace
 
 #: The only query parameters read, as plain strings (never unpickled or evaluated).
-ALLOWED = ("t", "text", "ws", "bytes", "special")
+ALLOWED = ("t", "text", "textid", "ws", "bytes", "special")
+#: The pause after the last keystroke before the Playground updates, in "Update while typing" mode.
+LIVE_PAUSE = "250ms"
 FLAGS = (("ws", "pg-ws"), ("bytes", "pg-bytes"), ("special", "pg-special"))
 
 
@@ -29,17 +35,39 @@ def read_link() -> None:
             chosen.append(name)
     if chosen:
         st.session_state["pg-toks"] = chosen
-    if qp.get("text"):
-        st.session_state["pg-text"] = qp["text"][0][:20000]
+    if qp.get("textid"):
+        stored = load_text(qp["textid"][0])
+        if stored is None:
+            st.warning("The link's text is no longer on this server (it was restarted or its store was emptied): "
+                       "the sample text is shown instead.")  # fmt: skip
+        else:
+            st.session_state["pg-text"] = stored
+    elif qp.get("text"):
+        st.session_state["pg-text"] = qp["text"][0][:URL_TEXT_MAX]
     for flag, key in FLAGS:
         if qp.get(flag):
             st.session_state[key] = qp[flag][0] == "1"
 
 
+def link_text(text: str) -> dict[str, str]:
+    """The text part of a shared link: the text itself when short, else the key of a copy kept on the server;
+    when neither carries it whole, the first URL_TEXT_MAX characters and a note that says so."""
+    if len(text) <= URL_TEXT_MAX:
+        return {"text": text}
+    key = store_text(text)
+    if key is not None:
+        return {"textid": key}
+    st.caption(
+        f"The shared link carries only the first {URL_TEXT_MAX:,} of the text's {len(text):,} characters."
+    )
+    return {"text": text[:URL_TEXT_MAX]}
+
+
 def write_link(names: list[str], text: str, flags: dict[str, bool]) -> None:
     """Write the shareable state back to the URL; say which tokenizers a link cannot restore."""
     st.query_params.from_dict(
-        {"t": [links.tokenizer_ref(n) for n in names], "text": text[:2000]}
+        {"t": [links.tokenizer_ref(n) for n in names]}
+        | link_text(text)
         | {flag: str(int(flags[flag])) for flag, _ in FLAGS}
     )
     unshareable = [n for n in names if source_of(n) is None]
@@ -115,14 +143,61 @@ def merge_tree_link(names: list[str], results: list[EncodingView]) -> None:
         links.open_merge_tree(which, int(tid))
 
 
+def decode_box(names: list[str]) -> None:
+    """Ids → text with one of the chosen tokenizers (ids pasted as `1 2 3` or `[1, 2, 3]`)."""
+    lib = library()
+    with st.expander("Decode ids → text", expanded=bool(st.session_state.get("pg-dec-ids"))):
+        c1, c2 = st.columns([1, 3])
+        which = c1.selectbox("Decode with", names or list(lib), key="pg-dec-tok")
+        skip = c1.toggle("Skip special tokens", key="pg-dec-skip")
+        raw = c2.text_area(
+            "Token ids", key="pg-dec-ids", height=90, placeholder="15496 11 995   or   [15496, 11, 995]"
+        )
+        if not raw.strip() or which is None:
+            return
+        out = try_step(lambda: decode_ids(lib[which], parse_ids(raw), skip_special=skip))
+        if out is None:
+            return
+        if out.unknown:
+            st.warning(f"{len(out.unknown)} id(s) are outside {which}'s vocabulary and were left out: "
+                       + ", ".join(map(str, out.unknown[:20])) + ("…" if len(out.unknown) > 20 else ""))  # fmt: skip
+        st.markdown(f"**Text** ({len(out.ids):,} ids)")
+        st.code(out.text, language=None, wrap_lines=True)
+        st.dataframe(pd.DataFrame([{"Id": t.id, "Token": t.token, "Text": t.readable, "Special": t.special}
+                                   for t in out.tokens]), hide_index=True, width="stretch",
+                     height=min(220, 35 * (len(out.tokens) + 1) + 3))  # fmt: skip
+
+
+def _switch_live() -> None:
+    """Carry the text between the multi-line box and the live one-line box when the mode changes."""
+    if st.session_state.get("pg-live"):
+        text = st.session_state.get("pg-text", SAMPLE_TEXT)
+        st.session_state["pg-live-text"] = text.replace("\n", " ")
+    else:
+        st.session_state["pg-text"] = st.session_state.get("pg-live-text", "")
+
+
+def text_box() -> str:
+    """The text: a multi-line box (updates on Ctrl+Enter or leaving it), or with "Update while typing" a one-line
+    box that updates after a pause in typing (Streamlit's `live` text input; a text area has no live mode)."""
+    st.session_state.setdefault("pg-text", SAMPLE_TEXT)  # a link may have set it: no second default
+    live = st.toggle("Update while typing", key="pg-live", on_change=_switch_live,
+                     help=f"Re-tokenize {LIVE_PAUSE} after the last keystroke. The live box holds one line: "
+                          "line breaks become spaces.")  # fmt: skip
+    if live:
+        text = st.text_input("Text", key="pg-live-text", live=LIVE_PAUSE)
+        st.session_state["pg-text"] = text  # the shared link and the switch back read it
+        return text
+    return st.text_area("Text", key="pg-text", height=140)
+
+
 def page() -> None:
     """Tokenizers and text → encodings side by side → coloured spans."""
     st.title("Playground")
     read_link()
     lib = library()
     names = pick_tokenizers("Tokenizers (up to 8)", key="pg-toks", max_n=8, default=list(lib)[:4])
-    st.session_state.setdefault("pg-text", SAMPLE_TEXT)  # a link may have set it: no second default
-    text = st.text_area("Text", key="pg-text", height=140)
+    text = text_box()
     c1, c2, c3 = st.columns(3)
     flags = {
         "ws": c1.toggle("Show whitespace", key="pg-ws"),
@@ -133,10 +208,15 @@ def page() -> None:
     if not names:
         st.info("Pick at least one tokenizer.")
         return
+    decode_box(names)
     if not text:
         st.info("Type some text.")
         return
     toks = [lib[n] for n in names]
+    for n, t in zip(names, toks):
+        note = switched_off_note(t, n)
+        if note:
+            st.caption(note)
     results = compare_encodings(toks, text, add_special_tokens=flags["special"])
     comparison_table(names, results)
     if len(names) > 1:

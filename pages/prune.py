@@ -27,11 +27,13 @@ from analysis.methods.pruning.report import (
 from analysis.model.weights import resolve_model
 from analysis.texts.corpora import MAX_UPLOAD_CHARS, shared_corpora, upload_lines
 from analysis.texts.flores import available_codes, split_lines
+from analysis.tokenizer.defaults import SAMPLE_TEXT
 from ui.caching import cache_resource
 from ui.corpus_jobs import corpus_panel
 from ui.errors import try_step
-from ui.library import add_to_library
+from ui.library import add_edited_button
 from ui.pickers import BPE, pick_model, pick_tokenizer, server_path_input
+from ui.spans import token_spans_html
 from ui.trees import merge_tree_text
 
 SCRIPTS = ["Latin", "Cyrillic", "Greek", "Arabic", "Hebrew", "Han", "Hiragana", "Katakana", "Hangul", "Thai",
@@ -122,7 +124,7 @@ def curves(tok: LoadedTokenizer, spec: tuple, order: P.PruneOrder, held: dict[st
     with st.form("prune-curve-form"):
         d1, d2, d3 = st.columns(3)
         max_n = d1.number_input("Largest N on the curve", 1, len(order), min(len(order), max(1, tok.vocab_size // 2)),
-                                key="prune-maxn")  # fmt: skip
+                                key=f"prune-maxn-{tok.content_hash}")  # per tokenizer: never another one's N  # fmt: skip
         points = d2.slider("Points", 3, 30, 10, key="prune-points")
         stt = d3.checkbox("STT-unreachable count (1–4 s per point)", value=True, key="prune-stt")
         if st.form_submit_button("Compute curves", type="primary"):
@@ -186,12 +188,27 @@ def next_tokens(tok: LoadedTokenizer, order: P.PruneOrder, n: int) -> None:
         return
     st.markdown("**Next tokens to be removed** (after these N):")
     st.dataframe(pd.DataFrame([{"id": i, "token": tok.readable(tok.id_to_token[i]), "raw": tok.id_to_token[i],
-                                "key": order.keys.get(i)} for i in nxt]), hide_index=True, key="prune-next-table")  # fmt: skip
+                                "order key": order.keys.get(i)} for i in nxt]), hide_index=True, key="prune-next-table",
+                 column_config={"order key": st.column_config.Column(help="the value the order sorts by (e.g. a "
+                                "frequency or a score)")})  # fmt: skip
     pick = st.selectbox("Merge tree of", nxt, format_func=lambda i: f"{tok.readable(tok.id_to_token[i])!r} [{i}]",
                         key="prune-tree-pick")  # fmt: skip
     tree = try_step(merge_tree, tok, tok.id_to_token[pick])  # the export below stays usable
     if tree is not None:
         st.code(merge_tree_text(tok, tree), language=None)
+
+
+def own_text(tok: LoadedTokenizer, new: LoadedTokenizer, held: dict[str, list[str]]) -> None:
+    """A text (the user's own, first a held-out line) tokenized before and after pruning."""
+    default = next(iter(held.values()))[0] if held and next(iter(held.values())) else SAMPLE_TEXT
+    text = st.text_area("Before and after on your own text", default, key="prune-own-text", height=80)
+    if not text:
+        return
+    c1, c2 = st.columns(2)
+    for col, t, label in ((c1, tok, "Before"), (c2, new, "After pruning")):
+        enc = t.tokenizer.encode(text, add_special_tokens=False)
+        col.markdown(f"**{label}** ({len(enc.ids)} tokens)")
+        col.html(token_spans_html(t, text, enc.ids, enc.offsets, show_whitespace=True))
 
 
 def export(tok: LoadedTokenizer, method: str, res: P.PruneResult, held: dict[str, list[str]], n: int) -> None:
@@ -209,13 +226,12 @@ def export(tok: LoadedTokenizer, method: str, res: P.PruneResult, held: dict[str
                       help=f"none of the removed tokens occurs when the original tokenizer encodes the {lang} lines")  # fmt: skip
         else:
             m3.metric(f"bytes/token ({lang})", f"{after:.3f}", delta=f"{change:+.3f}")
+    own_text(tok, new, held)
     report = prune_report(tok, method, res)
     e1, e2, e3 = st.columns(3)
     e1.download_button("Download tokenizer (.zip)", data=pruned_zip(res, report, "tokenizer"),
                        file_name=f"{tok.name}-pruned{n}.zip", mime="application/zip", key="prune-dl")  # fmt: skip
-    if e2.button("Add to library", key="prune-add"):
-        name = add_to_library(new.with_source(name=f"{tok.name} -{n} ({method})", source="edited:"))
-        st.success(f"Added {name!r} to the library.")
+    add_edited_button(new, f"{tok.name} -{n} ({method})", "prune-add", container=e2)
     if st.session_state.pop("prune-out-reset", False):  # the folder just written: start a fresh name
         st.session_state["prune-out"] = ""
     out_dir = server_path_input("…or write a new folder on the server", "prune-out", write=True, container=e3,

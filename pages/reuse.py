@@ -231,7 +231,8 @@ def consequence_and_export(tok: LoadedTokenizer, report: rm.ReuseReport, zipped:
                        "checked)")  # fmt: skip
     st.caption(
         "The zip holds `old_tokenizer/`, `new_tokenizer/` and `rbpe_mapping.json` (id maps, target blocks); load "
-        "it with `analysis.methods.reuse.reuse.ReuseTokenizer.load(folder)`."
+        "it with `analysis.methods.reuse.reuse.ReuseTokenizer.load(folder)`. An R-BPE tokenizer routes text between two "
+        "tokenizers, so it is not one `tokenizer.json` and cannot join the library like Extend's or Prune's edits."
     )
     model_export(report.rt)
 
@@ -275,12 +276,16 @@ def options(tok: LoadedTokenizer) -> tuple[dict, reuse.VocabClasses, reuse.Reuse
         sorted(c2.multiselect("Also preserve", PRESERVABLE, default=["latin", "greek"], key="reuse-preserve"))
     )
     h = int(c3.number_input("Threshold h (reusable ids)", 100, 200_000, 20_000, step=1000, key="reuse-h"))
-    protect = tuple(st.multiselect("Protect from reuse", reuse.PROTECTIONS, key="reuse-protect",
+    protect = tuple(st.multiselect("Protect from reuse", reuse.PROTECTIONS, default=["symbols"], key="reuse-protect",
                                    format_func=lambda p: f"{p}: {PROTECT_HELP[p]}"))  # fmt: skip
     with st.spinner("Classifying the vocabulary by Unicode block (once per tokenizer and rule set)…"):
         vc = reuse.classify_vocab(tok, rules)
         shield = reuse.protected_ids(tok, vc, target, preserved, h, protect)
     plan = reuse.choose_reusable(vc, target, preserved, h, shield)
+    if plan.reusable_count < h:
+        st.warning(f"Only **{plan.reusable_count:,}** reusable ids for the threshold h = {h:,}: {tok.name}'s vocabulary "
+                   "has few tokens of scripts that can be given up. The new tokenizer gets at most that many new "
+                   "tokens; preserve fewer scripts or use the *unicode17* rules for more.")  # fmt: skip
     opts = {"target": target, "preserved": preserved, "min_reusable": h, "rules": rules, "protect": protect}
     return opts, vc, plan
 

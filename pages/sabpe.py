@@ -192,12 +192,22 @@ def comparison(cmp: S.SabpeComparison) -> None:
     lang = cmp.language_rows()
     if lang:
         st.subheader("Compression per held-out language")
-        st.dataframe(pd.DataFrame(lang), hide_index=True, width="stretch")
+        st.dataframe(pd.DataFrame(lang).rename(columns=lambda c: language_column(cmp, c)), hide_index=True,
+                     width="stretch")  # fmt: skip
         st.caption(
             "bytes/token and coverage (distinct tokens used) per programming language; the Gini over the "
             f"per-language compression is the paper's measure ({cite('sa-bpe')}, App. D), reported next to "
             "the Gini over token frequencies."
         )
+
+
+def language_column(cmp: S.SabpeComparison, column: str) -> str:
+    """A readable header for a column of `language_rows` (`bpe_bytes_per_token` → "BPE (…): bytes/token")."""
+    for key in S.RUN_LABELS:
+        for suffix, what in (("_bytes_per_token", "bytes/token"), ("_coverage", "coverage")):
+            if column == f"{key}{suffix}":
+                return f"{_column(cmp, key)}: {what}"
+    return {"language": "Language", "files": "Files", "bytes": "Bytes"}.get(column, column)
 
 
 def _column(cmp: S.SabpeComparison, key: str) -> str:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import time
 from pathlib import Path
 
 import pandas as pd
@@ -173,9 +174,12 @@ def _verify(
 ) -> None:  # fmt: skip
     """Place the LM (cached) and verify the first `k` candidates into `res.verifications`, with a progress bar."""
     bar = st.progress(0.0, text="Loading the model…")
+    t0 = time.perf_counter()
     lm = _placed_lm(model, src.fingerprint(), dev, spread, max_memory.strip())
+    load = time.perf_counter() - t0  # once per model and placement: later runs reuse the placed model
     ut.verify_result(res, src, tok, k, batch_size=bs, lm=lm, include_references=refs,
                      progress=lambda d, t, m="": bar.progress(d / max(1, t), text=f"Verified {d}/{t}"))  # fmt: skip
+    res.timings["load_lm"] = load
     bar.empty()
 
 
@@ -186,13 +190,17 @@ def placement(res: ut.UndertrainedResult) -> None:
         return
     dm = p.get("device_map_summary")
     per = res.timings.get("verify_per_candidate")
-    m = st.columns(3)
+    m = st.columns(4)
     m[0].metric("Verified on", p.get("device") or p["input_device"], help=p.get("reason"))
     m[1].metric("Device map", ", ".join(f"{d}: {n}" for d, n in dm.items()) if dm else "one device",
                 help="modules per device (accelerate's device_map=auto)" if dm else None)  # fmt: skip
     m[2].metric(
         "Per candidate", "—" if per is None else f"{per * 1e3:.0f} ms", help="three prompts per candidate"
     )
+    load = res.timings.get("load_lm")
+    m[3].metric("Model load", "—" if load is None else f"{load:.1f} s",
+                help="loading and placing the model, once per model and placement (not part of the per-candidate "
+                "cost; a GGUF model is de-quantised first)")  # fmt: skip
     caps = p.get("max_memory")
     st.caption(
         f"Placement: {p.get('reason', '')}; device_map {p.get('device_map') or 'none'}"

@@ -52,6 +52,10 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         random.Random(how.removeprefix("shuffle:")).shuffle(items)
 
 
+# the app builds the example gallery in the background at a server's first start: never inside the test suite
+os.environ.setdefault("TOKLAB_GALLERY_AUTOSTART", "0")
+
+
 @pytest.fixture(scope="session")
 def shared_tokenizer() -> Callable[[str], LoadedTokenizer]:
     """A function name → LoadedTokenizer for the shared assets (cached for the session)."""

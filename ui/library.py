@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import html
 from pathlib import Path
+from typing import Any
 
 import streamlit as st
 
@@ -48,6 +49,19 @@ def add_to_library(tok: LoadedTokenizer, name: str | None = None) -> str:
     return final
 
 
+def add_edited_button(tok: LoadedTokenizer, name: str, key: str, container: Any = None) -> str | None:
+    """An "Add to library" button for an edited tokenizer (a new object: the original is never changed); once
+    pressed, the tokenizer is in this session's library under a unique name, which is returned."""
+    box = container or st
+    if box.button("Add to library", key=key, icon=":material/library_add:",
+                  help="Add the edited tokenizer to this session's library: every page's picker offers it"):  # fmt: skip
+        added = add_to_library(tok.with_source(name=name, source="edited:"))
+        box.success(f"Added **{_escape(added)}** to the library: pick it on the Playground, Compression, "
+                    "Token health or any other page.")  # fmt: skip
+        return added
+    return None
+
+
 def remove_from_library(name: str) -> None:
     """Forget a tokenizer in this session (the default stays)."""
     if name != DEFAULT_NAME:
@@ -77,6 +91,18 @@ def source_of(name: str) -> str | None:
     if src and Path(src).exists():
         return f"path:{src}"
     return None
+
+
+def shown_source(tok: LoadedTokenizer) -> str:
+    """Where a tokenizer came from, as a browser user may see it: never an absolute server path (an example by
+    name, a hub id, an upload or an edit, else the file or folder name only)."""
+    src = tok.source or ""
+    if src == "embedded" or src.startswith(("hub:", "upload:", "edited:")):
+        return src
+    for ex_name, folder in example_tokenizers().items():
+        if src and Path(src).resolve() == folder.resolve():
+            return f"example:{ex_name}"
+    return f"a local file ({Path(src).name})" if src else "—"
 
 
 def ensure_from_source(source: str) -> str:

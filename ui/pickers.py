@@ -146,8 +146,13 @@ def pick_model(key: str, label: str = "Model", *, optional: bool = False) -> str
     options = (["— none —"] if optional else []) + list(fetched) + ["Hugging Face hub id"]
     if paths.server_paths_enabled():
         options.append("Folder or file path on the server")
+    fetched_now = st.session_state.pop(f"toklab-fetched-{key}", None)
+    if fetched_now in fetched:  # just fetched: select it, and say so below
+        st.session_state[f"{key}-kind"] = fetched_now
     c1, c2 = st.columns([2, 3])
     choice = c1.selectbox(label, options, key=f"{key}-kind")
+    if fetched_now:
+        st.success(f"Fetched the demo models: {fetched_now} is selected.", icon=":material/download_done:")
     if choice == "— none —":
         return ""
     if choice in fetched:
@@ -179,4 +184,5 @@ def fetch_button(key: str) -> None:
             with progress(f"Fetching {m.label}…", unit="MB") as cb:
                 if try_step(fetch, m, progress=cb) is None:  # offline: the message is shown, the page goes on
                     return
+        st.session_state[f"toklab-fetched-{key}"] = next(iter(fetched_models()))  # the picker selects it
         st.rerun()

@@ -67,6 +67,31 @@ def _label_and_hover(tok: LoadedTokenizer, n: dict, kind: str) -> tuple[str, str
     return label, hover
 
 
+#: The most leaves one row of a drawn forest holds: beyond it the token labels overlap at a page's width.
+ROW_LEAVES = 18
+
+
+def _leaves(node: dict) -> int:
+    kids = node.get("children") or []
+    return sum(_leaves(k) for k in kids) if kids else 1
+
+
+def forest_rows(trees: list[dict], max_depth: int, max_leaves: int = ROW_LEAVES) -> list[list[dict]]:
+    """The trees of a text in reading order, wrapped into rows of at most `max_leaves` leaves (at `max_depth`),
+    like the lines of a paragraph; a single wider tree gets a row of its own."""
+    rows: list[list[dict]] = []
+    width = 0
+    for t in trees:
+        w = _leaves(collapse_tree(t, max_depth))
+        if rows and width + w <= max_leaves:
+            rows[-1].append(t)
+            width += w
+        else:
+            rows.append([t])
+            width = w
+    return rows
+
+
 def merge_tree_figure(tok: LoadedTokenizer, trees: list[dict], max_depth: int) -> go.Figure:
     """A Plotly forest of merge trees cut at `max_depth`: nodes labelled with the token and its merge rank, one
     legend entry per kind of node shown."""

@@ -104,7 +104,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         action="append",
         default=[],
         metavar="LANG",
-        help=f"held-out FLORES lines {FLORES_TRAIN_LINES + 1}–1012 of LANG (repeatable)",
+        help=f"held-out FLORES lines {FLORES_TRAIN_LINES + 1}–1012 of LANG (repeatable; default: every --flores "
+        "training language, unless --heldout is given)",
+    )
+    p.add_argument(
+        "--no-heldout", action="store_true", help="measure no held-out text (not even the default)"
     )
     p.add_argument("--out", default=None, metavar="DIR", help="write the extended tokenizer folder here")
     p.add_argument(
@@ -194,7 +198,9 @@ def _heldout(args: argparse.Namespace) -> dict[str, list[str]]:
         if not lines:
             raise DataError(f"held-out file {f} is empty")
         heldout[Path(f).name] = lines
-    for lang in args.heldout_flores:
+    # by default, the held-out lines of every FLORES training language: the report is useful as documented
+    langs = args.heldout_flores or ([] if args.heldout or args.no_heldout else args.flores)
+    for lang in langs:
         heldout[f"{lang} (FLORES held-out)"] = list(
             Source("flores-heldout", f"{lang}:{FLORES_TRAIN_LINES}").units()
         )

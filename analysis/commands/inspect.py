@@ -17,7 +17,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Load and summarise the tokenizer (:meth:`analysis.tokenizer.tokenizer.LoadedTokenizer.inspect`)."""
+    """Load and summarise the tokenizer (:meth:`analysis.tokenizer.tokenizer.tokenizer.LoadedTokenizer.inspect`)."""
     s = load_from_args(args).inspect().to_json()
     if args.json:
         print_json(s)

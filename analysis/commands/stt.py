@@ -50,7 +50,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--explain", type=int, default=0, metavar="N", help="explain why, for the first N unreachable tokens"
     )
     p.add_argument(
-        "--tree", metavar="TOKEN", help="print the merge tree of one token (raw or readable form) and exit"
+        "--tree",
+        metavar="TOKEN",
+        help="print the merge tree of one token (raw or readable form); alone, only the tree; with --csv, "
+        "--explain or --corpus, the tree and then the report",
     )
     add_corpus_arguments(
         p,
@@ -74,7 +77,15 @@ def run(args: argparse.Namespace) -> int:
     """Run STT and print counts (text or JSON); optionally write the CSV table."""
     tok = load_from_args(args)
     if args.tree is not None:
-        return _print_tree(tok, args.tree, as_json=args.json)
+        report_too = bool(args.csv or args.explain or args.inputs)  # never drop what else was asked for
+        if report_too and args.json:
+            raise DataError(
+                "--tree with --json prints the tree's JSON alone: run --csv/--explain/--corpus separately"
+            )
+        _print_tree(tok, args.tree, as_json=args.json)
+        if not report_too:
+            return 0
+        sys.stdout.write("\n")
     rep = stt_report(tok)
     result = STTRun(rep)
     if args.explain:

@@ -758,8 +758,8 @@ class CompressionResult:
         return "lang" if self.kind == "flores" else "corpus"
 
     def summary(self, metric: str = "bytes_per_token") -> list[dict[str, Any]]:
-        """:func:`summarize` of the rows."""
-        return summarize(self.rows, metric)
+        """:func:`summarize` of the rows (the parity reference left out of its own parity)."""
+        return summarize(self.rows, metric, self.reference)
 
     def to_json(self) -> list[dict[str, Any]]:
         """The rows, one JSON object each (columns in display order)."""
@@ -800,11 +800,22 @@ def _tokenizers(rows: Sequence[dict]) -> list[str]:
     return list(dict.fromkeys(r["tokenizer"] for r in rows))
 
 
-def summarize(rows: Sequence[dict], metric: str = "bytes_per_token") -> list[dict[str, Any]]:
-    """Per tokenizer: languages, mean, median, min, max and Gini of one metric across languages."""
+#: Metrics measured against a reference language: the reference's own row (always 1) is no measurement.
+RELATIVE_METRICS = ("parity", "parity_corpus")
+
+
+def summarize(
+    rows: Sequence[dict], metric: str = "bytes_per_token", reference: str | None = None
+) -> list[dict[str, Any]]:
+    """Per tokenizer: languages, mean, median, min, max and Gini of one metric across languages.
+
+    For the parity metrics, the `reference` language (compared with itself: always 1) is left out."""
     out = []
     for t in _tokenizers(rows):
-        v = np.asarray(list(_values(rows, t, metric).values()), dtype=np.float64)
+        values = _values(rows, t, metric)
+        if metric in RELATIVE_METRICS and reference is not None:
+            values.pop(reference, None)
+        v = np.asarray(list(values.values()), dtype=np.float64)
         out.append(
             {
                 "tokenizer": t,

@@ -129,7 +129,7 @@ def load_folder(folder: str | os.PathLike, *, name: str | None = None) -> Loaded
     if not folder.is_dir():
         raise TokenizerLoadError(f"not a folder: {folder}")
     name = name or folder.name
-    config = _read_json_if(folder / "tokenizer_config.json")
+    config = _config_of(folder)
     if (folder / "tokenizer.json").is_file():
         return load_tokenizer_json(folder / "tokenizer.json", name=name, config=config, source=str(folder))
     for sp in ("tokenizer.model", "spiece.model", "sentencepiece.bpe.model"):
@@ -160,7 +160,7 @@ def load_tokenizer_json(
     path = Path(path)
     text = _read(path)
     if config is None:
-        config = _read_json_if(path.parent / "tokenizer_config.json")
+        config = _config_of(path.parent)
     return LoadedTokenizer.from_json_text(
         text, name=name or path.parent.name or path.stem, source=source or str(path), config=config
     )
@@ -911,6 +911,16 @@ def _read_json_if(path: Path) -> dict[str, Any]:
     except AnalysisError:
         return {}
     return doc if isinstance(doc, dict) else {}
+
+
+def _config_of(folder: Path) -> dict[str, Any]:
+    """tokenizer_config.json of a folder, with the template of `chat_template.jinja` as `chat_template` when the
+    config has none (newer repositories keep the chat template in that file)."""
+    config = _read_json_if(folder / "tokenizer_config.json")
+    jinja = folder / "chat_template.jinja"
+    if not config.get("chat_template") and jinja.is_file():
+        config["chat_template"] = _read(jinja).decode("utf-8", errors="replace")
+    return config
 
 
 # --------------------------------------------------------------------------------------------------

@@ -65,7 +65,7 @@ def test_compute_two_tokenizers_on_languages(at):
     labels = {m.label: m.value for m in at.metric}
     assert "Win rate of A" in labels and labels["Languages"] == "3"
     # drill down shows tokenized sentences
-    assert at.get("html"), "drill-down should render token spans"
+    assert [h for h in at.get("html") if "tl-spans" in h.proto.body], "drill-down should render token spans"
     # downloads (CSV, JSON, LaTeX of every language and per script)
     labels = [d.label for d in at.get("download_button")]
     assert labels == ["Download CSV", "Download JSON", "Download LaTeX, every language (longtable)",

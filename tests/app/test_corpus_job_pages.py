@@ -77,7 +77,9 @@ def test_prune_frequency_order_from_a_background_corpus_job(server_paths):
     assert np.array_equal(counts, ref) and ref.sum() > 50_000
     order = P.compute_order(load_shared("gpt2"), "frequency", counts=ref)
     n = int(at.number_input(key="prune-n").value)
-    table = next(d.value for d in at.dataframe if list(d.value.columns) == ["id", "token", "raw", "key"])
+    table = next(
+        d.value for d in at.dataframe if list(d.value.columns) == ["id", "token", "raw", "order key"]
+    )
     assert table["id"].tolist() == list(order.ids[n : n + 25])
 
 

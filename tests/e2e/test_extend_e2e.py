@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 import zipfile
 
 import tokenizers
@@ -23,7 +24,7 @@ def test_extend_llama3_with_estonian_and_download(page: Page, app_url, artifacts
     page.get_by_role("button", name="Train", exact=True).click()
     wait_idle(page, timeout=600_000)
     expect(page.get_by_text("Bytes per token at N = 1,000")).to_be_visible(timeout=600_000)
-    expect(page.get_by_text("One sentence, before and after")).to_be_visible()
+    expect(page.get_by_role("heading", name="Before and after")).to_be_visible()
     expect(page.get_by_text("Continued BPE training (", exact=False).first).to_be_visible()
     table = page.locator('[data-testid="stDataFrame"]').first  # bytes/token per text: fits the page width
     box, main = table.bounding_box(), page.locator('[data-testid="stMainBlockContainer"]').bounding_box()
@@ -45,3 +46,17 @@ def test_extend_llama3_with_estonian_and_download(page: Page, app_url, artifacts
     held = report["heldout"]["est_Latn (FLORES held-out)"]
     assert held["bytes_per_token_after"] > held["bytes_per_token_before"]
     assert report["n_requested"] == 1000 and len(report["added_tokens"]) == 1000
+    # the edited tokenizer joins the library, one pick away on every page; the preview takes your own text
+    page.get_by_role("button", name="Add to library").click()
+    wait_idle(page)
+    sidebar = page.locator('[data-testid="stSidebar"]')
+    expect(sidebar.get_by_text("llama-3.1 +1000 (Continued BPE training)")).to_be_visible(timeout=60_000)
+    own = page.get_by_label("Your own text (empty: the first held-out FLORES sentence)")
+    own.fill("Tere hommikust, kallid sõbrad! Täna räägime tokenisaatoritest.")
+    own.press("Control+Enter")
+    wait_idle(page, timeout=300_000)
+    expect(page.get_by_text("Base (27 tokens)")).to_be_visible(timeout=300_000)
+    # every method's line is for this text (the naive method builds its tokenizer first: wait for it)
+    expect(page.get_by_text(re.compile(r"\(\d+ tokens vs 27\)"))).to_have_count(2, timeout=300_000)
+    wait_idle(page, timeout=300_000)
+    screenshot(page, artifacts / "change_extend_own_text_added.png")

@@ -144,6 +144,9 @@ def test_the_under_trained_page_offers_to_fetch_missing_demo_models(tmp_path, mo
         "all-MiniLM-L6-v2 (BERT, fetched)",
     ]
     assert not [b for b in at.button if b.key == "ut-model-fetch-demo"]  # nothing left to fetch
+    # the picker moves to the fetched model and says so (it stayed on "Hugging Face hub id", silently)
+    assert at.selectbox(key="ut-model-kind").value == "SmolLM2-135M-Instruct (GGUF, fetched)"
+    assert any("Fetched the demo models" in s.value for s in at.success)
 
 
 def test_the_page_says_so_when_fetching_fails(tmp_path, monkeypatch):

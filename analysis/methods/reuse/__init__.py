@@ -68,6 +68,7 @@ from .model import (
 from .reuse import (
     FORMAT,
     MAPPING_FILE,
+    NON_UTF8_BYTES,
     PROTECTIONS,
     TRAINERS,
     ReuseTokenizer,
@@ -85,6 +86,7 @@ from .reuse import (
     target_training_texts,
     train_target_bpe,
     usage_ids,
+    utf8_alphabet,
     wordfreq_texts,
 )
 
@@ -98,6 +100,7 @@ __all__ = [
     "KANA",
     "KATAKANA_HIRAGANA",
     "MAPPING_FILE",
+    "NON_UTF8_BYTES",
     "MERGED_FAMILIES",
     "MODEL_REPORT",
     "NON_SCRIPTS",
@@ -151,5 +154,6 @@ __all__ = [
     "text_labels",
     "train_target_bpe",
     "usage_ids",
+    "utf8_alphabet",
     "wordfreq_texts",
 ]

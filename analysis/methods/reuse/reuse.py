@@ -53,7 +53,6 @@ from pathlib import Path
 from typing import Any
 
 import tokenizers
-from tokenizers import pre_tokenizers
 from tokenizers.trainers import BpeTrainer
 
 from analysis.bpe.parity import train_parity_bpe
@@ -66,7 +65,7 @@ from analysis.errors import DataError, UnsupportedTokenizerError
 from analysis.texts import flores
 from analysis.tokenizer.export import folder_files, zip_files
 from analysis.tokenizer.sources import load
-from analysis.tokenizer.tokenizer import LoadedTokenizer, bpe_model
+from analysis.tokenizer.tokenizer import BYTE_TO_CHAR, LoadedTokenizer, bpe_model
 
 from .classes import (
     DEFAULT_RULES,
@@ -280,10 +279,21 @@ def _check_supported(tok: LoadedTokenizer) -> None:
         )
 
 
+#: Byte values that never occur in UTF-8 text (C0, C1, F5–FF): left out of the new tokenizer's alphabet, whose
+#: training and encoding texts are always UTF-8, so no vocabulary slot (and no reused id) is spent on them.
+NON_UTF8_BYTES = frozenset([0xC0, 0xC1, *range(0xF5, 0x100)])
+
+
+def utf8_alphabet() -> list[str]:
+    """The byte-level alphabet minus :data:`NON_UTF8_BYTES` (243 characters)."""
+    return [BYTE_TO_CHAR[b] for b in range(256) if b not in NON_UTF8_BYTES]
+
+
 def train_target_bpe(
     tok: LoadedTokenizer, segments: Iterable[str], vocab_size: int, *, min_frequency: int = 2
 ) -> tokenizers.Tokenizer:
-    """Train the new byte-level BPE (old normalizer/pre-tokenizer/decoder, byte alphabet, old specials) (step 4)."""
+    """Train the new byte-level BPE (old normalizer/pre-tokenizer/decoder, the UTF-8 byte alphabet, old specials)
+    (step 4)."""
     _check_supported(tok)
     doc = {
         "version": "1.0",
@@ -302,7 +312,7 @@ def train_target_bpe(
         vocab_size=vocab_size + len(specials),
         min_frequency=min_frequency,
         special_tokens=specials,
-        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        initial_alphabet=utf8_alphabet(),
         show_progress=False,
     )
     new.train_from_iterator(segments, trainer=trainer)

@@ -370,7 +370,7 @@ def test_prune_page_curves_and_export(tmp_path: Path, monkeypatch: pytest.Monkey
     assert not at.exception, [e.message for e in at.exception]
     assert any("can prune up to" in m.value for m in at.markdown)
     at.slider(key="prune-points").set_value(3)
-    at.number_input(key="prune-maxn").set_value(8000)
+    at.number_input(key=f"prune-maxn-{load_shared('llama-2').content_hash}").set_value(8000)
     at.button[0].click()  # the form's "Compute curves"
     at.run()
     assert not at.exception, [e.message for e in at.exception]

@@ -21,6 +21,7 @@ from analysis.errors import DataError, UnsupportedTokenizerError
 from analysis.methods import reuse
 from analysis.methods.reuse import measures as reuse_measures
 from analysis.texts.flores import FLORES_TRAIN_LINES
+from analysis.tokenizer.tokenizer import BYTE_TO_CHAR
 
 ARB = flores_lines("arb_Arab")
 ENG = flores_lines("eng_Latn")
@@ -376,10 +377,13 @@ def test_page_trains_previews_and_exports():
     spec = json.loads(at.get("plotly_chart")[0].proto.spec)
     assert spec["data"][0]["type"] == "bar" and "Cyrillic" in spec["data"][0]["x"]
     metrics = {m.label: m.value for m in at.metric}
-    assert int(metrics["Reusable ids"].replace(",", "")) > 10000 and metrics["Protected ids"] == "0"
-    # protecting shared symbols keeps some ids out of reuse
+    assert int(metrics["Reusable ids"].replace(",", "")) > 10000
+    # shared symbols (✔, ❤, the danda) are protected by default: the page's own sample stays intact
+    assert at.multiselect(key="reuse-protect").value == ["symbols"]
+    assert int(metrics["Protected ids"].replace(",", "")) > 0
+    at.multiselect(key="reuse-protect").set_value([]).run()
+    assert {m.label: m.value for m in at.metric}["Protected ids"] == "0"
     at.multiselect(key="reuse-protect").set_value(["symbols"]).run()
-    assert int({m.label: m.value for m in at.metric}["Protected ids"].replace(",", "")) > 0
     at.button(key="reuse-train").click().run(timeout=120)
     assert not at.exception, [e.message for e in at.exception]
     assert not at.error, [e.value for e in at.error]
@@ -389,7 +393,7 @@ def test_page_trains_previews_and_exports():
     assert arb.loc["premium vs English", "after"] < arb.loc["premium vs English", "before"]
     assert (eng["after"] == eng["before"]).all()
     assert any("decode as the target" in w.value for w in at.warning)
-    assert len(at.get("html")) >= 2
+    assert len([h for h in at.get("html") if "tl-spans" in h.proto.body]) >= 2
     assert at.get("download_button")
     # another target: the plan updates, the trained Arabic tokenizer is no longer shown
     at.selectbox(key="reuse-target").set_value("greek").run()
@@ -410,7 +414,8 @@ def test_page_report_is_the_cli_json(monkeypatch):
     page = json.loads(got["reuse-report"])
     buf = io.StringIO()
     with redirect_stdout(buf):
-        rc = main(["reuse", str(TOKENIZERS / "gpt2"), "--no-corpora", "--collateral", "none", "--json"])
+        rc = main(["reuse", str(TOKENIZERS / "gpt2"), "--no-corpora", "--collateral", "none", "--protect", "symbols",
+                   "--json"])  # fmt: skip
     assert rc == 0
     cli = json.loads(buf.getvalue())
     assert page["base"] == "gpt2" and page["heldout"]["lang"] == "arb_Arab" and "collateral" not in page
@@ -544,3 +549,12 @@ def test_parity_aware_target_tokenizer():
     assert [rt.decode(x) for x in rt.encode_batch(HELDOUT[:30] + urd[:30])] == HELDOUT[:30] + urd[:30]
     with pytest.raises(DataError, match="unknown trainer"):
         reuse.build_reuse_tokenizer(tok, TRAIN, trainer="unigram")
+
+
+def test_new_tokenizer_spends_no_vocabulary_on_bytes_utf8_never_has():
+    """C0, C1 and F5–FF never occur in UTF-8 text: the new tokenizer's alphabet leaves them out."""
+    new = reuse.train_target_bpe(load_shared("gpt2"), ["مرحبا بالعالم"] * 20, 300)
+    vocab = new.get_vocab()
+    never = [BYTE_TO_CHAR[b] for b in reuse.NON_UTF8_BYTES]
+    assert len(never) == 13 and not [c for c in never if c in vocab]
+    assert BYTE_TO_CHAR[0xD8] in vocab and BYTE_TO_CHAR[0x00] in vocab  # every other byte stays

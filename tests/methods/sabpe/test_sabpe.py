@@ -332,4 +332,6 @@ def test_page_report_is_the_cli_json(monkeypatch, capsys):
     cli_doc.pop("counting")  # how the CLI counted (executor, shards); the page read the shared corpus itself
     assert without_timings(page_doc) == without_timings(public_document(cli_doc))  # the corpus by name
     assert page_doc["language_compression"]["rows"] and page_doc["sabpe"]["metrics"]["bytes_per_token"] > 1
-    assert any(d.value.columns[0] == "language" for d in at.dataframe)  # the per-language table is shown
+    # the per-language table is shown, with readable headers ("bpe_bytes_per_token" before)
+    lang = next(d.value for d in at.dataframe if d.value.columns[0] == "Language")
+    assert any(c.endswith(": bytes/token") for c in lang.columns) and not any("_" in c for c in lang.columns)

@@ -1,0 +1,45 @@
+"""`python -m analysis chat-template TOKENIZER [--messages FILE] [--no-generation-prompt] [--json]`."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from analysis.errors import DataError
+from analysis.views.chat_template import SAMPLE_CONVERSATION, render_chat
+
+from ._common import add_tokenizer_argument, load_from_args, print_json
+
+NAME = "chat-template"
+HELP = "render a conversation through the tokenizer's chat template; print the text and its ids"
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    """Register the arguments of `chat-template`."""
+    add_tokenizer_argument(p)
+    p.add_argument("--messages", type=Path, default=None,
+                   help='a JSON file: [{"role": "user", "content": "…"}, …] (default: a sample conversation)')  # fmt: skip
+    p.add_argument("--template", default=None, help="the name of one of several templates")
+    p.add_argument(
+        "--no-generation-prompt", action="store_true", help="do not end with the assistant's prompt"
+    )
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+
+
+def run(args: argparse.Namespace) -> int:
+    """Render and encode (:func:`analysis.views.chat_template.render_chat`)."""
+    messages = SAMPLE_CONVERSATION
+    if args.messages is not None:
+        try:
+            messages = json.loads(args.messages.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+            raise DataError(f"cannot read the messages file: {e}") from None
+    out = render_chat(load_from_args(args), messages, template=args.template,
+                      add_generation_prompt=not args.no_generation_prompt)  # fmt: skip
+    if args.json:
+        print_json(out.to_json())
+        return 0
+    print(out.text)
+    print(f"\n{len(out.ids)} tokens, {out.n_special} special; ids: {' '.join(map(str, out.ids))}")
+    return 0

@@ -1,0 +1,171 @@
+"""A conversation rendered through a tokenizer's chat template, with its special tokens located and its ids.
+
+The template is the tokenizer's own (`chat_template` in tokenizer_config.json, or the `chat_template.jinja`
+file that `analysis.tokenizer.sources` reads into the config). It is rendered in Jinja2's immutable sandbox with the
+variables and helpers Hugging Face transformers provides (`messages`, `add_generation_prompt`, `bos_token`,
+`eos_token`, `raise_exception`, `strftime_now`, `tojson`), then encoded without adding special tokens, as
+`apply_chat_template(..., tokenize=True)` does.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+import jinja2
+from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+from analysis.errors import DataError
+from analysis.tokenizer.tokenizer import LoadedTokenizer
+
+#: A sample conversation (system, user, assistant, user) to start from.
+SAMPLE_CONVERSATION: list[dict[str, str]] = [
+    {"role": "system", "content": "You are a concise assistant."},
+    {"role": "user", "content": "What is a tokenizer?"},
+    {"role": "assistant", "content": "It splits text into the units a model reads."},
+    {"role": "user", "content": "Tere hommikust! Translate that."},
+]
+ROLES = ("system", "user", "assistant", "tool")
+
+
+def chat_templates(tok: LoadedTokenizer) -> dict[str, str]:
+    """The tokenizer's chat templates, name → Jinja source ("default" for a single one); {} when it has none."""
+    raw = tok.config.get("chat_template")
+    if isinstance(raw, str) and raw.strip():
+        return {"default": raw}
+    if isinstance(raw, list):  # [{"name": …, "template": …}, …]
+        out = {}
+        for item in raw:
+            if isinstance(item, dict) and isinstance(item.get("template"), str):
+                out[str(item.get("name") or f"template {len(out) + 1}")] = item["template"]
+        return out
+    return {}
+
+
+def _special_text(value: Any) -> str:
+    """A `bos_token` / `eos_token` config entry as text (a string or an AddedToken-like dict)."""
+    if isinstance(value, dict):
+        value = value.get("content")
+    return value if isinstance(value, str) else ""
+
+
+def _raise(message: str) -> None:
+    raise jinja2.exceptions.TemplateError(message)
+
+
+def check_messages(messages: Any) -> list[dict[str, str]]:
+    """Messages as a list of {"role", "content"} string dicts (DataError naming the first bad one)."""
+    if not isinstance(messages, list) or not messages:
+        raise DataError("a conversation is a non-empty list of messages")
+    out = []
+    for k, m in enumerate(messages, 1):
+        if (
+            not isinstance(m, dict)
+            or not isinstance(m.get("role"), str)
+            or not isinstance(m.get("content"), str)
+        ):
+            raise DataError(f'message {k} needs a "role" and a "content", both text')
+        out.append({"role": m["role"], "content": m["content"]})
+    return out
+
+
+@dataclass(frozen=True)
+class TemplateToken:
+    """One token of the rendered conversation: id, raw string, text span and whether it is a special token."""
+
+    id: int
+    token: str
+    start: int
+    end: int
+    special: bool
+
+    def to_json(self) -> dict[str, Any]:
+        """The token as a JSON object."""
+        return {
+            "id": self.id,
+            "token": self.token,
+            "start": self.start,
+            "end": self.end,
+            "special": self.special,
+        }
+
+
+@dataclass
+class RenderedChat:
+    """A conversation rendered through a chat template: the text, its tokens and ids."""
+
+    template_name: str
+    text: str
+    tokens: list[TemplateToken]
+    add_generation_prompt: bool
+
+    @property
+    def ids(self) -> list[int]:
+        """The token ids of the rendered text."""
+        return [t.id for t in self.tokens]
+
+    @property
+    def n_special(self) -> int:
+        """How many of the tokens are special tokens."""
+        return sum(t.special for t in self.tokens)
+
+    def to_json(self) -> dict[str, Any]:
+        """The rendering as one JSON object."""
+        return {
+            "template": self.template_name,
+            "text": self.text,
+            "add_generation_prompt": self.add_generation_prompt,
+            "ids": self.ids,
+            "n_special": self.n_special,
+            "tokens": [t.to_json() for t in self.tokens],
+        }
+
+
+def render_chat(
+    tok: LoadedTokenizer,
+    messages: list[dict[str, str]],
+    *,
+    template: str | None = None,
+    add_generation_prompt: bool = True,
+) -> RenderedChat:
+    """Render `messages` through the tokenizer's chat template (`template` names one of several) and encode it.
+
+    DataError when the tokenizer has no chat template or the template fails (its own `raise_exception` message
+    included, e.g. roles that must alternate).
+    """
+    messages = check_messages(messages)
+    templates = chat_templates(tok)
+    if not templates:
+        raise DataError(
+            f"{tok.name} has no chat template (no chat_template in tokenizer_config.json, no chat_template.jinja)"
+        )
+    name = template or next(iter(templates))
+    if name not in templates:
+        raise DataError(f"{tok.name} has no chat template named {name!r} (it has {', '.join(templates)})")
+    env = ImmutableSandboxedEnvironment(
+        trim_blocks=True, lstrip_blocks=True, extensions=["jinja2.ext.loopcontrols"]
+    )
+    env.filters["tojson"] = lambda x, indent=None, **_: json.dumps(x, ensure_ascii=False, indent=indent)
+    env.globals["raise_exception"] = _raise
+    env.globals["strftime_now"] = lambda fmt: datetime.now().strftime(fmt)
+    try:
+        text = env.from_string(templates[name]).render(
+            messages=messages,
+            add_generation_prompt=add_generation_prompt,
+            bos_token=_special_text(tok.config.get("bos_token")),
+            eos_token=_special_text(tok.config.get("eos_token")),
+            tools=None,
+            documents=None,
+        )
+    except jinja2.exceptions.TemplateError as e:
+        raise DataError(f"the chat template of {tok.name} failed: {e}") from None
+    enc = tok.tokenizer.encode(text, add_special_tokens=False)
+    specials = {a.id for a in tok.special_tokens}
+    tokens = [
+        TemplateToken(i, t, s, e, i in specials) for i, t, (s, e) in zip(enc.ids, enc.tokens, enc.offsets)
+    ]
+    return RenderedChat(
+        template_name=name, text=text, tokens=tokens, add_generation_prompt=add_generation_prompt
+    )

@@ -1,0 +1,79 @@
+"""Ids → text: parse an id list as users paste it and decode it with a tokenizer, token by token and as a whole."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from analysis.errors import DataError
+from analysis.tokenizer.tokenizer import LoadedTokenizer
+
+#: The most ids one call decodes (a pasted id list is a few thousand at most; this bounds the work).
+MAX_IDS = 200_000
+_SEPARATORS = re.compile(r"[\s,;\[\]()]+")
+
+
+def parse_ids(text: str) -> list[int]:
+    """Ids from text such as `1 2 3`, `[1, 2, 3]` or `tensor([[1, 2]])`; DataError names the first bad item."""
+    body = text.strip()
+    if body.startswith("tensor(") and body.endswith(")"):
+        body = body[len("tensor(") : -1]
+    items = [x for x in _SEPARATORS.split(body) if x]
+    if len(items) > MAX_IDS:
+        raise DataError(f"{len(items):,} ids given; decode at most {MAX_IDS:,} at a time")
+    out = []
+    for k, item in enumerate(items, 1):
+        if not re.fullmatch(r"\d+", item):
+            raise DataError(f"item {k} ({item[:20]!r}) is not a token id (ids are whole numbers ≥ 0)")
+        out.append(int(item))
+    return out
+
+
+@dataclass(frozen=True)
+class DecodedToken:
+    """One id: its raw vocabulary string and the text it stands for (None for an id outside the vocabulary)."""
+
+    id: int
+    token: str | None
+    readable: str | None
+    special: bool
+
+    def to_json(self) -> dict[str, Any]:
+        """The token as a JSON object."""
+        return {"id": self.id, "token": self.token, "readable": self.readable, "special": self.special}
+
+
+@dataclass
+class Decoded:
+    """The decoding of an id list: the text (with or without special tokens) and each id on its own."""
+
+    ids: list[int]
+    text: str
+    tokens: list[DecodedToken]
+    unknown: list[int]
+    skip_special: bool
+
+    def to_json(self) -> dict[str, Any]:
+        """The decoding as one JSON object."""
+        return {
+            "ids": self.ids,
+            "text": self.text,
+            "unknown": self.unknown,
+            "skip_special": self.skip_special,
+            "tokens": [t.to_json() for t in self.tokens],
+        }
+
+
+def decode_ids(tok: LoadedTokenizer, ids: list[int], *, skip_special: bool = False) -> Decoded:
+    """Decode `ids` with the tokenizer's own decoder; ids outside the vocabulary are listed, not decoded."""
+    specials = {a.id for a in tok.special_tokens}
+    id_to_token = tok.id_to_token
+    tokens = []
+    for i in ids:
+        t = id_to_token.get(i)
+        tokens.append(DecodedToken(i, t, None if t is None else tok.readable(t), i in specials))
+    unknown = sorted({i for i in ids if i not in id_to_token})
+    known = [i for i in ids if i in id_to_token]
+    text = tok.tokenizer.decode(known, skip_special_tokens=skip_special)
+    return Decoded(ids=list(ids), text=text, tokens=tokens, unknown=unknown, skip_special=skip_special)

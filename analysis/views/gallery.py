@@ -1,0 +1,209 @@
+"""The example gallery: precomputed results for the bundled example tokenizers, so a first look takes seconds.
+
+Per example tokenizer: its card (model, size, flavour), the Self-Tokenization Test counts (BPE only) and its
+compression on every FLORES-200 language (bytes/token per language; mean, median, Gini; parity vs English, the
+reference itself left out). An entry is computed once and kept in the disk store under the tokenizer's content
+hash and the FLORES data's hash, so the gallery is read from disk on every later view, also after a restart
+(`analysis.core.cache.DiskCache`, namespace ``gallery``). `build_gallery` computes what is missing (the app starts it
+once in the background; ``python -m analysis gallery`` does it from the shell).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import statistics
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from analysis.bpe import stt_report
+from analysis.core.cache import DiskCache
+from analysis.core.paths import tokenizer_dirs
+from analysis.errors import AnalysisError
+from analysis.measure import metrics as mx
+from analysis.texts import flores as fl
+from analysis.tokenizer.sources import load
+from analysis.tokenizer.tokenizer import LoadedTokenizer
+
+#: Bump when an entry's fields or their computation change (older entries are then recomputed).
+VERSION = 1
+_STORE = DiskCache("gallery", VERSION)
+REFERENCE = "eng_Latn"
+
+
+@dataclass
+class GalleryEntry:
+    """One example tokenizer's precomputed results."""
+
+    name: str
+    content_hash: str
+    model_type: str
+    flavour: str
+    vocab_size: int
+    stt: dict[str, int] | None
+    languages: int
+    bytes_per_token: dict[str, float] = field(default_factory=dict)
+    summary: dict[str, float | None] = field(default_factory=dict)
+    parity: dict[str, float | None] = field(default_factory=dict)
+    seconds: float = 0.0
+
+    def to_json(self) -> dict[str, Any]:
+        """The entry as one JSON object."""
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, doc: dict[str, Any]) -> GalleryEntry:
+        """An entry read back from :meth:`to_json`."""
+        return cls(**doc)
+
+
+def example_folders() -> dict[str, Path]:
+    """name → folder of every example tokenizer (as the app's sidebar lists them)."""
+    out: dict[str, Path] = {}
+    for d in tokenizer_dirs():
+        for sub in sorted(d.iterdir()):
+            if sub.is_dir() and any((sub / f).is_file() for f in ("tokenizer.json", "tokenizer.model")):
+                out.setdefault(sub.name, sub)
+    return out
+
+
+def data_key(data: fl.FloresData) -> str:
+    """A short hash of the FLORES data (every language's sentences)."""
+    h = hashlib.sha256()
+    for code in data.codes:
+        h.update(f"{code}:{data.data_hash(code)};".encode())
+    return h.hexdigest()[:16]
+
+
+#: Files that make up a tokenizer folder (what its gallery key hashes).
+_TOKENIZER_FILES = ("tokenizer.json", "tokenizer.model", "tokenizer_config.json", "vocab.json", "merges.txt",
+                    "vocab.txt", "special_tokens_map.json")  # fmt: skip
+
+
+def folder_key(folder: Path) -> str:
+    """A short hash of a tokenizer folder's files: the gallery finds an entry without loading the tokenizer."""
+    h = hashlib.sha256()
+    for name in _TOKENIZER_FILES:
+        p = folder / name
+        if p.is_file():
+            h.update(name.encode() + b"\0" + p.read_bytes() + b"\0")
+    return h.hexdigest()[:16]
+
+
+def _key(folder: Path, dkey: str) -> str:
+    return f"{folder_key(folder)}-{dkey}"
+
+
+def compute_entry(tok: LoadedTokenizer, data: fl.FloresData, name: str | None = None) -> GalleryEntry:
+    """Compute one entry (STT for BPE models, compression on every language of `data`)."""
+    t0 = time.perf_counter()
+    stt = None
+    if tok.model_type == "BPE":
+        s = stt_report(tok).summary()
+        stt = {k: v for k, v in s.items() if isinstance(v, int) and not isinstance(v, bool)}
+    reference = REFERENCE if REFERENCE in data else None
+    rows = mx.compression_table([tok], data, "all", reference=reference or "", names=[name or tok.name])
+    bpt = {r["lang"]: float(r["bytes_per_token"]) for r in rows if r.get("bytes_per_token") is not None}
+    summary = mx.summarize(rows, "bytes_per_token")[0]
+    parity = mx.summarize(rows, "parity", reference)[0] if reference else {}
+    keep = ("languages", "mean", "median", "min", "max", "gini")
+    return GalleryEntry(
+        name=name or tok.name,
+        content_hash=tok.content_hash,
+        model_type=tok.model_type,
+        flavour=tok.flavour,
+        vocab_size=tok.vocab_size,
+        stt=stt,
+        languages=len(bpt),
+        bytes_per_token=bpt,
+        summary={k: summary.get(k) for k in keep},
+        parity={k: parity.get(k) for k in keep},
+        seconds=time.perf_counter() - t0,
+    )
+
+
+def cached_entry(folder: Path, dkey: str) -> GalleryEntry | None:
+    """The stored entry of an example folder for this FLORES data, or None."""
+    doc = _STORE.get(_key(folder, dkey))
+    try:
+        return GalleryEntry.from_json(doc) if isinstance(doc, dict) else None
+    except TypeError:  # a document of another shape: recompute
+        return None
+
+
+@dataclass
+class Gallery:
+    """The entries ready so far, and the examples still missing."""
+
+    entries: list[GalleryEntry]
+    missing: list[str]
+    data_key: str | None
+
+    def to_json(self) -> dict[str, Any]:
+        """The gallery as one JSON object."""
+        return {
+            "data_key": self.data_key,
+            "missing": self.missing,
+            "entries": [e.to_json() for e in self.entries],
+        }
+
+    def medians(self) -> dict[str, float]:
+        """Median bytes/token per language over the ready entries."""
+        langs = sorted({lang for e in self.entries for lang in e.bytes_per_token})
+        return {
+            lang: statistics.median(
+                e.bytes_per_token[lang] for e in self.entries if lang in e.bytes_per_token
+            )
+            for lang in langs
+        }
+
+
+def read_gallery(folders: dict[str, Path] | None = None) -> Gallery:
+    """What is stored; never computes nor loads a tokenizer (a view reads it in well under a second)."""
+    folders = example_folders() if folders is None else folders
+    try:
+        data = fl.dataset()
+    except AnalysisError:
+        return Gallery([], list(folders), None)
+    dkey = data_key(data)
+    entries, missing = [], []
+    for name, folder in folders.items():
+        e = cached_entry(folder, dkey)
+        if e is None:
+            missing.append(name)
+        else:
+            entries.append(e)
+    return Gallery(entries, missing, dkey)
+
+
+def build_gallery(
+    folders: dict[str, Path] | None = None, on_entry: Callable[[GalleryEntry], None] | None = None
+) -> Gallery:
+    """Compute and store every missing entry (smallest folder first), then return the whole gallery; a folder
+    that does not load is left out."""
+    folders = example_folders() if folders is None else folders
+    data = fl.dataset()
+    dkey = data_key(data)
+    for name, folder in sorted(
+        folders.items(), key=lambda kv: sum(p.stat().st_size for p in kv[1].iterdir())
+    ):
+        if cached_entry(folder, dkey) is not None:
+            continue
+        try:
+            tok = load(folder)
+        except AnalysisError:
+            continue
+        entry = compute_entry(tok, data, name)
+        _STORE.put(_key(folder, dkey), entry.to_json())
+        if on_entry is not None:
+            on_entry(entry)
+    return read_gallery(folders)
+
+
+def autostart_enabled() -> bool:
+    """Whether the app builds the gallery in the background at its first start (``TOKLAB_GALLERY_AUTOSTART``,
+    default on; the test suite turns it off)."""
+    return os.environ.get("TOKLAB_GALLERY_AUTOSTART", "1") not in ("0", "false", "no", "")

@@ -1,0 +1,76 @@
+"""Real browser, fresh server: the example gallery's first view (request → idle page with its table), and the
+Playground's live update with four tokenizers (last keystroke → new tokens drawn; the 250 ms typing pause
+included). Run `python -m analysis gallery` first so that the gallery is stored.
+
+    python bench/gallery_first_view.py [--repeat 5]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+
+from bench_pages import CHROME_ARGS, idle, serve
+from playwright.sync_api import expect, sync_playwright
+
+PLAYGROUND = "/playground?t=example:gpt2&t=example:llama-3.1&t=example:qwen3&t=example:mistral-7b-v0.3"
+
+
+def gallery_first_view(browser, url: str) -> float:
+    """Seconds from the request to the gallery's table, idle, in a new browser session."""
+    ctx = browser.new_context(viewport={"width": 1280, "height": 900})
+    page = ctx.new_page()
+    t0 = time.perf_counter()
+    page.goto(url + "/gallery")
+    expect(page.get_by_text("The ten languages with the fewest bytes per token")).to_be_visible(
+        timeout=600_000
+    )
+    idle(page)
+    dt = time.perf_counter() - t0
+    ctx.close()
+    return dt
+
+
+def live_updates(browser, url: str, repeat: int) -> list[float]:
+    """Seconds from the last keystroke of a word to its tokens drawn by all four tokenizers."""
+    ctx = browser.new_context(viewport={"width": 1280, "height": 900})
+    page = ctx.new_page()
+    page.goto(url + PLAYGROUND)
+    expect(page.locator(".tl-spans")).to_have_count(4, timeout=600_000)
+    page.get_by_text("Update while typing").click()
+    idle(page)
+    box = page.get_by_label("Text", exact=True)
+    times = []
+    for k in range(repeat):
+        box.press_sequentially(f" word{k}q", delay=30)
+        t0 = time.perf_counter()
+        expect(page.locator(".tl-spans").last).to_contain_text(f"{k}q", timeout=60_000)
+        idle(page)
+        times.append(time.perf_counter() - t0)
+    ctx.close()
+    return times
+
+
+def main() -> None:
+    """Start a fresh server, time the gallery's first view, then the Playground's live updates."""
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--repeat", type=int, default=5)
+    args = ap.parse_args()
+    proc, url = serve()
+    try:
+        with sync_playwright() as pw:
+            browser = pw.chromium.launch(executable_path="/usr/bin/chromium", args=CHROME_ARGS)
+            first = gallery_first_view(browser, url)
+            again = gallery_first_view(browser, url)
+            live = live_updates(browser, url, args.repeat)
+            browser.close()
+    finally:
+        proc.terminate()
+    print(f"gallery first view {first:.2f} s (fresh server), again {again:.2f} s; target ≤ 2 s")
+    print(f"playground live update, 4 tokenizers: median {statistics.median(live):.2f} s, max {max(live):.2f} s "
+          "(incl. the 250 ms pause); target ≤ 0.3 s + pause")  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,63 @@
+"""Real browser: the new views (Vocabulary diff, Chat template, the Playground's live typing and decode box, the
+example gallery) and the page frame's top spacing."""
+
+from __future__ import annotations
+
+from e2e_support import screenshot, wait_idle
+from playwright.sync_api import Page, expect
+from support import load_shared
+
+
+def test_vocabulary_diff_journey(page: Page, app_url, artifacts):
+    page.goto(app_url + "/vocab_diff?t=example:gpt2&t=example:llama-3.1")
+    wait_idle(page, 180_000)
+    title = page.get_by_role("heading", name="Vocabulary diff")
+    expect(title).to_be_visible()
+    header = page.locator('[data-testid="stHeader"]').bounding_box()
+    gap = title.bounding_box()["y"] - (header["y"] + header["height"])
+    assert 0 <= gap < 40, gap  # below the top bar, not hidden by it; 6rem of padding left a wide gap before
+    expect(page.get_by_text("Jaccard index").first).to_be_visible(timeout=120_000)
+    expect(page.get_by_role("tab", name="Only in gpt2")).to_be_visible()
+    expect(page.get_by_role("button", name="Download the tokens only in gpt2 (CSV)")).to_be_visible()
+    screenshot(page, artifacts / "vocab_diff.png")
+
+
+def test_chat_template_journey(page: Page, app_url, artifacts):
+    page.goto(app_url + "/chat_template?t=example:qwen3")
+    wait_idle(page, 120_000)
+    expect(page.get_by_text("of them special (dark)")).to_be_visible(timeout=120_000)
+    expect(page.locator(".tl-special").first).to_have_text("<|im_start|>")
+    screenshot(page, artifacts / "chat_template.png")
+
+
+def test_playground_updates_while_typing_and_decodes_ids(page: Page, app_url, artifacts):
+    page.goto(
+        app_url + "/playground?t=example:gpt2&t=example:llama-3.1&t=example:qwen3&t=example:mistral-7b-v0.3"
+    )
+    wait_idle(page, 180_000)
+    page.get_by_text("Update while typing").click()
+    wait_idle(page)
+    box = page.get_by_label("Text", exact=True)
+    box.fill("")
+    box.press_sequentially("tere hommikust", delay=40)  # no Enter, no blur: the pause alone updates
+    ids = " ".join(
+        map(str, load_shared("gpt2").tokenizer.encode("tere hommikust", add_special_tokens=False).ids)
+    )
+    expect(page.locator('[data-testid="stCode"]').filter(has_text=ids).first).to_be_visible(timeout=60_000)
+    screenshot(page, artifacts / "playground_live.png")
+    page.get_by_text("Decode ids → text").click()
+    ids_box = page.get_by_label("Token ids")
+    ids_box.fill("15496 11 995")
+    ids_box.press("Control+Enter")
+    wait_idle(page)
+    expect(page.locator('[data-testid="stCode"]').filter(has_text="Hello, world").first).to_be_visible()
+    screenshot(page, artifacts / "playground_decode.png")
+
+
+def test_gallery_first_view(page: Page, app_url, artifacts):
+    page.goto(app_url + "/gallery")
+    wait_idle(page, 120_000)
+    expect(page.get_by_role("heading", name="Example gallery")).to_be_visible()
+    ready = page.get_by_text("The ten languages with the fewest bytes per token")  # the store has entries
+    expect(page.get_by_text("example tokenizers ready").or_(ready).first).to_be_visible()
+    screenshot(page, artifacts / "gallery.png")

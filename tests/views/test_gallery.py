@@ -1,0 +1,71 @@
+"""The example gallery: computed once into the disk store, read back without computing (engine, CLI and page)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from streamlit.testing.v1 import AppTest
+from support import FLORES, ROOT, TOKENIZERS, load_shared
+
+import analysis.views.gallery as gallery
+from analysis.cli import main
+from analysis.measure import metrics as mx
+from analysis.texts import flores as fl
+
+LANGS = ("eng_Latn", "est_Latn", "zho_Hans")
+FOLDERS = {"gpt2": TOKENIZERS / "gpt2", "bert-base-uncased": TOKENIZERS / "bert-base-uncased"}
+
+
+@pytest.fixture
+def small_world(tmp_path, monkeypatch):
+    """Three FLORES languages, two example tokenizers and an empty disk store."""
+    d = tmp_path / "flores"
+    d.mkdir()
+    for c in LANGS:
+        (d / f"{c}.devtest").write_bytes((FLORES / "devtest" / f"{c}.devtest").read_bytes())
+    monkeypatch.setenv("TOKLAB_FLORES", str(d))
+    monkeypatch.setenv("TOKLAB_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setattr(gallery, "example_folders", lambda: dict(FOLDERS))
+    return d
+
+
+def test_build_once_then_read_without_computing(small_world, monkeypatch):
+    assert gallery.read_gallery().missing == list(FOLDERS)
+    built = gallery.build_gallery()
+    assert not built.missing and {e.name for e in built.entries} == set(FOLDERS)
+    e = next(e for e in built.entries if e.name == "gpt2")
+    rows = mx.compression_table([load_shared("gpt2")], fl.dataset(), list(LANGS))
+    assert e.bytes_per_token == {r["lang"]: r["bytes_per_token"] for r in rows}
+    assert e.parity["languages"] == 2  # English against itself left out
+    assert (
+        e.stt["unreachable"] == 0 and next(x for x in built.entries if x.name != "gpt2").stt is None
+    )  # BERT
+    monkeypatch.setattr(
+        gallery, "compute_entry", lambda *a, **k: pytest.fail("the stored entry was recomputed")
+    )
+    again = gallery.build_gallery()
+    assert [x.to_json() for x in again.entries] == [x.to_json() for x in built.entries]
+
+
+def test_gallery_cli(small_world, capsys):
+    assert main(["gallery", "--read-only"]) == 0
+    assert "not computed yet: gpt2, bert-base-uncased" in capsys.readouterr().out
+    assert main(["gallery", "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert not doc["missing"] and len(doc["entries"]) == 2
+
+
+def test_gallery_page_reads_the_store_and_never_computes(small_world, monkeypatch):
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=120)
+    at.switch_page("pages/gallery.py").run()
+    assert not at.exception, [e.message for e in at.exception]
+    assert any("0 of 2 example tokenizers ready" in i.value for i in at.info)
+    built = gallery.build_gallery()
+    monkeypatch.setattr(gallery, "compute_entry", lambda *a, **k: pytest.fail("the page computed"))
+    at.run()
+    assert not at.exception, [e.message for e in at.exception]
+    table = at.dataframe[0].value.set_index("Tokenizer")
+    e = next(e for e in built.entries if e.name == "gpt2")
+    assert table.loc["gpt2", "Bytes/token, mean"] == pytest.approx(e.summary["mean"])
+    assert table.loc["gpt2", "STT-unreachable"] == 0

@@ -1,0 +1,110 @@
+"""The read-only views of analysis/views/: vocabulary diff, id decoding and chat templates (engine and CLI)."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+
+import pytest
+from support import TOKENIZERS, load_shared
+
+from analysis import load
+from analysis.cli import main
+from analysis.errors import DataError
+from analysis.views.chat_template import SAMPLE_CONVERSATION, chat_templates, render_chat
+from analysis.views.decode import decode_ids, parse_ids
+from analysis.views.vocab_diff import vocab_diff
+
+
+def test_vocab_diff_compares_what_tokens_stand_for_across_flavours():
+    gpt2, llama2 = load_shared("gpt2"), load_shared("llama-2")
+    by_bytes = vocab_diff([gpt2, llama2])
+    by_raw = vocab_diff([gpt2, llama2], by="raw")
+    # GPT-2's "Ġthe" and Llama-2's "▁the" are the same token by bytes, different raw strings
+    assert by_bytes.pair("gpt2", "llama-2").shared > 2 * by_raw.pair("gpt2", "llama-2").shared
+    assert b" the" not in {u.readable.encode() for u in by_bytes.unique["gpt2"]}
+    p = by_bytes.pairs[0]
+    assert p.jaccard == pytest.approx(p.shared / p.union)
+    assert p.union == by_bytes.sizes["gpt2"] + by_bytes.sizes["llama-2"] - p.shared
+    for name in ("gpt2", "llama-2"):
+        assert len(by_bytes.unique[name]) == by_bytes.sizes[name] - p.shared
+
+
+def test_vocab_diff_of_a_tokenizer_with_itself_and_with_three():
+    gpt2 = load_shared("gpt2")
+    same = vocab_diff([gpt2, gpt2], ["a", "b"])
+    assert same.pair("a", "b").jaccard == 1.0 and not same.unique["a"] and not same.unique["b"]
+    three = vocab_diff([gpt2, load_shared("llama-3.1"), load_shared("qwen3")])
+    assert len(three.pairs) == 3
+    assert three.shared_by_all <= min(p.shared for p in three.pairs)
+    with pytest.raises(DataError):
+        vocab_diff([gpt2])
+    with pytest.raises(DataError):
+        vocab_diff([gpt2, gpt2])  # two tokenizers under one name
+
+
+def test_unique_tokens_export_as_csv():
+    diff = vocab_diff([load_shared("gpt2"), load_shared("llama-3.1")])
+    rows = list(csv.DictReader(io.StringIO(diff.unique_csv("gpt2"))))
+    assert len(rows) == len(diff.unique["gpt2"]) > 0
+    gpt2 = load_shared("gpt2")
+    assert all(gpt2.vocab[r["token"]] == int(r["id"])
+               for r in rows[:200] if r["token"] in gpt2.vocab)  # fmt: skip
+    assert json.loads(json.dumps(diff.to_json()))["pairs"][0]["shared"] == diff.pairs[0].shared
+
+
+@pytest.mark.parametrize(
+    "text", ["15496 11 995", "[15496, 11, 995]", "tensor([[15496, 11, 995]])", "15496,11;995"]
+)
+def test_parse_ids_takes_the_forms_people_paste(text):
+    assert parse_ids(text) == [15496, 11, 995]
+
+
+def test_parse_ids_names_the_bad_item():
+    with pytest.raises(DataError, match="item 2"):
+        parse_ids("1 x 3")
+    with pytest.raises(DataError):
+        parse_ids("1 -3")
+
+
+def test_decode_round_trips_and_lists_unknown_ids():
+    llama = load_shared("llama-3.1")
+    text = "Tere hommikust, world!"
+    ids = llama.tokenizer.encode(text, add_special_tokens=True).ids
+    out = decode_ids(llama, [*ids, 10**7])
+    assert out.text == llama.tokenizer.decode(ids, skip_special_tokens=False)
+    assert text in out.text and out.tokens[0].special and out.unknown == [10**7]
+    assert decode_ids(llama, ids, skip_special=True).text == text
+
+
+def test_chat_template_from_the_config_and_from_chat_template_jinja():
+    assert "default" in chat_templates(load_shared("llama-3.1"))
+    smol = load(TOKENIZERS / "smollm2-135m-instruct")  # the template lives in chat_template.jinja
+    assert chat_templates(smol), "chat_template.jinja is read into the config"
+    out = render_chat(smol, SAMPLE_CONVERSATION)
+    assert out.text.count("<|im_start|>") == len(SAMPLE_CONVERSATION) + 1  # + the generation prompt
+    assert out.ids == smol.tokenizer.encode(out.text, add_special_tokens=False).ids
+    assert [t.token for t in out.tokens if t.special].count("<|im_start|>") == len(SAMPLE_CONVERSATION) + 1
+    assert render_chat(smol, SAMPLE_CONVERSATION, add_generation_prompt=False).text.count("<|im_start|>") == 4
+
+
+def test_chat_template_errors_are_data_errors():
+    with pytest.raises(DataError, match="no chat template"):
+        render_chat(load_shared("gpt2"), SAMPLE_CONVERSATION)
+    with pytest.raises(DataError, match="System role not supported"):  # the template's own raise_exception
+        render_chat(load_shared("gemma"), SAMPLE_CONVERSATION)
+    with pytest.raises(DataError, match="message 1"):
+        render_chat(load_shared("qwen3"), [{"role": "user"}])
+
+
+def test_cli_of_the_views(capsys, tmp_path):
+    g, q = str(TOKENIZERS / "gpt2"), str(TOKENIZERS / "qwen3")
+    assert main(["vocab-diff", g, q, "--json", "--unique-csv", str(tmp_path)]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["pairs"][0]["a"] == "gpt2" and (tmp_path / "unique-qwen3.csv").is_file()
+    assert main(["decode", g, "15496", "11", "995"]) == 0
+    assert capsys.readouterr().out.splitlines()[0] == "Hello, world"
+    assert main(["chat-template", q, "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["n_special"] > 0
+    assert main(["decode", g, "abc"]) == 2
