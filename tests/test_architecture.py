@@ -418,6 +418,17 @@ def test_one_zip_writer():
     assert writers == ["analysis/tokenizer/export.py"], writers
 
 
+def test_one_bounded_line_reader():
+    """Text is cut into lines in one place, analysis.core.inputs.bounded_lines (strict UTF-8, a byte budget, long
+    lines in pieces): local files, uploads, zip members and corpus shards all read through it."""
+    readers = [
+        str(p.relative_to(ROOT))
+        for p in [*sorted(PACKAGE.rglob("*.py")), *_page_layer()]
+        if re.search(r"TextIOWrapper\(|\.readline\(", p.read_text(encoding="utf-8"))
+    ]
+    assert readers == ["analysis/core/inputs.py"], readers
+
+
 def test_pages_write_json_one_way():
     """A page offers JSON through analysis.core.outputs.json_document (or json_lines for a table), never its own
     json.dumps / strict_json."""

@@ -339,13 +339,17 @@ class CappedReader(io.RawIOBase):
     and on corrupt compressed data, reading raises DataError.
     """
 
-    def __init__(self, inner: IO[bytes], name: str, budget: list[int], cap: int) -> None:
-        """Wrap `inner` (a file, a GzipFile, a zip member)."""
+    def __init__(
+        self, inner: IO[bytes], name: str, budget: list[int], cap: int, *, raw_errors: bool = False
+    ) -> None:
+        """Wrap `inner` (a file, a GzipFile, a zip member). With `raw_errors`, a corrupt stream's own exception
+        passes through for the caller to name (a corpus shard names it with its URL and line)."""
         super().__init__()
         self.inner = inner
         self.name_shown = name
         self.budget = budget
         self.cap = cap
+        self.raw_errors = raw_errors
 
     def readable(self) -> bool:
         """Always readable."""
@@ -356,8 +360,12 @@ class CappedReader(io.RawIOBase):
         try:
             n = self.inner.readinto(b)
         except (*ARCHIVE_ERRORS, gzip.BadGzipFile) as e:
+            if self.raw_errors:
+                raise
             raise DataError(member_error(self.name_shown, e)) from None
         except OSError as e:
+            if self.raw_errors:
+                raise
             raise DataError(f"cannot read {self.name_shown}: {e.strerror or e}") from None
         n = n or 0
         self.budget[0] -= n
@@ -369,13 +377,35 @@ class CappedReader(io.RawIOBase):
         return n
 
 
-def _lines(
-    fh: IO[bytes], name: str, budget: list[int], cap: int, limit: int
+class NulByteError(ValueError):
+    """A NUL byte in what should be text (raised by :func:`bounded_lines` with `raw_errors`)."""
+
+
+def bounded_lines(
+    fh: IO[bytes],
+    name: str,
+    budget: list[int],
+    cap: int,
+    limit: int,
+    *,
+    gz: bool | None = None,
+    raw_errors: bool = False,
 ) -> Iterator[tuple[int, str, bool]]:
-    """(line number, piece, whether the piece ends its line) over a binary stream (.gz decompressed), as strict
-    UTF-8, each piece at most `limit` characters. NUL bytes and text that is not UTF-8 raise DataError."""
-    inner: IO[bytes] = gzip.GzipFile(fileobj=fh) if name.lower().endswith(".gz") else fh
-    raw = io.BufferedReader(CappedReader(inner, name, budget, cap), buffer_size=CHUNK)
+    """The one bounded line reader: (line number, piece, whether the piece ends its line) over a binary stream.
+
+    The stream is gunzipped when `gz` is true (None: when `name` ends in ``.gz``), decoded as strict UTF-8 (a BOM
+    dropped), and cut into pieces of at most `limit` characters, so no line has to fit in memory whole; the
+    decompressed bytes count against the shared `budget` (:class:`CappedReader`: DataError past it, naming
+    ``TOKLAB_MAX_TEXT_MB``). Every reader of user text goes through it: local files, uploads and zip members
+    (:func:`text_units`, :func:`json_records`) and corpus shards (:mod:`analysis.texts.shards`).
+
+    Text that is not UTF-8 and NUL bytes raise DataError naming `name` and the line; with `raw_errors` they raise
+    ``UnicodeDecodeError`` / :class:`NulByteError`, and a corrupt compressed stream its own exception, for a
+    caller that names the place its own way (a shard's URL).
+    """
+    use_gz = name.lower().endswith(".gz") if gz is None else gz
+    inner: IO[bytes] = gzip.GzipFile(fileobj=fh) if use_gz else fh
+    raw = io.BufferedReader(CappedReader(inner, name, budget, cap, raw_errors=raw_errors), buffer_size=CHUNK)
     stream = io.TextIOWrapper(raw, encoding="utf-8-sig", errors="strict", newline="")
     line_no = 1
     try:
@@ -384,6 +414,8 @@ def _lines(
             if not piece:
                 return
             if "\x00" in piece:
+                if raw_errors:
+                    raise NulByteError(line_no)
                 raise DataError(
                     f"{name} line {line_no}: holds a NUL byte; this looks like a binary file, not text"
                 )
@@ -392,6 +424,8 @@ def _lines(
             if whole:
                 line_no += 1
     except UnicodeDecodeError as e:
+        if raw_errors:
+            raise
         raise DataError(
             f"{name} is not UTF-8 text (byte 0x{e.object[e.start]:02X} near line {line_no}): convert it to UTF-8 "
             "(Latin-1 and binary files are refused rather than read with replacement characters)"
@@ -408,7 +442,7 @@ def json_records(fh: IO[bytes], name: str, budget: list[int] | None = None) -> I
     cap = max_text_bytes()
     budget = [cap] if budget is None else budget
     limit = max_line_chars() * 16
-    for line_no, piece, whole in _lines(fh, name, budget, cap, limit):
+    for line_no, piece, whole in bounded_lines(fh, name, budget, cap, limit):
         if not whole and len(piece) >= limit:
             raise DataError(f"{name} line {line_no}: a JSON line longer than {limit:,} characters: refused")
         line = piece.rstrip("\r\n")
@@ -431,7 +465,7 @@ def text_units(fh: IO[bytes], name: str, budget: list[int], cap: int) -> Iterato
             if isinstance(text, str) and text.strip():
                 yield text
         return
-    for _, piece, _ in _lines(fh, name, budget, cap, max_line_chars()):
+    for _, piece, _ in bounded_lines(fh, name, budget, cap, max_line_chars()):
         unit = piece.rstrip("\r\n")
         if unit.strip():
             yield unit

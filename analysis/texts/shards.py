@@ -28,7 +28,6 @@ folders and globs under the operator's roots only (:func:`analysis.core.paths.co
 from __future__ import annotations
 
 import gzip
-import io
 import json
 import os
 import zlib
@@ -39,7 +38,7 @@ from pathlib import PurePosixPath
 import fsspec
 
 from analysis.core import paths
-from analysis.core.inputs import check_not_special, human_size
+from analysis.core.inputs import NulByteError, bounded_lines, check_not_special
 from analysis.errors import DataError
 
 from .code import CodeRecord, capped_records
@@ -208,7 +207,9 @@ class Position:
 def _corrupt(shard: Shard, where: str, e: BaseException) -> DataError:
     if isinstance(e, FileNotFoundError):
         return DataError(f"shard {shard.url} is missing (moved or deleted since the job was planned)")
-    if isinstance(e, UnicodeDecodeError):
+    if isinstance(e, NulByteError):
+        what = "holds a NUL byte; this looks like a binary file, not text"
+    elif isinstance(e, UnicodeDecodeError):
         what = f"bytes that are not UTF-8 ({e.reason} at byte {e.start} of the line)"
     elif isinstance(e, (gzip.BadGzipFile, zlib.error)):
         what = f"not a valid gzip stream ({e})"
@@ -221,40 +222,32 @@ def _corrupt(shard: Shard, where: str, e: BaseException) -> DataError:
 
 
 def _lines(shard: Shard, pos: Position) -> Iterator[tuple[int, str]]:
-    """(line number, line without its end) of a text or JSON-lines shard, strictly decoded, in bounded memory.
+    """(line number, line without its end) of a text or JSON-lines shard, through the one bounded line reader
+    (:func:`analysis.core.inputs.bounded_lines`): strict UTF-8, no NUL bytes, bounded memory.
 
     A text line longer than :func:`analysis.core.paths.max_line_chars` characters comes in pieces of that size (each
     piece a unit, under the same line number); a JSON line longer than 16 times that is refused. The shard's
     decompressed text is capped at :func:`analysis.core.paths.max_text_bytes` (``TOKLAB_MAX_TEXT_MB``), checked as
-    it is read, so a small compressed bomb stops early with a clear error.
+    it is read, so a small compressed bomb stops early with a clear error. Damage is named as a corrupt shard with
+    its URL and line.
     """
     jsonl = shard.fmt == "jsonl"
     limit = paths.max_line_chars() * (16 if jsonl else 1)
     cap = paths.max_text_bytes()
-    n, pending = 0, False
+    n = 0
     try:
         with fsspec.open(shard.url, "rb") as raw:
             pos.raw = raw
-            stream = gzip.GzipFile(fileobj=raw) if shard.gzip else raw
-            text = io.TextIOWrapper(stream, encoding="utf-8-sig", errors="strict", newline="")
-            while True:
-                piece = text.readline(limit)
-                if not piece:
-                    return
-                if not pending:
-                    n += 1
-                whole = piece.endswith(("\n", "\r"))
-                if stream.tell() > cap:
-                    raise DataError(
-                        f"{shard.url}: more than {human_size(cap)} of text in one file (the limit per source, "
-                        "TOKLAB_MAX_TEXT_MB); raise it for big shards, or split the file"
-                    )
+            for n, piece, whole in bounded_lines(
+                raw, shard.url, [cap], cap, limit, gz=shard.gzip, raw_errors=True
+            ):
                 if jsonl and not whole and len(piece) >= limit:
                     raise DataError(
                         f"corrupt shard {shard.url} (line {n}): a JSON line longer than {limit:,} characters"
                     )
-                pending = not whole
                 yield n, piece.rstrip("\r\n") if whole else piece
+    except NulByteError as e:
+        raise _corrupt(shard, f"line {e.args[0]}", e) from None
     except _LINE_ERRORS as e:
         raise _corrupt(
             shard, f"line {n + 1}" if n or not isinstance(e, FileNotFoundError) else "", e
@@ -307,10 +300,6 @@ def iter_units(shard: Shard, pos: Position | None = None) -> Iterator[str]:
     for n, line in _lines(shard, pos):
         if not line.strip():
             continue
-        if "\x00" in line:
-            raise DataError(
-                f"corrupt shard {shard.url} (line {n}): holds a NUL byte; this looks like a binary file, not text"
-            )
         if jsonl:
             rec = _json_record(shard, n, line)
             t = rec.get("text") if isinstance(rec, dict) else None
