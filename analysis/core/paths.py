@@ -301,11 +301,8 @@ def public_document(doc: Any) -> Any:
     """A copy of a result document as a download carries it: every string (or list of strings) under a
     :data:`PATH_KEYS` key names its file by :func:`public_source` (``gpt2``, ``text/et.txt``), never by the
     server's absolute path; everything else (a tokenizer's ``model`` object, token strings) is kept as it is.
-
-    When the operator allows server paths (``TOKLAB_SERVER_PATHS``), the browser user may name server files, and
-    the document is the CLI's as it is (paths whole)."""
-    if server_paths_enabled():
-        return doc
+    Downloads never carry the server's layout, also when the operator allows server paths (pages may then show
+    whole paths, :func:`shown_path`)."""
     return _public_document(doc)
 
 

@@ -15,6 +15,7 @@ from streamlit.testing.v1 import AppTest
 from support import ROOT, TOKENIZERS
 
 from analysis.cli import main
+from analysis.core.paths import public_document
 from analysis.tokenizer.tokenizer import TokenizerSummary
 
 REQUIRED = ("model_type", "vocab_size", "merges", "ignore_merges", "byte_fallback", "added_tokens")
@@ -121,7 +122,8 @@ def test_subprocess_bad_input_no_traceback(tmp_path):
 
 
 def test_page_download_is_the_cli_json(capsys, monkeypatch):
-    """The Load & inspect page offers the very document `inspect --json` prints (same bytes)."""
+    """The Load & inspect page offers the document `inspect --json` prints, its source named by the folder's name
+    (a download never carries the server's layout, also with server paths on)."""
     downloads = record_downloads(monkeypatch)
     monkeypatch.setenv("TOKLAB_SERVER_PATHS", "1")
     monkeypatch.setenv("TOKLAB_SERVER_ROOTS", str(TOKENIZERS))
@@ -134,5 +136,6 @@ def test_page_download_is_the_cli_json(capsys, monkeypatch):
     rc, out, _ = _inspect(capsys, str(TOKENIZERS / "llama-2"), "--json")
     assert rc == 0
     page = downloads["inspect-summary-json"].decode("utf-8")
-    assert page == out and json.loads(page)["name"] == "llama-2"
+    assert json.loads(page) == public_document(json.loads(out)) and json.loads(page)["name"] == "llama-2"
+    assert json.loads(page)["source"] == "llama-2" and str(TOKENIZERS) not in page
     assert set(json.loads(page)) == {f.name for f in dataclasses.fields(TokenizerSummary)}

@@ -36,7 +36,10 @@ _IDLE_JS = """() => {
 
 
 def wait_idle(page: Page, timeout: int = RUN_TIMEOUT_MS) -> None:
-    """Wait until the app has finished a whole run and shows its result (the condition in `_IDLE_JS`)."""
+    """Wait until the app has finished a whole run and shows its result (the condition in `_IDLE_JS`).
+
+    Right after a click the browser may not have heard of the rerun it starts yet, so the app still looks idle:
+    after an action, wait for something only its rerun draws (then for idle), not for idle alone."""
     page.wait_for_function(_IDLE_JS, timeout=timeout, polling=100)
 
 

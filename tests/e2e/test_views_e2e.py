@@ -36,8 +36,11 @@ def test_playground_updates_while_typing_and_decodes_ids(page: Page, app_url, ar
     )
     wait_idle(page, 180_000)
     page.get_by_text("Update while typing").click()
+    # the toggle's rerun swaps the text area for the live one-line box: wait for that box (an idle app right
+    # after the click can still be the run before it, whose text area would swallow the typing)
+    box = page.locator('[data-testid="stTextInput"]').get_by_label("Text", exact=True)
+    expect(box).to_be_visible()
     wait_idle(page)
-    box = page.get_by_label("Text", exact=True)
     box.fill("")
     box.press_sequentially("tere hommikust", delay=40)  # no Enter, no blur: the pause alone updates
     ids = " ".join(
