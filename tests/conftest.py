@@ -1,8 +1,10 @@
-"""Generic fixtures for every test (shared tokenizers; AppTest runs pages inside the app.py frame). Helpers (paths, example tokenizers, FLORES lines) live in tests/support.py;
-the real-browser fixtures live in tests/e2e/conftest.py."""
+"""Generic fixtures for every test (shared tokenizers; AppTest runs pages inside the app.py frame), and the tiny
+models that a method's engine tests (tests/methods/…) and its page tests (tests/app/…) both use. Helpers (paths,
+example tokenizers, FLORES lines) live in tests/support.py; the real-browser fixtures live in tests/e2e/conftest.py."""
 
 from __future__ import annotations
 
+import collections
 import os
 import random
 import shutil
@@ -11,9 +13,10 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 from streamlit.runtime.pages_manager import PagesManager
-from support import load_shared
+from support import flores_lines, load_shared
 
 from analysis import LoadedTokenizer
 
@@ -82,3 +85,106 @@ def apptest_runs_like_a_warm_server() -> Iterator[None]:
         yield
     finally:
         PagesManager.__init__ = original  # type: ignore[method-assign]
+
+
+# ------------------------------------------------------------------------------- tiny models, shared by the
+# engine tests (tests/methods/…) and the page tests (tests/app/…) of one method
+@pytest.fixture(scope="module")
+def tiny_model(tmp_path_factory):
+    """A 2-layer untied Llama trained for one epoch on English FLORES; its BPE vocabulary also learned Estonian
+    text, so some vocabulary tokens never occur in the training data.
+
+    Besides the folder, it reports what the learning assertions need: the mean next-token loss over the whole
+    training text before and after training, the unigram entropy of that text (the loss of a model that knows
+    only the token frequencies) and how far the input rows of never-seen tokens moved (AdamW without weight
+    decay leaves a row whose gradient is always zero exactly where it was initialised)."""
+    import torch  # noqa: PLC0415 - heavy, only for the tiny-model fixture
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers  # noqa: PLC0415
+    from transformers import LlamaConfig, LlamaForCausalLM  # noqa: PLC0415
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # tiny matrices: one thread is fastest and fair to a shared machine
+    try:
+        eng, est = flores_lines("eng_Latn"), flores_lines("est_Latn", 150)
+        tk = Tokenizer(models.BPE())
+        tk.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+        tk.decoder = decoders.ByteLevel()
+        tr = trainers.BpeTrainer(
+            vocab_size=600,
+            initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+            special_tokens=["<|endoftext|>"],
+            show_progress=False,
+        )
+        tk.train_from_iterator(eng[:800] + est, trainer=tr)
+        v = tk.get_vocab_size()
+        seq, bs = 48, 8
+        ids = [i for e in tk.encode_batch(eng) for i in (*e.ids, 0)]
+        n_chunks = len(ids) // seq  # every token of the text is fed in each epoch (no sampling gaps)
+        ids = ids[: n_chunks * seq]
+        counts = collections.Counter(ids)
+        p = np.array(list(counts.values()), dtype=np.float64) / len(ids)
+        unigram_entropy = float(-(p * np.log(p)).sum())
+        data = torch.tensor(ids).view(n_chunks, seq)
+        torch.manual_seed(0)
+        cfg = LlamaConfig(
+            vocab_size=v,
+            hidden_size=48,
+            intermediate_size=96,
+            num_hidden_layers=2,
+            num_attention_heads=4,
+            num_key_value_heads=4,
+            max_position_embeddings=2048,
+            tie_word_embeddings=False,
+            bos_token_id=None,
+            eos_token_id=0,
+            pad_token_id=0,
+        )
+        model = LlamaForCausalLM(cfg)
+
+        def mean_loss() -> float:
+            with torch.no_grad():
+                total = sum(float(model(input_ids=x, labels=x).loss) * len(x) for x in data.split(64))
+            return total / n_chunks
+
+        unseen = torch.tensor([i for i in range(v) if counts[i] == 0])
+        emb_before = model.get_input_embeddings().weight.detach()[unseen].clone()
+        loss_before = mean_loss()
+        opt = torch.optim.AdamW(model.parameters(), lr=1e-2, weight_decay=0.0)
+        order = torch.randperm(n_chunks, generator=torch.Generator().manual_seed(0))
+        for s in range(0, n_chunks, bs):
+            x = data[order[s : s + bs]]
+            loss = model(input_ids=x, labels=x).loss
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+        loss_after = mean_loss()
+        unseen_moved = float((model.get_input_embeddings().weight.detach()[unseen] - emb_before).abs().max())
+        folder = tmp_path_factory.mktemp("tiny") / "model"
+        model.save_pretrained(folder, safe_serialization=True)
+        tk.save(str(folder / "tokenizer.json"))
+        assert (folder / "model.safetensors").is_file()
+        return {
+            "folder": folder,
+            "counts": counts,
+            "vocab": v,
+            "loss_before": loss_before,
+            "loss_after": loss_after,
+            "unigram_entropy": unigram_entropy,
+            "unseen_moved": unseen_moved,
+        }
+    finally:
+        torch.set_num_threads(threads)
+
+
+@pytest.fixture(scope="module")
+def tiny_llama2(tmp_path_factory):
+    """A tiny random Llama on llama-2's vocabulary, saved as safetensors."""
+    transformers = pytest.importorskip("transformers")
+    torch = pytest.importorskip("torch")
+    cfg = transformers.LlamaConfig(vocab_size=32000, hidden_size=8, intermediate_size=16, num_hidden_layers=1,
+                                   num_attention_heads=2, num_key_value_heads=2)  # fmt: skip
+    torch.manual_seed(0)
+    path = tmp_path_factory.mktemp("tiny") / "model"
+    transformers.LlamaForCausalLM(cfg).save_pretrained(str(path), safe_serialization=True)
+    emb = transformers.AutoModelForCausalLM.from_pretrained(str(path)).get_input_embeddings().weight
+    return path, emb.detach().float().numpy()

@@ -466,3 +466,48 @@ def test_sub_command_choices_come_from_registries():
                     if all(isinstance(e, ast.Constant) for e in v.elts):
                         literal.append(f"{path.relative_to(ROOT)}:{v.lineno}")
     assert not literal, literal
+
+
+TESTS = ROOT / "tests"
+#: Where AppTests live: the page tests together, plus the browser tests and the hostile-input walks over every page.
+APPTEST_HOMES = ("app", "e2e", "badinput")
+#: Test files outside those folders that still run AppTests, each with the reason.
+APPTEST_ELSEWHERE = {
+    "tests/bpe/test_parity.py": "test_compression_page_section: not yet moved to tests/app/",
+    "tests/commands/test_cli_inspect.py": "test_page_download_is_the_cli_json: not yet moved to tests/app/",
+    "tests/model/test_demo_models.py": "its demo-model page tests: not yet moved to tests/app/",
+    "tests/views/test_gallery.py": "test_gallery_page_reads_the_store_and_never_computes: not yet moved to tests/app/",
+}
+
+
+def _uses_apptest(path: Path) -> bool:
+    """The file imports streamlit.testing or names `AppTest` in code (docstrings and comments do not count)."""
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("streamlit.testing"):
+            return True
+        if isinstance(node, ast.Import) and any(a.name.startswith("streamlit.testing") for a in node.names):
+            return True
+        if isinstance(node, ast.Name) and node.id == "AppTest":
+            return True
+        if isinstance(node, ast.Attribute) and node.attr == "AppTest":
+            return True
+    return False
+
+
+def test_apptests_live_in_tests_app():
+    """The tests mirror the package (tests/<tier>/, tests/methods/<method>/) and the page tests are together in
+    tests/app/: no other test file runs a Streamlit AppTest, except the browser and hostile-input folders and the
+    files listed (with their reason) in APPTEST_ELSEWHERE."""
+    # the finder sees an AppTest where there is one
+    assert _uses_apptest(TESTS / "app" / "test_dynamic_page.py")
+    found = {
+        str(path.relative_to(ROOT))
+        for path in sorted(TESTS.rglob("*.py"))
+        if path.relative_to(TESTS).parts[0] not in APPTEST_HOMES
+        and path != Path(__file__).resolve()
+        and _uses_apptest(path)
+    }
+    assert found == set(APPTEST_ELSEWHERE), (
+        f"move these AppTests to tests/app/: {sorted(found - set(APPTEST_ELSEWHERE))}; "
+        f"no longer AppTests, drop them from APPTEST_ELSEWHERE: {sorted(set(APPTEST_ELSEWHERE) - found)}"
+    )

@@ -5,8 +5,7 @@ from __future__ import annotations
 from functools import cache
 
 import pytest
-from streamlit.testing.v1 import AppTest
-from support import ASSETS, ROOT, flores_lines, load_shared
+from support import ASSETS, flores_lines, load_shared
 
 from analysis.bpe import unreachable_ids
 from analysis.errors import DataError, UnsupportedTokenizerError
@@ -197,29 +196,3 @@ def test_append_to_model_skips_existing_tokens():
     tok = load_shared("gpt2")
     ext = append_to_model(tok, ["the", "Ġtere", "Ġtere"], [("Ġte", "re")], "continued")
     assert ext.added == ["Ġtere"]
-
-
-@pytest.mark.slow
-def test_extend_page_trains_previews_and_exports():
-    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=300)
-    at.run()
-    at.switch_page("pages/extend.py")
-    at.run()
-    at.session_state["toklab_library"] = {**at.session_state["toklab_library"], "gpt2": load_shared("gpt2")}
-    at.run()
-    at.selectbox(key="ext-tok").set_value("gpt2").run()
-    at.multiselect(key="ext-corpora").set_value([]).run()  # FLORES training lines only: fast
-    at.number_input(key="ext-nmax").set_value(200).run()
-    at.button(key="ext-train").click().run()
-    assert not at.exception and not at.error
-    # bytes/token: a column per method
-    bpt = at.dataframe[0].value.set_index("text").loc["est_Latn (FLORES held-out)"]
-    added = at.dataframe[1].value.set_index("method")
-    cont = added.loc["Continued BPE training"]
-    assert cont["added"] == 200 and cont["STT-unreachable added"] == 0
-    assert bpt["continued"] > bpt["regen"] > bpt["before"]
-    at.slider(key="ext-n").set_value(50).run()
-    assert at.dataframe[1].value.set_index("method").loc["Continued BPE training"]["added"] == 50
-    at.button(key="ext-build").click().run()
-    assert not at.exception
-    assert at.get("download_button")

@@ -1,13 +1,13 @@
 """One registry of pruning orders (analysis.methods.pruning.orders.ORDER_REGISTRY): the CLI's `--order` choices, the
-Prune page's list and compute_order read it, so they can never differ."""
+Prune page's list and compute_order read it, so they can never differ (the page's list is checked in
+tests/app/test_prune_page.py::test_page_offers_exactly_the_registry)."""
 
 from __future__ import annotations
 
 import argparse
 
 import pytest
-from streamlit.testing.v1 import AppTest
-from support import ROOT, load_shared
+from support import load_shared
 
 from analysis.cli import build_parser
 from analysis.errors import DataError
@@ -23,17 +23,6 @@ def _cli_order_choices() -> tuple[str, ...]:
 def test_cli_offers_exactly_the_registry():
     assert _cli_order_choices() == P.ORDERS == tuple(P.ORDER_REGISTRY)
     assert len(P.ORDERS) >= 7
-
-
-def test_page_offers_exactly_the_registry():
-    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=120)
-    at.session_state["toklab_library"] = {"llama-2": load_shared("llama-2")}
-    at.switch_page("pages/prune.py")
-    at.run()
-    assert not at.exception, [e.message for e in at.exception]
-    box = at.selectbox(key="prune-order")
-    assert list(box.options) == [P.ORDER_LABELS[o] for o in P.ORDERS]
-    assert box.value == "leaf-frequency"
 
 
 def test_derived_lists_follow_the_registry():

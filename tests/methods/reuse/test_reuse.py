@@ -1,21 +1,17 @@
-"""R-BPE token reuse (analysis/methods/reuse/reuse.py): classification, choice, maps, encode/decode, save/load, CLI, page."""
+"""R-BPE token reuse (analysis/methods/reuse/reuse.py): classification, choice, maps, encode/decode, save/load, CLI
+(the page: tests/app/test_reuse_page.py)."""
 
 from __future__ import annotations
 
-import io
 import json
 import os
 import subprocess
 import sys
 import unicodedata
-from contextlib import redirect_stdout
 
 import pytest
-from download_support import record_downloads, without
-from streamlit.testing.v1 import AppTest
 from support import ROOT, TOKENIZERS, flores_lines, load_shared
 
-from analysis.cli import main
 from analysis.core import unicode
 from analysis.errors import DataError, UnsupportedTokenizerError
 from analysis.methods import reuse
@@ -360,71 +356,6 @@ def test_cli_json_collateral_for_every_flores_language():
     assert rep["fertility_by_class"]["English"]["after"] == rep["fertility_by_class"]["English"]["before"]
 
 
-def _table(at: AppTest, *columns: str):
-    """The page's dataframe that has these columns."""
-    return next(d.value for d in at.dataframe if set(columns) <= set(d.value.columns))
-
-
-def _page() -> AppTest:
-    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=60)
-    at.switch_page("pages/reuse.py").run()
-    assert not at.exception, [e.message for e in at.exception]
-    return at
-
-
-def test_page_trains_previews_and_exports():
-    at = _page()
-    spec = json.loads(at.get("plotly_chart")[0].proto.spec)
-    assert spec["data"][0]["type"] == "bar" and "Cyrillic" in spec["data"][0]["x"]
-    metrics = {m.label: m.value for m in at.metric}
-    assert int(metrics["Reusable ids"].replace(",", "")) > 10000
-    # shared symbols (✔, ❤, the danda) are protected by default: the page's own sample stays intact
-    assert at.multiselect(key="reuse-protect").value == ["symbols"]
-    assert int(metrics["Protected ids"].replace(",", "")) > 0
-    at.multiselect(key="reuse-protect").set_value([]).run()
-    assert {m.label: m.value for m in at.metric}["Protected ids"] == "0"
-    at.multiselect(key="reuse-protect").set_value(["symbols"]).run()
-    at.button(key="reuse-train").click().run(timeout=120)
-    assert not at.exception, [e.message for e in at.exception]
-    assert not at.error, [e.value for e in at.error]
-    table = _table(at, "measure").set_index(["language", "measure"])
-    arb, eng = table.loc["arb_Arab"], table.loc["eng_Latn"]
-    assert arb.loc["fertility", "after"] < arb.loc["fertility", "before"]
-    assert arb.loc["premium vs English", "after"] < arb.loc["premium vs English", "before"]
-    assert (eng["after"] == eng["before"]).all()
-    assert any("decode as the target" in w.value for w in at.warning)
-    assert len([h for h in at.get("html") if "tl-spans" in h.proto.body]) >= 2
-    assert at.get("download_button")
-    # another target: the plan updates, the trained Arabic tokenizer is no longer shown
-    at.selectbox(key="reuse-target").set_value("greek").run()
-    assert not at.exception, [e.message for e in at.exception]
-    assert any("Train the new tokenizer" in i.value for i in at.info)
-
-
-def test_page_report_is_the_cli_json(monkeypatch):
-    """ "Download the report (JSON)" is `reuse --json` for the same tokenizer, target and training text (FLORES
-    lines only), build time aside; both measure English too, where nothing changes."""
-    got = record_downloads(monkeypatch)
-    at = _page()
-    at.session_state["toklab_library"] = {**at.session_state["toklab_library"], "gpt2": load_shared("gpt2")}
-    at.run()
-    at.selectbox(key="reuse-tok").set_value("gpt2").run()
-    at.button(key="reuse-train").click().run(timeout=120)
-    assert not at.exception and not at.error, [e.message for e in at.exception]
-    page = json.loads(got["reuse-report"])
-    buf = io.StringIO()
-    with redirect_stdout(buf):
-        rc = main(["reuse", str(TOKENIZERS / "gpt2"), "--no-corpora", "--collateral", "none", "--protect", "symbols",
-                   "--json"])  # fmt: skip
-    assert rc == 0
-    cli = json.loads(buf.getvalue())
-    assert page["base"] == "gpt2" and page["heldout"]["lang"] == "arb_Arab" and "collateral" not in page
-    eng = page["heldout_reference"]
-    assert eng["lang"] == "eng_Latn" and eng["before"]["fertility"] == eng["after"]["fertility"]
-    assert page["reusable_count"] > 0 and page["heldout"]["lines"] == 1012 - FLORES_TRAIN_LINES
-    assert without(page, {"seconds"}) == without(cli, {"seconds"})
-
-
 def test_report_schema_with_collateral(llama_rt):
     """The collateral keys appear once the table is measured, as the CLI prints them."""
     rep = reuse_measures.measure_reuse(llama_rt, "arb_Arab", "eng_Latn", seconds=1.5)
@@ -436,28 +367,6 @@ def test_report_schema_with_collateral(llama_rt):
     assert [r["lang"] for r in doc["collateral"]] == ["eng_Latn", "rus_Cyrl", "arb_Arab"]
     assert doc["collateral_summary"] == reuse_measures.collateral_summary(doc["collateral"])
     assert set(doc["fertility_by_class"]) == {"English", "Russian", "Arabic"}
-
-
-@pytest.mark.slow
-def test_page_collateral_table():
-    at = _page()
-    # the unicode17 rules make more classes eligible (Qwen: 92 instead of 40)
-    eligible = int({m.label: m.value for m in at.metric}["Eligible classes"])
-    at.radio(key="reuse-rules").set_value("unicode17").run()
-    assert int({m.label: m.value for m in at.metric}["Eligible classes"]) > eligible
-    at.radio(key="reuse-rules").set_value("paper").run()
-    at.button(key="reuse-train").click().run(timeout=120)
-    at.button(key="reuse-collateral-run").click().run(timeout=600)
-    assert not at.exception, [e.message for e in at.exception]
-    metrics = {m.label: m.value for m in at.metric}
-    broken = int(metrics["Languages that no longer round-trip"].split()[0])
-    assert 20 < broken < 204  # the default tokenizer (Qwen): Cyrillic, CJK, Thai, Hebrew … are reused
-    table = _table(at, "example")
-    assert len(table) == broken and "rus_Cyrl" in set(table["lang"]) and "eng_Latn" not in set(table["lang"])
-    assert int(metrics["…in a kept script (collateral)"]) == int((table["role"] == "kept").sum())
-    assert all("→" in e for e in table["example"])
-    fert = _table(at, "class", "after").set_index("class")
-    assert fert.loc["Arabic", "after"] < fert.loc["Arabic", "before"]
 
 
 # ------------------------------------------------------------------------------- what the reuse breaks

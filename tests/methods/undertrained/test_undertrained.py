@@ -1,7 +1,8 @@
 """analysis.methods.undertrained: magikarp indicators, reference choice, round trip, verification, classes, CLI.
 
-Real models come from $TOKLAB_MODELS (tests/fetch_models.sh); a tiny Llama is trained here on English
-FLORES text with a tokenizer that also learned Estonian, so some vocabulary tokens are never seen.
+Real models come from $TOKLAB_MODELS (tests/fetch_models.sh); a tiny Llama (tests/conftest.py, `tiny_model`) is
+trained on English FLORES text with a tokenizer that also learned Estonian, so some vocabulary tokens are never
+seen.
 """
 
 from __future__ import annotations
@@ -14,8 +15,7 @@ import sys
 
 import numpy as np
 import pytest
-from streamlit.testing.v1 import AppTest
-from support import MINILM, ROOT, SMOLLM, TOKENIZERS, flores_lines, load_shared, need_minilm, need_smollm
+from support import MINILM, ROOT, SMOLLM, TOKENIZERS, load_shared, need_minilm, need_smollm
 
 from analysis import load
 from analysis.errors import DataError, ModelLoadError
@@ -238,93 +238,7 @@ def test_cli_json_minilm():
 
 
 # ------------------------------------------------------------------------------------------ tiny trained model
-@pytest.fixture(scope="module")
-def tiny_model(tmp_path_factory):
-    """A 2-layer untied Llama trained for one epoch on English FLORES; its BPE vocabulary also learned Estonian
-    text, so some vocabulary tokens never occur in the training data.
-
-    Besides the folder, it reports what the learning assertions need: the mean next-token loss over the whole
-    training text before and after training, the unigram entropy of that text (the loss of a model that knows
-    only the token frequencies) and how far the input rows of never-seen tokens moved (AdamW without weight
-    decay leaves a row whose gradient is always zero exactly where it was initialised)."""
-    import torch  # noqa: PLC0415 - heavy, only for the tiny-model fixture
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers  # noqa: PLC0415
-    from transformers import LlamaConfig, LlamaForCausalLM  # noqa: PLC0415
-
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)  # tiny matrices: one thread is fastest and fair to a shared machine
-    try:
-        eng, est = flores_lines("eng_Latn"), flores_lines("est_Latn", 150)
-        tk = Tokenizer(models.BPE())
-        tk.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-        tk.decoder = decoders.ByteLevel()
-        tr = trainers.BpeTrainer(
-            vocab_size=600,
-            initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
-            special_tokens=["<|endoftext|>"],
-            show_progress=False,
-        )
-        tk.train_from_iterator(eng[:800] + est, trainer=tr)
-        v = tk.get_vocab_size()
-        seq, bs = 48, 8
-        ids = [i for e in tk.encode_batch(eng) for i in (*e.ids, 0)]
-        n_chunks = len(ids) // seq  # every token of the text is fed in each epoch (no sampling gaps)
-        ids = ids[: n_chunks * seq]
-        counts = collections.Counter(ids)
-        p = np.array(list(counts.values()), dtype=np.float64) / len(ids)
-        unigram_entropy = float(-(p * np.log(p)).sum())
-        data = torch.tensor(ids).view(n_chunks, seq)
-        torch.manual_seed(0)
-        cfg = LlamaConfig(
-            vocab_size=v,
-            hidden_size=48,
-            intermediate_size=96,
-            num_hidden_layers=2,
-            num_attention_heads=4,
-            num_key_value_heads=4,
-            max_position_embeddings=2048,
-            tie_word_embeddings=False,
-            bos_token_id=None,
-            eos_token_id=0,
-            pad_token_id=0,
-        )
-        model = LlamaForCausalLM(cfg)
-
-        def mean_loss() -> float:
-            with torch.no_grad():
-                total = sum(float(model(input_ids=x, labels=x).loss) * len(x) for x in data.split(64))
-            return total / n_chunks
-
-        unseen = torch.tensor([i for i in range(v) if counts[i] == 0])
-        emb_before = model.get_input_embeddings().weight.detach()[unseen].clone()
-        loss_before = mean_loss()
-        opt = torch.optim.AdamW(model.parameters(), lr=1e-2, weight_decay=0.0)
-        order = torch.randperm(n_chunks, generator=torch.Generator().manual_seed(0))
-        for s in range(0, n_chunks, bs):
-            x = data[order[s : s + bs]]
-            loss = model(input_ids=x, labels=x).loss
-            opt.zero_grad()
-            loss.backward()
-            opt.step()
-        loss_after = mean_loss()
-        unseen_moved = float((model.get_input_embeddings().weight.detach()[unseen] - emb_before).abs().max())
-        folder = tmp_path_factory.mktemp("tiny") / "model"
-        model.save_pretrained(folder, safe_serialization=True)
-        tk.save(str(folder / "tokenizer.json"))
-        assert (folder / "model.safetensors").is_file()
-        return {
-            "folder": folder,
-            "counts": counts,
-            "vocab": v,
-            "loss_before": loss_before,
-            "loss_after": loss_after,
-            "unigram_entropy": unigram_entropy,
-            "unseen_moved": unseen_moved,
-        }
-    finally:
-        torch.set_num_threads(threads)
-
-
+# (the `tiny_model` fixture lives in tests/conftest.py: the page tests in tests/app/ use it too)
 @pytest.mark.slow
 def test_tiny_model_unseen_tokens_at_bottom_and_verified(tiny_model):
     import torch  # noqa: PLC0415 - heavy
@@ -437,73 +351,7 @@ def test_smollm2_cli_pipeline_with_verification(tmp_path):
     assert (tmp_path / "health.csv").stat().st_size > 1000
 
 
-# ------------------------------------------------------------------------------------------ the page (AppTest)
-def _page(monkeypatch, tmp_path):
-    monkeypatch.setenv("TOKLAB_CACHE", str(tmp_path / "cache"))
-    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=600)
-    at.run()
-    at.switch_page("pages/undertrained.py").run()
-    assert not at.exception, [e.message for e in at.exception]
-    return at
-
-
-def _charts(at) -> list[dict]:
-    return [json.loads(c.proto.spec) for c in at.get("plotly_chart")]
-
-
-@need_minilm
-@pytest.mark.slow
-def test_page_minilm_indicators_without_lm_head(monkeypatch, tmp_path):
-    at = _page(monkeypatch, tmp_path)
-    at.selectbox(key="ut-model-kind").select("all-MiniLM-L6-v2 (BERT, fetched)").run()
-    at.button(key="ut-run").click().run()
-    assert not at.exception, [e.message for e in at.exception]
-    metrics = {m.label: m.value for m in at.metric}
-    assert metrics["LM head"] == "no" and metrics["Main indicator"] == "cosine"
-    assert any("no LM head" in w.value for w in at.warning)
-    kinds = [c["data"][0]["type"] for c in _charts(at)]
-    assert "histogram" in kinds and any(k.startswith("scatter") for k in kinds)
-    assert any({"id", "token", "cosine", "class", "round_trip"} <= set(d.value.columns) for d in at.dataframe)
-
-
-@pytest.mark.slow
-def test_page_verification_on_tiny_model(tiny_model, monkeypatch, tmp_path):
-    at = _page(monkeypatch, tmp_path)
-    monkeypatch.setenv("TOKLAB_SERVER_PATHS", "1")  # a model folder on the server: a trusted local user only
-    monkeypatch.setenv("TOKLAB_SERVER_ROOTS", str(tiny_model["folder"].parent))
-    at.run()
-    at.selectbox(key="ut-model-kind").select("Folder or file path on the server").run()
-    at.text_input(key="ut-model-path").input(str(tiny_model["folder"])).run()
-    at.button(key="ut-run").click().run()
-    assert not at.exception, [e.message for e in at.exception]
-    assert {m.label: m.value for m in at.metric}["Main indicator"] == "input_norm"
-    at.number_input(key="ut-k").set_value(4).run()
-    at.selectbox(key="ut-dev").select("cpu").run()
-    at.button(key="ut-verify").click().run()
-    assert not at.exception, [e.message for e in at.exception]
-    ver = [c for c in _charts(at) if "Verification" in json.dumps(c.get("layout", {}).get("title", ""))]
-    assert ver, "verification scatter missing"
-    assert ver[0]["layout"]["yaxis"]["type"] == "log"
-    assert any("4 verified so far" in c.value for c in at.caption)
-
-
-@need_smollm
-@pytest.mark.slow
-def test_page_smollm2_pipeline(monkeypatch, tmp_path):
-    """The whole pipeline in the app on the GGUF model (3 candidates verified to keep CPU time down)."""
-    at = _page(monkeypatch, tmp_path)
-    at.selectbox(key="ut-model-kind").select("SmolLM2-135M-Instruct (GGUF, fetched)").run()
-    at.button(key="ut-run").click().run()
-    assert not at.exception, [e.message for e in at.exception]
-    metrics = {m.label: m.value for m in at.metric}
-    assert metrics["Tied embeddings"] == "yes" and metrics["Main indicator"] == "cosine"
-    at.number_input(key="ut-k").set_value(3).run()
-    at.selectbox(key="ut-dev").select("cpu").run()
-    at.button(key="ut-verify").click().run()
-    assert not at.exception, [e.message for e in at.exception]
-    assert any("3 verified so far" in c.value for c in at.caption)
-
-
+# ------------------------------------------------------------------------------------------ verification placement
 @pytest.mark.slow
 def test_verification_with_device_map_split_by_max_memory(tiny_model):
     """The device_map path on CPU: a max_memory cap splits the tiny model between CPU memory and disk offload;
