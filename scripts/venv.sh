@@ -16,7 +16,7 @@ ensure_venv() {
     return 0
   fi
   echo "[venv] installing $req into $venv: the first install downloads about 2 GB of wheels (PyTorch is most of it)" \
-    "and takes several minutes; pip prints each package as it goes"
+    "(45 s with a package mirror nearby; longer over a slow link); pip prints each package as it goes"
   PIP_DISABLE_PIP_VERSION_CHECK=1 "$venv/bin/pip" install --progress-bar on -r "$req"
   echo "$want" >"$stamp"
 }
