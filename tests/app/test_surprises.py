@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+from app_support import open_page
 from streamlit.testing.v1 import AppTest
 from support import FLORES, ROOT, TOKENIZERS, load_shared
 
@@ -20,15 +21,6 @@ def _inspect_gpt2() -> AppTest:
     at.session_state["toklab_library"] = {**at.session_state["toklab_library"], "gpt2": load_shared("gpt2")}
     at.run()
     at.selectbox(key="inspect-pick").set_value("gpt2").run()
-    assert not at.exception, [e.message for e in at.exception]
-    return at
-
-
-def _open(page: str, **query) -> AppTest:
-    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=120)
-    for k, v in query.items():
-        at.query_params[k] = v
-    at.switch_page(page).run()
     assert not at.exception, [e.message for e in at.exception]
     return at
 
@@ -53,7 +45,7 @@ def test_a_files_truncation_is_shown_where_the_app_switches_it_off():
     assert switched_off_note(load_shared("qwen3")) is None
     at = _inspect_gpt2()
     assert any("max_length 50" in i.value for i in at.info)
-    at = _open("pages/playground.py", t="example:gpt2")
+    at = open_page("pages/playground.py", t="example:gpt2")
     assert any("max_length 50" in c.value for c in at.caption)
 
 
@@ -64,7 +56,7 @@ def test_inspect_shows_no_absolute_server_path():
 
 
 def test_one_match_is_one_match():
-    at = _open("pages/merge_trees.py", t="example:gpt2")
+    at = open_page("pages/merge_trees.py", t="example:gpt2")
     at.text_input(key="mt-q").set_value("#1000").run()
     assert at.selectbox(key="mt-pick").label.endswith("(1 match)")
 

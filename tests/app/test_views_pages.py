@@ -2,25 +2,16 @@
 
 from __future__ import annotations
 
-from streamlit.testing.v1 import AppTest
-from support import ROOT, load_shared
+from app_support import open_page
+from support import load_shared
 
 import analysis.views.shared_text as shared
 from analysis.views.chat_template import SAMPLE_CONVERSATION, render_chat
 from analysis.views.vocab_diff import vocab_diff
 
 
-def _open(page: str, **query) -> AppTest:
-    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=120)
-    for k, v in query.items():
-        at.query_params[k] = v
-    at.switch_page(page).run()
-    assert not at.exception, [e.message for e in at.exception]
-    return at
-
-
 def test_vocab_diff_page_shows_the_engine_numbers_and_the_unique_tokens():
-    at = _open("pages/vocab_diff.py", t=["example:gpt2", "example:llama-3.1"])
+    at = open_page("pages/vocab_diff.py", t=["example:gpt2", "example:llama-3.1"])
     assert at.multiselect(key="vd-toks").value == ["gpt2", "llama-3.1"]
     d = vocab_diff([load_shared("gpt2"), load_shared("llama-3.1")], ["gpt2", "llama-3.1"])
     pairs = next(f.value for f in at.dataframe if "Jaccard" in f.value.columns)
@@ -31,12 +22,12 @@ def test_vocab_diff_page_shows_the_engine_numbers_and_the_unique_tokens():
 
 
 def test_vocab_diff_page_with_one_tokenizer_asks_for_two():
-    at = _open("pages/vocab_diff.py")
+    at = open_page("pages/vocab_diff.py")
     assert any("at least two" in i.value for i in at.info)
 
 
 def test_chat_template_page_renders_the_conversation_with_its_ids():
-    at = _open("pages/chat_template.py", t="example:qwen3")
+    at = open_page("pages/chat_template.py", t="example:qwen3")
     ids = render_chat(load_shared("qwen3"), SAMPLE_CONVERSATION).ids
     assert " ".join(map(str, ids)) in [c.value for c in at.code]
     at.toggle(key="ct-gen").set_value(False).run()
@@ -45,9 +36,9 @@ def test_chat_template_page_renders_the_conversation_with_its_ids():
 
 
 def test_chat_template_page_explains_a_missing_or_failing_template():
-    at = _open("pages/chat_template.py", t="example:gpt2")
+    at = open_page("pages/chat_template.py", t="example:gpt2")
     assert any("no chat template" in i.value for i in at.info)
-    at = _open("pages/chat_template.py", t="example:gemma")
+    at = open_page("pages/chat_template.py", t="example:gemma")
     assert any("System role not supported" in e.value for e in at.error)
 
 
@@ -55,29 +46,31 @@ LONG = "Tere hommikust! " * 200  # 3,200 characters: longer than a URL carries
 
 
 def test_a_long_playground_text_is_shared_whole_through_a_server_side_key():
-    at = _open("pages/playground.py", t="example:gpt2")
+    at = open_page("pages/playground.py", t="example:gpt2")
     at.text_area(key="pg-text").set_value(LONG).run()
     assert "text" not in at.query_params and at.query_params["textid"]
     link = dict(at.query_params)
-    again = _open("pages/playground.py", **{k: v for k, v in link.items()})  # a new session opens the link
+    again = open_page(
+        "pages/playground.py", **{k: v for k, v in link.items()}
+    )  # a new session opens the link
     assert again.text_area(key="pg-text").value == LONG
 
 
 def test_a_link_whose_text_is_gone_says_so():
-    at = _open("pages/playground.py", t="example:gpt2", textid="0123456789abcdef")
+    at = open_page("pages/playground.py", t="example:gpt2", textid="0123456789abcdef")
     assert any("no longer on this server" in w.value for w in at.warning)
 
 
 def test_a_text_the_server_cannot_keep_is_cut_with_a_note(monkeypatch):
     monkeypatch.setattr(shared._STORE, "put", lambda key, data: False)
-    at = _open("pages/playground.py", t="example:gpt2")
+    at = open_page("pages/playground.py", t="example:gpt2")
     at.text_area(key="pg-text").set_value(LONG).run()
     assert at.query_params["text"] == [LONG[:2000]] or at.query_params["text"] == LONG[:2000]
     assert any("only the first 2,000 of the text's 3,200 characters" in c.value for c in at.caption)
 
 
 def test_playground_live_mode_keeps_the_text_and_updates_from_the_live_box():
-    at = _open("pages/playground.py", t="example:gpt2", text="Hello\nworld")
+    at = open_page("pages/playground.py", t="example:gpt2", text="Hello\nworld")
     at.toggle(key="pg-live").set_value(True).run()
     assert at.text_input(key="pg-live-text").value == "Hello world"
     at.text_input(key="pg-live-text").set_value("tere hommikust").run()
@@ -88,7 +81,7 @@ def test_playground_live_mode_keeps_the_text_and_updates_from_the_live_box():
 
 
 def test_playground_decode_box():
-    at = _open("pages/playground.py", t="example:gpt2")
+    at = open_page("pages/playground.py", t="example:gpt2")
     at.text_area(key="pg-dec-ids").set_value("[15496, 11, 995, 99999999]").run()
     assert "Hello, world" in [c.value for c in at.code]
     assert any("outside gpt2's vocabulary" in w.value for w in at.warning)
