@@ -168,13 +168,19 @@ def decode_box(names: list[str]) -> None:
                      height=min(220, 35 * (len(out.tokens) + 1) + 3))  # fmt: skip
 
 
+#: How the one-line live box shows a line break (U+2424 SYMBOL FOR NEWLINE): the text keeps its line breaks, they
+#: are tokenized as line breaks and come back in the multi-line box.
+NEWLINE_MARK = "\u2424"
+
+
 def _switch_live() -> None:
-    """Carry the text between the multi-line box and the live one-line box when the mode changes."""
+    """Carry the text between the multi-line box and the live one-line box when the mode changes (line breaks
+    travel as NEWLINE_MARK in the one-line box)."""
     if st.session_state.get("pg-live"):
         text = st.session_state.get("pg-text", SAMPLE_TEXT)
-        st.session_state["pg-live-text"] = text.replace("\n", " ")
+        st.session_state["pg-live-text"] = text.replace("\n", NEWLINE_MARK)
     else:
-        st.session_state["pg-text"] = st.session_state.get("pg-live-text", "")
+        st.session_state["pg-text"] = st.session_state.get("pg-live-text", "").replace(NEWLINE_MARK, "\n")
 
 
 def text_box() -> str:
@@ -182,10 +188,11 @@ def text_box() -> str:
     box that updates after a pause in typing (Streamlit's `live` text input; a text area has no live mode)."""
     st.session_state.setdefault("pg-text", SAMPLE_TEXT)  # a link may have set it: no second default
     live = st.toggle("Update while typing", key="pg-live", on_change=_switch_live,
-                     help=f"Re-tokenize {LIVE_PAUSE} after the last keystroke. The live box holds one line: "
-                          "line breaks become spaces.")  # fmt: skip
+                     help=f"Re-tokenize {LIVE_PAUSE} after the last keystroke. The live box holds one line: a line "
+                          f"break shows as {NEWLINE_MARK}, is tokenized as a line break and comes back when you "
+                          "switch this off.")  # fmt: skip
     if live:
-        text = st.text_input("Text", key="pg-live-text", live=LIVE_PAUSE)
+        text = st.text_input("Text", key="pg-live-text", live=LIVE_PAUSE).replace(NEWLINE_MARK, "\n")
         st.session_state["pg-text"] = text  # the shared link and the switch back read it
         return text
     return st.text_area("Text", key="pg-text", height=140)
