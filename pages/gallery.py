@@ -50,6 +50,24 @@ def per_language(g: Gallery) -> None:
                 + ", ".join(f"{lang} ({med[lang]:.2f})" for lang in worst))  # fmt: skip
 
 
+def demo_models(g: Gallery) -> None:
+    """The fetched demo models' under-trained candidates (from the embeddings; not verified here)."""
+    if not g.models:
+        return
+    st.subheader("Under-trained tokens of the demo models")
+    st.caption("Candidates from the embeddings alone (Land & Bartolo, \"Fishing for Magikarp\", EMNLP 2024): the "
+               "rows whose main indicator falls in the lowest percentile among tokens that round-trip. Open "
+               "*Under-trained tokens* to verify them with prompts.")  # fmt: skip
+    for m in g.models:
+        with st.expander(f"{m.label}: {m.n_candidates:,} candidates of {m.n_rows:,} rows", expanded=True):
+            st.markdown(f"Main indicator **{m.main}** ≤ {m.threshold:.3g} (lowest {m.percentile:g} %). "
+                        "By class: " + ", ".join(f"{k} {v:,}" for k, v in m.classes.items()))  # fmt: skip
+            df = pd.DataFrame(m.candidates).rename(columns={"id": "Id", "token": "Token", "round_trip": "Round trip",
+                                                            "class": "Class", m.main: m.main.capitalize()})  # fmt: skip
+            st.dataframe(df, hide_index=True, width="stretch", height=min(400, 35 * (len(df) + 1) + 3),
+                         key=f"gal-model-{m.key}")  # fmt: skip
+
+
 def page() -> None:
     """The stored gallery (never computed in this run); the background build fills what is missing."""
     st.title("Example gallery")
@@ -58,10 +76,13 @@ def page() -> None:
     if g.data_key is None:
         st.info("FLORES-200 was not found (set TOKLAB_FLORES or TOKLAB_ASSETS): the gallery needs it.")
         return
-    if g.missing:
+    if g.missing or g.models_missing:
         doing = "is being computed in the background" if state["running"] else "is not computed yet"
-        st.info(f"{len(g.entries)} of {len(g.entries) + len(g.missing)} example tokenizers ready; the rest "
-                f"({', '.join(g.missing)}) {doing}, once per server and stored on disk.")  # fmt: skip
+        ready = f"{len(g.entries)} of {len(g.entries) + len(g.missing)} example tokenizers"
+        if g.models or g.models_missing:
+            ready += f" and {len(g.models)} of {len(g.models) + len(g.models_missing)} demo models"
+        st.info(f"{ready} ready; the rest ({', '.join(g.missing + g.models_missing)}) {doing}, once per server and "
+                "stored on disk.")  # fmt: skip
         c1, c2 = st.columns(2)
         c1.button("Refresh", key="gal-refresh", icon=":material/refresh:")
         if not state["running"] and c2.button("Compute the missing entries now", key="gal-build"):
@@ -69,6 +90,7 @@ def page() -> None:
             st.rerun()
         if state["error"]:
             st.error(state["error"])
+    demo_models(g)
     if not g.entries:
         return
     overview(g)

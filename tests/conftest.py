@@ -53,6 +53,10 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         items.reverse()
     elif how.startswith("shuffle:"):
         random.Random(how.removeprefix("shuffle:")).shuffle(items)
+    # longest first: the slow tests lead (in the order above), the quick ones fill the gaps between the two
+    # workers, so no worker is left with a minute-long test while the other has finished (pytest-xdist hands out
+    # work in collection order; its one big group, the browser journeys, goes first anyway)
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
 
 
 # the app builds the example gallery in the background at a server's first start: never inside the test suite

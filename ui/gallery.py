@@ -20,7 +20,7 @@ def _build_state() -> dict[str, Any]:
 
 def _run(state: dict[str, Any]) -> None:
     try:
-        build_gallery(on_entry=lambda e: state["computed"].append(e.name))
+        build_gallery(on_entry=lambda e: state["computed"].append(getattr(e, "name", None) or e.key))
     except AnalysisError as e:  # e.g. no FLORES data: the gallery page says so
         state["error"] = str(e)
     finally:

@@ -10,7 +10,10 @@ from analysis.views.gallery import build_gallery, read_gallery
 from ._common import print_json
 
 NAME = "gallery"
-HELP = "precompute the example gallery (STT and 204-language compression of every example tokenizer)"
+HELP = (
+    "precompute the example gallery (STT and 204-language compression of every example tokenizer, "
+    "under-trained candidates of the fetched demo models)"
+)
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -25,7 +28,9 @@ def run(args: argparse.Namespace) -> int:
         g = read_gallery()
     else:
         g = build_gallery(
-            on_entry=lambda e: print(f"computed {e.name} in {e.seconds:.1f} s", file=sys.stderr)
+            on_entry=lambda e: print(
+                f"computed {getattr(e, 'name', None) or e.label} in {e.seconds:.1f} s", file=sys.stderr
+            )
         )
     if args.json:
         print_json(g.to_json())
@@ -34,6 +39,10 @@ def run(args: argparse.Namespace) -> int:
         stt = f"{e.stt['unreachable']:,} unreachable" if e.stt else "no STT (not BPE)"
         print(f"{e.name:>24}: {e.vocab_size:>8,} tokens, bytes/token mean {e.summary['mean']:.3f} over "
               f"{e.languages} languages, Gini {e.summary['gini']:.3f}; {stt}")  # fmt: skip
-    if g.missing:
-        print(f"not computed yet: {', '.join(g.missing)}")
+    for m in g.models:
+        top = ", ".join(repr(c["token"]) for c in m.candidates[:8])
+        print(f"{m.label:>24}: {m.n_candidates:,} under-trained candidates of {m.n_rows:,} rows "
+              f"({m.main} ≤ {m.threshold:.3g}, not verified); lowest: {top}")  # fmt: skip
+    if g.missing or g.models_missing:
+        print(f"not computed yet: {', '.join(g.missing + g.models_missing)}")
     return 0

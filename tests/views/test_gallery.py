@@ -6,11 +6,13 @@ import json
 
 import pytest
 from streamlit.testing.v1 import AppTest
-from support import FLORES, ROOT, TOKENIZERS, load_shared
+from support import FLORES, ROOT, TOKENIZERS, load_shared, need_minilm
 
 import analysis.views.gallery as gallery
 from analysis.cli import main
 from analysis.measure import metrics as mx
+from analysis.methods.undertrained import analyze
+from analysis.model.demo_models import demo_model, weights_path
 from analysis.texts import flores as fl
 
 LANGS = ("eng_Latn", "est_Latn", "zho_Hans")
@@ -27,6 +29,7 @@ def small_world(tmp_path, monkeypatch):
     monkeypatch.setenv("TOKLAB_FLORES", str(d))
     monkeypatch.setenv("TOKLAB_CACHE", str(tmp_path / "cache"))
     monkeypatch.setattr(gallery, "example_folders", lambda: dict(FOLDERS))
+    monkeypatch.setattr(gallery, "fetched_models", lambda: [])  # the demo models: their own test below
     return d
 
 
@@ -69,3 +72,27 @@ def test_gallery_page_reads_the_store_and_never_computes(small_world, monkeypatc
     e = next(e for e in built.entries if e.name == "gpt2")
     assert table.loc["gpt2", "Bytes/token, mean"] == pytest.approx(e.summary["mean"])
     assert table.loc["gpt2", "STT-unreachable"] == 0
+
+
+@need_minilm
+def test_demo_model_candidates_are_stored_shown_and_never_recomputed(small_world, monkeypatch):
+    """A fetched demo model's under-trained candidates: computed once (the engine's own `analyze`), stored, read
+    back by the page and the CLI without computing."""
+    minilm = demo_model("minilm")
+    monkeypatch.setattr(gallery, "fetched_models", lambda: [minilm])
+    monkeypatch.setattr(gallery, "example_folders", lambda: {})
+    assert gallery.read_gallery().models_missing == ["minilm"]
+    built = gallery.build_gallery()
+    (m,) = built.models
+    r = analyze(str(weights_path(minilm)))
+    assert m.n_candidates == len(r.candidates) > 0 and m.main == r.main and m.n_rows == r.n_rows
+    assert [c["id"] for c in m.candidates] == r.candidates[: gallery.TOP_CANDIDATES]
+    assert [c["token"] for c in m.candidates] == [r.tokens[i] for i in r.candidates[: gallery.TOP_CANDIDATES]]
+    assert sum(m.classes.values()) == m.n_candidates
+    monkeypatch.setattr(gallery, "compute_model_entry", lambda *a, **k: pytest.fail("recomputed"))
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=120)
+    at.switch_page("pages/gallery.py").run()
+    assert not at.exception, [e.message for e in at.exception]
+    shown = next(d.value for d in at.dataframe if "Token" in d.value.columns)
+    assert list(shown["Id"]) == [c["id"] for c in m.candidates]
+    assert main(["gallery", "--json"]) == 0
