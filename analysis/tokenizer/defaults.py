@@ -42,7 +42,8 @@ def default_tokenizer() -> LoadedTokenizer:
     cached = _CONVERTED.get(key)
     if isinstance(cached, str):
         try:
-            return LoadedTokenizer.from_json_text(cached, name=DEFAULT_NAME, source="embedded")
+            # our own conversion, checked before it was stored: not checked again (a fresh server's first view)
+            return LoadedTokenizer.from_json_text(cached, name=DEFAULT_NAME, source="embedded", checked=True)
         except Exception:  # noqa: BLE001 - a damaged entry is rebuilt
             pass
     # canonical merges: one per token, exactly the merge list of Qwen's published tokenizer.json

@@ -358,9 +358,19 @@ class LoadedTokenizer:
 
     @classmethod
     def from_json_text(
-        cls, text: str | bytes, name: str, source: str = "", config: dict | None = None
+        cls,
+        text: str | bytes,
+        name: str,
+        source: str = "",
+        config: dict | None = None,
+        *,
+        checked: bool = False,
     ) -> LoadedTokenizer:
-        """Build a view from tokenizer.json text (clear error on corrupt JSON or a rejected document)."""
+        """Build a view from tokenizer.json text (clear error on corrupt JSON or a rejected document).
+
+        `checked`: the text is one this engine wrote itself after :func:`check_document` passed (e.g. its own disk
+        cache of the converted default tokenizer); the document is then parsed lazily and not checked again, which
+        saves most of a fresh server's first view. Never for text a user supplied."""
         raw = text.encode("utf-8") if isinstance(text, str) else bytes(text)
         if raw.startswith(b"\xef\xbb\xbf"):  # a UTF-8 byte-order mark
             raw = raw[3:]
@@ -370,6 +380,10 @@ class LoadedTokenizer:
             raise TokenizerLoadError(
                 f"{name}: tokenizer.json is not UTF-8 text (bad byte at offset {e.start})"
             ) from None
+        if checked:
+            obj = cls(raw, name=name, source=source, config=config)
+            _ = obj.tokenizer
+            return obj
         doc = parse_json(raw, f"{name}: tokenizer.json", TokenizerLoadError)
         check_document(doc, name)
         obj = cls(raw, name=name, source=source, config=config, doc=doc)
