@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import pandas as pd
 import plotly.graph_objects as go
@@ -113,18 +114,18 @@ def languages() -> tuple[str, tuple[str, ...]]:
                         else 0, key="ext-lang")  # fmt: skip
     others = c2.multiselect("Other languages to check", [x for x in langs if x != lang],
                             default=["eng_Latn"] if lang != "eng_Latn" else [], key="ext-others")  # fmt: skip
-    st.info(
-        f"FLORES {lang}: lines 1–{FLORES_TRAIN_LINES} can be used for **training**; lines "
-        f"{FLORES_TRAIN_LINES + 1}–1012 are **held out** and only used to measure. Other languages are measured "
-        "on all 1,012 lines.",
-        icon="ℹ️",
-    )
     return lang, tuple(others)
 
 
-def training_text(lang: str) -> Corpus | None:
-    """FLORES training lines, shared corpora, uploads and a folder, cut at a character budget."""
-    with st.expander("Training text", expanded=True):
+def training_text(lang: str) -> tuple[Corpus | None, Any]:
+    """FLORES training lines, shared corpora, uploads and a folder, cut at a character budget; and the folded
+    box that holds these settings (the page adds where continued training counts its words)."""
+    # folded: the defaults (FLORES training lines and the language's shared corpus) are said in the label, so the
+    # results start on the first screen
+    box = st.expander(
+        f"Training text: FLORES {lang} training lines and its shared corpus, unless changed here"
+    )
+    with box:
         use_flores = st.checkbox(f"FLORES {lang} training lines (1–{FLORES_TRAIN_LINES})", value=True,
                                  key="ext-use-flores")  # fmt: skip
         corpora = shared_corpora()
@@ -140,14 +141,14 @@ def training_text(lang: str) -> Corpus | None:
     sources += [Source("bytes", u.name, u.getvalue()) for u in uploads or []]
     if folder is not None:
         sources.append(Source("folder" if folder.is_dir() else "file", str(folder)))
-    return Corpus(tuple(sources), int(budget)) if sources else None
+    return (Corpus(tuple(sources), int(budget)) if sources else None), box
 
 
 def methods_and_size(tok: LoadedTokenizer) -> tuple[tuple[str, ...], int, int | None, int]:
     """The methods that apply to this tokenizer, the largest N, the longest new token and the minimum frequency
     of a new token (the CLI's --min-frequency)."""
     available = methods_for(tok)
-    c1, c2, c3, c4 = st.columns([2, 1, 1, 1])
+    c1, c2, c3, c4 = st.columns([3, 1, 1, 1])  # the methods' names stay readable
     defaults = [m for m in ("continued", "regen") if m in available] or available[:1]
     methods = c1.multiselect("Methods", available, default=defaults, format_func=lambda m: METHOD_LABELS[m],
                              key="ext-methods")  # fmt: skip
@@ -449,23 +450,31 @@ def export(tok: LoadedTokenizer, pv: Preview, label: str, config: tuple, n: int,
         export_model(z[5])
 
 
+#: The result tabs under the N slider.
+RESULT_TABS = ["Compression", "Before and after", "Added tokens", "Export"]
+
+
 def page() -> None:
     """Tokenizer, text, methods → one training run per method (`Preview`) → metrics, curve, spans, export."""
     st.title("Extend a tokenizer")
     st.caption(
-        f"Add N tokens learned from your text. **Continued BPE training** ({cite('continued-bpe')}, §3.1) "
-        "continues the merge learning on top of the tokenizer's own segmentation, so every new token is "
-        "reachable. The **naive** baselines train a separate tokenizer on the same text and add its new tokens "
-        f"(regenerated merges, its appended merge list, or `add_tokens`; as in {reference('extension-thesis').short}). "
-        "One training run gives every N up to the maximum: the slider only re-applies a prefix."
+        f"Add N tokens learned from your text: **continued BPE training** ({cite('continued-bpe')}, §3.1) keeps "
+        f"every new token reachable; the **naive** baselines add a separately trained tokenizer's tokens "
+        f"({reference('extension-thesis').short}). One training run gives every N up to the maximum."
     )
-    tok = pick_tokenizer("Tokenizer", key="ext-tok")
+    c1, c2 = st.columns([1, 2])
+    with c1:
+        tok = pick_tokenizer("Tokenizer", key="ext-tok")
     s = tok.summary()
-    st.caption("Add Llama-3.1, Qwen3, Llama-2 … from the sidebar examples or the Load & inspect page.")
+    with c2:
+        lang, others = languages()
     st.caption(f"{tok.name}: {s['model_type']}, {s['flavour']}, {s['vocab_size']:,} tokens, {s['merges']:,} merges"
-               + (", ignore_merges on" if s["ignore_merges"] else ""))  # fmt: skip
-    lang, others = languages()
-    text = training_text(lang)
+               + (", ignore_merges on" if s["ignore_merges"] else "")
+               + ". Add Llama-3.1, Qwen3, Llama-2 … from the sidebar examples or the Load & inspect page. "
+               f"FLORES {lang}: lines 1–{FLORES_TRAIN_LINES} can be used for **training**; lines "
+               f"{FLORES_TRAIN_LINES + 1}–1012 are **held out** and only used to measure. Other languages are "
+               "measured on all 1,012 lines.")  # fmt: skip
+    text, text_box = training_text(lang)
     if text is None:
         st.warning("Choose some training text.")
         return
@@ -474,36 +483,44 @@ def page() -> None:
         st.warning("Choose at least one method.")
         return
     parity_section(tok, methods, lang, n_max, max_len, min_freq)
-    from_corpus, job, words = corpus_words(tok, methods, n_max)
+    with text_box:  # where continued training counts its words: part of the training text's settings
+        from_corpus, job, words = corpus_words(tok, methods, n_max)
     if from_corpus and job is None:
         return
     config = (tok.content_hash, text.fingerprint, n_max, max_len, methods, lang, others, min_freq, job)
-    if st.button("Train", type="primary", key="ext-train"):
+    c_train, c_n = st.columns([1, 7], vertical_alignment="bottom")  # one row: Train, then the N slider
+    if c_train.button("Train", type="primary", key="ext-train"):
         st.session_state["ext-config"] = config
     if st.session_state.get("ext-config") != config:
-        st.caption("Press **Train** to run the chosen methods on this text (trained once, then cached).")
+        c_n.caption("Press **Train** to run the chosen methods on this text (trained once, then cached).")
         return
     args = (tok, text, n_max, max_len, methods, lang, others, min_freq, job)
     pv = _preview(*args, words)
-    if "continued" in pv.plans:
-        tr = pv.plans["continued"].training
-        st.caption(f"Continued training: {tr.n_new:,} new tokens from {tr.chars:,} characters ({tr.word_types:,} word "
-                   f"types) in {tr.seconds.get('total', 0):.1f} s"
-                   + (f"; {len(tr.char_steps)} missing characters added first" if tr.char_steps else ""))  # fmt: skip
     n_cap = max(p.n_available for p in pv.plans.values())
     if n_cap < 1:
         st.warning("The text gave no new tokens: every pair it contains is already a token.")
         return
-    n = st.slider("N (new tokens)", 1, n_cap, n_cap, key="ext-n")
+    n = c_n.slider("N (new tokens)", 1, n_cap, n_cap, key="ext-n")
     results = {m: pv.at(m, n) for m in pv.plans}
-    metrics_table(results, n)
-    curve_chart(pv, args, words, n, n_cap, results)
-    sentence_before_after(tok, pv, results, n)
-    added_tokens(tok, pv, results, n)
+    # the results in tabs, right under the slider: at 1280×800 the first result is on screen, not 3,800 px down
+    t_measure, t_text, t_added, t_export = st.tabs(RESULT_TABS, key="ext-results")
+    with t_measure:
+        if "continued" in pv.plans:
+            tr = pv.plans["continued"].training
+            st.caption(f"Continued training: {tr.n_new:,} new tokens from {tr.chars:,} characters ({tr.word_types:,} word "
+                       f"types) in {tr.seconds.get('total', 0):.1f} s"
+                       + (f"; {len(tr.char_steps)} missing characters added first" if tr.char_steps else ""))  # fmt: skip
+        metrics_table(results, n)
+        curve_chart(pv, args, words, n, n_cap, results)
+    with t_text:
+        sentence_before_after(tok, pv, results, n)
+    with t_added:
+        added_tokens(tok, pv, results, n)
     named = [paths.public_name(p) for p in job[2]] if job else []  # never the server's layout in the export
     corpus = ({"executor": "local", "inputs": named, "workers": job[4]} if job
               else {"executor": "inprocess", "reader": "in this process"})  # how continued training read its words  # fmt: skip
-    export(tok, pv, text.label if job is None else f"corpus: {', '.join(named)}", config, n, corpus)
+    with t_export:
+        export(tok, pv, text.label if job is None else f"corpus: {', '.join(named)}", config, n, corpus)
 
 
 page()

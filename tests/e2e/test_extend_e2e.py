@@ -13,6 +13,7 @@ from playwright.sync_api import Page, expect
 
 
 def test_extend_llama3_with_estonian_and_download(page: Page, app_url, artifacts):
+    page.set_viewport_size({"width": 1280, "height": 800})
     page.goto(app_url)  # the Home page's journey "Adapt a tokenizer to a language": one click
     wait_idle(page)
     page.get_by_role("link", name="Open Extend").click()
@@ -24,13 +25,20 @@ def test_extend_llama3_with_estonian_and_download(page: Page, app_url, artifacts
     page.get_by_role("button", name="Train", exact=True).click()
     wait_idle(page, timeout=600_000)
     expect(page.get_by_text("Bytes per token at N = 1,000")).to_be_visible(timeout=600_000)
-    expect(page.get_by_role("heading", name="Before and after")).to_be_visible()
-    expect(page.get_by_text("Continued BPE training (", exact=False).first).to_be_visible()
-    table = page.locator('[data-testid="stDataFrame"]').first  # bytes/token per text: fits the page width
+    # the results sit in tabs right under the N slider: the first one starts above the fold at 1280×800
+    page.locator('[data-testid="stMain"]').evaluate("e => e.scrollTo(0, 0)")  # the Train click scrolled
+    first = page.get_by_role("tab", name="Compression").bounding_box()
+    assert first and first["y"] + first["height"] < 800, first
+    # bytes/token per text (the first table of the open tab): fits the page width
+    table = page.locator('[data-testid="stDataFrame"]').filter(visible=True).first
     box, main = table.bounding_box(), page.locator('[data-testid="stMainBlockContainer"]').bounding_box()
     assert box and main and box["x"] + box["width"] <= main["x"] + main["width"] + 1
     screenshot(page, artifacts / "change_extend_llama3_est.png")
+    page.get_by_role("tab", name="Before and after").click()
+    expect(page.get_by_role("heading", name="Before and after")).to_be_visible()
+    expect(page.get_by_text("Continued BPE training (", exact=False).first).to_be_visible()
 
+    page.get_by_role("tab", name="Export").click()
     page.get_by_role("button", name="Build the extended tokenizer").click()
     wait_idle(page, timeout=300_000)
     path = download(page, "Download zip (Hugging Face folder)", artifacts / "extend_llama3_est.zip", 300_000)
@@ -51,6 +59,7 @@ def test_extend_llama3_with_estonian_and_download(page: Page, app_url, artifacts
     wait_idle(page)
     sidebar = page.locator('[data-testid="stSidebar"]')
     expect(sidebar.get_by_text("llama-3.1 +1000 (Continued BPE training)")).to_be_visible(timeout=60_000)
+    page.get_by_role("tab", name="Before and after").click()
     own = page.get_by_label("Your own text (empty: the first held-out FLORES sentence)")
     own.fill("Tere hommikust, kallid sõbrad! Täna räägime tokenisaatoritest.")
     own.press("Control+Enter")
