@@ -343,17 +343,18 @@ def _pair_index(seqs: list[list[int]], freqs: list[int], n_syms: int) -> tuple[d
     """Pair frequencies (summed word frequencies, once per occurrence) and the pair → words index of the
     initial segmentation, counted with numpy (one sort) instead of a dict update and a set per occurrence."""
     lens = np.fromiter(map(len, seqs), dtype=np.int64, count=len(seqs))
-    flat = np.fromiter(chain.from_iterable(seqs), dtype=np.int64, count=int(lens.sum()))
-    word = np.repeat(np.arange(len(seqs), dtype=np.int64), lens)
+    flat = np.fromiter(chain.from_iterable(seqs), dtype=np.int32, count=int(lens.sum()))
     ok = np.ones(len(flat), dtype=bool)  # position i starts a pair (i, i+1) inside one word
-    ends = np.cumsum(lens) - 1
-    ok[ends] = False
+    ok[np.cumsum(lens) - 1] = False
     left = np.flatnonzero(ok)
-    key = flat[left] * n_syms + flat[left + 1]
-    w = word[left]
-    weight = np.asarray(freqs, dtype=np.int64)[w]
+    del ok
+    w = np.repeat(np.arange(len(seqs), dtype=np.int32), lens)[left]
+    key = flat[left].astype(np.int64) * n_syms + flat[left + 1]
+    del flat, left
     order = np.lexsort((w, key))
-    key, w, weight = key[order], w[order], weight[order]
+    key, w = key[order], w[order]
+    weight = np.asarray(freqs, dtype=np.int64)[w]
+    del order
     if not len(key):
         return {}, _PairIndex({}, [0], np.zeros(0, dtype=np.int32))
     first = np.flatnonzero(np.r_[True, key[1:] != key[:-1]])
@@ -363,7 +364,7 @@ def _pair_index(seqs: list[list[int]], freqs: list[int], n_syms: int) -> tuple[d
     counts = dict(zip(pairs, totals.tolist()))
     slot = dict(zip(pairs, range(len(pairs))))
     starts = first.tolist() + [len(key)]
-    return counts, _PairIndex(slot, starts, w.astype(np.int32))
+    return counts, _PairIndex(slot, starts, w)
 
 
 def learn(
