@@ -1,14 +1,22 @@
 """Benchmark: continued BPE training vs the `tokenizers` BpeTrainer from scratch, peak memory, preview updates.
 
-One run prints:
-* continued training of 8,000 merges on Llama-3.1 over >= 10 MB of text (Estonian + Finnish prose, UI strings
-  and word lists, topped up with Python code from the shared corpora), word collection included;
-* the `tokenizers` BpeTrainer training 8,000 merges from scratch on the same text with the same normalizer /
-  pre-tokenizer / byte alphabet (its word counting runs in Rust, on every core);
-* the ratio (target <= 3x), the peak RSS of each (each job runs in its own child process);
-* the time the Extend page's preview needs to update after N changes (target <= 2 s per method).
+Two cases, each a new-token count N on one text:
+* `flores-latin`: GPT-2 over the first 71 Latin-script FLORES-200 devtest files (sorted by name, ~10 MB);
+* `mixed`: Llama-3.1 over >= 10 MB of text (Estonian + Finnish prose, UI strings and word lists, topped up
+  with Python code from the shared corpora).
 
-Usage: `python bench/bench_extension.py [--tokenizer DIR] [--n 8000] [--mb 10.5]`.
+For each case, `--repeat` rounds, interleaved (the machine is shared: one round runs every job once, in a
+fresh child process each, so the peak RSS is clean), medians reported:
+* `continued`: :func:`continue_training` as a function call, word collection included;
+* `bpetrainer`: the `tokenizers` BpeTrainer training N merges from scratch on the same text with the same
+  normalizer / pre-tokenizer / byte alphabet (its word counting runs in Rust, on every core);
+* `cli` (flores-latin): `python -m analysis extend --method continued --json` on the same files, its reported
+  `seconds` (the end-to-end time: word counting, training, the output tokenizer) and the child's peak RSS.
+
+Ratios and targets: continued / BpeTrainer <= 1.0x, CLI seconds / BpeTrainer <= 1.2x, peak RSS <= 1.2x. Then the
+time the Extend page's preview needs to update after N changes (target <= 2 s per method).
+
+Usage: `python bench/bench_extension.py [--case flores-latin|mixed|all] [--n 8000] [--repeat 3] [--no-preview]`.
 """
 
 from __future__ import annotations
@@ -17,8 +25,10 @@ import argparse
 import json
 import os
 import resource
+import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -50,14 +60,36 @@ def bench_corpus(mb: float) -> Corpus:
     return corpus(*srcs, max_chars=int(mb * 1_000_000))
 
 
+#: The flores-latin case: this many Latin-script FLORES-200 devtest files, first by name.
+LATIN_FILES = 71
+
+
+def latin_files() -> list[Path]:
+    """The first LATIN_FILES `*_Latn.devtest` files of the shared FLORES-200 devtest folder."""
+    return sorted((assets_dir() / "flores200" / "devtest").glob("*_Latn.devtest"))[:LATIN_FILES]
+
+
+def case_text(case: str, mb: float) -> list[str]:
+    """The training text of a case (FLORES lines as the CLI reads the files: one unit per line)."""
+    if case == "flores-latin":
+        return list(corpus(*(Source("file", str(f)) for f in latin_files())))
+    return list(bench_corpus(mb))
+
+
+CASES = {
+    "flores-latin": str(assets_dir() / "tokenizers" / "gpt2"),
+    "mixed": str(assets_dir() / "tokenizers" / "llama-3.1"),
+}
+
+
 def _rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
-def job(kind: str, tok_dir: str, n: int, mb: float) -> dict:
+def job(kind: str, tok_dir: str, n: int, mb: float, case: str = "mixed") -> dict:
     """One measured job (runs in a child process)."""
     tok = load(tok_dir)
-    text = list(bench_corpus(mb))
+    text = case_text(case, mb)
     nbytes = sum(len(u.encode("utf-8")) for u in text)
     rss0 = _rss_mb()
     t0 = time.perf_counter()
@@ -80,27 +112,94 @@ def job(kind: str, tok_dir: str, n: int, mb: float) -> dict:
     }
 
 
-def run_child(kind: str, args: argparse.Namespace) -> dict:
+def run_child(kind: str, args: argparse.Namespace, case: str) -> dict:
     """Run one job in a fresh Python process (clean peak-RSS measurement) and return its JSON."""
+    cmd = [sys.executable, __file__, "--job", kind, "--case", case, "--tokenizer", CASES[case]]
     out = subprocess.run(
-        [
-            sys.executable,
-            __file__,
-            "--job",
-            kind,
-            "--tokenizer",
-            args.tokenizer,
-            "--n",
-            str(args.n),
-            "--mb",
-            str(args.mb),
-        ],
+        [*cmd, "--n", str(args.n), "--mb", str(args.mb)],
         capture_output=True,
         text=True,
         check=True,
         cwd=ROOT,
     )
     return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+#: `python -m analysis ARGS` that prints its own peak RSS on stderr when it exits.
+_PEAK_WRAPPER = (
+    "import atexit, resource, runpy, sys; "
+    "atexit.register(lambda: sys.stderr.write("
+    "'PEAK_RSS_KB %d\\n' % resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)); "
+    "sys.argv[0] = 'analysis'; runpy.run_module('analysis', run_name='__main__')"
+)
+
+
+def run_cli(case: str, n: int) -> dict:
+    """`python -m analysis extend --json` on the case's files in a child process: its `seconds` and peak RSS."""
+    files = [str(f) for f in latin_files()]
+    with tempfile.TemporaryDirectory() as cache:  # a fresh cache: nothing computed before is reused
+        env = {**os.environ, "TOKLAB_CACHE": cache, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+        cmd = [sys.executable, "-c", _PEAK_WRAPPER, "extend", "--tokenizer", CASES[case]]
+        cmd += ["--method", "continued", *(a for f in files for a in ("--text", f))]
+        cmd += ["--n", str(n), "--no-heldout", "--json", "--quiet"]
+        out = subprocess.run(cmd, capture_output=True, text=True, check=True, cwd=ROOT, env=env)
+    rep = json.loads(out.stdout)
+    peak = [ln for ln in out.stderr.splitlines() if ln.startswith("PEAK_RSS_KB ")]
+    return {"kind": "cli", "seconds": rep["seconds"], "peak_rss_mb": int(peak[-1].split()[1]) / 1024}
+
+
+def _median(rows: list[dict], key: str) -> float:
+    return statistics.median(r[key] for r in rows)
+
+
+def bench_case(case: str, args: argparse.Namespace) -> None:
+    """Interleaved rounds of the case's jobs; medians, ratios and targets."""
+    kinds = ["continued", "bpetrainer"]
+    got: dict[str, list[dict]] = {k: [] for k in kinds + (["cli"] if case == "flores-latin" else [])}
+    for _ in range(args.repeat):
+        for k in kinds:
+            got[k].append(run_child(k, args, case))
+        if "cli" in got:
+            got["cli"].append(run_cli(case, args.n))
+    cont, scratch = got["continued"][-1], got["bpetrainer"][-1]
+    print(
+        f"\n== case {case}: {Path(CASES[case]).name}, {args.n} new tokens, {args.repeat} interleaved rounds"
+    )
+    print(f"text: {cont['bytes'] / 1e6:.2f} MB ({cont['chars']:,} chars, {cont['units']:,} units)")
+    t_c, t_s = _median(got["continued"], "seconds"), _median(got["bpetrainer"], "seconds")
+    print(
+        f"continued training ({cont['new_tokens']} new tokens, {cont['word_types']:,} word types): median "
+        f"{t_c:.2f} s {[round(r['seconds'], 2) for r in got['continued']]}  phases "
+        f"{json.dumps({k: round(v, 2) for k, v in cont['phases'].items()})}"
+    )
+    print(
+        f"tokenizers BpeTrainer from scratch ({scratch['merges']} merges): median {t_s:.2f} s "
+        f"{[round(r['seconds'], 2) for r in got['bpetrainer']]}"
+    )
+    ratio = t_c / t_s
+    print(
+        f"ratio continued / BpeTrainer (function): {ratio:.2f}x (target <= 1.0x) {'OK' if ratio <= 1 else 'MISSED'}"
+    )
+    m_c, m_s = _median(got["continued"], "peak_rss_mb"), _median(got["bpetrainer"], "peak_rss_mb")
+    for name, rows in (("continued", got["continued"]), ("bpetrainer", got["bpetrainer"])):
+        r = rows[-1]
+        print(
+            f"peak RSS {name}: median {_median(rows, 'peak_rss_mb'):.0f} MB (after loading tokenizer + text "
+            f"{r['rss_before_mb']:.0f} MB)"
+        )
+    mr = m_c / m_s
+    print(
+        f"ratio peak RSS continued / BpeTrainer: {mr:.2f}x (target <= 1.2x) {'OK' if mr <= 1.2 else 'MISSED'}"
+    )
+    if "cli" in got:
+        t_e = _median(got["cli"], "seconds")
+        e = t_e / t_s
+        print(f"extend --json seconds: median {t_e:.2f} s {[round(r['seconds'], 2) for r in got['cli']]}")
+        print(
+            f"ratio extend (end to end) / BpeTrainer: {e:.2f}x (target <= 1.2x) {'OK' if e <= 1.2 else 'MISSED'}"
+        )
+        m_e = _median(got["cli"], "peak_rss_mb")
+        print(f"peak RSS extend CLI: median {m_e:.0f} MB ({m_e / m_s:.2f}x BpeTrainer's)")
 
 
 def preview_bench(tok_dir: str, n_max: int) -> list[tuple[str, int, float]]:
@@ -132,31 +231,26 @@ def preview_bench(tok_dir: str, n_max: int) -> list[tuple[str, int, float]]:
 def main() -> int:
     """Run every measurement and print the numbers with their targets."""
     ap = argparse.ArgumentParser(description=__doc__)
-    ap.add_argument("--tokenizer", default=str(assets_dir() / "tokenizers" / "llama-3.1"))
+    ap.add_argument("--case", choices=[*CASES, "all"], default="all")
+    ap.add_argument("--tokenizer", default=None, help="(child jobs) the tokenizer folder")
     ap.add_argument("--n", type=int, default=8000)
     ap.add_argument("--mb", type=float, default=10.5)
+    ap.add_argument("--repeat", type=int, default=3, help="interleaved rounds (medians reported)")
+    ap.add_argument("--no-preview", action="store_true", help="skip the Extend preview timing")
     ap.add_argument("--job", default=None)
     args = ap.parse_args()
     if args.job:
-        print(json.dumps(job(args.job, args.tokenizer, args.n, args.mb)))
+        print(json.dumps(job(args.job, args.tokenizer, args.n, args.mb, args.case)))
         return 0
-    print(f"tokenizer {args.tokenizer}, {args.n} new tokens, {os.cpu_count()} CPU cores")
-    cont = run_child("continued", args)
-    scratch = run_child("bpetrainer", args)
-    print(f"text: {cont['bytes'] / 1e6:.2f} MB ({cont['chars']:,} chars, {cont['units']:,} units)")
+    load1, load5, _ = os.getloadavg()
     print(
-        f"continued training ({cont['new_tokens']} new tokens, {cont['word_types']:,} word types): "
-        f"{cont['seconds']:.1f} s  phases {json.dumps({k: round(v, 1) for k, v in cont['phases'].items()})}"
+        f"{args.n} new tokens, {os.cpu_count()} CPU cores, load average {load1:.2f} (1 min) {load5:.2f} (5 min)"
     )
-    print(f"tokenizers BpeTrainer from scratch ({scratch['merges']} merges): {scratch['seconds']:.1f} s")
-    ratio = cont["seconds"] / scratch["seconds"]
-    print(f"ratio continued / BpeTrainer: {ratio:.2f}x (target <= 3x) {'OK' if ratio <= 3 else 'MISSED'}")
-    for r in (cont, scratch):
-        print(
-            f"peak RSS {r['kind']}: {r['peak_rss_mb']:.0f} MB (after loading tokenizer + text "
-            f"{r['rss_before_mb']:.0f} MB, +{r['peak_rss_mb'] - r['rss_before_mb']:.0f} MB for training)"
-        )
-    times = preview_bench(args.tokenizer, min(args.n, 4000))
+    for case in CASES if args.case == "all" else [args.case]:
+        bench_case(case, args)
+    if args.no_preview:
+        return 0
+    times = preview_bench(CASES["mixed"], min(args.n, 4000))
     for m, n, s in times:
         print(f"preview update {m:>9} N -> {n:>5}: {s:.2f} s")
     worst = max(s for _, _, s in times)

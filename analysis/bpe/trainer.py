@@ -35,7 +35,10 @@ import math
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
+from itertools import chain
 from typing import Any, ClassVar
+
+import numpy as np
 
 from analysis.core.progress import Progress, report
 from analysis.errors import DataError
@@ -316,6 +319,54 @@ def _no_cyclic_gc() -> Iterator[None]:
             gc.enable()
 
 
+class _PairIndex:
+    """pair → the words that hold it: the initial index as one sorted array (no set per pair), plus the
+    words that gained a pair during training (`added`: a set per such pair, filled by the merge loop). Words that lost a pair stay listed (the
+    merge loop skips words without an occurrence)."""
+
+    __slots__ = ("slot", "starts", "holders", "added")
+
+    def __init__(self, slot: dict[Pair, int], starts: list[int], holders: Any) -> None:
+        self.slot, self.starts, self.holders = slot, starts, holders
+        self.added: dict[Pair, set[int]] = {}
+
+    def pop(self, pair: Pair) -> set[int]:
+        """The words that hold (or held) pair, forgetting them."""
+        out = self.added.pop(pair, None) or set()
+        k = self.slot.pop(pair, None)
+        if k is not None:
+            out.update(self.holders[self.starts[k] : self.starts[k + 1]].tolist())
+        return out
+
+
+def _pair_index(seqs: list[list[int]], freqs: list[int], n_syms: int) -> tuple[dict[Pair, int], _PairIndex]:
+    """Pair frequencies (summed word frequencies, once per occurrence) and the pair → words index of the
+    initial segmentation, counted with numpy (one sort) instead of a dict update and a set per occurrence."""
+    lens = np.fromiter(map(len, seqs), dtype=np.int64, count=len(seqs))
+    flat = np.fromiter(chain.from_iterable(seqs), dtype=np.int32, count=int(lens.sum()))
+    ok = np.ones(len(flat), dtype=bool)  # position i starts a pair (i, i+1) inside one word
+    ok[np.cumsum(lens) - 1] = False
+    left = np.flatnonzero(ok)
+    del ok
+    w = np.repeat(np.arange(len(seqs), dtype=np.int32), lens)[left]
+    key = flat[left].astype(np.int64) * n_syms + flat[left + 1]
+    del flat, left
+    order = np.lexsort((w, key))
+    key, w = key[order], w[order]
+    weight = np.asarray(freqs, dtype=np.int64)[w]
+    del order
+    if not len(key):
+        return {}, _PairIndex({}, [0], np.zeros(0, dtype=np.int32))
+    first = np.flatnonzero(np.r_[True, key[1:] != key[:-1]])
+    uniq = key[first]
+    totals = np.add.reduceat(weight, first)
+    pairs = list(zip((uniq // n_syms).tolist(), (uniq % n_syms).tolist()))
+    counts = dict(zip(pairs, totals.tolist()))
+    slot = dict(zip(pairs, range(len(pairs))))
+    starts = first.tolist() + [len(key)]
+    return counts, _PairIndex(slot, starts, w)
+
+
 def learn(
     words: Iterable[tuple[Sequence[str], int]],
     n_new: int,
@@ -362,36 +413,37 @@ def _learn(
     progress: Progress | None,
     min_frequency: int = 0,
 ) -> TrainRun:
-    syms, sid = symbol_table()
     plain = type(stats) is FrequencyStats  # the heap's top has the highest frequency
-    for ch in alphabet:
-        sid(ch)
-    seqs: list[list[int]] = []
+    kept: list[Sequence[str]] = []
     freqs: list[int] = []
     word_index: list[int] = []
     for i, (w, f) in enumerate(words):
         if len(w) > 1 and f > 0:
-            seqs.append([sid(s) for s in w])
+            kept.append(w)
             freqs.append(f)
             word_index.append(i)
+    # symbol ids in order of first appearance (the alphabet first), interned at C speed
+    syms = list(dict.fromkeys(chain(alphabet, chain.from_iterable(kept))))
+    ids: dict[str, int] = {s: i for i, s in enumerate(syms)}
+    get = ids.__getitem__
+    seqs: list[list[int]] = [list(map(get, w)) for w in kept]
+    del kept
+
+    def sid(s: str) -> int:
+        i = ids.get(s)
+        if i is None:
+            i = ids[s] = len(syms)
+            syms.append(s)
+        return i
+
     per_word = stats.per_word
     stats.bind(word_index)
-
-    counts: dict[Pair, int] = {}
-    where: dict[Pair, set[int]] = {}
-    for wi, seq in enumerate(seqs):
-        f = freqs[wi]
-        local: dict[Pair, int] | None = {} if per_word else None
-        for p in zip(seq, seq[1:]):
-            counts[p] = counts.get(p, 0) + f
-            s = where.get(p)
-            if s is None:
-                where[p] = {wi}
-            else:
-                s.add(wi)
-            if local is not None:
+    counts, where = _pair_index(seqs, freqs, len(syms))
+    if per_word:
+        for wi, seq in enumerate(seqs):
+            local: dict[Pair, int] = {}
+            for p in zip(seq, seq[1:]):
                 local[p] = local.get(p, 0) + 1
-        if local is not None:
             stats.add(wi, local)
 
     order = stats.order
@@ -435,64 +487,67 @@ def _learn(
         a, b = pair
         m = sid(merged)
         grown: set[Pair] = set()
-        for wi in where.pop(pair, ()):
+        added = where.added
+        for wi in where.pop(pair):
             seq = seqs[wi]
-            n = len(seq)
-            if n < 2:
+            last = len(seq) - 1
+            occ: list[int] = []  # left-to-right, non-overlapping occurrences of (a, b)
+            i = 0
+            try:
+                while True:
+                    i = seq.index(a, i, last)
+                    if seq[i + 1] == b:
+                        occ.append(i)
+                        i += 2
+                    else:
+                        i += 1
+            except ValueError:
+                pass
+            if not occ:
                 continue
             f = freqs[wi]
-            local = {} if per_word else None
-            out: list[int] = []
-            i = 0
-            hit = False
-            prev_merged = False
-            while i < n:
-                if i + 1 < n and seq[i] == a and seq[i + 1] == b:
-                    hit = True
-                    if out:  # the pair on the left changes
-                        if prev_merged:
-                            old, new = (b, a), (m, m)
-                        else:
-                            x = seq[i - 1]
-                            old, new = (x, a), (x, m)
-                        counts[old] = counts.get(old, 0) - f
-                        counts[new] = counts.get(new, 0) + f
-                        ws = where.get(new)
-                        if ws is None:
-                            where[new] = {wi}
-                        else:
-                            ws.add(wi)
-                        grown.add(new)
-                        if local is not None:
-                            local[old] = local.get(old, 0) - 1
-                            local[new] = local.get(new, 0) + 1
-                    # the pair on the right changes, unless another occurrence follows (handled there)
-                    if i + 2 < n and not (i + 3 < n and seq[i + 2] == a and seq[i + 3] == b):
-                        y = seq[i + 2]
-                        old, new = (b, y), (m, y)
-                        counts[old] = counts.get(old, 0) - f
-                        counts[new] = counts.get(new, 0) + f
-                        ws = where.get(new)
-                        if ws is None:
-                            where[new] = {wi}
-                        else:
-                            ws.add(wi)
-                        grown.add(new)
-                        if local is not None:
-                            local[old] = local.get(old, 0) - 1
-                            local[new] = local.get(new, 0) + 1
-                    out.append(m)
-                    i += 2
-                    prev_merged = True
-                else:
-                    out.append(seq[i])
-                    i += 1
-                    prev_merged = False
-            if hit:
-                seqs[wi] = out
-                if local:
-                    local.pop(pair, None)  # the merged pair is dropped whole below
-                    stats.add(wi, local)
+            local: dict[Pair, int] | None = {} if per_word else None
+            nxt = occ[1:] + [-1]
+            prev_end = -1
+            for i, j in zip(occ, nxt):
+                if i:  # the pair on the left changes
+                    if i == prev_end:
+                        old, new = (b, a), (m, m)
+                    else:
+                        x = seq[i - 1]
+                        old, new = (x, a), (x, m)
+                    counts[old] -= f
+                    counts[new] = counts.get(new, 0) + f
+                    ws = added.get(new)
+                    if ws is None:
+                        added[new] = {wi}
+                    else:
+                        ws.add(wi)
+                    grown.add(new)
+                    if local is not None:
+                        local[old] = local.get(old, 0) - 1
+                        local[new] = local.get(new, 0) + 1
+                # the pair on the right changes, unless another occurrence follows (handled there)
+                if i + 1 < last and j != i + 2:
+                    y = seq[i + 2]
+                    old, new = (b, y), (m, y)
+                    counts[old] -= f
+                    counts[new] = counts.get(new, 0) + f
+                    ws = added.get(new)
+                    if ws is None:
+                        added[new] = {wi}
+                    else:
+                        ws.add(wi)
+                    grown.add(new)
+                    if local is not None:
+                        local[old] = local.get(old, 0) - 1
+                        local[new] = local.get(new, 0) + 1
+                prev_end = i + 2
+            for i in reversed(occ):
+                seq[i : i + 2] = (m,)
+            if local:
+                local.pop(pair, None)  # the merged pair is dropped whole below
+                stats.add(wi, local)
         counts.pop(pair, None)
         stats.forget(pair)
         grown.discard(pair)
