@@ -270,3 +270,14 @@ def normalise_generation_config(folder: Path) -> None:
     ):
         gen["eos_token_id"] = [gen["eos_token_id"]]
         _write_json(gpath, gen)
+
+
+def write_accepted_forms(folder: Path) -> None:
+    """After `save_pretrained`: generation_config.json's eos as a list, config.json's `torch_dtype` beside `dtype`
+    (the fixed forms of ``special_ids`` and ``legacy_fields``)."""
+    normalise_generation_config(folder)
+    cpath = folder / "config.json"
+    cfg = _read_json(cpath)
+    if cfg is not None and "dtype" in cfg and "torch_dtype" not in cfg:
+        cfg["torch_dtype"] = cfg["dtype"]
+        _write_json(cpath, cfg)
