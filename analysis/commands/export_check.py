@@ -6,8 +6,8 @@ from __future__ import annotations
 import argparse
 
 from analysis.core.progress import stderr_progress
-from analysis.model.export_check import check_export
 from analysis.tokenizer.sources import load
+from analysis.views.export_check import run_export_check
 
 from ._common import print_json
 
@@ -41,7 +41,7 @@ def run(args: argparse.Namespace) -> int:
     """Run the export check and print its report; exit status 1 when it is not ok."""
     base = load(args.base) if args.base else None
     langs = [c.strip() for c in args.langs.split(",") if c.strip()] if args.langs else None
-    rep = check_export(
+    rep = run_export_check(
         args.path,
         base=base,
         original_model=args.original_model,
@@ -60,9 +60,18 @@ def run(args: argparse.Namespace) -> int:
         print(f"  [{c['status']:>5}] {c['name']}: {c['detail']}")
     if doc["roundtrip"] is not None:
         rt = doc["roundtrip"]
-        print(f"  round trip: {rt['broken']} of {rt['languages']} languages broken by the edit")
+        roles = ", ".join(f"{n} {r}" for r, n in rt["by_role"].items())
+        print(
+            f"  round trip: {rt['broken']} of {rt['languages']} languages broken by the edit"
+            + (f" ({roles})" if roles else "")
+        )
+        if rt["note"]:
+            print(f"    {rt['note']}")
+        if rt["unexpected"]:
+            print(f"    not the method's price: {', '.join(rt['unexpected'])}")
         for e in rt["entries"][:10]:
-            print(f"    {e['lang']}: {e['text'][:60]!r} → {e['decoded'][:60]!r}")
+            role = f" [{e['role']}]" if "role" in e else ""
+            print(f"    {e['lang']}{role}: {e['text'][:60]!r} → {e['decoded'][:60]!r}")
     par = doc["parity"]
     if par is not None:
         if par["blocked"]:
