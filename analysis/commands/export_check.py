@@ -31,7 +31,17 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--max-lines", type=int, default=None, help="held-out lines per language (default: all 212)"
     )
     p.add_argument("--no-parity", action="store_true", help="skip the llama.cpp parity part")
-    p.add_argument("--fix", action="store_true", help="write the accepted form where a check can fix it")
+    p.add_argument(
+        "--fix",
+        action="store_true",
+        help="write the accepted form where a check can fix it (unused embedding rows: masked in "
+        "generation_config.json suppress_tokens)",
+    )
+    p.add_argument(
+        "--no-probe",
+        action="store_true",
+        help="do not run the exported model on held-out text (the padding rows' largest probability)",
+    )
     p.add_argument(
         "--json", action="store_true", help="print the report as one JSON document (the page's download)"
     )
@@ -49,6 +59,7 @@ def run(args: argparse.Namespace) -> int:
         max_lines=args.max_lines,
         parity=not args.no_parity,
         fix=args.fix,
+        probe_model=not args.no_probe,
         progress=None if args.json else stderr_progress("export-check"),
     )
     doc = rep.to_json()

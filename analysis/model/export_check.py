@@ -31,8 +31,10 @@ from .preflight import (
     check_chat_template,
     check_ids_fit,
     check_legacy_fields,
+    check_padding_rows,
     check_rows_unchanged,
     check_special_ids,
+    padding_max_probability,
 )
 from .weights import load_embeddings, resolve_model
 
@@ -195,6 +197,7 @@ def check_export(
     parity: bool = True,
     fix: bool = False,
     codec: EditedCodec | None = None,
+    probe_model: bool = True,
     progress: Progress | None = None,
 ) -> ExportCheckReport:
     """Check an exported folder (tokenizer files, maybe weights and a GGUF) or a GGUF file.
@@ -203,7 +206,8 @@ def check_export(
     the model the export came from (rows of unchanged ids). `langs`/`max_lines` bound the FLORES parts (default:
     every language, every held-out line). `fix` writes the accepted form where a check can fix it. `codec` is an
     edit that is more than one tokenizer.json (R-BPE): its tokenizer is the one checked, its original the default
-    `base`, its round trip the "after" one.
+    `base`, its round trip the "after" one. `probe_model` runs the exported model on held-out text to measure the
+    largest probability of its unused rows (only when it has some).
     """
     p = Path(path)
     if not p.exists():
@@ -234,16 +238,8 @@ def check_export(
                 )
             )
         if weights is not None:
-            unused = [i for i in range(weights.n_rows) if i not in tok.id_to_token]
-            rep.checks.append(
-                Check(
-                    "padding_rows",
-                    "pass",
-                    f"{len(unused)} embedding rows no token uses"
-                    + (" (list them in suppress_tokens to mask)" if unused else ""),
-                    {"rows": unused[:50], "count": len(unused)},
-                )
-            )
+            max_prob = _padding_probe(p, tok, weights.n_rows, langs) if probe_model else None
+            rep.checks.append(check_padding_rows(p, tok, weights.n_rows, max_prob=max_prob, fix=fix))
     else:
         raise DataError(f"{p.name}: not a folder or a .gguf file")
     report(progress, 0.1, 1.0, "pre-flight checks done")
@@ -253,6 +249,28 @@ def check_export(
     if parity:
         rep.parity = _parity(tok, gguf_path, base, rep, langs, max_lines, scaled(progress, 0.3, 1.0))
     return rep
+
+
+#: Held-out text the padding probe runs the model on: this many tokens of each of up to 4 languages.
+PROBE_TOKENS = 128
+
+
+def _padding_probe(
+    folder: Path, tok: LoadedTokenizer, rows: int, langs: Sequence[str] | None
+) -> float | None:
+    """The largest probability the exported model gives its unused rows on held-out FLORES text (None when every
+    row is a token)."""
+    from .models import load_causal_lm  # noqa: PLC0415 - transformers, loaded on use
+
+    unused = [i for i in range(rows) if i not in tok.id_to_token]
+    if not unused:
+        return None
+    codes = [c for c in (langs or [flores.ENGLISH]) if c in flores.available_codes()][:4] or [flores.ENGLISH]
+    seqs = []
+    for code in codes:
+        _, held = flores.split_lines(code)
+        seqs.append(tok.tokenizer.encode(" ".join(held[:20]), add_special_tokens=True).ids[:PROBE_TOKENS])
+    return padding_max_probability(load_causal_lm(folder).model, unused, seqs)
 
 
 def _parity(

@@ -251,6 +251,70 @@ def check_rows_unchanged(
     return Check("rows_unchanged", "pass", f"{len(same)} unchanged ids keep bit-identical rows", data)
 
 
+#: A padding row the model gives at least this probability somewhere on held-out text is one sampling can draw
+#: (one draw in 10,000 positions at temperature 1): unmasked, the check fails.
+PADDING_FAIL_P = 1e-4
+
+
+def padding_max_probability(model: Any, unused: list[int], id_seqs: list[list[int]]) -> float:
+    """The largest next-token probability a Hugging Face causal LM gives any of the `unused` rows at any position
+    of the id sequences (held-out text)."""
+    import torch  # noqa: PLC0415 - heavy, loaded on use
+
+    if not unused:
+        return 0.0
+    idx = torch.tensor(unused, dtype=torch.long)
+    best = 0.0
+    with torch.no_grad():
+        for ids in id_seqs:
+            if not ids:
+                continue
+            logits = model(torch.tensor([ids], dtype=torch.long)).logits[0].double()
+            probs = torch.softmax(logits, dim=-1)[:, idx]
+            best = max(best, float(probs.max()))
+    return best
+
+
+def check_padding_rows(
+    folder: Path, tok: LoadedTokenizer, rows: int, *, max_prob: float | None = None, fix: bool = False
+) -> Check:
+    """Embedding rows no token uses: listed with the largest probability the model gives them on held-out text
+    (`max_prob`, when measured); fail when they are neither masked (`suppress_tokens` in generation_config.json)
+    nor improbable (< :data:`PADDING_FAIL_P`); `fix` masks them."""
+    unused = [i for i in range(rows) if i not in tok.id_to_token]
+    gen = _read_json(folder / "generation_config.json") or {}
+    masked = set(_as_list(gen.get("suppress_tokens")))
+    open_rows = [i for i in unused if i not in masked]
+    data = {
+        "rows": unused[:50],
+        "count": len(unused),
+        "unmasked": len(open_rows),
+        "max_probability": max_prob,
+    }
+    if not unused:
+        return Check("padding_rows", "pass", f"every one of the {rows} embedding rows is a token", data)
+    prob = "" if max_prob is None else f"; the model gives them at most p = {max_prob:.3g} on held-out text"
+    if not open_rows:
+        return Check(
+            "padding_rows", "pass", f"{len(unused)} unused rows, all masked (suppress_tokens){prob}", data
+        )
+    risky = max_prob is None or max_prob >= PADDING_FAIL_P
+    detail = f"{len(open_rows)} unused rows not masked{prob}"
+    if fix:
+        mask_padding_rows(folder, open_rows)
+        return Check(
+            "padding_rows", "fixed", detail + "; masked in generation_config.json suppress_tokens", data
+        )
+    if risky:
+        why = (
+            "not measured (no model probe)"
+            if max_prob is None
+            else f"≥ {PADDING_FAIL_P:g}: sampling can draw them"
+        )
+        return Check("padding_rows", "fail", f"{detail} ({why}; --fix masks them)", data)
+    return Check("padding_rows", "pass", f"{detail} (< {PADDING_FAIL_P:g}; --fix masks them)", data)
+
+
 def mask_padding_rows(folder: Path, ids: list[int]) -> None:
     """List `ids` in generation_config.json's `suppress_tokens` (generation never samples them)."""
     gpath = folder / "generation_config.json"

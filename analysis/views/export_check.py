@@ -23,6 +23,7 @@ def run_export_check(
     max_lines: int | None = None,
     parity: bool = True,
     fix: bool = False,
+    probe_model: bool = True,
     progress: Progress | None = None,
 ) -> ExportCheckReport:
     """Check an export folder or GGUF file (see :func:`analysis.model.export_check.check_export`); an R-BPE
@@ -37,5 +38,6 @@ def run_export_check(
         parity=parity,
         fix=fix,
         codec=codec,
+        probe_model=probe_model,
         progress=progress,
     )
