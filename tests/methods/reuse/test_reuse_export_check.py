@@ -10,6 +10,7 @@ import pytest
 from support import TOKENIZERS
 
 from analysis.cli import build_parser, main
+from analysis.tokenizer.gguf_export import read_gguf_vocab_meta
 from analysis.views.export_check import run_export_check
 
 LANGS = ["ory_Orya", "pan_Guru", "hin_Deva", "rus_Cyrl", "eng_Latn", "arb_Arab"]
@@ -24,13 +25,17 @@ def test_reuse_protects_shared_symbols_by_default():
 @pytest.mark.slow
 def test_export_check_shows_what_the_protections_save(tmp_path, capsys):
     reports = {}
-    for name, extra in (("safe", []), ("paper", ["--paper-exact"])):
+    for name, extra in (("safe", ["--gguf"]), ("paper", ["--paper-exact"])):
         out = tmp_path / name
         rc = main(["reuse", str(TOKENIZERS / "llama-3.1"), "--no-corpora", "--collateral", "none", "--out",
                    str(out), "--json"] + extra)  # fmt: skip
         assert rc == 0
-        capsys.readouterr()
+        doc = json.loads(capsys.readouterr().out)
         reports[name] = run_export_check(out, langs=LANGS, max_lines=100, parity=False).to_json()
+        assert ("gguf" in doc) == (name == "safe")
+    # --gguf: the base vocabulary (llama.cpp cannot run R-BPE's encoder), its pre-tokenizer named
+    meta = read_gguf_vocab_meta(tmp_path / "safe" / "safe.gguf")
+    assert meta["tokenizer.ggml.pre"] == "llama-bpe" and meta["tokenizer.ggml.tokens"] == 128256
     safe, paper = reports["safe"]["roundtrip"], reports["paper"]["roundtrip"]
     broken = {
         n: {e["lang"]: e.get("role") for e in r["entries"]} for n, r in (("safe", safe), ("paper", paper))
