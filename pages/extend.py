@@ -36,6 +36,7 @@ from analysis.tokenizer.export import zip_bytes
 from ui.caching import cache_data, cache_resource
 from ui.corpus_jobs import corpus_panel
 from ui.errors import try_step
+from ui.export_check import export_check_section
 from ui.library import add_edited_button
 from ui.palette import OKABE_ITO
 from ui.pickers import pick_model, pick_tokenizer, server_path_input
@@ -448,6 +449,7 @@ def export(tok: LoadedTokenizer, pv: Preview, label: str, config: tuple, n: int,
             "AutoTokenizer.from_pretrained and Tokenizer.from_file."
         )
         export_model(z[5])
+        export_check_section("ext-check", tok, z[3])
 
 
 #: The result tabs under the N slider.

@@ -18,6 +18,7 @@ from analysis.views.runtime import switched_off_note
 from analysis.views.vocab_views import filter_vocab
 from ui import links
 from ui.errors import try_step
+from ui.export_check import export_check_section
 from ui.library import add_to_library, library, shown_source, take_selection, upload_to_library
 from ui.loaders import example_tokenizers, load_hub_cached, load_path_cached
 from ui.pickers import server_path_input
@@ -190,6 +191,7 @@ def page() -> None:
     summary(tok)
     vocabulary(name, tok)
     pipeline_demo(tok)
+    export_check_section("inspect-check", None, tok)
 
 
 page()

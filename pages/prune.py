@@ -31,6 +31,7 @@ from analysis.tokenizer.defaults import SAMPLE_TEXT
 from ui.caching import cache_resource
 from ui.corpus_jobs import corpus_panel
 from ui.errors import try_step
+from ui.export_check import export_check_section
 from ui.library import add_edited_button
 from ui.pickers import BPE, pick_model, pick_tokenizer, server_path_input
 from ui.spans import token_spans_html
@@ -239,6 +240,7 @@ def export(tok: LoadedTokenizer, method: str, res: P.PruneResult, held: dict[str
     if out_dir is not None:
         write_folder_ui(tok, method, res, out_dir)
     zip_written(st.session_state.get("prune-written"))
+    export_check_section("prune-check", tok, res.tokenizer)
 
 
 def write_folder_ui(tok: LoadedTokenizer, method: str, res: P.PruneResult, out_dir: Path) -> None:

@@ -21,6 +21,7 @@ from analysis.methods.reuse.model import export_model
 from analysis.texts.corpora import iter_bytes
 from analysis.texts.flores import ENGLISH, FLORES_TRAIN_LINES, split_lines
 from ui.errors import try_step
+from ui.export_check import export_check_section
 from ui.pickers import BYTE_LEVEL_BPE, pick_model, pick_tokenizer, server_path_input
 from ui.progress import progress
 from ui.spans import token_spans_html
@@ -235,6 +236,7 @@ def consequence_and_export(tok: LoadedTokenizer, report: rm.ReuseReport, zipped:
         "tokenizers, so it is not one `tokenizer.json` and cannot join the library like Extend's or Prune's edits."
     )
     model_export(report.rt)
+    export_check_section("reuse-check", tok, zipped)
 
 
 def model_export(rt: reuse.ReuseTokenizer) -> None:

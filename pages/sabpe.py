@@ -19,6 +19,7 @@ from analysis.texts.corpora import shared_corpora
 from analysis.tokenizer.export import zip_bytes
 from ui.caching import cache_resource
 from ui.corpus_jobs import corpus_panel
+from ui.export_check import export_check_section
 from ui.library import add_to_library
 from ui.pickers import BYTE_LEVEL, pick_tokenizer
 from ui.progress import progress
@@ -244,6 +245,7 @@ def concentrated_and_export(cmp: S.SabpeComparison, n_vocab: int) -> None:
                             file_name=f"{lb.lower()}-{n_vocab}.zip", mime="application/zip", key=f"sa-dl-{lb}")  # fmt: skip
         if col.button(f"Add {lb} to the library", key=f"sa-add-{lb}"):
             col.success(f"Added as {add_to_library(res.tokenizer, f'{lb} {res.priority} {n_vocab}')}.")
+    export_check_section("sa-check", None, {lb: r.tokenizer for lb, r in runs.items()})
 
 
 def page() -> None:

@@ -38,6 +38,7 @@ from analysis.texts.flores import FLORES_TRAIN_LINES
 from analysis.texts.shards import Shard, iter_units, resolve
 
 from ._common import add_force_argument, add_tokenizer_argument, load_from_args, print_json
+from ._gguf import add_gguf_arguments, check_gguf_arguments, write_gguf_from_args
 
 NAME = "extend"
 HELP = (
@@ -126,6 +127,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--seed", type=int, default=0, help="seed of the mvn/random initialisation")
     add_force_argument(p)
+    add_gguf_arguments(p)
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
     add_executor_arguments(p)
@@ -248,6 +250,7 @@ def _continued(args, tok, text: TrainingText, n: int, cfg, progress):
 def run(args: argparse.Namespace) -> int:
     """Train, extend, measure and (with --out) export, with the model when --model is given."""
     n = _check(args)
+    check_gguf_arguments(args)
     if args.out:
         check_output_folder(args.out, replace=args.force)  # before the work, not after it
     tok = load_from_args(args)
@@ -276,10 +279,13 @@ def run(args: argparse.Namespace) -> int:
                        aux=p.aux, min_frequency=args.min_frequency, corpus=corpus_info, parity=parity_info)  # fmt: skip
     if args.out:
         export_extension(res, args.out, model=args.model, init=args.init, seed=args.seed, replace=args.force)
+    gguf = write_gguf_from_args(args, ext.tokenizer, tok)
     if args.json:
-        print_json(res.to_json())
+        print_json({**res.to_json(), **({"gguf": gguf} if gguf else {})})
         return 0
     _print(res)
+    if gguf:
+        print(f"  GGUF: {gguf['file']} ({gguf['source']}, {gguf['bytes']:,} bytes)")
     return 0
 
 

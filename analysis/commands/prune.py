@@ -32,6 +32,7 @@ from ._common import (
     load_from_args,
     print_json,
 )
+from ._gguf import add_gguf_arguments, write_gguf_from_args
 
 NAME = "prune"
 HELP = (
@@ -75,6 +76,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--no-stt", action="store_true", help="skip the Self-Tokenization Test of the result")
     p.add_argument("--json", action="store_true", help="print one JSON object (the prune report)")
+    add_gguf_arguments(p)
     add_corpus_arguments(
         p,
         help="token frequencies for the frequency, leaf-frequency and merge-based orders: a file, folder, "
@@ -152,9 +154,12 @@ def run(args: argparse.Namespace) -> int:
     write_pruned(
         tok, res, args.out, report, model=args.model, init=args.init, replace=args.force, final=final
     )
+    gguf = write_gguf_from_args(args, final, tok)
     if args.json:
-        print_json(report.to_json())
+        print_json({**report.to_json(), **({"gguf": gguf} if gguf else {})})
         return 0
+    if gguf:
+        print(f"{'gguf':>20}: {gguf['file']} ({gguf['source']}, {gguf['bytes']:,} bytes)")
     for k, v in report.to_json().items():
         if k == "id_map":
             v = f"{len(v):,} ids (in {args.out}/prune_report.json)"

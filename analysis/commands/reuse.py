@@ -22,8 +22,11 @@ from analysis.texts.corpora import iter_file
 from analysis.texts.flores import FLORES_TRAIN_LINES
 
 from ._common import add_force_argument, add_tokenizer_argument, load_from_args, print_json
+from ._gguf import add_gguf_arguments, check_gguf_arguments, write_gguf_from_args
 
 NAME = "reuse"
+#: The protections on by default (the page's default too): shared punctuation and symbols are never reused.
+SAFE_PROTECT = ("symbols",)
 HELP = (
     "R-BPE token reuse: map a new target-language BPE onto ids of unused scripts (vocabulary size unchanged)"
 )
@@ -50,10 +53,18 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--protect",
-        default="",
+        default=",".join(SAFE_PROTECT),
         help=f"comma-separated protections ({', '.join(PROTECTIONS)}): keep shared punctuation/symbols, and ids "
-        "the FLORES text of kept-script languages uses, out of reuse",
+        f"the FLORES text of kept-script languages uses, out of reuse (default {','.join(SAFE_PROTECT)}, the "
+        "safe setting, as on the page; '' for none)",
     )
+    p.add_argument(
+        "--paper-exact",
+        action="store_true",
+        help="the paper's exact setting: no protections (overrides --protect); shared punctuation of other "
+        "scripts can then be reused (Odia and Gurmukhi lines gain target-script text on decoding)",
+    )
+    add_gguf_arguments(p)
     p.add_argument(
         "--train-lang",
         default="arb_Arab",
@@ -125,6 +136,7 @@ def run(args: argparse.Namespace) -> int:
     """Build the R-BPE tokenizer, measure it on held-out FLORES (and every language), optionally save it."""
     if args.model and not args.out:
         raise DataError("--model needs --out (the folder the model and tokenizer are written to)")
+    check_gguf_arguments(args)
     if args.out:
         check_output_folder(args.out, replace=args.force)  # before the work, not after it
     tok = load_from_args(args)
@@ -137,7 +149,7 @@ def run(args: argparse.Namespace) -> int:
         min_reusable=args.min_reusable,
         min_frequency=args.min_frequency,
         rules=args.rules,
-        protect=[s.strip() for s in args.protect.split(",") if s.strip()],
+        protect=[] if args.paper_exact else [s.strip() for s in args.protect.split(",") if s.strip()],
         trainer=args.trainer,
         train_lang=args.train_lang,
     )
@@ -155,10 +167,17 @@ def run(args: argparse.Namespace) -> int:
         with atomic_folder(args.out, replace=args.force) as tmp:  # complete, or not there at all
             rt.save(tmp)
         rep.out = str(Path(args.out).resolve())
+    # llama.cpp runs the base tokenizer: R-BPE's own encoder (two tokenizers and the id map) gives it the ids
+    gguf = write_gguf_from_args(args, rt.old, tok)
+    if gguf:
+        gguf["note"] = ("the GGUF carries the base vocabulary: llama.cpp cannot run R-BPE's encoder, so "
+                        "target-script text must be encoded with the exported R-BPE tokenizer and passed as ids")  # fmt: skip
     if args.json:
-        print_json(rep.to_json())
+        print_json({**rep.to_json(), **({"gguf": gguf} if gguf else {})})
         return 0
     _print(rep, tok.name, args)
+    if gguf:
+        print(f"  GGUF: {gguf['file']} ({gguf['source']}, {gguf['bytes']:,} bytes); {gguf['note']}")
     return 0
 
 

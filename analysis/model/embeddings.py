@@ -29,6 +29,7 @@ from analysis.tokenizer.tokenizer import LoadedTokenizer
 
 from .fvt import fvt_pieces, fvt_rows
 from .models import load_causal_lm
+from .preflight import write_accepted_forms
 
 INITS = ("fvt", "mean", "mvn", "random")
 #: What each init does, for help texts and the pages.
@@ -64,6 +65,9 @@ def save_model(
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(str(out), safe_serialization=True)
+    write_accepted_forms(
+        out
+    )  # the forms every reader accepts (eos list, torch_dtype): see analysis.model.preflight
     if tokenizer is not None:
         files = folder_files(tokenizer, report, base_config=tokenizer.config, report_name=report_name)
         write_files(out, files)

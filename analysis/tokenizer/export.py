@@ -6,6 +6,8 @@ Generic: works for any `LoadedTokenizer` (extension, pruning, …). The folder h
 * `tokenizer_config.json` — the base config with `added_tokens_decoder` rebuilt from the document and a
   fast tokenizer class, so `AutoTokenizer` uses `tokenizer.json` as written;
 * `special_tokens_map.json`;
+* `chat_template.jinja` when the tokenizer has a chat template (also kept inline in `tokenizer_config.json`: older
+  readers find only the inline one, newer ones prefer the file);
 * optionally a JSON report of the run (`extension_report.json` or any name).
 """
 
@@ -124,6 +126,13 @@ def build_config(tok: LoadedTokenizer, doc: dict, base_config: dict | None = Non
     }
     # the generic fast class loads tokenizer.json verbatim (model-specific classes may rebuild the pipeline)
     cfg["tokenizer_class"] = _FAST_CLASS
+    # transformers 5 writes extra_special_tokens as a list, which transformers 4 cannot read (it expects a dict):
+    # the list form every version reads is additional_special_tokens
+    extra = cfg.get("extra_special_tokens")
+    if isinstance(extra, list):
+        cfg.pop("extra_special_tokens")
+        if extra and not cfg.get("additional_special_tokens"):
+            cfg["additional_special_tokens"] = extra
     cfg.setdefault("clean_up_tokenization_spaces", False)
     return cfg
 
@@ -156,6 +165,9 @@ def folder_files(
         "tokenizer_config.json": strict_json(json_ready(cfg)).encode("utf-8"),
         "special_tokens_map.json": strict_json(special_tokens_map(cfg)).encode("utf-8"),
     }
+    template = cfg.get("chat_template")
+    if isinstance(template, str) and template:  # inline AND as chat_template.jinja: every reader finds one
+        files["chat_template.jinja"] = template.encode("utf-8")
     if report is not None:
         files[report_name] = strict_json(json_ready(_plain(report))).encode("utf-8")
     return files

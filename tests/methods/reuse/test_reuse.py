@@ -318,7 +318,10 @@ def _cli(*args: str) -> subprocess.CompletedProcess:
 @pytest.mark.slow
 def test_cli_json_without_collateral(tmp_path):
     out = tmp_path / "cli"
-    r = _cli("--target", "arabic", "--no-corpora", "--collateral", "none", "--out", str(out), "--json")
+    paper = ("--paper-exact",)  # the paper's Table 2 count: no protections
+    r = _cli(
+        "--target", "arabic", "--no-corpora", "--collateral", "none", "--out", str(out), "--json", *paper
+    )
     assert r.returncode == 0, r.stderr
     rep = json.loads(r.stdout)
     assert (

@@ -1,0 +1,82 @@
+"""llama.cpp itself, through `llama-cpp-python`: load a GGUF (vocabulary only, or with its weights), tokenize with
+llama.cpp's own tokenizer, and read next-token log-probabilities.
+
+`llama-cpp-python` is built from its PyPI source distribution (scripts/venv.sh passes the CMake flags); where it
+is missing, :func:`require_llama_cpp` raises ModelLoadError with what to install, and the export check reports the
+parity part as blocked instead of failing.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from analysis.errors import ModelLoadError
+
+#: What llama.cpp's tokenizer cannot do the way Hugging Face `tokenizers` does, with the upstream issue.
+LLAMA_CPP_ISSUES = {
+    "normalizer": (
+        "llama.cpp applies no Unicode normalizer ({form}) before a BPE tokenizer: the Hugging Face tokenizer "
+        "normalizes the text first (ggml-org/llama.cpp #6980: normalizers cannot be configured in llama.cpp)"
+    ),
+    "spm_space": (
+        "llama.cpp's SentencePiece tokenizer puts a space (▁) before the text at the start and after every special "
+        "token even where the text already starts with one; Hugging Face's Metaspace (prepend_scheme 'first') does "
+        "not (ggml-org/llama.cpp #23840, #8584): the same text, a different split of its spaces"
+    ),
+}
+
+
+def llama_cpp_available() -> bool:
+    """Whether `llama_cpp` imports."""
+    try:
+        require_llama_cpp()
+    except ModelLoadError:
+        return False
+    return True
+
+
+def require_llama_cpp() -> Any:
+    """The `llama_cpp` module, or ModelLoadError saying how to get it."""
+    try:
+        import llama_cpp  # noqa: PLC0415 - optional and heavy, loaded on use
+    except (ImportError, OSError) as e:  # OSError: the shared library failed to load
+        raise ModelLoadError(
+            "llama-cpp-python is not installed (pip install llama-cpp-python==0.3.36; it builds llama.cpp from "
+            f"source, see README 'Export'): {e}"
+        ) from e
+    return llama_cpp
+
+
+def open_gguf(path: str | os.PathLike, *, vocab_only: bool = True, n_ctx: int = 512) -> Any:
+    """A `llama_cpp.Llama` over a GGUF file (quiet; vocabulary only unless asked for the weights)."""
+    llama_cpp = require_llama_cpp()
+    p = Path(path)
+    if not p.is_file():
+        raise ModelLoadError(f"{p.name}: no such GGUF file")
+    try:
+        return llama_cpp.Llama(
+            str(p), vocab_only=vocab_only, verbose=False, n_ctx=n_ctx, logits_all=not vocab_only, n_threads=2
+        )
+    except (ValueError, RuntimeError, OSError) as e:
+        raise ModelLoadError(f"{p.name}: llama.cpp cannot load this GGUF file ({e})") from e
+
+
+def llama_tokenize(llm: Any, text: str, *, add_special: bool = True) -> list[int]:
+    """llama.cpp's ids for `text`: special tokens in the text parsed as such (as Hugging Face does), BOS/EOS
+    added per the file's `add_bos_token`/`add_eos_token` when `add_special`."""
+    return list(llm.tokenize(text.encode("utf-8"), add_bos=add_special, special=True))
+
+
+def llama_logprobs(llm: Any, ids: list[int]) -> np.ndarray:
+    """Next-token log-probabilities (float64, shape [len(ids), n_vocab]) of a GGUF model in llama.cpp."""
+    if len(ids) > llm.n_ctx():
+        raise ModelLoadError(f"{len(ids)} tokens do not fit llama.cpp's context of {llm.n_ctx()}")
+    llm.reset()
+    llm.eval(ids)
+    logits = np.asarray(llm.scores[: len(ids)], dtype=np.float64)
+    logits -= logits.max(axis=1, keepdims=True)
+    return logits - np.log(np.exp(logits).sum(axis=1, keepdims=True))

@@ -1,0 +1,155 @@
+"""The "Export check" section every exporting page shows (Extend, Prune, Token reuse, SA-BPE, Load & inspect): one
+call, :func:`export_check_section`. Behind a button it runs the CLI's `export-check` on the export the page built
+(pre-flight checks, parity with llama.cpp itself, the round trip before and after the edit) and shows the typed
+report: pass / fail / fixed per check, the per-language parity table and the languages the edit broke, with the
+JSON download equal to `python -m analysis export-check --json`."""
+
+from __future__ import annotations
+
+import io
+import tempfile
+import zipfile
+from pathlib import Path, PurePosixPath
+
+import pandas as pd
+import streamlit as st
+
+from analysis.core.outputs import json_document
+from analysis.errors import DataError
+from analysis.texts import flores
+from analysis.tokenizer.export import zip_bytes
+from analysis.tokenizer.tokenizer import LoadedTokenizer
+from analysis.views.export_check import run_export_check
+
+from .errors import try_step
+from .pickers import server_path_input
+from .progress import progress
+
+#: Languages checked by default (one per script family the edits touch; all 204 on request).
+DEFAULT_LANGS = [
+    "eng_Latn",
+    "est_Latn",
+    "hin_Deva",
+    "arb_Arab",
+    "zho_Hans",
+    "ory_Orya",
+    "pan_Guru",
+    "rus_Cyrl",
+]
+#: Largest export the section unpacks (the zips the pages build are tokenizer folders, a few MB).
+MAX_UNPACKED = 512 * 1024 * 1024
+STATUS_MARK = {"pass": "✅ pass", "fail": "❌ fail", "fixed": "🔧 fixed", "skip": "➖ skip"}
+
+Export = bytes | LoadedTokenizer | dict[str, LoadedTokenizer] | None
+
+
+def _unpack(data: bytes, into: Path) -> Path:
+    """Unpack an export zip (the page's own download) into `into`; the folder holding its files."""
+    with zipfile.ZipFile(io.BytesIO(data)) as zf:
+        infos = [i for i in zf.infolist() if not i.is_dir()]
+        if sum(i.file_size for i in infos) > MAX_UNPACKED:
+            raise DataError("the export is too large to check here; use `python -m analysis export-check`")
+        for i in infos:
+            rel = PurePosixPath(i.filename)
+            if rel.is_absolute() or ".." in rel.parts:
+                raise DataError(f"unsafe name in the export zip: {i.filename!r}")
+            target = into.joinpath(*rel.parts)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(zf.read(i))
+    parts = [PurePosixPath(i.filename).parts for i in infos]
+    tops = {p[0] for p in parts}
+    return into / tops.pop() if len(tops) == 1 and all(len(p) > 1 for p in parts) else into
+
+
+def _run(key: str, base: LoadedTokenizer | None, export: Export, langs: list[str], max_lines: int,
+         parity: bool, server: Path | None) -> dict:  # fmt: skip
+    with tempfile.TemporaryDirectory(prefix="toklab-check-") as tmp:
+        if server is not None:
+            path = server
+        else:
+            if isinstance(export, dict):
+                export = export[st.session_state[f"{key}-which"]]
+            if isinstance(export, LoadedTokenizer):
+                export = zip_bytes(export, None, folder="export")
+            if export is None:
+                raise DataError("nothing exported yet")
+            path = _unpack(export, Path(tmp))
+        with progress("Checking the export …") as cb:
+            rep = run_export_check(path, base=base, langs=langs, max_lines=max_lines, parity=parity,
+                                   probe_model=True, progress=cb)  # fmt: skip
+        return rep.to_json()
+
+
+def export_check_section(key: str, base: LoadedTokenizer | None, export: Export = None) -> None:
+    """The Export check section: `export` is what the page exports (its download zip, an edited tokenizer, or a
+    choice of them by label; None: only a server path), `base` the original tokenizer (the round trip before and
+    after; None for an unedited tokenizer)."""
+    st.subheader("Export check")
+    st.caption(
+        "Pre-flight checks (ids fit, special ids across the config files, the chat template both ways, fields older "
+        "readers choke on), tokenization parity with llama.cpp itself (a GGUF written on the fly) and the languages "
+        "whose held-out lines no longer decode to themselves — the CLI's `export-check`."
+    )
+    c1, c2, c3 = st.columns([3, 1, 1])
+    langs = c1.multiselect(
+        "FLORES languages", flores.available_codes(), default=DEFAULT_LANGS, key=f"{key}-langs"
+    )
+    max_lines = int(c2.number_input("Held-out lines each", 1, 212, 50, key=f"{key}-lines"))
+    parity = c3.checkbox("Parity with llama.cpp", value=True, key=f"{key}-parity")
+    if isinstance(export, dict) and export:
+        st.selectbox("Export to check", list(export), key=f"{key}-which")
+    server = server_path_input("…or check an export folder or .gguf file on the server", f"{key}-path")
+    if st.button("Run the export check", key=f"{key}-run", disabled=export is None and server is None):
+        doc = try_step(_run, key, base, export, langs or DEFAULT_LANGS, max_lines, parity, server)
+        if doc is not None:
+            st.session_state[f"{key}-report"] = doc
+    doc = st.session_state.get(f"{key}-report")
+    if doc is not None:
+        show_report(doc, key)
+
+
+def show_report(doc: dict, key: str) -> None:
+    """The typed report: verdict, checks, GGUF, parity per language, round trip; the JSON download."""
+    (st.success if doc["ok"] else st.error)(
+        f"**{doc['path']}** ({doc['kind']}): {'ok' if doc['ok'] else 'NOT ok'}"
+    )
+    if doc["checks"]:
+        rows = [{"check": c["name"], "status": STATUS_MARK.get(c["status"], c["status"]), "detail": c["detail"]}
+                for c in doc["checks"]]  # fmt: skip
+        st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch")
+    par = doc.get("parity")
+    if par is not None:
+        if par["blocked"]:
+            st.warning(f"Parity with llama.cpp: blocked — {par['blocked']}")
+        else:
+            tot = par["totals"]["all"]
+            st.markdown(
+                f"**Parity with llama.cpp** ({par['gguf']}): {tot['identical']:,} of {tot['lines']:,} lines identical "
+                f"({100 * tot['share']:.2f} %), {tot['explained']:,} explained as llama.cpp's own, "
+                f"{tot['lines'] - tot['identical'] - tot['explained']:,} unexplained"
+            )
+            rows = [{"lang": e["lang"], "kind": e["kind"], "lines": e["lines"], "identical %": 100 * e["share"],
+                     "explained": e["explained"], "unexplained": e["unexplained"], "reason": e["reason"] or "",
+                     "first difference": (e["first_diff"] or {}).get("text", "")[:80]}
+                    for e in par["languages"]]  # fmt: skip
+            st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch",
+                         column_config={"identical %": st.column_config.NumberColumn(format="%.2f")})  # fmt: skip
+    rt = doc.get("roundtrip")
+    if rt is not None:
+        st.markdown(
+            f"**Round trip before → after:** {rt['broken']} of {rt['languages']} languages broken by the edit"
+        )
+        if rt["note"]:
+            st.info(rt["note"])
+        if rt["unexpected"]:
+            st.error(f"Not the method's own price: {', '.join(rt['unexpected'])}")
+        if rt["entries"]:
+            st.dataframe(pd.DataFrame([{"lang": e["lang"], "role": e.get("role", ""), "text": e["text"][:100],
+                                        "decoded": e["decoded"][:100]} for e in rt["entries"]]),
+                         hide_index=True, width="stretch")  # fmt: skip
+    if doc.get("gguf"):
+        with st.expander("GGUF metadata"):
+            st.json(doc["gguf"])
+    st.download_button("Download the export check (JSON)", json_document(doc), file_name="export_check.json",
+                       mime="application/json", key=f"{key}-dl",
+                       help="the document `python -m analysis export-check --json` prints")  # fmt: skip
