@@ -147,6 +147,14 @@ def show_report(doc: dict, key: str) -> None:
             st.dataframe(pd.DataFrame([{"lang": e["lang"], "role": e.get("role", ""), "text": e["text"][:100],
                                         "decoded": e["decoded"][:100]} for e in rt["entries"]]),
                          hide_index=True, width="stretch")  # fmt: skip
+    lp = doc.get("logprobs")
+    if lp is not None:
+        st.markdown(
+            f"**llama.cpp vs Hugging Face** (next-token log-probabilities, {lp['tokens']} tokens of held-out text): "
+            f"mean |Δ| {lp['mean_abs_diff']:.4f} nats, max {lp['max_abs_diff']:.3f}, same top-1 "
+            f"{100 * lp['top1_same']:.1f} %"
+        )
+        st.caption(lp["expected"])
     if doc.get("gguf"):
         with st.expander("GGUF metadata"):
             st.json(doc["gguf"])

@@ -181,3 +181,8 @@ def test_extend_smollm2_with_the_model_to_gguf_and_logprobs(tmp_path, capsys):
     cmp = compare_logprobs(out, out / "smol-et.gguf", tok, " ".join(held[:6]))
     assert cmp.tokens == 256
     assert cmp.mean_abs_diff < 0.2 and cmp.top1_same > 0.85
+    # the export check runs the same comparison on the folder and states what to expect
+    rc = main(["export-check", str(out), "--langs", "est_Latn", "--max-lines", "20", "--json"])
+    report = json.loads(capsys.readouterr().out)
+    lp = report["logprobs"]
+    assert lp is not None and lp["tokens"] > 100 and lp["mean_abs_diff"] < 0.2 and "Q4_1" in lp["expected"]
