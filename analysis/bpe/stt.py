@@ -365,10 +365,9 @@ def _report_doc(res: STTResult, rep: STTReport) -> dict[str, Any]:
 def _load_report(tok: LoadedTokenizer, name: str) -> STTReport | None:
     """The stored report of this vocabulary (also remembered as its STT result), or None (missing, foreign or
     malformed: then it is computed again)."""
-    doc = _STORE.get(tok.content_hash)
+    doc, id_to_token = _STORE.get(tok.content_hash), tok.id_to_token
     if not isinstance(doc, dict):
         return None
-    id_to_token = tok.id_to_token
     try:
         mask = bytearray(base64.b64decode(doc["mask"], validate=True))
         res = STTResult(mask, {int(i): [int(x) for x in p] for i, p in doc["pieces"]})
@@ -387,12 +386,7 @@ def _load_report(tok: LoadedTokenizer, name: str) -> STTReport | None:
         return None
     counts = Counter(r.category for r in rows)
     _stt_result.cache_put((tok,), res)  # type: ignore[attr-defined]
-    return STTReport(
-        tokenizer=name,
-        ignore_merges=tok.ignore_merges,
-        rows=rows,
-        counts={k: counts.get(k, 0) for k in CATEGORIES},
-    )
+    return STTReport(name, tok.ignore_merges, rows, {k: counts.get(k, 0) for k in CATEGORIES})
 
 
 def stt_counts(tok: LoadedTokenizer) -> dict[str, int]:
