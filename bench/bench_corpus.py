@@ -102,7 +102,7 @@ def reduce_memory(wd: Workdir) -> dict:
     """tracemalloc peaks: reducing the largest bucket vs holding every reduced bucket at once."""
     m = wd.manifest()
     sizes = {
-        b: sum(f.stat().st_size for f in (wd.root / "parts" / f"b{b:04d}").glob("*.json"))
+        b: sum(f.stat().st_size for f in (wd.root / "parts" / f"b{b:04d}").glob("*.npz"))
         for b in range(m.buckets)
     }
     big = max(sizes, key=sizes.get)
@@ -188,7 +188,7 @@ def run_corpus(label: str, tok, files: list[Path], args, scratch: Path) -> dict:
     )
     print(f"2 workers vs in process (count + merges): {(t_in + t_train) / runs[2]['e2e']:.2f}×")
     wd1 = Workdir(runs[1]["run"].workdir)
-    parts_bytes = sum(f.stat().st_size for f in (wd1.root / "parts").rglob("t*-p*.json"))
+    parts_bytes = sum(f.stat().st_size for f in (wd1.root / "parts").rglob("t*-p*.npz"))
     return {
         "bytes": size,
         "map_rate_1w": size / runs[1]["run"].seconds["map"],
