@@ -573,10 +573,15 @@ def finalize(wd: Workdir, progress: Progress | None = None) -> Any:
 # In process (no datatrove, no workdir): the current single-process path
 # --------------------------------------------------------------------------------------------------
 def run_inprocess(
-    tok: LoadedTokenizer, stat: Stat, opts: dict, shards: Sequence[Shard], progress: Progress | None = None
+    tok: LoadedTokenizer,
+    stat: Stat,
+    opts: dict,
+    shards: Sequence[Shard],
+    progress: Progress | None = None,
+    seconds: dict | None = None,
 ) -> tuple[Any, dict]:
     """The statistic over all shards in this process: map (one task), reduce (one bucket), finalize; returns
-    (result, the map's additive totals: units, characters, …)."""
+    (result, the map's additive totals: units, characters, …) and puts each stage's wall seconds in `seconds`."""
     pos = Position()
     total = sum(s.size for s in shards) or 1
     counts: Counter = Counter()
@@ -594,7 +599,13 @@ def run_inprocess(
                 report(progress, done[0] + pos.bytes_read(), total, "counting")
             yield d
 
+    t0 = time.perf_counter()
     totals = stat.map(tok, docs(), opts, counts.update)
     report(progress, total, total, "counting")
+    t1 = time.perf_counter()
     out = stat.reduce(tok, counts, totals, opts)
-    return stat.finalize(tok, out, totals, opts), totals
+    t2 = time.perf_counter()
+    result = stat.finalize(tok, out, totals, opts)
+    if seconds is not None:
+        seconds.update(map=t1 - t0, reduce=t2 - t1, finalize=time.perf_counter() - t2)
+    return result, totals
