@@ -191,7 +191,7 @@ def run_corpus(label: str, tok, files: list[Path], args, scratch: Path) -> dict:
         print(f"local {w} worker(s) / in process, statistic wall time: {runs[w]['stat'] / t_in:.2f}× (target "
               f"{target}); map {runs[w]['run'].seconds['map'] / si['map']:.2f}×, reduce "
               f"{runs[w]['run'].seconds['reduce'] / si['reduce']:.2f}×, finalize "
-              f"{runs[w]['run'].seconds['finalize'] / si['finalize']:.2f}×")  # fmt: skip
+              f"{runs[w]['run'].seconds['finalize']:.2f} s vs {si['finalize']:.2f} s")  # fmt: skip
     map_speedup = runs[1]["run"].seconds["map"] / runs[2]["run"].seconds["map"]
     e2e_speedup = runs[1]["e2e"] / runs[2]["e2e"]
     stat_speedup = runs[1]["stat"] / runs[2]["stat"]
