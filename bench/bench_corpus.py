@@ -5,7 +5,11 @@ shared text corpora shuffled into plain-text shards under a scratch folder). For
 words (`words` statistic, byte-level GPT-2 by default) in process, on 1 worker and on 2 workers, with the same
 tasks and buckets; the counts must be identical and so must the merges learned from them.
 
-Figures (targets from issue 14):
+Figures (targets from issues 14 and 22):
+
+* each stage (map, reduce, finalize) in process and on the local executor, and the local executor's wall time
+  against the in-process one: 1 worker ≤ 1.2×, 2 workers < 1.0× (issue 22), also with ``--hog`` (a busy process
+  on one core for the whole run);
 
 * counting-stage speed-up 1 → 2 workers (the map stage), target ≥ 1.7×;
 * end-to-end speed-up 1 → 2 workers (plan + map + reduce + merge of the buckets + learning N merges), ≥ 1.3×
@@ -16,6 +20,7 @@ Figures (targets from issue 14):
 * a projection for 100 GB on 64 workers from the measured per-worker map rate, reduce rate and merge time.
 
 Usage: python bench/bench_corpus.py [--tokenizer DIR] [--synthetic-mb 120] [--tasks 8] [--buckets 8] [--n 1000]
+       [--hog]
 """
 
 from __future__ import annotations
@@ -28,6 +33,7 @@ import os
 import random
 import shutil
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -102,7 +108,7 @@ def reduce_memory(wd: Workdir) -> dict:
     """tracemalloc peaks: reducing the largest bucket vs holding every reduced bucket at once."""
     m = wd.manifest()
     sizes = {
-        b: sum(f.stat().st_size for f in (wd.root / "parts" / f"b{b:04d}").glob("*.json"))
+        b: sum(f.stat().st_size for f in (wd.root / "parts" / f"b{b:04d}").glob("*.npz"))
         for b in range(m.buckets)
     }
     big = max(sizes, key=sizes.get)
@@ -136,6 +142,8 @@ def run_corpus(label: str, tok, files: list[Path], args, scratch: Path) -> dict:
     t0 = time.perf_counter()
     ref = compute(tok, "words", inputs, executor=ExecutorConfig(kind="inprocess"))
     t_in = time.perf_counter() - t0
+    si = ref.seconds
+    print(f"in process: map {si['map']:.2f} s, reduce {si['reduce']:.2f} s, finalize {si['finalize']:.2f} s")
     t0 = time.perf_counter()
     merges_ref = train_from_words(tok, ref.result, args.n).merges()
     t_train = time.perf_counter() - t0
@@ -178,6 +186,12 @@ def run_corpus(label: str, tok, files: list[Path], args, scratch: Path) -> dict:
               f"counts identical: {same}, merges identical: {merges == merges_ref}")  # fmt: skip
         print(f"  map tasks: {cpu:.2f} CPU s in {sum(x['seconds'] for x in metas):.2f} task-wall s "
               f"(CPU share {cpu / sum(x['seconds'] for x in metas):.0%}: below 100% = waiting for a core)")  # fmt: skip
+    for w in (1, 2):
+        target = "≤ 1.2×" if w == 1 else "< 1.0×"
+        print(f"local {w} worker(s) / in process, statistic wall time: {runs[w]['stat'] / t_in:.2f}× (target "
+              f"{target}); map {runs[w]['run'].seconds['map'] / si['map']:.2f}×, reduce "
+              f"{runs[w]['run'].seconds['reduce'] / si['reduce']:.2f}×, finalize "
+              f"{runs[w]['run'].seconds['finalize']:.2f} s vs {si['finalize']:.2f} s")  # fmt: skip
     map_speedup = runs[1]["run"].seconds["map"] / runs[2]["run"].seconds["map"]
     e2e_speedup = runs[1]["e2e"] / runs[2]["e2e"]
     stat_speedup = runs[1]["stat"] / runs[2]["stat"]
@@ -188,7 +202,7 @@ def run_corpus(label: str, tok, files: list[Path], args, scratch: Path) -> dict:
     )
     print(f"2 workers vs in process (count + merges): {(t_in + t_train) / runs[2]['e2e']:.2f}×")
     wd1 = Workdir(runs[1]["run"].workdir)
-    parts_bytes = sum(f.stat().st_size for f in (wd1.root / "parts").rglob("t*-p*.json"))
+    parts_bytes = sum(f.stat().st_size for f in (wd1.root / "parts").rglob("t*-p*.npz"))
     return {
         "bytes": size,
         "map_rate_1w": size / runs[1]["run"].seconds["map"],
@@ -220,11 +234,15 @@ def main() -> int:
     ap.add_argument(
         "--scratch", default=None, help="folder for workdirs and the synthetic corpus (removed after)"
     )
+    ap.add_argument(
+        "--hog", action="store_true", help="keep one core busy with another process for the whole run"
+    )
     args = ap.parse_args()
+    hog = subprocess.Popen([sys.executable, "-c", "while True: pass"]) if args.hog else None
     tok = load(args.tokenizer)
     scratch = Path(args.scratch or tempfile.mkdtemp(prefix="bench-corpus-"))
     scratch.mkdir(parents=True, exist_ok=True)
-    print(f"tokenizer {tok.name}; {load_avg()}")
+    print(f"tokenizer {tok.name}; {load_avg()}" + ("; a CPU hog on one core" if hog else ""))
     try:
         st = startup_seconds(scratch)
         print(f"executor start-up (2 workers, 2 empty tasks, median of 5): {st:.3f} s (target ≤ 0.5 s)")
@@ -264,6 +282,9 @@ def main() -> int:
         print(f"\n{load_avg()}")
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
+        if hog is not None:
+            hog.kill()
+            hog.wait()
     return 0
 
 

@@ -10,7 +10,11 @@ disk-cache reads included); the second pass (`warm`) visits them again in new se
 The Playground's update time: type a new text into the text area of a session with three tokenizers (the embedded
 default, gpt2, llama-3.1), commit it, and wait until the new tokens are drawn; the median of several edits.
 
-    python bench/bench_pages.py [--repeat 5] [--json bench/out/pages.json]
+    python bench/bench_pages.py [--repeat 5] [--json bench/out/pages.json] [--pages "Prune,Token health"]
+
+`--pages` visits only the named pages, after the PRELUDE pages (Home and Load & inspect, which a walk of every page
+meets first and which pay the shared start-up: imports, the embedded default's load); `--no-playground` skips the
+update timing.
 """
 
 from __future__ import annotations
@@ -38,6 +42,9 @@ CHROME_ARGS = [
     "--disable-background-networking",
 ]
 PLAYGROUND = "/playground?t=embedded:&t=example:gpt2&t=example:llama-3.1"
+#: visited before the pages chosen with --pages, as a walk of every page does: the first visitor's Home and the
+#: first page that loads the embedded default (their start-up costs are not charged to the chosen pages)
+PRELUDE = ("Home", "Load & inspect")
 
 
 def pages() -> list[tuple[str, str]]:
@@ -118,17 +125,25 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--repeat", type=int, default=5, help="Playground edits to time")
     ap.add_argument("--json", default=None, help="write the figures to this file")
+    ap.add_argument(
+        "--pages", default="", help="comma-separated page titles to time (after the PRELUDE); default all"
+    )
+    ap.add_argument("--no-playground", action="store_true", help="skip the Playground's update timing")
     args = ap.parse_args()
+    chosen = [p.strip() for p in args.pages.split(",") if p.strip()]
+    visit = [(t, p) for t, p in pages() if not chosen or t in chosen or t in PRELUDE]
+    if chosen and len(visit) != len(set(chosen) | set(PRELUDE)):
+        raise SystemExit(f"unknown page in --pages; pages: {', '.join(t for t, _ in pages())}")
     proc, base = serve()
     try:
         with sync_playwright() as pw:
             browser = pw.chromium.launch(
                 executable_path=os.environ.get("CHROMIUM", "/usr/bin/chromium"), args=CHROME_ARGS
             )
-            rows = [{"page": t, "path": p, "cold_s": first_render(browser, base + p)} for t, p in pages()]
+            rows = [{"page": t, "path": p, "cold_s": first_render(browser, base + p)} for t, p in visit]
             for r in rows:
                 r["warm_s"] = first_render(browser, base + r["path"])
-            updates = playground_updates(browser, base, args.repeat)
+            updates = [] if args.no_playground else playground_updates(browser, base, args.repeat)
             browser.close()
     finally:
         proc.terminate()
@@ -136,8 +151,9 @@ def main() -> None:
     print(f"{'page':<24} {'cold (s)':>9} {'warm (s)':>9}")
     for r in rows:
         print(f"{r['page']:<24} {r['cold_s']:>9.2f} {r['warm_s']:>9.2f}")
-    print(f"Playground update (3 tokenizers): median {statistics.median(updates):.2f} s, max {max(updates):.2f} s "
-          f"over {len(updates)} edits")  # fmt: skip
+    if updates:
+        print(f"Playground update (3 tokenizers): median {statistics.median(updates):.2f} s, max {max(updates):.2f} s "
+              f"over {len(updates)} edits")  # fmt: skip
     if args.json:
         Path(args.json).parent.mkdir(parents=True, exist_ok=True)
         Path(args.json).write_text(

@@ -39,15 +39,18 @@ from ui.trees import merge_tree_text
 
 SCRIPTS = ["Latin", "Cyrillic", "Greek", "Arabic", "Hebrew", "Han", "Hiragana", "Katakana", "Hangul", "Thai",
            "Devanagari", "Georgian", "Armenian"]  # fmt: skip
+#: vocabularies up to this size are pruned (and exported) at once; larger ones on the "Prune" button
+AUTO_PRUNE_VOCAB = 100_000
 
 
 # ------------------------------------------------------------------------------------------ engine calls (cached)
 @cache_resource(
-    show_spinner="Computing the pruning order (once per tokenizer, order and text mix)…", max_entries=8
+    show_spinner="Computing the pruning order (once per tokenizer, order and text mix; then from the disk cache)…",
+    max_entries=8,
 )
 def _order(tok: LoadedTokenizer, method: str, texts: tuple[str, ...] | None, scripts: tuple[str, ...],
            scores: np.ndarray | None, counts: np.ndarray | None = None) -> P.PruneOrder:  # fmt: skip
-    return P.compute_order(
+    return P.stored_order(
         tok, method, list(texts) if texts else None, counts=counts, allowed_scripts=scripts, scores=scores
     )
 
@@ -230,7 +233,7 @@ def export(tok: LoadedTokenizer, method: str, res: P.PruneResult, held: dict[str
     own_text(tok, new, held)
     report = prune_report(tok, method, res)
     e1, e2, e3 = st.columns(3)
-    e1.download_button("Download tokenizer (.zip)", data=pruned_zip(res, report, "tokenizer"),
+    e1.download_button("Download tokenizer (.zip)", data=lambda: pruned_zip(res, report, "tokenizer"),  # on click
                        file_name=f"{tok.name}-pruned{n}.zip", mime="application/zip", key="prune-dl")  # fmt: skip
     add_edited_button(new, f"{tok.name} -{n} ({method})", "prune-add", container=e2)
     if st.session_state.pop("prune-out-reset", False):  # the folder just written: start a fresh name
@@ -268,6 +271,18 @@ def zip_written(written: WrittenExport | None) -> None:
     ):
         st.download_button("Download model + tokenizer (.zip)", zip_folder(written.folder, written.files),
                            file_name=f"{written.folder.name}.zip", mime="application/zip", key="prune-dl-model")  # fmt: skip
+
+
+def prune_now(tok: LoadedTokenizer, n: int) -> bool:
+    """Whether to prune and show the export now: at once for vocabularies up to AUTO_PRUNE_VOCAB tokens, on the
+    "Prune" button for larger ones (seconds on 150k tokens), so that their first view is not kept waiting."""
+    if tok.vocab_size <= AUTO_PRUNE_VOCAB or st.session_state.get(f"prune-go-on-{tok.content_hash}"):
+        return True
+    if st.button(f"Prune {n:,} tokens", key="prune-go", type="primary"):
+        st.session_state[f"prune-go-on-{tok.content_hash}"] = True
+        return True
+    st.caption(f"{tok.vocab_size:,} tokens: pruning takes a few seconds, so it starts on the button.")
+    return False
 
 
 def page() -> None:
@@ -322,6 +337,8 @@ def page() -> None:
     st.subheader("Export")
     if n == 0:
         st.info("Set N > 0 to export a pruned tokenizer.")
+        return
+    if not prune_now(tok, n):
         return
     export(tok, method, _pruned(tok, spec, n), held, n)
 

@@ -12,13 +12,20 @@ is dropped by the model): the word is then never a vocabulary hit, the merges ru
 no symbol, so the result equals `tokenize` with `ignore_merges` off — no private model copy is needed.
 Other cases (dropout, unk, byte fallback, end-of-word suffix together with ignore_merges) use a private
 model copy with the flags forced off.
+
+Stored: the categorised report of a tokenizer (with the STT result under it) is kept in the disk store keyed by
+the tokenizer's content hash and :data:`STT_STORE_VERSION`, so a second session, another process or a restarted
+server never runs the test again for the same vocabulary; a long first run reports progress.
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
 import csv
 import io
 import json
+import threading
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -26,7 +33,8 @@ from typing import Any
 
 import tokenizers
 
-from analysis.core.cache import memoize
+from analysis.core.cache import DiskCache, memoize
+from analysis.core.progress import Progress, report, scaled
 from analysis.core.unicode import text_script
 from analysis.tokenizer.tokenizer import LoadedTokenizer
 
@@ -54,6 +62,12 @@ CATEGORY_HELP = {
 #: how the "requires BPE" check names this analysis
 _STT = "the Self-Tokenization Test"
 _SENTINELS = ("\U0010fffd", "\U000f0000", "\uffff", "\ufdd0", "\U000e01ef")
+#: format of the stored report (bump when the test, the categories or `readable`/`text_script` change)
+STT_STORE_VERSION = 1
+_STORE = DiskCache("stt-report", STT_STORE_VERSION)
+#: the progress callback of the stt_report call running in this thread (kept out of the memo's key)
+_LOCAL = threading.local()
+_CHUNK = 16384
 
 
 @memoize(maxsize=3)
@@ -123,17 +137,26 @@ def stt_result(tok: LoadedTokenizer) -> STTResult:
 
 @memoize(maxsize=4)
 def _stt_result(tok: LoadedTokenizer) -> STTResult:
+    return _run_stt(tok)
+
+
+def _run_stt(tok: LoadedTokenizer) -> STTResult:
+    """The test itself: one bare-model call per vocabulary string."""
     tokenize, sentinel, shared = _stt_callable(tok)
     vocab = tok.vocab
     mask = bytearray(max(tok.id_to_token, default=-1) + 1)
     other: dict[int, list[int]] = {}
-    # hot loop: one Rust call per token; reachable tokens only set a byte (no list, no dict entry)
-    for s, i in vocab.items():
-        r = tokenize(s + sentinel)
-        if len(r) == 1 and r[0].id == i:
-            mask[i] = 1
-        else:
-            other[i] = [t.id for t in r]
+    progress = getattr(_LOCAL, "progress", None)
+    items = list(vocab.items())
+    for start in range(0, len(items), _CHUNK):
+        report(progress, start, len(items), "self-tokenizing the vocabulary")
+        # hot loop: one Rust call per token; reachable tokens only set a byte (no list, no dict entry)
+        for s, i in items[start : start + _CHUNK]:
+            r = tokenize(s + sentinel)
+            if len(r) == 1 and r[0].id == i:
+                mask[i] = 1
+            else:
+                other[i] = [t.id for t in r]
     if shared is not None and hasattr(shared, "_clear_cache"):
         # the Rust word cache stops inserting when full: do not leave it full of vocabulary strings
         shared._clear_cache()
@@ -252,15 +275,38 @@ class STTReport:
         return buf.getvalue()
 
 
-def stt_report(tok: LoadedTokenizer) -> STTReport:
-    """Run STT and put every id (model vocabulary and added tokens) in exactly one category (cached)."""
+def stt_report(tok: LoadedTokenizer, progress: Progress | None = None) -> STTReport:
+    """Run STT and put every id (model vocabulary and added tokens) in exactly one category.
+
+    Cached in memory and in the disk store (by content hash): only the first call for a vocabulary computes,
+    reporting `progress` (tokens tested, then rows categorised) as it goes.
+    """
     require_bpe(tok, _STT)
-    return _stt_report(tok, tok.name)
+    _LOCAL.progress = progress
+    try:
+        return _stt_report(tok, tok.name)
+    finally:
+        _LOCAL.progress = None
 
 
 @memoize(maxsize=4)
 def _stt_report(tok: LoadedTokenizer, name: str) -> STTReport:
-    res = stt_result(tok)
+    stored = _load_report(tok, name)
+    if stored is not None:
+        return stored
+    progress = getattr(_LOCAL, "progress", None)
+    _LOCAL.progress = scaled(progress, 0.0, 0.5)  # the test itself: the first half of the bar
+    try:
+        res = stt_result(tok)
+    finally:
+        _LOCAL.progress = progress
+    rep = _categorise(tok, name, res, scaled(progress, 0.5, 1.0))
+    _STORE.put(tok.content_hash, _report_doc(res, rep))
+    return rep
+
+
+def _categorise(tok: LoadedTokenizer, name: str, res: STTResult, progress: Progress | None) -> STTReport:
+    """The report's rows: one category, readable form and script per id."""
     added_ids = set(tok.added_ids)
     added_contents = {a.content for a in tok.added_tokens}
     id_to_token = tok.id_to_token
@@ -268,7 +314,10 @@ def _stt_report(tok: LoadedTokenizer, name: str) -> STTReport:
     skip = tok.ignore_merges
     rows: list[STTRow] = []
     counts: Counter[str] = Counter()
-    for tid in sorted(id_to_token):
+    ids = sorted(id_to_token)
+    for k, tid in enumerate(ids):
+        if not k % _CHUNK:
+            report(progress, k, len(ids), "categorising the tokens")
         s = id_to_token[tid]
         pieces = res.tokenization(tid) or []
         if tid in added_ids or s in added_contents:
@@ -299,6 +348,45 @@ def _stt_report(tok: LoadedTokenizer, name: str) -> STTReport:
     return STTReport(
         tokenizer=name, ignore_merges=skip, rows=rows, counts={k: counts.get(k, 0) for k in CATEGORIES}
     )
+
+
+def _report_doc(res: STTResult, rep: STTReport) -> dict[str, Any]:
+    """The stored form of a report and its STT result: columns, the mask as base64."""
+    return {
+        "mask": base64.b64encode(bytes(res.mask)).decode("ascii"),
+        "pieces": [[i, p] for i, p in res.pieces.items()],
+        "ids": [r.id for r in rep.rows],
+        "category": [CATEGORIES.index(r.category) for r in rep.rows],
+        "readable": [r.readable for r in rep.rows],
+        "script": [r.script for r in rep.rows],
+    }
+
+
+def _load_report(tok: LoadedTokenizer, name: str) -> STTReport | None:
+    """The stored report of this vocabulary (also remembered as its STT result), or None (missing, foreign or
+    malformed: then it is computed again)."""
+    doc, id_to_token = _STORE.get(tok.content_hash), tok.id_to_token
+    if not isinstance(doc, dict):
+        return None
+    try:
+        mask = bytearray(base64.b64decode(doc["mask"], validate=True))
+        res = STTResult(mask, {int(i): [int(x) for x in p] for i, p in doc["pieces"]})
+        ids, cats, readable, script = doc["ids"], doc["category"], doc["readable"], doc["script"]
+        if not len(ids) == len(cats) == len(readable) == len(script) == len(id_to_token):
+            return None
+        if len(mask) != max(id_to_token, default=-1) + 1:
+            return None
+        other, names = res.pieces, CATEGORIES
+        # what `res.tokenization(tid) or []` gives, inlined: this runs once per id of a 150k vocabulary
+        rows = [
+            STTRow(tid, id_to_token[tid], rd, names[c], [tid] if mask[tid] else other.get(tid, []), sc)
+            for tid, c, rd, sc in zip(ids, cats, readable, script)
+        ]
+    except (KeyError, TypeError, ValueError, IndexError, binascii.Error):
+        return None
+    counts = Counter(r.category for r in rows)
+    _stt_result.cache_put((tok,), res)  # type: ignore[attr-defined]
+    return STTReport(name, tok.ignore_merges, rows, {k: counts.get(k, 0) for k in CATEGORIES})
 
 
 def stt_counts(tok: LoadedTokenizer) -> dict[str, int]:

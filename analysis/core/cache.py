@@ -118,6 +118,15 @@ class _Memo:
 
         return self.flight.run(key, compute)
 
+    def put(self, args: tuple, value: Any) -> None:
+        """Remember `value` as the result of ``fn(*args)`` (a result read back from disk elsewhere)."""
+        key = (tuple(content_key(a) for a in args), ())
+        with self.lock:
+            self.done[key] = value
+            self.done.move_to_end(key)
+            while len(self.done) > self.maxsize:
+                self.done.popitem(last=False)
+
     def clear(self) -> None:
         with self.lock:
             self.done.clear()
@@ -126,7 +135,8 @@ class _Memo:
 def memoize(maxsize: int = 4) -> Callable[[F], F]:
     """Decorator: remember the last `maxsize` results of a function, keyed by :func:`content_key` of its arguments.
 
-    The wrapped function gets ``.cache_clear()`` and ``.cache_info()`` (hits, misses, size).
+    The wrapped function gets ``.cache_clear()``, ``.cache_info()`` (hits, misses, size) and
+    ``.cache_put(args, value)`` (remember a result obtained elsewhere, e.g. read back from the disk store).
     """
 
     def wrap(fn: F) -> F:
@@ -138,6 +148,7 @@ def memoize(maxsize: int = 4) -> Callable[[F], F]:
             return memo(*args, **kwargs)
 
         wrapper.cache_clear = memo.clear  # type: ignore[attr-defined]
+        wrapper.cache_put = memo.put  # type: ignore[attr-defined]
         wrapper.cache_info = lambda: {"hits": memo.hits, "misses": memo.misses, "size": len(memo.done)}  # type: ignore[attr-defined]
         return wrapper  # type: ignore[return-value]
 

@@ -34,7 +34,7 @@ from analysis.core import paths
 from analysis.core.progress import Cancelled, Progress
 from analysis.errors import AnalysisError, DataError
 
-from .job import CountStep, Manifest, ReduceStep, ShardReader, Workdir
+from .job import CountStep, Manifest, ReduceStep, Workdir
 
 #: Executors by name.
 EXECUTORS = ("auto", "inprocess", "local", "slurm", "ray")
@@ -280,8 +280,8 @@ def _slurm_class():
 # Building the executors
 # --------------------------------------------------------------------------------------------------
 def map_pipeline(wd: Workdir) -> list:
-    """The map stage's datatrove pipeline: read this task's shards, count."""
-    return [ShardReader(str(wd.root)), CountStep(str(wd.root))]
+    """The map stage's datatrove pipeline: one step that reads this task's shards and counts them."""
+    return [CountStep(str(wd.root))]
 
 
 def reduce_pipeline(wd: Workdir) -> list:

@@ -13,9 +13,10 @@ Workdir layout (everything a job needs travels in it, so Slurm and Ray workers o
         completions/00000 …          one empty marker per finished task (datatrove's; a rerun skips these)
         logs/task_00000.log …        per-task logs;  stats/00000.json: datatrove's per-task stats
       reduce/                        the same for the reduce stage (task k reduces bucket k)
-      parts/b0003/t00001-p000.json   map task 1's counts of the keys in bucket 3 (p: spill part)
+      parts/b0003/t00001-p000.npz    map task 1's counts of the keys in bucket 3 (p: spill part; columnar,
+                                     never pickled: :mod:`.counts_io`)
       parts/totals/t00001.json       map task 1's additive totals (units, characters, …)
-      reduced/b0003.json             bucket 3 summed (and, for training, segmented) + b0003.meta.json
+      reduced/b0003.npz              bucket 3 summed (and, for training, segmented) + b0003.meta.json
       progress/t00001.json           bytes a running map task has read (progress bars)
       errors/map-00001.txt           the message of a failed task
 
@@ -42,7 +43,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from datatrove.data import Document
+import numpy as np
 from datatrove.pipeline.base import PipelineStep
 
 from analysis.core.cache import memoize
@@ -53,6 +54,7 @@ from analysis.texts.shards import Position, Shard, iter_records, iter_units
 from analysis.texts.stat import Doc, Stat, merge_globals
 from analysis.tokenizer.tokenizer import LoadedTokenizer
 
+from .counts_io import SUFFIX, read_counts, write_counts
 from .stats import get_stat
 
 MANIFEST = "manifest.json"
@@ -181,31 +183,6 @@ def gc_paused() -> Iterator[None]:
             gc.enable()
 
 
-def _write_counts(path: Path, items: list) -> int:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    text = json.dumps(items, ensure_ascii=False, separators=(",", ":"))
-    atomic_write_text(path, text)
-    return len(text)
-
-
-def read_counts(path: Path, into: Counter | None = None) -> Counter:
-    """Add the [key, count] pairs of a parts/reduced file to a Counter (a new one by default)."""
-    c = into if into is not None else Counter()
-    try:
-        items = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as e:
-        raise DataError(f"{path}: unreadable partial counts ({e}); rerun the job with --restart") from e
-    if items and isinstance(items[0][0], list):  # tuple keys (flat: words, (group, id), (word, kind, source))
-        items = [(tuple(k), n) for k, n in items]
-    if not c:
-        c.update(dict(items))  # an empty Counter takes a dict in one C call
-        return c
-    get = c.get
-    for k, n in items:
-        c[k] = get(k, 0) + n
-    return c
-
-
 class Workdir:
     """The files of one job in a folder (see the module docstring for the layout)."""
 
@@ -228,7 +205,7 @@ class Workdir:
 
     def part(self, bucket: int, rank: int, n: int) -> Path:
         """Map task `rank`'s spill part `n` of bucket `bucket`."""
-        return self.root / "parts" / f"b{bucket:04d}" / f"t{rank:05d}-p{n:03d}.json"
+        return self.root / "parts" / f"b{bucket:04d}" / f"t{rank:05d}-p{n:03d}{SUFFIX}"
 
     def totals(self, rank: int) -> Path:
         """Map task `rank`'s additive totals."""
@@ -238,7 +215,7 @@ class Workdir:
 
     def reduced(self, bucket: int) -> Path:
         """The reduced bucket."""
-        return self.root / "reduced" / f"b{bucket:04d}.json"
+        return self.root / "reduced" / f"b{bucket:04d}{SUFFIX}"
 
     def error(self, stage: str, rank: int) -> Path:
         """Where a failed task leaves its message."""
@@ -380,6 +357,12 @@ class Workdir:
 
 
 @memoize(maxsize=1)
+def _vocab_strings(tok: LoadedTokenizer) -> dict[str, str]:
+    """The vocabulary's own string objects, by value (segmented words read back share them, as in process)."""
+    return {s: s for s in tok.vocab}
+
+
+@memoize(maxsize=1)
 def _job_tokenizer(root: str) -> LoadedTokenizer:
     """The tokenizer of the job in `root`, checked against its manifest (loaded once per process)."""
     m = Workdir(root).manifest()
@@ -393,53 +376,25 @@ def _job_tokenizer(root: str) -> LoadedTokenizer:
 # --------------------------------------------------------------------------------------------------
 # datatrove pipeline steps
 # --------------------------------------------------------------------------------------------------
-class ShardReader(PipelineStep):
-    """Map stage, first step: yields the documents of this task's shards (strict readers, see inputs).
-
-    Progress (bytes read) is written to ``progress/tNNNNN.json`` every `every` seconds.
-    """
-
-    name = "corpus shards"
-    type = "📖 - READER"
-
-    def __init__(self, workdir: str, every: float = 1.0) -> None:
-        super().__init__()
-        self.workdir = str(workdir)
-        self.every = every
-
-    def run(self, data=None, rank: int = 0, world_size: int = 1):
-        """The Documents of the shards assigned to `rank` (text + group/repo/language metadata)."""
-        wd = Workdir(self.workdir)
-        m = wd.manifest()
-        stat = get_stat(m.stat)
-        pos = Position()
-        done_before = 0
-        last = time.monotonic()
-        current = -1
-        n = 0
-        for n, d in enumerate(_docs(stat, m.options, m.shards, m.assignment[rank], pos), 1):
-            if d.shard != current:
-                if current >= 0:
-                    done_before += m.shards[current].size
-                current = d.shard
-                self.stat_update("shards")
-            if not n % 256:
-                now = time.monotonic()
-                if now - last >= self.every:
-                    last = now
-                    _write_progress(wd, rank, done_before + pos.bytes_read())
-            yield Document(
-                d.text,
-                f"{d.shard}/{n}",
-                metadata={
-                    "group": d.group,
-                    "repo": d.repo,
-                    "language": d.language,
-                    "path": d.path,
-                    "shard": d.shard,
-                },
-            )
-        self.stat_update("units", value=n, unit="task")
+def _task_docs(wd: Workdir, m: Manifest, stat: Stat, rank: int, step: PipelineStep, every: float = 1.0):
+    """The documents of map task `rank`'s shards, read in this process as the in-process path reads them (no
+    datatrove Document in between); bytes read go to ``progress/tNNNNN.json`` every `every` seconds."""
+    pos = Position()
+    done_before, current, n = 0, -1, 0
+    last = time.monotonic()
+    for n, d in enumerate(_docs(stat, m.options, m.shards, m.assignment[rank], pos), 1):
+        if d.shard != current:
+            if current >= 0:
+                done_before += m.shards[current].size
+            current = d.shard
+            step.stat_update("shards")
+        if not n % 256:
+            now = time.monotonic()
+            if now - last >= every:
+                last = now
+                _write_progress(wd, rank, done_before + pos.bytes_read())
+        yield d
+    step.stat_update("units", value=n, unit="task")
 
 
 def _write_progress(wd: Workdir, rank: int, done: int) -> None:
@@ -452,7 +407,8 @@ def _write_progress(wd: Workdir, rank: int, done: int) -> None:
 
 
 class CountStep(PipelineStep):
-    """Map stage, second step: the statistic's per-text function over the task's documents → K bucket files."""
+    """Map stage: read this task's shards and run the statistic's map over them (the in-process path's code) →
+    K bucket files."""
 
     name = "count"
     type = "🔢 - STATS"
@@ -475,29 +431,13 @@ class CountStep(PipelineStep):
 
             def emit(counter: Counter) -> None:
                 with gc_paused():
-                    parts: list[list] = [[] for _ in range(m.buckets)]
-                    for k, c in counter.items():
-                        parts[stat.bucket(k, m.buckets)].append([k, c])
-                    for b, items in enumerate(parts):
-                        if items:
-                            _write_counts(wd.part(b, rank, spills[0]), items)
-                    del parts
+                    for b, keys, counts in split_buckets(stat, counter, m.buckets):
+                        write_counts(wd.part(b, rank, spills[0]), keys, counts)
                 spills[0] += 1
                 self.stat_update("keys_written", value=len(counter))
 
-            docs = (
-                Doc(
-                    d.text,
-                    d.metadata["group"],
-                    d.metadata["repo"],
-                    d.metadata["language"],
-                    d.metadata["path"],
-                    d.metadata["shard"],
-                )
-                for d in (data or ())
-            )
             cpu0, wall0 = time.process_time(), time.perf_counter()
-            totals = stat.map(tok, docs, m.options, emit)
+            totals = stat.map(tok, _task_docs(wd, m, stat, rank, self), m.options, emit)
             totals_path = wd.totals(rank)
             totals_path.parent.mkdir(parents=True, exist_ok=True)
             atomic_write_text(totals_path, json.dumps(totals, ensure_ascii=False))
@@ -512,6 +452,26 @@ class CountStep(PipelineStep):
             wd.progress_file(rank).unlink(missing_ok=True)
         return
         yield  # a generator, as datatrove pipelines expect
+
+
+def split_buckets(stat: Stat, counter: Counter, k: int) -> Iterator[tuple[int, list, list[int]]]:
+    """(bucket, keys, counts) for every non-empty bucket of a counter: one bucket without hashing when k == 1,
+    else the keys grouped by `stat.bucket` with one stable sort."""
+    keys, counts = list(counter), list(counter.values())
+    if k == 1 or not keys:
+        if keys:
+            yield 0, keys, counts
+        return
+    bucket = stat.bucket
+    of = np.fromiter((bucket(key, k) for key in keys), dtype=np.int64, count=len(keys))
+    order = np.argsort(of, kind="stable")
+    bounds = np.searchsorted(of[order], np.arange(k + 1))
+    key_arr, count_arr = np.empty(len(keys), dtype=object), np.asarray(counts, dtype=np.int64)
+    key_arr[:] = keys
+    for b in range(k):
+        idx = order[bounds[b] : bounds[b + 1]]
+        if len(idx):
+            yield b, key_arr[idx].tolist(), count_arr[idx].tolist()
 
 
 class ReduceStep(PipelineStep):
@@ -559,14 +519,14 @@ def reduce_bucket(wd: Workdir, bucket: int) -> dict:
     tok = wd.tokenizer()
     totals = merged_totals(wd, m)
     counts: Counter = Counter()
-    files = sorted((wd.root / "parts" / f"b{bucket:04d}").glob("t*-p*.json"))
+    files = sorted((wd.root / "parts" / f"b{bucket:04d}").glob(f"t*-p*{SUFFIX}"))
     read = 0
     for f in files:
         read += f.stat().st_size
         read_counts(f, counts)
     keys_in = len(counts)
     out = stat.reduce(tok, counts, totals, m.options)
-    written = _write_counts(wd.reduced(bucket), list(out.items()))
+    written = write_counts(wd.reduced(bucket), list(out), list(out.values()))
     meta = {
         "bucket": bucket,
         "files": len(files),
@@ -601,9 +561,10 @@ def finalize(wd: Workdir, progress: Progress | None = None) -> Any:
     tok = wd.tokenizer()
     totals = merged_totals(wd, m)
     counts: Counter = Counter()
+    own = _vocab_strings(tok)
     with gc_paused():
         for b in range(m.buckets):
-            read_counts(wd.reduced(b), counts)
+            read_counts(wd.reduced(b), counts, intern=own)
             report(progress, b + 1, m.buckets, "merging buckets")
         return stat.finalize(tok, counts, totals, m.options)
 
@@ -612,10 +573,15 @@ def finalize(wd: Workdir, progress: Progress | None = None) -> Any:
 # In process (no datatrove, no workdir): the current single-process path
 # --------------------------------------------------------------------------------------------------
 def run_inprocess(
-    tok: LoadedTokenizer, stat: Stat, opts: dict, shards: Sequence[Shard], progress: Progress | None = None
+    tok: LoadedTokenizer,
+    stat: Stat,
+    opts: dict,
+    shards: Sequence[Shard],
+    progress: Progress | None = None,
+    seconds: dict | None = None,
 ) -> tuple[Any, dict]:
     """The statistic over all shards in this process: map (one task), reduce (one bucket), finalize; returns
-    (result, the map's additive totals: units, characters, …)."""
+    (result, the map's additive totals: units, characters, …) and puts each stage's wall seconds in `seconds`."""
     pos = Position()
     total = sum(s.size for s in shards) or 1
     counts: Counter = Counter()
@@ -633,7 +599,13 @@ def run_inprocess(
                 report(progress, done[0] + pos.bytes_read(), total, "counting")
             yield d
 
+    t0 = time.perf_counter()
     totals = stat.map(tok, docs(), opts, counts.update)
     report(progress, total, total, "counting")
+    t1 = time.perf_counter()
     out = stat.reduce(tok, counts, totals, opts)
-    return stat.finalize(tok, out, totals, opts), totals
+    t2 = time.perf_counter()
+    result = stat.finalize(tok, out, totals, opts)
+    if seconds is not None:
+        seconds.update(map=t1 - t0, reduce=t2 - t1, finalize=time.perf_counter() - t2)
+    return result, totals

@@ -131,9 +131,10 @@ def compute(
     total = sum(x.size for x in shards)
     kind = cfg.resolved_kind(total)
     if kind == "inprocess":
-        result, totals = run_inprocess(tok, s, opts, shards, progress)
+        secs: dict = {}
+        result, totals = run_inprocess(tok, s, opts, shards, progress, secs)
         report(progress, 1, 1, "done")
-        secs = {"total": time.perf_counter() - t0}
+        secs["total"] = time.perf_counter() - t0
         return CorpusRun(result, stat, kind, len(shards), total, seconds=secs, totals=totals)
     wd, _ = _prepare(tok, stat, opts, shards, cfg)
     t1 = time.perf_counter()

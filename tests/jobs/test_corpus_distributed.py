@@ -114,7 +114,7 @@ def test_pretoken_counts_with_spills_equal_count_pretokens(corpus, tmp_path):
         tok, "pretokens", [str(p) for p in corpus], options=opts, executor=_local(tmp_path, 2, 2, buckets=3)
     )
     assert run.result.counts == ref and (run.result.units, run.result.chars) == (n_units, n_chars)
-    parts = list((Path(run.workdir) / "parts").glob("b*/t00000-p*.json"))
+    parts = list((Path(run.workdir) / "parts").glob("b*/t00000-p*.npz"))
     assert len({p.name for p in parts}) > 1  # task 0 spilled more than once
 
 
@@ -269,7 +269,7 @@ def test_deleting_one_completion_marker_redoes_only_that_task(corpus, tmp_path, 
     assert ran == [] and again.info.map_skipped == 4 and again.info.reduce_run == []
     assert again.result.words == first.result.words
 
-    stamps = {p: p.stat().st_mtime_ns for p in (wd.root / "parts").rglob("t0000[013]-*.json")}
+    stamps = {p: p.stat().st_mtime_ns for p in (wd.root / "parts").rglob("t0000[013]-*.npz")}
     (wd.root / "map" / "completions" / "00002").unlink()
     third = compute(tok, "words", [str(p) for p in corpus], executor=cfg)
     assert ran == [2] and third.info.map_run == [2] and third.info.map_skipped == 3

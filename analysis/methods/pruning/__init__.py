@@ -15,6 +15,7 @@ module                        what it holds
                               post-processor), :class:`PruneResult`
 :mod:`.curves`                :func:`prune_curve`: bytes/token and STT-unreachable count for many N at once
 :mod:`.prune_extend`          :func:`prune_then_extend`, :func:`extend_then_prune` (constant vocabulary size)
+:mod:`.stored`                :func:`stored_order`: an order kept in the disk store, keyed by content and inputs
 ============================  =================================================================================
 
 Bytes/token is :func:`analysis.measure.metrics.bytes_per_token`, the STT count :func:`analysis.bpe.stt.unreachable_ids`
@@ -56,9 +57,11 @@ from .orders import (
 )
 from .prune_extend import PruneExtendResult, extend_then_prune, prune_then_extend
 from .removal import Pruner, PruneResult, prune, prune_by_order
+from .stored import ORDER_STORE_VERSION, order_key, stored_order
 
 __all__ = [
     "CORPUS_ORDERS",
+    "ORDER_STORE_VERSION",
     "ORDERS",
     "ORDER_DESCRIPTIONS",
     "ORDER_LABELS",
@@ -78,6 +81,8 @@ __all__ = [
     "frequency_order",
     "last_n_order",
     "leaf_frequency_order",
+    "order_key",
+    "stored_order",
     "leaf_last_n_order",
     "leaf_order",
     "merge_based_order",

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from analysis.core.cache import memoize
 from analysis.errors import DataError
 from analysis.tokenizer.tokenizer import LoadedTokenizer
 
@@ -187,7 +188,14 @@ def prune(
     tok: LoadedTokenizer, remove: Iterable[int], *, name: str | None = None, validate: bool = True
 ) -> PruneResult:
     """Remove the given ids: drop merges touching them, renumber contiguously, fix added tokens + post-processor."""
-    return Pruner(tok).prune(remove, name=name, validate=validate)
+    return pruner_for(tok).prune(remove, name=name, validate=validate)
+
+
+@memoize(maxsize=2)
+def pruner_for(tok: LoadedTokenizer) -> Pruner:
+    """The tokenizer's :class:`Pruner`, built once (its parse is a second on a 150k vocabulary) and shared: a
+    Pruner never changes after construction."""
+    return Pruner(tok)
 
 
 def prune_by_order(

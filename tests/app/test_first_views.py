@@ -1,0 +1,74 @@
+"""First views from the disk cache: a second session (or a restarted server) opening Prune or Token health on a
+tokenizer already seen never recomputes the expensive part — the pruning order, the Self-Tokenization Test —
+it reads it back from the disk store. Each test has its own store; the in-memory caches (engine memos and
+Streamlit's) are emptied between the sessions, as a restart would."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import streamlit as st
+from streamlit.testing.v1 import AppTest
+from support import ROOT, load_shared
+
+from analysis.bpe import stt
+from analysis.core.cache import clear_memory
+from analysis.methods.pruning import orders
+
+
+def _forget() -> None:
+    """What a restarted server has lost: every in-memory result (engine memos, Streamlit caches)."""
+    clear_memory()
+    st.cache_resource.clear()
+    st.cache_data.clear()
+
+
+def _session(page: str, key: str) -> AppTest:
+    """A new session with llama-2 in its library, opened on `page`."""
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=180)
+    at.session_state["toklab_library"] = {"llama-2": load_shared("llama-2")}
+    at.switch_page(page).run()
+    assert not at.exception, [e.message for e in at.exception]
+    return at
+
+
+def _recomputed(*args, **kwargs):
+    raise AssertionError("recomputed although the disk cache holds the result")
+
+
+def test_prune_second_session_reads_the_order_from_disk(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("TOKLAB_CACHE", str(tmp_path))
+    _forget()
+    first = _session("pages/prune.py", "prune-tok")
+    summary = [m.value for m in first.markdown if "can prune up to" in m.value]
+    assert summary, "the first session shows the order's summary"
+    next_ids = list(first.dataframe[0].value["id"])
+    assert list((tmp_path / "store" / "prune-order").glob("*.json")), "the order was stored"
+
+    _forget()
+    monkeypatch.setattr(orders, "compute_order", _recomputed)
+    second = _session("pages/prune.py", "prune-tok")
+    assert [m.value for m in second.markdown if "can prune up to" in m.value] == summary
+    assert list(second.dataframe[0].value["id"]) == next_ids
+
+
+def test_token_health_second_session_reads_the_stt_from_disk(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("TOKLAB_CACHE", str(tmp_path))
+    _forget()
+    first = _session("pages/token_health.py", "th-tok")
+    metrics = [(m.label, m.value) for m in first.metric]
+    assert metrics and metrics[0][0] == "Unreachable tokens (STT)"
+    table = first.dataframe[0].value
+    assert list((tmp_path / "store" / "stt-report").glob("*.json")), "the report was stored"
+
+    _forget()
+    monkeypatch.setattr(stt, "_run_stt", _recomputed)
+    monkeypatch.setattr(stt, "_categorise", _recomputed)
+    second = _session("pages/token_health.py", "th-tok")
+    assert [(m.label, m.value) for m in second.metric] == metrics
+    assert second.dataframe[0].value[["id", "category", "pieces"]].equals(table[["id", "category", "pieces"]])
