@@ -365,16 +365,31 @@ def load_gguf(path: str | os.PathLike, *, name: str | None = None, key: str | No
         raise TokenizerLoadError(path_error(path, e)) from e
     key = key or hashlib.sha256(f"{path.resolve()}|{st.st_size}|{st.st_mtime_ns}".encode()).hexdigest()[:16]
     name = name or path.stem
+    config = _gguf_tokenizer_config(path)
     cached = _GGUF_TOKENIZERS.get(key)
     if isinstance(cached, str):
         try:
-            return LoadedTokenizer.from_json_text(cached, name=name, source=str(path))
+            return LoadedTokenizer.from_json_text(cached, name=name, source=str(path), config=config)
         except AnalysisError:  # a stale or damaged entry is rebuilt
             pass
     text = _convert_gguf(path)
-    tok = LoadedTokenizer.from_json_text(text, name=name, source=str(path))
+    tok = LoadedTokenizer.from_json_text(text, name=name, source=str(path), config=config)
     _GGUF_TOKENIZERS.put(key, text)
     return tok
+
+
+def _gguf_tokenizer_config(path: Path) -> dict[str, Any]:
+    """What a GGUF file says that tokenizer_config.json would: its chat template (`tokenizer.chat_template`), so
+    that an export of a GGUF model's tokenizer keeps it (a template in the GGUF and none in the Hugging Face folder
+    is one reader finding it and another not)."""
+    check_not_special(path, TokenizerLoadError)
+    try:
+        with open(path, "rb") as fh:
+            meta = gguf_metadata(fh, {"tokenizer.chat_template"})
+    except OSError as e:
+        raise TokenizerLoadError(path_error(path, e)) from e
+    template = meta.get("tokenizer.chat_template")
+    return {"chat_template": template} if isinstance(template, str) and template else {}
 
 
 def _convert_gguf(path: Path) -> str:

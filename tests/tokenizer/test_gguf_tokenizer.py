@@ -17,6 +17,8 @@ from support import SMOLLM, flores_lines, load_shared, need_smollm
 
 from analysis.cli import main
 from analysis.errors import TokenizerLoadError
+from analysis.model.preflight import check_chat_template
+from analysis.tokenizer.export import write_folder
 from analysis.tokenizer.sources import GGUF_MAGIC, gguf_metadata, load, load_upload
 
 LANGS = ("eng_Latn", "est_Latn", "zho_Hans", "arb_Arab", "hin_Deva", "kor_Hang", "rus_Cyrl", "tha_Thai",
@@ -53,6 +55,20 @@ def test_gguf_tokenizer_equals_the_models_tokenizer():
         lines = flores_lines(lang)
         for specials in (True, False):
             assert _encodings(got, lines, specials) == _encodings(ref, lines, specials), lang
+
+
+@pytest.mark.slow
+@need_smollm
+def test_gguf_chat_template_travels_into_an_export(tmp_path):
+    """The GGUF's `tokenizer.chat_template` is the tokenizer's template: an export of a GGUF model's tokenizer kept
+    none (llama.cpp found the template, transformers did not)."""
+    with open(SMOLLM, "rb") as fh:
+        want = gguf_metadata(fh, {"tokenizer.chat_template"})["tokenizer.chat_template"]
+    tok = load(SMOLLM)
+    assert want and tok.config["chat_template"] == want
+    write_folder(tok, tmp_path / "out")
+    assert (tmp_path / "out" / "chat_template.jinja").read_text(encoding="utf-8") == want
+    assert check_chat_template(tmp_path / "out").status == "pass"
 
 
 @pytest.mark.slow
