@@ -35,7 +35,10 @@ def _run(
             wu = warm_up(first, second, training_texts(langs), heldout_texts(langs, lines), cfg,
                          progress=scaled(cb, 0.4, 1.0))  # fmt: skip
             res.warmup = wu.to_json()
-    return paths.public_document(res.to_json())
+    doc = paths.public_document(res.to_json())
+    for k in ("original", "edited"):  # model files by name, never the server layout
+        doc[k] = paths.public_source(doc[k])
+    return doc
 
 
 def _charts(doc: dict, key: str) -> None:

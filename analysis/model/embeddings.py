@@ -27,9 +27,10 @@ from analysis.errors import DataError, ModelLoadError
 from analysis.tokenizer.export import folder_files, write_files
 from analysis.tokenizer.tokenizer import LoadedTokenizer
 
+from .bpb import prefix_token
 from .fvt import fvt_pieces, fvt_rows
 from .models import load_causal_lm
-from .omp import DEFAULT_K, omp_rows
+from .omp import DEFAULT_K, hidden_space_rows
 
 INITS = ("fvt", "mean", "mvn", "random", "omp")
 #: What each init does, for help texts and the pages.
@@ -38,8 +39,8 @@ INIT_HELP = {
     "mean": "the mean of all original rows",
     "mvn": "multivariate normal with the mean and covariance of the original rows (Kim 2025)",
     "random": "normal noise with the model's initializer_range (the legacy default)",
-    "omp": "orthogonal matching pursuit: the FVT vector as a sparse combination of 8 original rows "
-    "(Goddard & Fernandes Neto 2025)",
+    "omp": "orthogonal matching pursuit: the token's hidden state (its pieces read by the original model) coded "
+    "over 8 of the first 8,192 tokens' hidden states, the codes applied to their rows (Goddard & Fernandes Neto 2025)",
 }
 
 
@@ -122,9 +123,9 @@ def remap_embeddings(
     New ids not reached by the map are initialised with `init`: "fvt" (mean of the old rows of the
     token's pieces under the old tokenizer; falls back to the mean row when it has no pieces), "mean"
     (mean of all old token rows), "mvn" (samples of a multivariate normal with the mean and covariance of the
-    old token rows; :func:`mvn_rows`), "random" (normal, std = config.initializer_range) or "omp" (the FVT vector
-    coded over the old rows by orthogonal matching pursuit, :mod:`analysis.model.omp`). Without an id map,
-    tokens are matched by string. The LM head follows the same map (and its bias, if any); tied weights
+    old token rows; :func:`mvn_rows`), "random" (normal, std = config.initializer_range) or "omp" (the token's
+    hidden state coded over anchor tokens' hidden states by orthogonal matching pursuit, the codes applied to
+    the anchors' rows: :mod:`analysis.model.omp`). Without an id map, tokens are matched by string. The LM head follows the same map (and its bias, if any); tied weights
     stay tied; config.vocab_size and the bos/eos/pad ids in the config are updated.
     """
     import torch  # noqa: PLC0415 - heavy, only when a model is remapped
@@ -171,7 +172,7 @@ def remap_embeddings(
     if missing:
         std = float(getattr(model.config, "initializer_range", None) or 0.02)
         rows_e, rows_w, rows_b, pieces = init_rows(
-            e_old, w_old, b_old, old_tok, new_tok, missing, init, seed=seed, std=std
+            e_old, w_old, b_old, old_tok, new_tok, missing, init, seed=seed, std=std, model=model
         )
         rows = torch.as_tensor(missing)
         e_new[rows] = rows_e.to(e_new.dtype)
@@ -206,12 +207,14 @@ def init_rows(
     seed: int = 0,
     std: float = 0.02,
     omp_k: int = DEFAULT_K,
+    model: Any = None,
 ) -> tuple[Any, Any, Any, dict[int, list[int]]]:
     """Rows for the new ids `missing` of `new_tok` from the old matrices (input `e_old`, untied output `w_old`
     or None, output bias `b_old` or None): (input rows, output rows or None, bias values or None, FVT pieces).
 
-    `init` is one of :data:`INITS` (see :data:`INIT_HELP`); "omp" codes each token's FVT vector over the old
-    input rows with `omp_k` atoms (:mod:`analysis.model.omp`) and applies the codes to both matrices.
+    `init` is one of :data:`INITS` (see :data:`INIT_HELP`); "omp" needs the ORIGINAL `model`: each token's
+    hidden state (its FVT pieces read by the model) is coded over anchor tokens' hidden states with `omp_k`
+    atoms and the codes are applied to the anchors' rows (:func:`analysis.model.omp.hidden_space_rows`).
     """
     import torch  # noqa: PLC0415 - heavy, only when rows are initialised
 
@@ -239,8 +242,11 @@ def init_rows(
         if b_old is not None:
             rows_b = fvt_rows(b_old, plist, mean_b)
         if init == "omp":
+            if model is None:
+                raise DataError("the omp init reads the original model: pass it")
             mats = [e_old[:n_old_tok]] + ([w_old[:n_old_tok]] if w_old is not None else [])
-            coded = omp_rows(mats, rows_e.float(), omp_k)
+            prefix = prefix_token(old_tok, model.config).id
+            coded = hidden_space_rows(model, mats, plist, prefix, exclude=set(old_tok.added_ids), k=omp_k)
             rows_e = coded[0]
             if w_old is not None:
                 rows_w = coded[1]

@@ -233,7 +233,7 @@ class RowSwap:
         b = None if head is None or getattr(head, "bias", None) is None else head.bias.detach().float().cpu()
         std = float(getattr(m.config, "initializer_range", None) or 0.02)
         e_rows, w_rows, b_rows, _ = init_rows(emb, w, b, self.original.tok, self.edited.tok, self.ids, init,
-                                              seed=self.seed, std=std)  # fmt: skip
+                                              seed=self.seed, std=std, model=m)  # fmt: skip
         return e_rows, (w_rows if not self.tied else None), b_rows
 
     def variants(self, inits: Sequence[str]) -> list[Variant]:

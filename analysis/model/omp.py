@@ -1,16 +1,18 @@
-"""Orthogonal matching pursuit (OMP) over existing embedding rows: each new token's vector as a sparse
-combination of `k` existing rows (after Goddard & Fernandes Neto, "Training-Free Tokenizer Transplantation via
-Orthogonal Matching Pursuit", 2025).
+"""Orthogonal matching pursuit (OMP) init of new rows: each new token as a sparse combination of `k` existing
+tokens (after Goddard & Fernandes Neto, "Training-Free Tokenizer Transplantation via Orthogonal Matching
+Pursuit", 2025).
 
-In the paper a donor model supplies both the new token's vector and the anchors' vectors in one space; the
-coefficients found there are applied to the anchors' rows of the base model. An extension has no donor: the
-shared space here is the original model's input embedding space, the target is the token's FVT vector (the mean
-of its pieces' rows, :mod:`analysis.model.fvt`) and the anchors are every existing row. The coefficients are
-then applied to the input rows and, for an untied head, to the same anchors' output rows — the transfer step of
-the paper between the two spaces of one model.
+In the paper a donor model holds both the new token and the shared anchor tokens in one space: OMP codes the new
+token's donor vector over the anchors' donor vectors, and the same coefficients applied to the anchors' rows of the
+base model give the new row. An extension has no second model, so the original model is its own donor through
+its multi-token reading (:func:`hidden_space_rows`): the shared space is a middle layer's hidden state — of an
+anchor read alone after the prefix token, and of the new token read as its pieces under the original tokenizer
+(at the last piece). The coefficients found there are applied to the anchors' input rows (and output rows of an
+untied head). Anchors are the first `anchors` ids of the original vocabulary (BPE ids follow merge order, so
+these are the most frequent units), special tokens excluded.
 
 :func:`omp` is a batched, deterministic implementation (greedy atom choice by the largest absolute correlation
-with the residual, then a least-squares refit on the chosen atoms), in torch, float64 for the refit.
+with the residual, then a least-squares refit on the chosen atoms), in torch, float64.
 """
 
 from __future__ import annotations
@@ -21,6 +23,8 @@ from analysis.errors import DataError
 
 #: Atoms per new token (the paper sweeps k; 8 is a small, common choice).
 DEFAULT_K = 8
+#: Anchor tokens: the first ids of the original vocabulary.
+DEFAULT_ANCHORS = 8192
 
 
 def omp(dictionary: Any, targets: Any, k: int = DEFAULT_K, *, exclude: Any = None) -> tuple[Any, Any]:
@@ -58,21 +62,69 @@ def omp(dictionary: Any, targets: Any, k: int = DEFAULT_K, *, exclude: Any = Non
     return idx, coef.float()
 
 
-def omp_rows(
-    matrices: list[Any], targets: Any, k: int = DEFAULT_K, *, anchors: int | None = None
+def hidden_space_rows(
+    model: Any,
+    matrices: list[Any],
+    pieces: list[list[int]],
+    prefix_id: int,
+    *,
+    exclude: set[int] | None = None,
+    k: int = DEFAULT_K,
+    anchors: int = DEFAULT_ANCHORS,
+    layer: int | None = None,
+    batch: int = 256,
 ) -> list[Any]:
-    """New rows for every matrix in `matrices` (the first one is the space OMP runs in): the codes of `targets`
-    over the first `anchors` rows of ``matrices[0]`` (all rows when None), applied to the same rows of each
-    matrix. Returns one float32 tensor (m × its width) per matrix."""
+    """New rows for every matrix in `matrices` (input rows first; each indexed by the original ids): OMP codes of
+    each new token's hidden state (its `pieces` read after `prefix_id`, at the last piece; layer `layer`, default
+    the middle one) over the hidden states of the anchors (ids 0 … `anchors` − 1 minus `exclude`, each read
+    alone after the prefix), applied to the anchors' rows. One float32 tensor (m × width) per matrix."""
     import torch  # noqa: PLC0415 - heavy, only when rows are initialised
 
-    base = matrices[0][:anchors] if anchors is not None else matrices[0]
-    idx, coef = omp(base.float(), targets.float(), k)
+    n_layers = int(getattr(model.config, "num_hidden_layers", 0) or 0)
+    layer = n_layers // 2 if layer is None else layer
+    n_rows = int(matrices[0].shape[0])
+    ids = [i for i in range(min(anchors, n_rows)) if i not in (exclude or set())]
+    if len(ids) < k:
+        raise DataError(f"OMP needs at least {k} anchor tokens, the vocabulary offers {len(ids)}")
+    device = next(model.parameters()).device
+    anchor_h = _states(model, [[prefix_id, i] for i in ids], layer, batch, device)
+    seqs = [[prefix_id, *(p or [prefix_id])] for p in pieces]
+    new_h = _states(model, seqs, layer, batch, device)
+    idx, coef = omp(anchor_h, new_h, k)
+    chosen = torch.as_tensor(ids)[idx]  # m × k original ids
     out = []
     for mat in matrices:
-        atoms = mat[idx].to(torch.float64)  # m × k × d
+        atoms = mat.detach().cpu()[chosen].to(torch.float64)
         out.append((coef.double()[:, None, :] @ atoms)[:, 0, :].float())
     return out
+
+
+def _states(model: Any, seqs: list[list[int]], layer: int, batch: int, device: Any) -> Any:
+    """Hidden states (float32, CPU) at layer `layer` of the last token of every sequence, batched."""
+    import torch  # noqa: PLC0415 - heavy, only when rows are initialised
+
+    out = []
+    order = sorted(range(len(seqs)), key=lambda i: len(seqs[i]))
+    for s in range(0, len(order), batch):
+        group = [seqs[i] for i in order[s : s + batch]]
+        width = max(len(q) for q in group)
+        x = torch.zeros((len(group), width), dtype=torch.long)
+        mask = torch.zeros_like(x)
+        for r, q in enumerate(group):
+            x[r, : len(q)] = torch.as_tensor(q)
+            mask[r, : len(q)] = 1
+        with torch.inference_mode():
+            kw = {"input_ids": x.to(device), "attention_mask": mask.to(device), "output_hidden_states": True}
+            try:
+                h = model(logits_to_keep=1, **kw).hidden_states[layer]
+            except TypeError:
+                h = model(**kw).hidden_states[layer]
+        last = mask.sum(1) - 1
+        out.append(h[torch.arange(len(group)), last.to(h.device)].float().cpu())
+    states = torch.cat(out)
+    back = torch.empty_like(states)
+    back[torch.as_tensor(order)] = states
+    return back
 
 
 def _omp_block(d_mat: Any, unit: Any, banned: Any, y: Any, k: int) -> tuple[Any, Any]:

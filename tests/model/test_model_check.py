@@ -26,7 +26,7 @@ from analysis.model.bpb import bits_per_byte, prefix_token, segments
 from analysis.model.check import aligned_positions, byte_lengths, compare, kl_from_mass, new_ids
 from analysis.model.model_check import heldout_texts, load_pair, model_check, resolve_pair
 from analysis.model.models import load_causal_lm
-from analysis.model.omp import omp
+from analysis.model.omp import hidden_space_rows, omp
 from analysis.model.warmup import WarmupConfig, warm_up
 from analysis.texts.flores import split_lines
 
@@ -151,10 +151,10 @@ def test_bakeoff_scores_each_init_on_the_same_bytes_and_restores_the_rows(pair):
     original, edited = load_pair(src, out, device="cpu")
     before = edited.model.get_input_embeddings().weight.detach().clone()
     texts = {"est_Latn": flores_lines("est_Latn")[900:903]}
-    res = model_check(original, edited, texts, inits=("fvt", "mean", "random", "omp"))
+    res = model_check(original, edited, texts, inits=("fvt", "mean", "random"))
     assert torch.equal(edited.model.get_input_embeddings().weight, before)
     doc = res.to_json()
-    assert doc["bakeoff"]["inits"] == ["exported", "fvt", "mean", "random", "omp"]
+    assert doc["bakeoff"]["inits"] == ["exported", "fvt", "mean", "random"]
     row = doc["bakeoff"]["languages"][0]["inits"]
     assert (
         len({r["bytes"] for r in row.values()}) == 1 and len({r["bpb_original"] for r in row.values()}) == 1
@@ -209,6 +209,23 @@ def test_omp_recovers_a_sparse_code_and_matches_brute_force():
     torch.testing.assert_close(coef[0].double(), sol, atol=1e-5, rtol=0)
     with pytest.raises(DataError, match="atoms"):
         omp(d, z, 13)
+
+
+@pytest.mark.slow
+def test_omp_init_codes_hidden_states_and_applies_the_codes_to_rows(pair):
+    """A 'new token' whose pieces are one anchor token has that anchor's hidden state: OMP codes it with that
+    anchor alone (coefficient 1), so its row is the anchor's row; a real two-piece token gets a row that is not
+    its FVT mean."""
+    src, _ = pair
+    model = load_causal_lm(src).model
+    emb = model.get_input_embeddings().weight.detach()
+    head = model.get_output_embeddings().weight.detach()
+    rows_e, rows_w = hidden_space_rows(model, [emb, head], [[300], [262, 4494]], 50256, k=4, anchors=512)
+    torch.testing.assert_close(rows_e[0], emb[300], atol=1e-4, rtol=1e-4)
+    torch.testing.assert_close(rows_w[0], head[300], atol=1e-4, rtol=1e-4)
+    assert not torch.allclose(rows_e[1], emb[[262, 4494]].mean(0), atol=1e-3)
+    with pytest.raises(DataError, match="anchor"):
+        hidden_space_rows(model, [emb], [[300]], 50256, k=4, anchors=3)
 
 
 @pytest.mark.slow
