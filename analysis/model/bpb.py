@@ -177,9 +177,10 @@ def iter_logprobs(
             mask[r, : len(s.ids)] = 1
         with torch.inference_mode():
             logits = model(input_ids=x.to(device), attention_mask=mask.to(device)).logits
+            logp = torch.log_softmax(logits.float(), dim=-1)  # one call for the batch (padding included)
+            del logits
             for r, s in enumerate(group):
-                rows = logits[r, s.first : len(s.ids) - 1].float()
-                yield s, torch.log_softmax(rows, dim=-1)
+                yield s, logp[r, s.first : len(s.ids) - 1]
         done += len(group)
         report(progress, done, len(segs), "segments scored")
 
