@@ -14,6 +14,7 @@ import streamlit as st
 from analysis.core import paths
 from analysis.core.outputs import json_document
 from analysis.core.progress import scaled
+from analysis.methods.undertrained import indicators_for
 from analysis.model.embeddings import INIT_HELP, INITS
 from analysis.model.model_check import HELDOUT_LINES, heldout_texts, load_pair, model_check, training_texts
 from analysis.model.warmup import OBJECTIVES, WarmupConfig, warm_up
@@ -30,6 +31,7 @@ def _run(
         first, second = load_pair(original, edited)
         res = model_check(first, second, heldout_texts(langs, lines), inits=inits,
                           progress=scaled(cb, 0.0, 0.4 if steps else 1.0))  # fmt: skip
+        res.indicators = indicators_for(edited, second.tok, [u.id for u in res.new_tokens])
         if steps:
             cfg = WarmupConfig(steps=steps, objective=objective, tokens_per_step=256)
             wu = warm_up(first, second, training_texts(langs), heldout_texts(langs, lines), cfg,

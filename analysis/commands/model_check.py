@@ -11,6 +11,7 @@ import sys
 from analysis.core.outputs import check_output_folder
 from analysis.core.progress import scaled, stderr_progress
 from analysis.errors import DataError
+from analysis.methods.undertrained import indicators_for
 from analysis.model.bpb import STRIDE, WINDOW
 from analysis.model.embeddings import INITS
 from analysis.model.model_check import HELDOUT_LINES, heldout_texts, load_pair, model_check, training_texts
@@ -116,6 +117,7 @@ def run(args: argparse.Namespace) -> int:
     original, edited = load_pair(args.original, args.edited, device=args.device, max_memory=max_memory)
     res = model_check(original, edited, texts, inits=inits, seed=args.seed, window=args.window,
                       stride=args.stride, progress=scaled(progress, 0.0, 0.3 if args.warmup_steps else 1.0))  # fmt: skip
+    res.indicators = indicators_for(args.edited, edited.tok, [u.id for u in res.new_tokens])
     if args.warmup_steps:
         cfg = WarmupConfig(steps=args.warmup_steps, objective=args.objective, tokens_per_step=args.warmup_tokens,
                            lr=args.warmup_lr, eval_every=args.eval_every, seed=args.seed)  # fmt: skip
@@ -155,6 +157,10 @@ def _print(doc: dict) -> None:
                 kl = c["kl_unchanged"]
                 w(f"    {name:>8}: BPB {c['bpb_edited']:.4f}, mass on new ids "
                   f"{'–' if mass is None else f'{mass:.4f}'}, KL {'–' if kl is None else f'{kl:.4f}'}\n")  # fmt: skip
+    flagged = [u for u in doc["new_tokens"] if (u.get("undertrained") or {}).get("candidate")]
+    never = sum(1 for u in doc["new_tokens"] if u["argmax_count"] == 0)
+    w(f"  new tokens: {never} of {len(doc['new_tokens'])} never the argmax on this text; {len(flagged)} flagged "
+      "under-trained by the embedding indicator\n")  # fmt: skip
     wu = doc.get("warmup")
     if wu:
         w(f"  warm-up ({wu['objective']}, {wu['steps_done']} steps, {wu['seconds']:.0f} s):\n")

@@ -270,6 +270,8 @@ class ModelCheck:
     bakeoff_tokens: dict[str, list[NewTokenUse]] = field(default_factory=dict)
     warmup: dict[str, Any] | None = None
     out: str | None = None
+    #: new id → its under-trained indicator in the edited model (filled by a caller that owns the indicators)
+    indicators: dict[int, dict[str, Any]] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         """The JSON document of the CLI (``--json``) and the pages' download."""
@@ -285,7 +287,9 @@ class ModelCheck:
             "n_new_tokens": self.n_new,
             "n_removed_tokens": self.n_removed,
             "languages": [c.to_json() for c in self.languages],
-            "new_tokens": [u.to_json() for u in self.new_tokens],
+            "new_tokens": [
+                {**u.to_json(), "undertrained": self.indicators.get(u.id)} for u in self.new_tokens
+            ],
             "seconds": self.seconds,
         }
         if self.bakeoff:

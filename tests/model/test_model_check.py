@@ -280,6 +280,10 @@ def test_cli_json_shape_and_warmed_export(pair, tmp_path: Path):
                 "tokens_per_byte_edited", "mass_new_on_old_text", "kl_unchanged"} <= set(c)  # fmt: skip
         assert c["lines"] == 2 and c["bpb_original"] > 0
     assert doc["bakeoff"]["inits"] == ["exported", "mean", "omp"] and doc["n_new_tokens"] == 60
+    assert len(doc["new_tokens"]) == 60
+    for u in doc["new_tokens"]:
+        ut = u["undertrained"]
+        assert ut["indicator"] and 0 <= ut["rank_share"] <= 1 and isinstance(ut["candidate"], bool)
     assert [p["step"] for p in doc["warmup"]["curve"]] == [0, 1, 2]
     assert (tmp_path / "warm" / "model.safetensors").is_file() and (
         tmp_path / "warm" / "tokenizer.json"
