@@ -34,7 +34,7 @@ def _run(
         res.indicators = indicators_for(edited, second.tok, [u.id for u in res.new_tokens])
         if steps:
             cfg = WarmupConfig(steps=steps, objective=objective, tokens_per_step=256)
-            wu = warm_up(first, second, training_texts(langs), heldout_texts(langs, lines), cfg,
+            wu = warm_up(first, second, training_texts(langs[:1]), heldout_texts(langs, lines), cfg,
                          progress=scaled(cb, 0.4, 1.0))  # fmt: skip
             res.warmup = wu.to_json()
     doc = paths.public_document(res.to_json())
@@ -81,7 +81,8 @@ def model_check_section(original: str, edited: Path | str | None, key: str) -> N
     c1, c2 = st.columns([3, 1])
     codes = available_codes()
     default = [c for c in ("est_Latn", "eng_Latn") if c in codes]
-    langs = c1.multiselect("Languages (held-out FLORES lines)", codes, default=default, key=f"{key}-langs")
+    langs = c1.multiselect("Languages (held-out FLORES lines; the first one is the warm-up's training text)", codes,
+                           default=default, key=f"{key}-langs")  # fmt: skip
     lines = c2.number_input("Lines per language", 1, HELDOUT_LINES, 20, key=f"{key}-lines")
     c3, c4, c5 = st.columns([3, 1, 1])
     inits = c3.multiselect("Bake-off of the new rows", INITS, key=f"{key}-inits",

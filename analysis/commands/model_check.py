@@ -109,6 +109,7 @@ def _check(args: argparse.Namespace) -> tuple[list[str], list[str]]:
 def run(args: argparse.Namespace) -> int:
     """Check inputs, load both models, measure (bake-off, warm-up), print text or JSON."""
     langs, inits = _check(args)
+    train_langs = [x.strip() for x in (args.train_langs or langs[0]).split(",") if x.strip()]
     if args.out:
         check_output_folder(args.out, replace=args.force)
     texts = heldout_texts(langs, args.lines)
@@ -121,7 +122,7 @@ def run(args: argparse.Namespace) -> int:
     if args.warmup_steps:
         cfg = WarmupConfig(steps=args.warmup_steps, objective=args.objective, tokens_per_step=args.warmup_tokens,
                            lr=args.warmup_lr, eval_every=args.eval_every, seed=args.seed)  # fmt: skip
-        wu = warm_up(original, edited, training_texts(langs), texts, cfg, window=args.window, stride=args.stride,
+        wu = warm_up(original, edited, training_texts(train_langs), texts, cfg, window=args.window, stride=args.stride,
                      progress=scaled(progress, 0.3, 1.0), out=args.out, replace=args.force)  # fmt: skip
         res.warmup = wu.to_json()
         res.out = wu.out
