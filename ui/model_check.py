@@ -75,9 +75,13 @@ def model_check_section(original: str, edited: Path | str | None, key: str) -> N
     """The section: languages, lines, inits and warm-up → a button → charts, table and JSON download. Shows a
     note instead when there is no exported model folder yet."""
     st.subheader("Model check")
+    if edited and Path(edited).is_dir():  # just written; the field refuses an existing folder on the next run
+        st.session_state[f"{key}-edited"] = str(edited)
+    edited = st.session_state.get(f"{key}-edited")
     if not original or not edited or not Path(edited).is_dir():
         st.caption("Export the model to a server folder above to measure it against the original here.")
         return
+    st.caption(f"The model exported to {paths.shown_path(edited)} against the original model.")
     c1, c2 = st.columns([3, 1])
     codes = available_codes()
     default = [c for c in ("est_Latn", "eng_Latn") if c in codes]
