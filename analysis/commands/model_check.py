@@ -55,6 +55,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--warmup-steps", type=int, default=0, metavar="N", help="train only the new rows for N steps"
     )
     p.add_argument(
+        "--train-langs",
+        default=None,
+        metavar="LANGS",
+        help="warm-up text: the FLORES training lines (1–800) of these languages (default: the first of --langs, "
+        "the edit's target)",
+    )
+    p.add_argument(
         "--objective",
         choices=OBJECTIVES,
         default="ntp",
