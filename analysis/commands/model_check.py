@@ -17,6 +17,7 @@ from analysis.model.embeddings import INITS
 from analysis.model.model_check import HELDOUT_LINES, heldout_texts, load_pair, model_check, training_texts
 from analysis.model.models import parse_max_memory
 from analysis.model.warmup import OBJECTIVES, WarmupConfig, warm_up
+from analysis.texts.flores import available_codes
 
 from ._common import add_force_argument, print_json
 
@@ -38,7 +39,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--langs",
         default="est_Latn,eng_Latn",
-        help="comma-separated FLORES codes (default est_Latn,eng_Latn)",
+        help="comma-separated FLORES codes, or all (every FLORES language; default est_Latn,eng_Latn)",
     )
     p.add_argument(
         "--lines",
@@ -98,6 +99,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def _check(args: argparse.Namespace) -> tuple[list[str], list[str]]:
     langs = [x.strip() for x in args.langs.split(",") if x.strip()]
+    if langs == ["all"]:
+        langs = available_codes()
     if not langs:
         raise DataError("--langs names no language")
     inits = [x.strip() for x in args.inits.split(",") if x.strip()]

@@ -19,7 +19,8 @@ import torch
 import transformers
 from support import SMOLLM, TOKENIZERS, flores_lines, load_shared, need_smollm
 
-from analysis.cli import main
+from analysis.cli import build_parser, main
+from analysis.commands.model_check import _check
 from analysis.errors import DataError
 from analysis.methods.extension import ExtendResult, export_extension, plan
 from analysis.model.bpb import bits_per_byte, prefix_token, segments
@@ -339,3 +340,9 @@ def test_smollm2_bpb_equals_transformers_alone_on_five_languages():
         ids = [hf_tok(s, add_special_tokens=False)["input_ids"] for s in lines]
         ref = _reference_bits(lm, ids, prefix.id) / sum(len(s.encode("utf-8")) for s in lines)
         assert abs(got.bpb - ref) < 1e-3, lang
+
+
+def test_cli_langs_all_means_every_flores_language():
+    args = build_parser().parse_args(["model-check", "--original", "x", "--edited", "y", "--langs", "all"])
+    langs, inits = _check(args)
+    assert len(langs) == 204 and "est_Latn" in langs and inits == []
