@@ -38,6 +38,7 @@ from ui.corpus_jobs import corpus_panel
 from ui.errors import try_step
 from ui.export_check import export_check_section
 from ui.library import add_edited_button
+from ui.model_check import model_check_section
 from ui.palette import OKABE_ITO
 from ui.pickers import pick_model, pick_tokenizer, server_path_input
 from ui.spans import pieces_html, token_spans_html
@@ -419,6 +420,7 @@ def export_model(res: ExtendResult) -> None:
         if written is not None:
             st.success(f"Wrote {len(written)} files to {out}: " + ", ".join(written[:8]))
             st.json(res.model or {}, expanded=False)
+    model_check_section(model, out, key="ext-mc")
 
 
 def export(tok: LoadedTokenizer, pv: Preview, label: str, config: tuple, n: int, corpus: dict | None) -> None:

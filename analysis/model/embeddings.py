@@ -27,17 +27,21 @@ from analysis.errors import DataError, ModelLoadError
 from analysis.tokenizer.export import folder_files, write_files
 from analysis.tokenizer.tokenizer import LoadedTokenizer
 
+from .bpb import prefix_token
 from .fvt import fvt_pieces, fvt_rows
 from .models import load_causal_lm
+from .omp import DEFAULT_K, hidden_space_rows
 from .preflight import write_accepted_forms
 
-INITS = ("fvt", "mean", "mvn", "random")
+INITS = ("fvt", "mean", "mvn", "random", "omp")
 #: What each init does, for help texts and the pages.
 INIT_HELP = {
     "fvt": "FVT: the mean of the rows of the token's pieces under the original tokenizer",
     "mean": "the mean of all original rows",
     "mvn": "multivariate normal with the mean and covariance of the original rows (Kim 2025)",
-    "random": "normal noise with the model's initializer_range",
+    "random": "normal noise with the model's initializer_range (the legacy default)",
+    "omp": "orthogonal matching pursuit: the token's hidden state (its pieces read by the original model) coded "
+    "over 8 of the first 8,192 tokens' hidden states, the codes applied to their rows (Goddard & Fernandes Neto 2025)",
 }
 
 
@@ -123,8 +127,9 @@ def remap_embeddings(
     New ids not reached by the map are initialised with `init`: "fvt" (mean of the old rows of the
     token's pieces under the old tokenizer; falls back to the mean row when it has no pieces), "mean"
     (mean of all old token rows), "mvn" (samples of a multivariate normal with the mean and covariance of the
-    old token rows; :func:`mvn_rows`) or "random" (normal, std = config.initializer_range). Without an id map,
-    tokens are matched by string. The LM head follows the same map (and its bias, if any); tied weights
+    old token rows; :func:`mvn_rows`), "random" (normal, std = config.initializer_range) or "omp" (the token's
+    hidden state coded over anchor tokens' hidden states by orthogonal matching pursuit, the codes applied to
+    the anchors' rows: :mod:`analysis.model.omp`). Without an id map, tokens are matched by string. The LM head follows the same map (and its bias, if any); tied weights
     stay tied; config.vocab_size and the bos/eos/pad ids in the config are updated.
     """
     import torch  # noqa: PLC0415 - heavy, only when a model is remapped
@@ -156,8 +161,6 @@ def remap_embeddings(
         if 0 <= n < n_new and 0 <= o < n_old:
             src[n] = o
     missing = np.flatnonzero(src < 0).tolist()
-    n_old_tok = max(old_tok.id_to_token) + 1
-    old_token_rows = e_old[:n_old_tok]
 
     def fill(mat_old: torch.Tensor | None) -> torch.Tensor | None:
         if mat_old is None:
@@ -171,49 +174,16 @@ def remap_embeddings(
     b_new = fill(b_old)
     pieces: dict[int, list[int]] = {}
     if missing:
-        mean_e = old_token_rows.float().mean(0)
-        mean_w = w_old[:n_old_tok].float().mean(0) if w_old is not None else None
-        mean_b = b_old[:n_old_tok].float().mean() if b_old is not None else None
-        if init == "fvt":  # no pieces → the mean row
-            tokenize = bare_tokenize_fn(old_tok)
-            for j in missing:
-                s = new_tok.id_to_token.get(j)
-                ids = (
-                    []
-                    if s is None
-                    else fvt_pieces(old_tok, s, text=s not in new_tok.vocab, tokenize=tokenize)
-                )
-                pieces[j] = [i for i in ids if 0 <= i < n_old]
-            plist = [pieces[j] for j in missing]
-            rows = torch.as_tensor(missing)
-            e_new[rows] = fvt_rows(e_old, plist, mean_e)
-            if w_new is not None:
-                w_new[rows] = fvt_rows(w_old, plist, mean_w)
-            if b_new is not None:
-                b_new[rows] = fvt_rows(b_old, plist, mean_b)
-        elif init == "mvn":
-            gen = torch.Generator().manual_seed(seed)
-            rows = torch.as_tensor(missing)
-            e_new[rows] = mvn_rows(old_token_rows, len(missing), gen).to(e_new.dtype)
-            if w_new is not None:
-                w_new[rows] = mvn_rows(w_old[:n_old_tok], len(missing), gen).to(w_new.dtype)
-            if b_new is not None:
-                b_new[rows] = mean_b.to(b_new.dtype)
-        elif init == "random":
-            gen = torch.Generator().manual_seed(seed)
-            std = float(getattr(model.config, "initializer_range", None) or 0.02)
-            for j in missing:
-                e_new[j] = (torch.randn(e_new.shape[1], generator=gen) * std).to(e_new.dtype)
-                if w_new is not None:
-                    w_new[j] = (torch.randn(w_new.shape[1], generator=gen) * std).to(w_new.dtype)
-                if b_new is not None:
-                    b_new[j] = 0
-        else:  # mean
-            e_new[missing] = mean_e.to(e_new.dtype)
-            if w_new is not None:
-                w_new[missing] = mean_w.to(w_new.dtype)
-            if b_new is not None:
-                b_new[missing] = mean_b.to(b_new.dtype)
+        std = float(getattr(model.config, "initializer_range", None) or 0.02)
+        rows_e, rows_w, rows_b, pieces = init_rows(
+            e_old, w_old, b_old, old_tok, new_tok, missing, init, seed=seed, std=std, model=model
+        )
+        rows = torch.as_tensor(missing)
+        e_new[rows] = rows_e.to(e_new.dtype)
+        if w_new is not None:
+            w_new[rows] = rows_w.to(w_new.dtype)
+        if b_new is not None:
+            b_new[rows] = rows_b.to(b_new.dtype)
     _install(model, e_new, w_new, b_new, tied, has_head)
     dropped = _remap_config_ids(model, id_map)
     return RemapReport(
@@ -227,6 +197,84 @@ def remap_embeddings(
         pieces=pieces,
         dropped_config_ids=dropped,
     )
+
+
+def init_rows(
+    e_old: Any,
+    w_old: Any,
+    b_old: Any,
+    old_tok: LoadedTokenizer,
+    new_tok: LoadedTokenizer,
+    missing: list[int],
+    init: str,
+    *,
+    seed: int = 0,
+    std: float = 0.02,
+    omp_k: int = DEFAULT_K,
+    model: Any = None,
+) -> tuple[Any, Any, Any, dict[int, list[int]]]:
+    """Rows for the new ids `missing` of `new_tok` from the old matrices (input `e_old`, untied output `w_old`
+    or None, output bias `b_old` or None): (input rows, output rows or None, bias values or None, FVT pieces).
+
+    `init` is one of :data:`INITS` (see :data:`INIT_HELP`); "omp" needs the ORIGINAL `model`: each token's
+    hidden state (its FVT pieces read by the model) is coded over anchor tokens' hidden states with `omp_k`
+    atoms and the codes are applied to the anchors' rows (:func:`analysis.model.omp.hidden_space_rows`).
+    """
+    import torch  # noqa: PLC0415 - heavy, only when rows are initialised
+
+    if init not in INITS:
+        raise DataError(f"unknown embedding init {init!r}; choose one of {', '.join(INITS)}")
+    n_old = e_old.shape[0]
+    n_old_tok = min(max(old_tok.id_to_token) + 1, n_old)
+    old_rows = e_old[:n_old_tok]
+    mean_e = old_rows.float().mean(0)
+    mean_w = w_old[:n_old_tok].float().mean(0) if w_old is not None else None
+    mean_b = b_old[:n_old_tok].float().mean() if b_old is not None else None
+    k = len(missing)
+    pieces: dict[int, list[int]] = {}
+    rows_w = rows_b = None
+    if init in ("fvt", "omp"):  # no pieces → the mean row
+        tokenize = bare_tokenize_fn(old_tok)
+        for j in missing:
+            s = new_tok.id_to_token.get(j)
+            ids = [] if s is None else fvt_pieces(old_tok, s, text=s not in new_tok.vocab, tokenize=tokenize)
+            pieces[j] = [i for i in ids if 0 <= i < n_old]
+        plist = [pieces[j] for j in missing]
+        rows_e = fvt_rows(e_old, plist, mean_e)
+        if w_old is not None:
+            rows_w = fvt_rows(w_old, plist, mean_w)
+        if b_old is not None:
+            rows_b = fvt_rows(b_old, plist, mean_b)
+        if init == "omp":
+            if model is None:
+                raise DataError("the omp init reads the original model: pass it")
+            mats = [e_old[:n_old_tok]] + ([w_old[:n_old_tok]] if w_old is not None else [])
+            prefix = prefix_token(old_tok, model.config).id
+            coded = hidden_space_rows(model, mats, plist, prefix, exclude=set(old_tok.added_ids), k=omp_k)
+            rows_e = coded[0]
+            if w_old is not None:
+                rows_w = coded[1]
+    elif init == "mvn":
+        gen = torch.Generator().manual_seed(seed)
+        rows_e = mvn_rows(old_rows, k, gen)
+        if w_old is not None:
+            rows_w = mvn_rows(w_old[:n_old_tok], k, gen)
+        if b_old is not None:
+            rows_b = mean_b.expand(k)
+    elif init == "random":
+        gen = torch.Generator().manual_seed(seed)
+        rows_e = torch.empty((k, e_old.shape[1]))
+        rows_w = torch.empty((k, w_old.shape[1])) if w_old is not None else None
+        for r in range(k):
+            rows_e[r] = torch.randn(e_old.shape[1], generator=gen) * std
+            if rows_w is not None:
+                rows_w[r] = torch.randn(w_old.shape[1], generator=gen) * std
+        rows_b = torch.zeros(k) if b_old is not None else None
+    else:  # mean
+        rows_e = mean_e.expand(k, -1)
+        rows_w = mean_w.expand(k, -1) if w_old is not None else None
+        rows_b = mean_b.expand(k) if b_old is not None else None
+    return rows_e, rows_w, rows_b, pieces
 
 
 def mvn_rows(rows: Any, k: int, generator: Any = None) -> Any:

@@ -20,6 +20,7 @@ module                 what it holds
                        :func:`verdict_for`
 :mod:`.report`         :func:`analyze`, :func:`place_lm` (:class:`PlacedLM`), :func:`verify_result`,
                        :class:`UndertrainedResult` (``to_json()``: the CLI's JSON and the page's download),
+                       :func:`indicators_for` (the indicator of chosen ids, e.g. an extension's new tokens),
                        :func:`health_table`, :func:`stt_status`
 =====================  ========================================================================================
 """
@@ -51,6 +52,7 @@ from .report import (
     analyze,
     check_percentile,
     health_table,
+    indicators_for,
     ordinal,
     place_lm,
     stt_status,
@@ -73,6 +75,7 @@ from .roundtrip import (
 from .verification import TEMPLATES, PromptResult, Verification, Verifier, load_lm, verdict_for
 
 __all__ = [
+    "indicators_for",
     "INDICATOR_LABELS",
     "INVALID_UTF8_BYTES",
     "MISSING",

@@ -412,3 +412,27 @@ def health_table(result: UndertrainedResult, stt: dict[int, str] | None = None) 
     if stt is not None:
         data["stt"] = [stt.get(i, "n/a") for i in range(n)]
     return pd.DataFrame(data)
+
+
+def indicators_for(
+    model: str | ModelSource, tokenizer: LoadedTokenizer | None, ids: list[int]
+) -> dict[int, dict[str, Any]]:
+    """The main under-trained indicator of the tokens `ids` (e.g. the new tokens of an extended model): its
+    value, the share of the model's tokens with a lower value (0 = the most under-trained-looking) and whether
+    the token is a candidate (:func:`analyze` with its defaults)."""
+    res = analyze(model, tokenizer)
+    values = np.asarray(res.main_values[: res.n_tokens], dtype=np.float64)
+    finite = np.sort(values[np.isfinite(values)])
+    cands = set(res.candidates)
+    out: dict[int, dict[str, Any]] = {}
+    for i in ids:
+        if not 0 <= i < res.n_tokens:
+            continue
+        v = float(values[i])
+        out[i] = {
+            "indicator": res.main,
+            "value": v,
+            "rank_share": float(np.searchsorted(finite, v) / max(len(finite), 1)),
+            "candidate": i in cands,
+        }
+    return out

@@ -1,0 +1,277 @@
+"""Bits per byte of a causal LM with its tokenizer: Σ −log₂ p(token | context) over the tokens of a text ÷ the
+UTF-8 bytes of that text.
+
+Two (model, tokenizer) pairs compare fairly only on the same bytes, so every budget here is in lines (documents)
+or bytes, never in tokens: a tokenizer that compresses better sees the same text in fewer tokens.
+
+* **The first token.** Every line is scored from a one-token prefix: the BOS token the tokenizer adds itself
+  (its post-processor), else the model config's ``bos_token_id``, else its ``eos_token_id``
+  (:func:`prefix_token`; the choice is stated in every result). The prefix is context, never scored.
+* **Long lines.** A line longer than `window` tokens is read in windows of `window` tokens that start every
+  `stride` tokens (the sliding window of the transformers perplexity guide); each token is scored once, in the
+  first window that reaches it, with at least ``window − stride`` tokens of context after the first window.
+* **Batches.** Segments are sorted by length and packed into batches of at most `batch_tokens` padded positions
+  (right padding + attention mask); the log-softmax is taken in float32.
+
+:func:`iter_logprobs` is the one forward loop (also used by :mod:`analysis.model.check` for the mass on new ids
+and the KL divergence); :func:`bits_per_byte` reduces it to one figure.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from analysis.core.progress import Progress, report
+from analysis.errors import DataError
+from analysis.tokenizer.tokenizer import LoadedTokenizer
+
+#: Default window (tokens per forward pass of one line) and stride of the sliding window.
+WINDOW = 1024
+STRIDE = 512
+#: Default budget of one batch: padded positions × vocabulary rows of float32 logits (≈ 600 MB).
+LOGIT_BUDGET = 150_000_000
+LN2 = math.log(2.0)
+
+
+@dataclass(frozen=True)
+class Prefix:
+    """The token every line is conditioned on, and why it was chosen."""
+
+    id: int
+    token: str
+    source: str  # "tokenizer BOS" | "config bos_token_id" | "config eos_token_id"
+
+    def to_json(self) -> dict[str, Any]:
+        """A JSON-ready record."""
+        return {"id": self.id, "token": self.token, "source": self.source}
+
+
+def prefix_token(tok: LoadedTokenizer, config: Any) -> Prefix:
+    """The BOS the tokenizer adds (its post-processor puts one before the text), else the model config's
+    ``bos_token_id``, else its ``eos_token_id``; DataError when there is none."""
+    probe = "a"
+    with_special = tok.tokenizer.encode(probe, add_special_tokens=True).ids
+    plain = tok.tokenizer.encode(probe, add_special_tokens=False).ids
+    if len(with_special) > len(plain) and with_special[len(with_special) - len(plain) :] == plain:
+        i = with_special[0]
+        return Prefix(i, tok.id_to_token.get(i, str(i)), "tokenizer BOS")
+    for key in ("bos_token_id", "eos_token_id"):
+        v = getattr(config, key, None)
+        if isinstance(v, list):
+            v = v[0] if v else None
+        if isinstance(v, int) and v in tok.id_to_token:
+            return Prefix(v, tok.id_to_token[v], f"config {key}")
+    raise DataError(
+        f"{tok.name}: the tokenizer adds no BOS and the model config names no bos/eos token: "
+        "nothing to condition the first token on"
+    )
+
+
+@dataclass(frozen=True)
+class Segment:
+    """One forward pass over part of one line: `ids` (the line's sequence from `offset`), scoring the
+    predictions at positions `first` … len(ids) − 2 (targets ``ids[first + 1:]``)."""
+
+    doc: int
+    offset: int
+    ids: tuple[int, ...]
+    first: int
+
+    @property
+    def targets(self) -> tuple[int, ...]:
+        """The token ids this segment scores."""
+        return self.ids[self.first + 1 :]
+
+    @property
+    def target_positions(self) -> range:
+        """Where the targets sit in the line's whole sequence (the prefix is position 0)."""
+        return range(self.offset + self.first + 1, self.offset + len(self.ids))
+
+
+def segments(seqs: Sequence[Sequence[int]], *, window: int = WINDOW, stride: int = STRIDE) -> list[Segment]:
+    """Cut each sequence (prefix + tokens) into sliding windows of at most `window` tokens, starting every
+    `stride` tokens, so that each token after the prefix is scored exactly once."""
+    if window < 2:
+        raise DataError("the window must hold at least 2 tokens")
+    if not 0 < stride <= window - 1:
+        raise DataError(f"the stride must be between 1 and window − 1 ({window - 1}), not {stride}")
+    out: list[Segment] = []
+    for d, seq in enumerate(seqs):
+        seq = tuple(int(i) for i in seq)
+        if len(seq) < 2:
+            continue
+        if len(seq) <= window:
+            out.append(Segment(d, 0, seq, 0))
+            continue
+        scored_to = 0  # the last position whose token is scored
+        start = 0
+        while scored_to < len(seq) - 1:
+            end = min(start + window, len(seq))
+            out.append(Segment(d, start, seq[start:end], scored_to - start))
+            scored_to = end - 1
+            start += stride
+    return out
+
+
+def batches(segs: Sequence[Segment], max_tokens: int) -> list[list[Segment]]:
+    """Segments grouped by similar length into batches of at most `max_tokens` padded positions."""
+    order = sorted(segs, key=lambda s: len(s.ids))
+    out: list[list[Segment]] = []
+    cur: list[Segment] = []
+    for s in order:
+        width = max(len(s.ids), max((len(c.ids) for c in cur), default=0))
+        if cur and width * (len(cur) + 1) > max_tokens:
+            out.append(cur)
+            cur = []
+        cur.append(s)
+    if cur:
+        out.append(cur)
+    return out
+
+
+def rows_of(module: Any) -> int:
+    """Rows of an embedding or LM head module (also when peft wraps it: its base layer's weight)."""
+    weight = getattr(module, "weight", None)
+    if weight is None and hasattr(module, "base_layer"):
+        weight = module.base_layer.weight
+    if weight is None:
+        raise DataError(f"{type(module).__name__} has no weight matrix")
+    return int(weight.shape[0])
+
+
+def batch_tokens_for(model: Any, logit_budget: int = LOGIT_BUDGET) -> int:
+    """Padded positions per batch so that the float32 logits stay within `logit_budget` elements."""
+    vocab = rows_of(model.get_output_embeddings())
+    return max(64, logit_budget // max(vocab, 1))
+
+
+def iter_logprobs(
+    model: Any,
+    segs: Sequence[Segment],
+    *,
+    device: str = "cpu",
+    batch_tokens: int | None = None,
+    progress: Progress | None = None,
+    should_stop: Callable[[], bool] | None = None,
+) -> Iterator[tuple[Segment, Any]]:
+    """Yield (segment, float32 log-probabilities of its scored predictions: one row per target, one column per
+    vocabulary id) for every segment, batch by batch (order of the batches, not of `segs`).
+
+    `should_stop()` is checked between batches (the iteration simply ends); `progress` counts segments."""
+    import torch  # noqa: PLC0415 - heavy, only when a model runs
+
+    groups = batches(segs, batch_tokens or batch_tokens_for(model))
+    done = 0
+    report(progress, 0, len(segs), "segments scored")
+    for group in groups:
+        if should_stop and should_stop():
+            return
+        width = max(len(s.ids) for s in group)
+        x = torch.zeros((len(group), width), dtype=torch.long)
+        mask = torch.zeros((len(group), width), dtype=torch.long)
+        for r, s in enumerate(group):
+            x[r, : len(s.ids)] = torch.as_tensor(s.ids)
+            mask[r, : len(s.ids)] = 1
+        with torch.inference_mode():
+            logits = model(input_ids=x.to(device), attention_mask=mask.to(device)).logits
+            logp = torch.log_softmax(logits.float(), dim=-1)  # one call for the batch (padding included)
+            del logits
+            for r, s in enumerate(group):
+                yield s, logp[r, s.first : len(s.ids) - 1]
+        done += len(group)
+        report(progress, done, len(segs), "segments scored")
+
+
+@dataclass
+class BitsPerByte:
+    """Bits per byte of one (model, tokenizer) pair on one set of lines."""
+
+    bits: float
+    bytes: int
+    tokens: int
+    lines: int
+    prefix: Prefix
+    window: int
+    stride: int
+
+    @property
+    def bpb(self) -> float:
+        """Σ −log₂ p ÷ UTF-8 bytes."""
+        return self.bits / self.bytes if self.bytes else float("nan")
+
+    @property
+    def tokens_per_byte(self) -> float:
+        """Tokens (without the prefix) ÷ UTF-8 bytes."""
+        return self.tokens / self.bytes if self.bytes else float("nan")
+
+    def to_json(self) -> dict[str, Any]:
+        """A JSON-ready record."""
+        return {
+            "bpb": self.bpb,
+            "bits": self.bits,
+            "bytes": self.bytes,
+            "tokens": self.tokens,
+            "tokens_per_byte": self.tokens_per_byte,
+            "lines": self.lines,
+            "prefix": self.prefix.to_json(),
+            "window": self.window,
+            "stride": self.stride,
+        }
+
+
+def encode_lines(tok: LoadedTokenizer, lines: Sequence[str], prefix: Prefix) -> list[list[int]]:
+    """prefix + the tokenizer's ids (no special tokens added) of every line."""
+    encs = tok.tokenizer.encode_batch(list(lines), add_special_tokens=False)
+    return [[prefix.id, *e.ids] for e in encs]
+
+
+def check_vocab(model: Any, tok: LoadedTokenizer, label: str = "the model") -> None:
+    """DataError when the tokenizer has ids the model's embedding matrix or LM head has no row for."""
+    top = max(tok.id_to_token) + 1
+    emb = rows_of(model.get_input_embeddings())
+    head = model.get_output_embeddings()
+    rows = min(emb, rows_of(head)) if head is not None else emb
+    if top > rows:
+        raise DataError(
+            f"{label} has {rows:,} embedding rows but its tokenizer {tok.name} has ids up to {top - 1:,}: "
+            "is this the model's own tokenizer?"
+        )
+
+
+def bits_per_byte(
+    model: Any,
+    tok: LoadedTokenizer,
+    lines: Sequence[str],
+    *,
+    device: str = "cpu",
+    window: int = WINDOW,
+    stride: int = STRIDE,
+    batch_tokens: int | None = None,
+    progress: Progress | None = None,
+) -> BitsPerByte:
+    """Bits per byte of `model` reading `lines` tokenized by `tok` (each line conditioned on
+    :func:`prefix_token`, long lines in sliding windows)."""
+    import torch  # noqa: PLC0415 - heavy, only when a model runs
+
+    check_vocab(model, tok)
+    prefix = prefix_token(tok, model.config)
+    seqs = encode_lines(tok, lines, prefix)
+    nats = 0.0
+    for seg, logp in iter_logprobs(
+        model, segments(seqs, window=window, stride=stride), device=device, batch_tokens=batch_tokens,
+        progress=progress,
+    ):  # fmt: skip
+        t = torch.as_tensor(seg.targets, device=logp.device)
+        nats -= float(logp.gather(1, t[:, None]).double().sum())
+    return BitsPerByte(
+        bits=nats / LN2,
+        bytes=sum(len(s.encode("utf-8")) for s in lines),
+        tokens=sum(len(s) - 1 for s in seqs),
+        lines=len(lines),
+        prefix=prefix,
+        window=window,
+        stride=stride,
+    )
