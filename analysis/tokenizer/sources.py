@@ -388,6 +388,8 @@ def _gguf_tokenizer_config(path: Path) -> dict[str, Any]:
             meta = gguf_metadata(fh, {"tokenizer.chat_template"})
     except OSError as e:
         raise TokenizerLoadError(path_error(path, e)) from e
+    except TokenizerLoadError as e:
+        raise TokenizerLoadError(f"{path.name}: {e}") from e
     template = meta.get("tokenizer.chat_template")
     return {"chat_template": template} if isinstance(template, str) and template else {}
 

@@ -342,7 +342,7 @@ def test_cli_json_without_collateral(tmp_path):
 
 @pytest.mark.slow
 def test_cli_json_collateral_for_every_flores_language():
-    r = _cli("--target", "arabic", "--json")
+    r = _cli("--target", "arabic", "--paper-exact", "--json")  # the paper's setting: shared symbols reusable
     assert r.returncode == 0, r.stderr
     rep = json.loads(r.stdout)
     rows = rep["collateral"]
