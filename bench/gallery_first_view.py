@@ -11,14 +11,9 @@ import argparse
 import statistics
 import time
 
-from bench_pages import CHROME_ARGS, idle, serve
+from bench_pages import CHROME_ARGS, SPANS_DRAWN, idle, serve, wait_drawn
 from playwright.sync_api import expect, sync_playwright
 
-#: all four tokenizers' spans hold the new word (checked on every animation frame)
-DRAWN = """(word) => {
-  const el = [...document.querySelectorAll('.tl-spans')];
-  return el.length === 4 && el.every((e) => e.innerText.includes(word));
-}"""
 PLAYGROUND = "/playground?t=example:gpt2&t=example:llama-3.1&t=example:qwen3&t=example:mistral-7b-v0.3"
 
 
@@ -28,10 +23,9 @@ def gallery_first_view(browser, url: str) -> float:
     page = ctx.new_page()
     t0 = time.perf_counter()
     page.goto(url + "/gallery")
-    # checked on every animation frame (expect() polls at 100, 250, 500, 1000 ms: up to a second late)
-    page.wait_for_function(
+    wait_drawn(
+        page,
         "() => document.body.innerText.includes('The ten languages with the fewest bytes per token')",
-        polling="raf",
         timeout=600_000,
     )
     idle(page)
@@ -55,7 +49,7 @@ def live_updates(browser, url: str, repeat: int) -> list[float]:
     for k in range(repeat):
         box.press_sequentially(f" word{k}q", delay=30)
         t0 = time.perf_counter()
-        page.wait_for_function(DRAWN, arg=f"{k}q", polling="raf", timeout=60_000)
+        wait_drawn(page, SPANS_DRAWN, [f"{k}q", 4])
         times.append(time.perf_counter() - t0)
         idle(page)
     ctx.close()

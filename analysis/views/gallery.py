@@ -86,27 +86,14 @@ _TOKENIZER_FILES = ("tokenizer.json", "tokenizer.model", "tokenizer_config.json"
                     "vocab.txt", "special_tokens_map.json")  # fmt: skip
 
 
-#: folder → its key, remembered on disk by the files' (name, size, mtime): a fresh server finds its entries without
-#: reading ~100 MB of example tokenizers
-_KEYS = DiskCache("gallery-folder-keys", 1)
-
-
 def folder_key(folder: Path) -> str:
     """A short hash of a tokenizer folder's files: the gallery finds an entry without loading the tokenizer."""
-    files = [(name, folder / name) for name in _TOKENIZER_FILES if (folder / name).is_file()]
-    stats = [(name, p.stat()) for name, p in files]
-    seen = hashlib.sha256(
-        repr([str(folder.resolve()), [(n, st.st_size, st.st_mtime_ns) for n, st in stats]]).encode()
-    ).hexdigest()[:24]
-    known = _KEYS.get(seen)
-    if isinstance(known, str):
-        return known
     h = hashlib.sha256()
-    for name, p in files:
-        h.update(name.encode() + b"\0" + p.read_bytes() + b"\0")
-    key = h.hexdigest()[:16]
-    _KEYS.put(seen, key)
-    return key
+    for name in _TOKENIZER_FILES:
+        p = folder / name
+        if p.is_file():
+            h.update(name.encode() + b"\0" + p.read_bytes() + b"\0")
+    return h.hexdigest()[:16]
 
 
 def _key(folder: Path, dkey: str) -> str:

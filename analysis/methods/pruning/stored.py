@@ -117,35 +117,19 @@ def _from_doc(doc: Any, tok: LoadedTokenizer, method: str) -> PruneOrder | None:
 
 
 def stored_order(
-    tok: LoadedTokenizer,
-    method: str,
-    texts: Sequence[str] | None = None,
-    *,
-    counts: np.ndarray | None = None,
-    merges: tuple[Counter, Counter] | None = None,
-    allowed_scripts: Iterable[str] = ("Latin",),
-    forbidden_scripts: Iterable[str] = (),
-    scores: Mapping[int, float] | np.ndarray | None = None,
-    keep_added: bool = True,
-    keep_alphabet: bool = True,
+    tok: LoadedTokenizer, method: str, texts: Sequence[str] | None = None, **inputs: Any
 ) -> PruneOrder:
     """:func:`~.orders.compute_order` through the disk store: read back when this tokenizer content and these
-    inputs were ordered before (by any process), else computed and stored."""
-    allowed, forbidden = tuple(allowed_scripts), tuple(forbidden_scripts)
-    kwargs = dict(
-        counts=counts,
-        merges=merges,
-        allowed_scripts=allowed,
-        forbidden_scripts=forbidden,
-        scores=scores,
-        keep_added=keep_added,
-        keep_alphabet=keep_alphabet,
-    )
-    key = order_key(tok, method, texts, **kwargs)
+    inputs (:func:`~.orders.compute_order`'s keywords) were ordered before (by any process), else computed and
+    stored."""
+    for k in ("allowed_scripts", "forbidden_scripts"):  # read twice (key, computation): no one-shot iterators
+        if k in inputs:
+            inputs[k] = tuple(inputs[k])
+    key = order_key(tok, method, texts, **inputs)
     order = _from_doc(_STORE.get(key), tok, method)
     if order is not None:
         return order
-    order = _orders.compute_order(tok, method, texts, **kwargs)
+    order = _orders.compute_order(tok, method, texts, **inputs)
     doc = _to_doc(order)
     if doc is not None:
         _STORE.put(key, doc)
