@@ -30,7 +30,7 @@ import stat
 import tempfile
 import threading
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -92,15 +92,41 @@ def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> Path:
             _write_through(p, target, data, fifo=stat.S_ISFIFO(st.st_mode))
             return p
         raise DataError(f"cannot write {_short(p)}: it is {_kind(st.st_mode)}, not a regular file")
+    _replace_with(p, target, lambda tmp: tmp.write_bytes(data))
+    return p
+
+
+def atomic_write_file(path: str | os.PathLike, fill: Callable[[Path], None]) -> Path:
+    """Let `fill(tmp)` write a file (a writer that wants a path, e.g. a GGUF writer), then put it at `path`
+    atomically, as :func:`atomic_write_bytes` does for a regular file or a new one (a symlink keeps pointing at
+    the file it names); anything that is not a regular file (a device, a FIFO, a folder) is refused, never
+    replaced. Returns the path (DataError on failure; nothing is left half-written)."""
+    p = Path(path)
+    try:
+        target = p.resolve()
+        st = os.stat(target) if target.exists() else None
+    except (OSError, RuntimeError) as e:
+        raise DataError(f"cannot write {_short(p)}: {getattr(e, 'strerror', None) or e}") from e
+    if st is not None and not stat.S_ISREG(st.st_mode):
+        raise DataError(f"cannot write {_short(p)}: it is {_kind(st.st_mode)}, not a regular file")
+    _replace_with(p, target, fill)
+    return p
+
+
+def _replace_with(p: Path, target: Path, fill: Callable[[Path], None]) -> None:
+    """Write a temporary sibling of `target` with `fill`, flush it to disk and rename it over `target`."""
     try:
         fd, tmp = tempfile.mkstemp(prefix=f".{target.name[:100]}.", suffix=".tmp", dir=target.parent)
     except OSError as e:
         raise _write_error(p, e) from e
+    os.close(fd)
     try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
+        fill(Path(tmp))
+        fd = os.open(tmp, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
         os.chmod(tmp, _mode_for(target))
         os.replace(tmp, target)
     except BaseException as e:
@@ -108,7 +134,6 @@ def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> Path:
         if isinstance(e, OSError):
             raise _write_error(p, e) from e
         raise
-    return p
 
 
 def _kind(mode: int) -> str:

@@ -21,8 +21,6 @@ from __future__ import annotations
 
 import json
 import os
-import stat
-import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -30,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from analysis.core.outputs import file_mode
+from analysis.core.outputs import atomic_write_file
 from analysis.errors import DataError, ModelLoadError
 from analysis.tokenizer.gguf_export import GgufVocab, add_vocab_to_writer, gguf_vocab, write_vocab_gguf
 from analysis.tokenizer.tokenizer import LoadedTokenizer
@@ -92,34 +90,19 @@ def _gguf() -> Any:
 
 
 def _write_atomically(path: str | os.PathLike, fill: Callable[[Any], None], arch: str) -> int:
-    """Create a `gguf.GGUFWriter` on a temporary sibling of `path`, let `fill` add metadata and tensors, write it
-    and rename it over `path` (a regular file or a new one only); returns the size written."""
+    """Let `fill` add metadata and tensors to a `gguf.GGUFWriter` and write it atomically to `path`
+    (:func:`analysis.core.outputs.atomic_write_file`: a regular file or a new one only); the size written."""
     gguf = _gguf()
-    p = Path(path)
-    target = p.resolve()
-    if target.exists():
-        mode = os.stat(target).st_mode
-        if not stat.S_ISREG(mode):
-            raise DataError(f"cannot write {p.name}: it exists and is not a regular file")
-    if not target.parent.is_dir():
-        raise DataError(f"cannot write {p.name}: its folder does not exist")
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name[:100]}.", suffix=".tmp", dir=target.parent)
-    os.close(fd)
-    try:
-        writer = gguf.GGUFWriter(tmp, arch)
+
+    def write(tmp: Path) -> None:
+        writer = gguf.GGUFWriter(str(tmp), arch)
         fill(writer)
         writer.write_header_to_file()
         writer.write_kv_data_to_file()
         writer.write_tensors_to_file()
         writer.close()
-        os.chmod(tmp, file_mode())
-        os.replace(tmp, target)
-    except BaseException as e:
-        Path(tmp).unlink(missing_ok=True)
-        if isinstance(e, OSError):
-            raise DataError(f"cannot write {p.name}: {e.strerror or e}") from e
-        raise
-    return target.stat().st_size
+
+    return atomic_write_file(path, write).stat().st_size
 
 
 def _open_reader(path: str | os.PathLike) -> Any:

@@ -19,6 +19,7 @@ from analysis.commands._common import print_json
 from analysis.core.outputs import (
     atomic_folder,
     atomic_write_bytes,
+    atomic_write_file,
     atomic_write_text,
     current_umask,
     file_mode,
@@ -176,3 +177,28 @@ def test_output_folder_through_a_symlink_keeps_the_link(tmp_path):
     with atomic_folder(link) as tmp:
         (tmp / "a.txt").write_text("a")
     assert link.is_symlink() and (real / "a.txt").read_text() == "a"
+
+
+def test_a_streamed_file_is_written_atomically_and_never_replaces_a_special_file(tmp_path):
+    """atomic_write_file (what the GGUF writer goes through): the target appears whole or not at all, a symlink
+    keeps its link, and a FIFO is refused, not replaced."""
+    out = tmp_path / "model.gguf"
+    atomic_write_file(out, lambda tmp: tmp.write_bytes(b"GGUF" + b"x" * 100))
+    assert out.read_bytes() == b"GGUF" + b"x" * 100
+
+    def fails(tmp: Path) -> None:
+        tmp.write_bytes(b"half")
+        raise OSError(28, "No space left on device")
+
+    with pytest.raises(DataError, match="No space left"):
+        atomic_write_file(out, fails)
+    assert out.read_bytes() == b"GGUF" + b"x" * 100 and sorted(tmp_path.iterdir()) == [out]
+    link = tmp_path / "link.gguf"
+    link.symlink_to(out)
+    atomic_write_file(link, lambda tmp: tmp.write_bytes(b"new"))
+    assert link.is_symlink() and out.read_bytes() == b"new"
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    with pytest.raises(DataError, match="FIFO"):
+        atomic_write_file(fifo, lambda tmp: tmp.write_bytes(b"x"))
+    assert stat.S_ISFIFO(os.lstat(fifo).st_mode)
