@@ -110,14 +110,16 @@ def playground_updates(browser, base: str, repeat: int) -> list[float]:
     return times
 
 
-def serve() -> tuple[subprocess.Popen, str]:
-    """A fresh server on a free port; returns the process and its URL once /_stcore/health answers."""
+def serve(warm: bool = True) -> tuple[subprocess.Popen, str]:
+    """A fresh server on a free port, started as `scripts/start.sh` starts it (`scripts/serve.py`, a warm process) or,
+    with `warm=False`, by plain `streamlit run`; returns the process and its URL once /_stcore/health answers."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     env = {**os.environ, "HF_HUB_OFFLINE": "1"}
     proc = subprocess.Popen(
-        [sys.executable, "-m", "streamlit", "run", str(ROOT / "app.py"), "--server.headless", "true",
+        [sys.executable, *([str(ROOT / "scripts" / "serve.py")] if warm else ["-m", "streamlit", "run", str(ROOT / "app.py")]),
+         "--server.headless", "true",
          "--server.address", "127.0.0.1", "--server.port", str(port), "--browser.gatherUsageStats", "false",
          "--server.fileWatcherType", "none"],
         cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,

@@ -12,5 +12,5 @@ if [ "${TOKLAB_FETCH_MODELS:-1}" != 0 ]; then
   "$VENV/bin/python" -m analysis fetch-models \
     || echo "[start] the demo models are not available (see above); the app starts without them and the Under-trained tokens page can fetch them later" >&2
 fi
-exec "$VENV/bin/python" -m streamlit run app.py --server.address 127.0.0.1 --server.port "${PORT:-8501}" \
+exec "$VENV/bin/python" scripts/serve.py --server.address 127.0.0.1 --server.port "${PORT:-8501}" \
   --server.fileWatcherType none --browser.gatherUsageStats false "$@"

@@ -58,7 +58,8 @@ def _free_port() -> int:
 
 @contextmanager
 def serve(log_name: str) -> Iterator[str]:
-    """Run `streamlit run app.py` on a free 127.0.0.1 port (log in `log_name`) and yield its URL; stop it after."""
+    """Start the app as `scripts/start.sh` does (`scripts/serve.py`: a warm process, then `streamlit run app.py`) on a
+    free 127.0.0.1 port (log in `log_name`) and yield its URL; stop it after."""
     if not Path(CHROMIUM).exists():
         pytest.fail(f"{CHROMIUM} not found: install Debian chromium (bash .ci/run does)")
     port = _free_port()
@@ -68,10 +69,7 @@ def serve(log_name: str) -> Iterator[str]:
     proc = subprocess.Popen(
         [
             sys.executable,
-            "-m",
-            "streamlit",
-            "run",
-            str(ROOT / "app.py"),
+            str(ROOT / "scripts" / "serve.py"),
             "--server.headless",
             "true",
             "--server.address",

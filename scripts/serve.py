@@ -1,0 +1,51 @@
+"""Start the app's server with a warm process: the first request of a fresh server should cost what a new session
+costs, not the process's first imports.
+
+`streamlit run` imports nothing of the app until the first browser request arrives, so that request pays for
+pandas, Plotly, the engine and the embedded default tokenizer (≈ 1.5 s on two cores). Streamlit runs the app's
+script in this same process, so importing those modules here and loading the default tokenizer through the app's
+own shared cache, before the server opens its port, makes them ready for the first request: the server answers once
+it is ready. Arguments are `streamlit run`'s options.
+
+    .venv/bin/python scripts/serve.py --server.port 8501
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import sys
+from pathlib import Path
+
+from streamlit.web import cli
+
+ROOT = Path(__file__).resolve().parent.parent
+
+#: What every first view imports: the frame's and the shared widgets' modules (the pages import from these).
+WARM_MODULES = ("pandas", "plotly.graph_objects", "plotly.express", "analysis", "ui.library", "ui.loaders",
+                "ui.gallery", "ui.errors", "ui.links", "ui.spans", "ui.language_charts", "ui.pickers")  # fmt: skip
+
+
+def warm() -> None:
+    """Import the modules every first view needs and load the embedded default into the app's shared cache."""
+    if str(ROOT) not in sys.path:  # run as a script, Python puts scripts/ first, not the repository
+        sys.path.insert(0, str(ROOT))
+    # outside a script run Streamlit warns once per cached call that it is in "bare mode": expected here
+    logging.getLogger("streamlit.runtime.scriptrunner_utils.script_run_context").setLevel(logging.ERROR)
+    try:
+        for name in WARM_MODULES:
+            importlib.import_module(name)
+        importlib.import_module("ui.loaders").load_default()
+    except Exception as e:  # noqa: BLE001 (a failed warm-up costs the first request its time; the app says why)
+        print(f"[serve] warm-up skipped: {e}", file=sys.stderr)
+
+
+def main(argv: list[str]) -> None:
+    """Warm the process, then `streamlit run app.py` with these options."""
+    warm()
+    sys.argv = ["streamlit", "run", str(ROOT / "app.py"), *argv]
+    cli.main()
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
