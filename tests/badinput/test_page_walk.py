@@ -71,6 +71,17 @@ def _pages() -> list[str]:
     return re.findall(r'_page\("(pages/\w+\.py)"', src)
 
 
+def _page_params(*modes: str) -> list:
+    """One case per page (and mode), all the cases of a page in one pytest-xdist group: they run one after the
+    other in one worker, so what a page computes when its buttons are pressed (Compression's 204 languages and its
+    parity training, cached by the app) is computed once for all its walks, not by two workers at the same time."""
+    return [
+        pytest.param(page, *mode, id="-".join([page, *mode]), marks=pytest.mark.xdist_group(f"walk:{page}"))
+        for page in _pages()
+        for mode in ([(m,) for m in modes] or [()])
+    ]
+
+
 def _walk(
     at: AppTest, page: str, sentinel: str | None, check: Callable[[AppTest, str], None] | None = None
 ) -> list[str]:
@@ -119,8 +130,7 @@ MUST_DOWNLOAD = {"pages/reuse.py": {"reuse-download"}, "pages/extend.py": {"ext-
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("server_paths", ["off", "on"])
-@pytest.mark.parametrize("page_file", _pages())
+@pytest.mark.parametrize(("page_file", "server_paths"), _page_params("off", "on"))
 def test_no_text_field_reaches_the_file_system_outside_the_server_path_widget(
     page_file, server_paths, tmp_path, monkeypatch
 ):
@@ -190,7 +200,7 @@ def _view_bytes(at: AppTest) -> bytes:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("page_file", _pages())
+@pytest.mark.parametrize("page_file", _page_params())
 def test_no_download_or_view_holds_a_server_path(page_file, monkeypatch):
     """With server paths off (the default), press every button of a page: no download (nor any member of a zip)
     and nothing shown names a file by its absolute server path."""
