@@ -12,10 +12,16 @@ import pytest
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
+from support import TOKENIZERS  # noqa: E402
+from transformers import modeling_gguf_pytorch_utils  # noqa: E402
+
 from analysis.errors import ModelLoadError  # noqa: E402
 from analysis.methods.undertrained import load_lm  # noqa: E402
 from analysis.model.embeddings import load_model  # noqa: E402
-from analysis.model.models import CausalLM, load_causal_lm  # noqa: E402
+from analysis.model.gguf_model import write_gguf_from_hf  # noqa: E402
+from analysis.model.models import CausalLM, converted_gguf, load_causal_lm  # noqa: E402
+from analysis.model.weights import resolve_model  # noqa: E402
+from analysis.tokenizer.sources import load  # noqa: E402
 
 IDS = [5, 17, 3, 99, 42, 7]
 
@@ -114,3 +120,43 @@ def test_refuses_what_is_not_a_causal_lm(tiny, tmp_path):
         load_causal_lm(bare)
     with pytest.raises(ModelLoadError):
         load_causal_lm(tmp_path / "nothing-here")
+
+
+def test_gguf_is_dequantized_once_and_read_back_from_the_cache(tiny_llama2, tmp_path, monkeypatch):
+    """A GGUF model is converted by transformers on first use and kept as safetensors in the disk cache: the second
+    load reads the cache (transformers' GGUF reader is not called again) and gives exactly the same tensors and
+    config as a direct GGUF load; a cap too small for the model loads from the GGUF file every time."""
+    folder, _ = tiny_llama2
+    gguf_path = tmp_path / "src" / "tiny.gguf"
+    gguf_path.parent.mkdir()
+    write_gguf_from_hf(folder, load(TOKENIZERS / "llama-2"), gguf_path)
+    monkeypatch.setenv("TOKLAB_CACHE", str(tmp_path / "cache"))
+    src = resolve_model(gguf_path)
+    reference = transformers.AutoModelForCausalLM.from_pretrained(str(src.folder), gguf_file=src.gguf_file)
+
+    first = load_causal_lm(gguf_path)
+    cached = converted_gguf(src)
+    assert cached is not None and (cached / "model.safetensors").is_file()
+    assert str(tmp_path / "cache") in str(cached)
+
+    def no_gguf_reader(*a, **k):
+        raise AssertionError("the GGUF file was read again")
+
+    monkeypatch.setattr(modeling_gguf_pytorch_utils, "load_gguf_checkpoint", no_gguf_reader)
+    second = load_causal_lm(gguf_path)
+    assert second.source.kind == "gguf" and second.model is not first.model
+    want, got = reference.state_dict(), second.model.state_dict()
+    assert set(want) == set(got) and all(torch.equal(want[k], got[k]) for k in want)
+    assert second.model.config.vocab_size == reference.config.vocab_size == 32000
+    assert second.model.config._name_or_path == str(src.folder)  # never the cache folder
+    ids = torch.tensor([IDS])
+    with torch.no_grad():
+        assert torch.equal(second.model(ids).logits, reference(ids).logits)
+
+    monkeypatch.undo()
+    monkeypatch.setenv("TOKLAB_CACHE", str(tmp_path / "small-cache"))
+    monkeypatch.setenv("TOKLAB_CACHE_MAX_MB", "0.5")  # below the de-quantized model's size
+    assert converted_gguf(src) is None
+    direct = load_causal_lm(gguf_path)
+    assert torch.equal(direct.model.get_input_embeddings().weight, reference.get_input_embeddings().weight)
+    assert not (tmp_path / "small-cache" / "gguf-models").exists()
