@@ -92,7 +92,7 @@ def _walk(
         check(at, "opened")
     pressed: list[str] = []
     for _ in range(MAX_ROUNDS):
-        changed = False
+        changed = _small_work(at, page)
         for w in [*at.text_input, *at.text_area] if sentinel is not None else []:
             if not w.disabled and w.value != sentinel:
                 w.input(sentinel)
@@ -120,6 +120,30 @@ def _walk(
             check(at, f"pressed {pressed[-1]}")
         assert not at.exception, (page, pressed[-1], [e.message for e in at.exception])
     return pressed
+
+
+#: Settings made during a page's walk (as soon as their widget is shown) so that its buttons start small jobs: the walk is about where typed text can
+#: reach, not about scale, and a job of minutes (Compression's parity-aware training on all 204 languages at 8,000
+#: merges: 90 s on two idle cores, over 300 s on loaded ones) only makes the walk depend on a quiet machine. The
+#: buttons, their downloads and every text field are walked as before.
+SMALL_WORK: dict[str, dict[str, object]] = {
+    "pages/compression.py": {"cmp-par-scope": "chosen", "cmp-par-vocab": 500},
+    "pages/sabpe.py": {"sa-langs": ["python", "go"], "sa-files": 1, "sa-vocab": 500},
+    "pages/undertrained.py": {"ut-k": 2},
+}
+
+
+def _small_work(at: AppTest, page: str) -> bool:
+    """Set the page's :data:`SMALL_WORK` widgets that are shown and not yet set (a widget may appear only after a
+    button); True when one changed (the page must run again)."""
+    changed = False
+    want = SMALL_WORK.get(page, {})
+    for kind in ("radio", "number_input", "selectbox", "multiselect"):
+        for w in getattr(at, kind):
+            if w.key in want and not w.disabled and w.value != want[w.key]:
+                w.set_value(want[w.key])
+                changed = True
+    return changed
 
 
 #: What the walk of a page must reach (the buttons behind which its writes and downloads live): a walk that stops
