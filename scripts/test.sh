@@ -7,7 +7,9 @@ cd "$(dirname "$0")/.."
 T0=$SECONDS
 export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 HF_HUB_DISABLE_TELEMETRY=1
 export STREAMLIT_BROWSER_GATHER_USAGE_STATS=false
-export PIP_DISABLE_PIP_VERSION_CHECK=1 PYTHONDONTWRITEBYTECODE=1
+# bytecode is written (__pycache__ is ignored by git): every CLI, server and job-worker process the suite starts would
+# otherwise compile the engine again, and pytest would rewrite every test module again in each worker
+export PIP_DISABLE_PIP_VERSION_CHECK=1
 export TOKLAB_ASSETS=${TOKLAB_ASSETS:-$(cd .. && pwd)/shared/assets}
 export TOKLAB_MODELS=${TOKLAB_MODELS:-$HOME/.cache/tokenizer-lab/models}
 
