@@ -13,7 +13,7 @@ from support import ROOT, need_minilm, need_smollm
 
 
 def _page(monkeypatch, tmp_path):
-    monkeypatch.setenv("TOKLAB_CACHE", str(tmp_path / "cache"))
+    """The page in a new session (the run's one disk cache: SmolLM2's de-quantized weights are converted once)."""
     at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=600)
     at.run()
     at.switch_page("pages/undertrained.py").run()
