@@ -27,8 +27,12 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
+from itertools import chain, islice
 from operator import itemgetter
 
+import numpy as np
+
+from analysis.core.cache import memoize
 from analysis.core.unicode import sentencepiece_script
 from analysis.errors import DataError, UnsupportedTokenizerError
 from analysis.tokenizer.tokenizer import SPIECE_UNDERLINE, LoadedTokenizer
@@ -245,13 +249,49 @@ def count_pretokens(
     return counts, n_units, n_chars
 
 
-def segment_words(tok: LoadedTokenizer, pretokens: Counter) -> Counter:
-    """Word types keyed by the base model's current segmentation (`model.tokenize`, Rust) → frequency."""
+@memoize(maxsize=2)
+def _segmenter(tok: LoadedTokenizer) -> tuple[Callable[[str], list], np.ndarray]:
+    """(the deterministic base model's `tokenize`, id → the vocabulary's own string as an object array), built once
+    per tokenizer and process: a corpus job's reduce segments every bucket with the same model."""
     model = _deterministic_tokenizer(tok).model
+    symbols = np.empty(max(tok.vocab.values(), default=-1) + 1, dtype=object)
+    for t, i in tok.vocab.items():
+        symbols[i] = t
+    return model.tokenize, symbols
+
+
+def vocabulary_symbols(tok: LoadedTokenizer) -> np.ndarray:
+    """id → the model vocabulary's own string (an object array; None where no model token has the id)."""
+    return _segmenter(tok)[1]
+
+
+def segment_ids(tok: LoadedTokenizer, pretokens: Mapping[str, int]) -> Counter:
+    """Word types as tuples of the base model's token ids (its current segmentation, `model.tokenize` in Rust)
+    → frequency; :func:`words_from_ids` gives the strings."""
+    tokenize = _segmenter(tok)[0]
     words: Counter = Counter()
-    tokenize = model.tokenize
+    for w, c in pretokens.items():
+        words[tuple([t.id for t in tokenize(w)])] += c
+    return words
+
+
+def words_from_ids(tok: LoadedTokenizer, words: Mapping[tuple[int, ...], int]) -> Counter:
+    """Word types keyed by tuples of ids → the same keyed by tuples of the vocabulary's own strings."""
+    symbols = vocabulary_symbols(tok)
+    keys = list(words)
+    flat = np.fromiter(chain.from_iterable(keys), dtype=np.int64)
+    it = iter(symbols[flat].tolist())
+    out: Counter = Counter()
+    out.update(dict(zip([tuple(islice(it, n)) for n in map(len, keys)], words.values())))
+    return out
+
+
+def segment_words(tok: LoadedTokenizer, pretokens: Mapping[str, int]) -> Counter:
+    """Word types keyed by the base model's current segmentation (`model.tokenize`, Rust) → frequency."""
+    tokenize, symbols = _segmenter(tok)
     # the vocabulary's own string objects (a Token's `.value` is a new string per call: 1.5M copies on 10 MB)
-    inv = {i: t for t, i in tok.vocab.items()}
+    inv = symbols.tolist()
+    words: Counter = Counter()
     for w, c in pretokens.items():
         words[tuple([inv[t.id] for t in tokenize(w)])] += c
     return words

@@ -37,7 +37,7 @@ from __future__ import annotations
 
 import importlib
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -60,6 +60,7 @@ from analysis.texts.stat import (
     memory_options,
     merge_globals,
     word_bucket,
+    word_buckets,
 )
 from analysis.tokenizer.tokenizer import LoadedTokenizer
 
@@ -103,6 +104,10 @@ class Pretokens(Stat):
     def bucket(self, key: Any, k: int) -> int:
         """By the pre-token string."""
         return word_bucket(key, k)
+
+    def buckets(self, keys: Sequence[Any], k: int) -> np.ndarray:
+        """By the pre-token strings, in one pass."""
+        return word_buckets(keys, k)
 
     def finalize(self, tok: LoadedTokenizer, counts: Counter, totals: dict, opts: dict) -> Any:
         """A PretokenCounts."""
@@ -173,6 +178,14 @@ class Words(Stat):
         """By the pre-token string."""
         return word_bucket(key, k)
 
+    def buckets(self, keys: Sequence[Any], k: int) -> np.ndarray:
+        """By the pre-token strings, in one pass."""
+        return word_buckets(keys, k)
+
+    def symbols(self, tok: LoadedTokenizer, opts: dict) -> np.ndarray | None:
+        """Byte-level and pre-tokenized modes: the reduced words are tuples of these vocabulary ids."""
+        return None if opts["mode"] == "sentencepiece" else training.vocabulary_symbols(tok)
+
     def coverage_characters(self, tok: LoadedTokenizer, totals: dict, opts: dict) -> list[tuple[str, int]]:
         """The SentencePiece coverage characters (at most n_new), from the merged histogram."""
         if opts["mode"] != "sentencepiece" or not opts.get("coverage"):
@@ -182,14 +195,18 @@ class Words(Stat):
 
     def reduce(self, tok: LoadedTokenizer, counts: Counter, totals: dict, opts: dict) -> Counter:
         """Segment the bucket's pre-tokens with the base model (SentencePiece: + coverage characters, groups)."""
-        if opts["mode"] != "sentencepiece":
-            return training.segment_words(tok, counts)
+        if opts["mode"] != "sentencepiece":  # as vocabulary ids: compact between the stages (see `symbols`)
+            return training.segment_ids(tok, counts)
         chars = [ch for ch, _ in self.coverage_characters(tok, totals, opts)]
         work = _with_characters(tok, chars)
         return training.sp_groups(work, training.segment_words(work, counts))
 
     def finalize(self, tok: LoadedTokenizer, counts: Counter, totals: dict, opts: dict) -> Any:
-        """A TrainingWords."""
+        """A TrainingWords (words keyed by vocabulary ids, as this process's reduce leaves them, are turned into
+        the vocabulary's strings; a corpus job's finalize reads them as strings through :meth:`symbols`)."""
+        first = next(iter(counts), ())
+        if first and type(first[0]) is int:
+            counts = training.words_from_ids(tok, counts)
         return TrainingWords(
             opts["mode"],
             counts,
