@@ -39,6 +39,7 @@ from analysis.core.unicode import text_script
 from analysis.tokenizer.tokenizer import LoadedTokenizer
 
 from .replay import BPEReplay, get_replay, require_bpe
+from .trainer import no_cyclic_gc
 from .trees import merge_candidates_for, merge_tree
 
 CATEGORIES = (
@@ -291,6 +292,11 @@ def stt_report(tok: LoadedTokenizer, progress: Progress | None = None) -> STTRep
 
 @memoize(maxsize=4)
 def _stt_report(tok: LoadedTokenizer, name: str) -> STTReport:
+    with no_cyclic_gc():  # a row per id, no cycles: in a server's large heap the collector's passes cost more
+        return _stt_report_rows(tok, name)
+
+
+def _stt_report_rows(tok: LoadedTokenizer, name: str) -> STTReport:
     stored = _load_report(tok, name)
     if stored is not None:
         return stored
