@@ -39,7 +39,7 @@ from analysis.errors import DataError, UnsupportedTokenizerError
 from analysis.tokenizer.tokenizer import SPIECE_UNDERLINE, LoadedTokenizer
 
 from . import require_bpe
-from .trainer import learn
+from .trainer import learn, no_cyclic_gc
 
 #: SentencePiece TrainerSpec defaults used by the validity rules.
 SP_MAX_PIECE_LENGTH = 16
@@ -375,8 +375,9 @@ def segment_ids(tok: LoadedTokenizer, pretokens: Mapping[str, int]) -> Counter:
     → frequency; :func:`words_from_ids` gives the strings."""
     tokenize = _segmenter(tok)[0]
     words: Counter = Counter()
-    for w, c in pretokens.items():
-        words[tuple([t.id for t in tokenize(w)])] += c
+    with no_cyclic_gc():  # a tuple per word type, no cycles
+        for w, c in pretokens.items():
+            words[tuple([t.id for t in tokenize(w)])] += c
     return words
 
 
@@ -387,7 +388,8 @@ def words_from_ids(tok: LoadedTokenizer, words: Mapping[tuple[int, ...], int]) -
     flat = np.fromiter(chain.from_iterable(keys), dtype=np.int64)
     it = iter(symbols[flat].tolist())
     out: Counter = Counter()
-    out.update(dict(zip([tuple(islice(it, n)) for n in map(len, keys)], words.values())))
+    with no_cyclic_gc():
+        out.update(dict(zip([tuple(islice(it, n)) for n in map(len, keys)], words.values())))
     return out
 
 
@@ -397,8 +399,9 @@ def segment_words(tok: LoadedTokenizer, pretokens: Mapping[str, int]) -> Counter
     # the vocabulary's own string objects (a Token's `.value` is a new string per call: 1.5M copies on 10 MB)
     inv = symbols.tolist()
     words: Counter = Counter()
-    for w, c in pretokens.items():
-        words[tuple([inv[t.id] for t in tokenize(w)])] += c
+    with no_cyclic_gc():  # a tuple per word type, no cycles
+        for w, c in pretokens.items():
+            words[tuple([inv[t.id] for t in tokenize(w)])] += c
     return words
 
 

@@ -613,9 +613,10 @@ def run_inprocess(
     totals = stat.map(tok, docs(), opts, counts.update)
     report(progress, total, total, "counting")
     t1 = time.perf_counter()
-    out = stat.reduce(tok, counts, totals, opts)
-    t2 = time.perf_counter()
-    result = stat.finalize(tok, out, totals, opts)
+    with gc_paused():  # as the reduce and finalize tasks of a job run
+        out = stat.reduce(tok, counts, totals, opts)
+        t2 = time.perf_counter()
+        result = stat.finalize(tok, out, totals, opts)
     if seconds is not None:
         seconds.update(map=t1 - t0, reduce=t2 - t1, finalize=time.perf_counter() - t2)
     return result, totals
