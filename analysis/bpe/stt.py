@@ -293,20 +293,16 @@ def stt_report(tok: LoadedTokenizer, progress: Progress | None = None) -> STTRep
 @memoize(maxsize=4)
 def _stt_report(tok: LoadedTokenizer, name: str) -> STTReport:
     with no_cyclic_gc():  # a row per id, no cycles: in a server's large heap the collector's passes cost more
-        return _stt_report_rows(tok, name)
-
-
-def _stt_report_rows(tok: LoadedTokenizer, name: str) -> STTReport:
-    stored = _load_report(tok, name)
-    if stored is not None:
-        return stored
-    progress = getattr(_LOCAL, "progress", None)
-    _LOCAL.progress = scaled(progress, 0.0, 0.5)  # the test itself: the first half of the bar
-    try:
-        res = stt_result(tok)
-    finally:
-        _LOCAL.progress = progress
-    rep = _categorise(tok, name, res, scaled(progress, 0.5, 1.0))
+        stored = _load_report(tok, name)
+        if stored is not None:
+            return stored
+        progress = getattr(_LOCAL, "progress", None)
+        _LOCAL.progress = scaled(progress, 0.0, 0.5)  # the test itself: the first half of the bar
+        try:
+            res = stt_result(tok)
+        finally:
+            _LOCAL.progress = progress
+        rep = _categorise(tok, name, res, scaled(progress, 0.5, 1.0))
     _STORE.put(tok.content_hash, _report_doc(res, rep))
     return rep
 

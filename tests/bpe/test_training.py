@@ -16,15 +16,13 @@ from tokenizers import Tokenizer, models, pre_tokenizers, trainers
 from analysis.bpe import unreachable_ids
 from analysis.bpe.trainer import FrequencyStats, learn
 from analysis.bpe.training import (
-    _chunk_pretokenizer,
-    added_token_splitter,
     continue_training,
-    count_pretokens,
     missing_characters,
     sp_piece_valid,
     train_merges,
     training_mode,
 )
+from analysis.bpe.words import _chunk_pretokenizer, added_token_splitter, count_pretokens
 from analysis.core.unicode import sentencepiece_script as char_script
 from analysis.errors import DataError, UnsupportedTokenizerError
 from analysis.methods.extension import append_to_model
