@@ -16,7 +16,7 @@ Workdir layout (everything a job needs travels in it, so Slurm and Ray workers o
       parts/b0003/t00001-p000.npz    map task 1's counts of the keys in bucket 3 (p: spill part; columnar,
                                      never pickled: :mod:`.counts_io`)
       parts/totals/t00001.json       map task 1's additive totals (units, characters, …)
-      reduced/b0003.npz              bucket 3 summed (and, for training, segmented) + b0003.meta.json
+      reduced/b0003.npz              bucket 3 summed (for training: segmented, as vocabulary ids) + .meta.json
       progress/t00001.json           bytes a running map task has read (progress bars)
       errors/map-00001.txt           the message of a failed task
 

@@ -11,7 +11,7 @@ statistic           map (per task, existing function)                   reduce /
 ==================  ==================================================  ==========================================
 ``pretokens``       :func:`analysis.bpe.words.count_pretokens`           sum → Counter of pre-tokens
 ``words``           ``count_pretokens`` (SentencePiece mode: ``▁``      sum; segment each bucket with
-                    chunks, NFKC) + character counts                    :func:`~analysis.bpe.words.segment_words`
+                    chunks, NFKC) + character counts                    :func:`~analysis.bpe.words.segment_ids`
                                                                         (+ :func:`~analysis.bpe.training.sp_groups`
                                                                         after the coverage characters) → the
                                                                         trainer's word Counter
