@@ -197,9 +197,27 @@ def next_tokens(tok: LoadedTokenizer, order: P.PruneOrder, n: int) -> None:
                                 "frequency or a score)")})  # fmt: skip
     pick = st.selectbox("Merge tree of", nxt, format_func=lambda i: f"{tok.readable(tok.id_to_token[i])!r} [{i}]",
                         key="prune-tree-pick")  # fmt: skip
+    if not trees_now(tok):
+        return
     tree = try_step(merge_tree, tok, tok.id_to_token[pick])  # the export below stays usable
     if tree is not None:
         st.code(merge_tree_text(tok, tree), language=None)
+
+
+def trees_now(tok: LoadedTokenizer) -> bool:
+    """Whether to draw merge trees now: at once up to AUTO_PRUNE_VOCAB tokens, on a button for larger vocabularies
+    (the first tree replays every merge of the tokenizer: seconds on 150k tokens), so the page's first view does not
+    wait for it."""
+    key = f"prune-tree-on-{tok.content_hash}"
+    if tok.vocab_size <= AUTO_PRUNE_VOCAB or st.session_state.get(key):
+        return True
+    if st.button("Show its merge tree", key="prune-tree-go"):
+        st.session_state[key] = True
+        return True
+    st.caption(
+        f"{tok.vocab_size:,} tokens: the first merge tree replays every merge, so it starts on the button."
+    )
+    return False
 
 
 def own_text(tok: LoadedTokenizer, new: LoadedTokenizer, held: dict[str, list[str]]) -> None:

@@ -34,6 +34,9 @@ LABELS = {
 SHORT = {"reachable": "Reachable", "unreachable_multi": "Splits", "unreachable_other_single": "Other token",
          "merge_skip_only": "Skip-only", "byte_fallback": "Byte pieces", "special": "Special", "unk": "Unk"}  # fmt: skip
 MAX_ROWS = 5000
+#: vocabularies up to this size get the unreachable tokens' merge ranks and explanation at once; larger ones on a
+#: button, so that the first view does not wait for the first of them to replay every merge (seconds on 150k tokens)
+AUTO_REPLAY_VOCAB = 100_000
 
 
 @cache_data(show_spinner=False, max_entries=8)
@@ -116,7 +119,24 @@ def token_table(name: str, df: pd.DataFrame, summary: dict) -> pd.DataFrame:
     return view
 
 
-def charts(tok: LoadedTokenizer, view: pd.DataFrame) -> None:
+def replay_now(tok: LoadedTokenizer, view: pd.DataFrame) -> bool:
+    """Whether to show the merge ranks and explanations of the unreachable tokens in `view` now: at once up to
+    AUTO_REPLAY_VOCAB tokens, on a button for larger vocabularies (False when none is unreachable)."""
+    if not view["category"].isin(UNREACHABLE).any():
+        return False
+    key = f"th-replay-on-{tok.content_hash}"
+    if tok.vocab_size <= AUTO_REPLAY_VOCAB or st.session_state.get(key):
+        return True
+    if st.button("Merge ranks and explanations of the unreachable tokens", key="th-replay-go"):
+        st.session_state[key] = True
+        return True
+    st.caption(
+        f"{tok.vocab_size:,} tokens: the first explanation replays every merge, so it starts on the button."
+    )
+    return False
+
+
+def charts(tok: LoadedTokenizer, view: pd.DataFrame, replay: bool) -> None:
     """The filtered tokens by id and by script; unreachable ones against the rank of their would-be merge."""
     c1, c2 = st.columns(2)
     hist = px.histogram(view, x="id", color="category", nbins=60, title="By id (≈ merge order)",
@@ -127,7 +147,9 @@ def charts(tok: LoadedTokenizer, view: pd.DataFrame) -> None:
     bar = px.bar(by_script, x="script", y="tokens", color="category", title="By script")
     bar.update_layout(height=340, margin={"t": 50, "b": 10}, xaxis={"categoryorder": "total descending"})
     c2.plotly_chart(bar, width="stretch", key="th-script")
-    ids = tuple(int(i) for i in view.loc[view["category"].isin(UNREACHABLE), "id"].head(3000))
+    ids = (
+        tuple(int(i) for i in view.loc[view["category"].isin(UNREACHABLE), "id"].head(3000)) if replay else ()
+    )
     ranks = _would_be_ranks(tok, ids) if ids else {}
     pts = pd.DataFrame({"id": list(ids), "would-be merge rank": [ranks[i] for i in ids],
                         "token": [tok.readable(tok.id_to_token[i]) for i in ids]}).dropna()  # fmt: skip
@@ -138,7 +160,7 @@ def charts(tok: LoadedTokenizer, view: pd.DataFrame) -> None:
         st.plotly_chart(sc, width="stretch", key="th-rank")
 
 
-def explain(name: str, tok: LoadedTokenizer, view: pd.DataFrame) -> None:
+def explain(name: str, tok: LoadedTokenizer, view: pd.DataFrame, replay: bool) -> None:
     """Why one unreachable token is unreachable, with a link to its merge tree."""
     ids = [int(i) for i in view.loc[view["category"].isin(UNREACHABLE), "id"].head(1000)]
     if not ids:
@@ -148,6 +170,8 @@ def explain(name: str, tok: LoadedTokenizer, view: pd.DataFrame) -> None:
         st.session_state["th-explain"] = ids[0]
     pick = st.selectbox("Unreachable token", ids, key="th-explain",
                         format_func=lambda i: f"{i} · {tok.readable(tok.id_to_token[i])!r}")  # fmt: skip
+    if not replay:
+        return
     e = explain_unreachable(tok, pick)
     st.markdown("From the token's own string, BPE builds these tokens instead:")
     st.html(pieces_html([tok.readable(p) for p in e["actual_tokens"]]))
@@ -223,9 +247,10 @@ def page() -> None:
     reset_filters(tok, summary)
     counts(name, tok, summary)
     view = token_table(name, df, summary)
+    replay = replay_now(tok, view)
     if len(view):
-        charts(tok, view)
-    explain(name, tok, view)
+        charts(tok, view, replay)
+    explain(name, tok, view, replay)
     never_used(name, tok, df)
     downloads(name, tok, view, summary)
 

@@ -39,6 +39,7 @@ from analysis.core.unicode import text_script
 from analysis.tokenizer.tokenizer import LoadedTokenizer
 
 from .replay import BPEReplay, get_replay, require_bpe
+from .trainer import no_cyclic_gc
 from .trees import merge_candidates_for, merge_tree
 
 CATEGORIES = (
@@ -291,16 +292,17 @@ def stt_report(tok: LoadedTokenizer, progress: Progress | None = None) -> STTRep
 
 @memoize(maxsize=4)
 def _stt_report(tok: LoadedTokenizer, name: str) -> STTReport:
-    stored = _load_report(tok, name)
-    if stored is not None:
-        return stored
-    progress = getattr(_LOCAL, "progress", None)
-    _LOCAL.progress = scaled(progress, 0.0, 0.5)  # the test itself: the first half of the bar
-    try:
-        res = stt_result(tok)
-    finally:
-        _LOCAL.progress = progress
-    rep = _categorise(tok, name, res, scaled(progress, 0.5, 1.0))
+    with no_cyclic_gc():  # a row per id, no cycles: in a server's large heap the collector's passes cost more
+        stored = _load_report(tok, name)
+        if stored is not None:
+            return stored
+        progress = getattr(_LOCAL, "progress", None)
+        _LOCAL.progress = scaled(progress, 0.0, 0.5)  # the test itself: the first half of the bar
+        try:
+            res = stt_result(tok)
+        finally:
+            _LOCAL.progress = progress
+        rep = _categorise(tok, name, res, scaled(progress, 0.5, 1.0))
     _STORE.put(tok.content_hash, _report_doc(res, rep))
     return rep
 

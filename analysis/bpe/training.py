@@ -27,7 +27,6 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
-from operator import itemgetter
 
 from analysis.core.unicode import sentencepiece_script
 from analysis.errors import DataError, UnsupportedTokenizerError
@@ -35,6 +34,11 @@ from analysis.tokenizer.tokenizer import SPIECE_UNDERLINE, LoadedTokenizer
 
 from . import require_bpe
 from .trainer import learn
+from .words import _deterministic_tokenizer, segment_words
+from .words import (
+    added_token_splitter as added_token_splitter,  # re-exported: word collection lives in .words
+)
+from .words import count_pretokens as count_pretokens
 
 #: SentencePiece TrainerSpec defaults used by the validity rules.
 SP_MAX_PIECE_LENGTH = 16
@@ -180,81 +184,6 @@ def training_mode(tok: LoadedTokenizer) -> str:
             f"{tok.name}: a BPE tokenizer without a pre-tokenizer is not supported"
         )
     return "pretokenized"
-
-
-def _deterministic_tokenizer(tok: LoadedTokenizer):
-    """A private Rust tokenizer with BPE dropout off (runtime flag)."""
-    tk = tok.fresh_tokenizer()
-    if tok.dropout:
-        tk.model.dropout = None  # type: ignore[attr-defined]
-    return tk
-
-
-def added_token_splitter(tok: LoadedTokenizer) -> Callable[[str], list[str]]:
-    """A function splitting text around the tokenizer's added/special tokens (those parts are dropped)."""
-    contents = sorted({a.content for a in tok.added_tokens if a.content}, key=len, reverse=True)
-    if not contents:
-        return lambda text: [text]
-    rx = re.compile("|".join(re.escape(c) for c in contents))
-
-    def split(text: str) -> list[str]:
-        if rx.search(text) is None:
-            return [text]
-        return [p for p in rx.split(text) if p]
-
-    return split
-
-
-_SP_CHUNK = re.compile(SPIECE_UNDERLINE + "*[^" + SPIECE_UNDERLINE + "]+|" + SPIECE_UNDERLINE + "+")
-
-
-def count_pretokens(
-    tok: LoadedTokenizer, units: Iterable[str], *, sp_chunks: bool = False, nfkc: bool = False
-) -> tuple[Counter, int, int]:
-    """Counter of pre-token strings over the text (added tokens split out, normalizer, pre-tokenizer).
-
-    With `sp_chunks` (SentencePiece-style vocabularies, where no piece holds `▁` after another character),
-    each pre-token is further cut before every `▁` run, which never changes the model's segmentation.
-    """
-    tk = tok.tokenizer
-    norm = tk.normalizer
-    pre = tk.pre_tokenizer
-    if pre is None and not sp_chunks:
-        raise UnsupportedTokenizerError(f"{tok.name}: continued training needs a pre-tokenizer")
-    split = added_token_splitter(tok)
-    counts: Counter = Counter()
-    n_units = n_chars = 0
-    chunk = _SP_CHUNK.findall
-    first = itemgetter(0)
-    for unit in units:
-        if not unit or unit.isspace():
-            continue
-        n_units += 1
-        n_chars += len(unit)
-        if nfkc:
-            unit = unicodedata.normalize("NFKC", unit)
-        for part in split(unit):
-            if norm is not None:
-                part = norm.normalize_str(part)
-            pieces = list(map(first, pre.pre_tokenize_str(part))) if pre is not None else [part]
-            if sp_chunks:
-                for p in pieces:
-                    counts.update(chunk(p))
-            else:
-                counts.update(pieces)
-    return counts, n_units, n_chars
-
-
-def segment_words(tok: LoadedTokenizer, pretokens: Counter) -> Counter:
-    """Word types keyed by the base model's current segmentation (`model.tokenize`, Rust) → frequency."""
-    model = _deterministic_tokenizer(tok).model
-    words: Counter = Counter()
-    tokenize = model.tokenize
-    # the vocabulary's own string objects (a Token's `.value` is a new string per call: 1.5M copies on 10 MB)
-    inv = {i: t for t, i in tok.vocab.items()}
-    for w, c in pretokens.items():
-        words[tuple([inv[t.id] for t in tokenize(w)])] += c
-    return words
 
 
 def _sp_pair_valid_factory(tok: LoadedTokenizer) -> Callable[[str, str], bool]:

@@ -16,7 +16,7 @@ Workdir layout (everything a job needs travels in it, so Slurm and Ray workers o
       parts/b0003/t00001-p000.npz    map task 1's counts of the keys in bucket 3 (p: spill part; columnar,
                                      never pickled: :mod:`.counts_io`)
       parts/totals/t00001.json       map task 1's additive totals (units, characters, …)
-      reduced/b0003.npz              bucket 3 summed (and, for training, segmented) + b0003.meta.json
+      reduced/b0003.npz              bucket 3 summed (for training: segmented, as vocabulary ids) + .meta.json
       progress/t00001.json           bytes a running map task has read (progress bars)
       errors/map-00001.txt           the message of a failed task
 
@@ -37,6 +37,7 @@ import json
 import os
 import shutil
 import time
+import weakref
 from collections import Counter
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
@@ -237,8 +238,10 @@ class Workdir:
             raise DataError(f"{p}: unreadable manifest ({e}); rerun with --restart") from e
 
     def tokenizer(self) -> LoadedTokenizer:
-        """The job's tokenizer (loaded once per process)."""
-        return _job_tokenizer(str(self.root))
+        """The job's tokenizer: the object :meth:`prepare` was given, while this process (or its forked workers)
+        still holds it, else loaded from the workdir once per process."""
+        seeded = _PREPARED.get(str(self.root))
+        return seeded if seeded is not None else _job_tokenizer(str(self.root))
 
     def prepare(self, manifest: Manifest, tok: LoadedTokenizer, *, restart: bool = False) -> bool:
         """Create (or check) the workdir for `manifest`; True when it already held this job (a resumed run).
@@ -254,6 +257,7 @@ class Workdir:
             except (OSError, ValueError):
                 old = None
             if old == manifest.digest() and not restart:
+                _PREPARED[str(self.root)] = tok
                 return True
             if not restart:
                 raise DataError(
@@ -269,6 +273,7 @@ class Workdir:
         self.root.mkdir(parents=True, exist_ok=True)
         atomic_write_text(self.root / "tokenizer.json", tok.to_json())
         atomic_write_text(p, json.dumps(manifest.to_json(), ensure_ascii=False, indent=1))
+        _PREPARED[str(self.root)] = tok
         return False
 
     def clear(self) -> None:
@@ -354,6 +359,11 @@ class Workdir:
                 except (OSError, ValueError, KeyError):
                     continue
         return done, m.total_bytes, len(done_tasks)
+
+
+#: workdir → the tokenizer its job was prepared with in this process (the job's tokenizer.json holds the same
+#: content), so that a job run here or in forked workers does not parse and build it again; weak: never kept alive
+_PREPARED: weakref.WeakValueDictionary[str, LoadedTokenizer] = weakref.WeakValueDictionary()
 
 
 @memoize(maxsize=1)
@@ -462,8 +472,7 @@ def split_buckets(stat: Stat, counter: Counter, k: int) -> Iterator[tuple[int, l
         if keys:
             yield 0, keys, counts
         return
-    bucket = stat.bucket
-    of = np.fromiter((bucket(key, k) for key in keys), dtype=np.int64, count=len(keys))
+    of = stat.buckets(keys, k)
     order = np.argsort(of, kind="stable")
     bounds = np.searchsorted(of[order], np.arange(k + 1))
     key_arr, count_arr = np.empty(len(keys), dtype=object), np.asarray(counts, dtype=np.int64)
@@ -561,10 +570,11 @@ def finalize(wd: Workdir, progress: Progress | None = None) -> Any:
     tok = wd.tokenizer()
     totals = merged_totals(wd, m)
     counts: Counter = Counter()
-    own = _vocab_strings(tok)
+    symbols = stat.symbols(tok, m.options)
+    own = _vocab_strings(tok) if symbols is None else None
     with gc_paused():
         for b in range(m.buckets):
-            read_counts(wd.reduced(b), counts, intern=own)
+            read_counts(wd.reduced(b), counts, intern=own, symbols=symbols)
             report(progress, b + 1, m.buckets, "merging buckets")
         return stat.finalize(tok, counts, totals, m.options)
 
@@ -603,9 +613,10 @@ def run_inprocess(
     totals = stat.map(tok, docs(), opts, counts.update)
     report(progress, total, total, "counting")
     t1 = time.perf_counter()
-    out = stat.reduce(tok, counts, totals, opts)
-    t2 = time.perf_counter()
-    result = stat.finalize(tok, out, totals, opts)
+    with gc_paused():  # as the reduce and finalize tasks of a job run
+        out = stat.reduce(tok, counts, totals, opts)
+        t2 = time.perf_counter()
+        result = stat.finalize(tok, out, totals, opts)
     if seconds is not None:
         seconds.update(map=t1 - t0, reduce=t2 - t1, finalize=time.perf_counter() - t2)
     return result, totals

@@ -9,9 +9,9 @@ single-process result:
 ==================  ==================================================  ==========================================
 statistic           map (per task, existing function)                   reduce / finalize
 ==================  ==================================================  ==========================================
-``pretokens``       :func:`analysis.bpe.training.count_pretokens`           sum → Counter of pre-tokens
+``pretokens``       :func:`analysis.bpe.words.count_pretokens`           sum → Counter of pre-tokens
 ``words``           ``count_pretokens`` (SentencePiece mode: ``▁``      sum; segment each bucket with
-                    chunks, NFKC) + character counts                    :func:`~analysis.bpe.training.segment_words`
+                    chunks, NFKC) + character counts                    :func:`~analysis.bpe.words.segment_ids`
                                                                         (+ :func:`~analysis.bpe.training.sp_groups`
                                                                         after the coverage characters) → the
                                                                         trainer's word Counter
@@ -37,14 +37,14 @@ from __future__ import annotations
 
 import importlib
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from analysis import bpe
-from analysis.bpe import training
+from analysis.bpe import training, words
 from analysis.bpe.training import TrainingWords
 from analysis.core.cache import memoize
 from analysis.errors import DataError, UnsupportedTokenizerError
@@ -60,6 +60,7 @@ from analysis.texts.stat import (
     memory_options,
     merge_globals,
     word_bucket,
+    word_buckets,
 )
 from analysis.tokenizer.tokenizer import LoadedTokenizer
 
@@ -77,7 +78,7 @@ class PretokenCounts:
 
 
 class Pretokens(Stat):
-    """:func:`analysis.bpe.training.count_pretokens` over the corpus (options `sp_chunks`, `nfkc`)."""
+    """:func:`analysis.bpe.words.count_pretokens` over the corpus (options `sp_chunks`, `nfkc`)."""
 
     name = "pretokens"
     result = "Counter pre-token → frequency"
@@ -92,7 +93,7 @@ class Pretokens(Stat):
         acc: Counter = Counter()
         units = chars = 0
         for chunk in chunks((d.text for d in docs), opts.get("chunk_units", CHUNK_UNITS)):
-            c, n, ch = training.count_pretokens(tok, chunk, sp_chunks=opts["sp_chunks"], nfkc=opts["nfkc"])
+            c, n, ch = words.count_pretokens(tok, chunk, sp_chunks=opts["sp_chunks"], nfkc=opts["nfkc"])
             acc.update(c)
             units += n
             chars += ch
@@ -103,6 +104,10 @@ class Pretokens(Stat):
     def bucket(self, key: Any, k: int) -> int:
         """By the pre-token string."""
         return word_bucket(key, k)
+
+    def buckets(self, keys: Sequence[Any], k: int) -> np.ndarray:
+        """By the pre-token strings, in one pass."""
+        return word_buckets(keys, k)
 
     def finalize(self, tok: LoadedTokenizer, counts: Counter, totals: dict, opts: dict) -> Any:
         """A PretokenCounts."""
@@ -158,7 +163,7 @@ class Words(Stat):
         for chunk in chunks((d.text for d in docs), opts.get("chunk_units", CHUNK_UNITS)):
             if sp and opts.get("coverage"):
                 hist.update(training.char_counts(chunk, nfkc))
-            c, n, ch = training.count_pretokens(tok, chunk, sp_chunks=sp, nfkc=nfkc)
+            c, n, ch = words.count_pretokens(tok, chunk, sp_chunks=sp, nfkc=nfkc)
             acc.update(c)
             units += n
             chars += ch
@@ -173,6 +178,14 @@ class Words(Stat):
         """By the pre-token string."""
         return word_bucket(key, k)
 
+    def buckets(self, keys: Sequence[Any], k: int) -> np.ndarray:
+        """By the pre-token strings, in one pass."""
+        return word_buckets(keys, k)
+
+    def symbols(self, tok: LoadedTokenizer, opts: dict) -> np.ndarray | None:
+        """Byte-level and pre-tokenized modes: the reduced words are tuples of these vocabulary ids."""
+        return None if opts["mode"] == "sentencepiece" else words.vocabulary_symbols(tok)
+
     def coverage_characters(self, tok: LoadedTokenizer, totals: dict, opts: dict) -> list[tuple[str, int]]:
         """The SentencePiece coverage characters (at most n_new), from the merged histogram."""
         if opts["mode"] != "sentencepiece" or not opts.get("coverage"):
@@ -182,14 +195,18 @@ class Words(Stat):
 
     def reduce(self, tok: LoadedTokenizer, counts: Counter, totals: dict, opts: dict) -> Counter:
         """Segment the bucket's pre-tokens with the base model (SentencePiece: + coverage characters, groups)."""
-        if opts["mode"] != "sentencepiece":
-            return training.segment_words(tok, counts)
+        if opts["mode"] != "sentencepiece":  # as vocabulary ids: compact between the stages (see `symbols`)
+            return words.segment_ids(tok, counts)
         chars = [ch for ch, _ in self.coverage_characters(tok, totals, opts)]
         work = _with_characters(tok, chars)
-        return training.sp_groups(work, training.segment_words(work, counts))
+        return training.sp_groups(work, words.segment_words(work, counts))
 
     def finalize(self, tok: LoadedTokenizer, counts: Counter, totals: dict, opts: dict) -> Any:
-        """A TrainingWords."""
+        """A TrainingWords (words keyed by vocabulary ids, as this process's reduce leaves them, are turned into
+        the vocabulary's strings; a corpus job's finalize reads them as strings through :meth:`symbols`)."""
+        first = next(iter(counts), ())
+        if first and type(first[0]) is int:
+            counts = words.words_from_ids(tok, counts)
         return TrainingWords(
             opts["mode"],
             counts,

@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import zlib
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
+
+import numpy as np
 
 from analysis.errors import DataError
 from analysis.tokenizer.tokenizer import LoadedTokenizer
@@ -62,6 +64,15 @@ def word_bucket(word: str, k: int) -> int:
     return zlib.crc32(word.encode("utf-8", "surrogatepass")) % k
 
 
+def word_buckets(words: Sequence[str], k: int) -> np.ndarray:
+    """:func:`word_bucket` of every word, in one pass (int64 array)."""
+    crc32 = zlib.crc32
+    h = np.fromiter(
+        (crc32(w.encode("utf-8", "surrogatepass")) for w in words), dtype=np.int64, count=len(words)
+    )
+    return h % k
+
+
 def chunks(it: Iterable[Any], n: int) -> Iterator[list[Any]]:
     """Lists of up to n items of an iterable, in order."""
     buf: list[Any] = []
@@ -97,6 +108,16 @@ class Stat:
     def bucket(self, key: Any, k: int) -> int:
         """The bucket (0..k-1) of a key."""
         raise NotImplementedError
+
+    def buckets(self, keys: Sequence[Any], k: int) -> np.ndarray:
+        """The bucket of every key (int64 array); statistics may do it in one pass instead of per key."""
+        bucket = self.bucket
+        return np.fromiter((bucket(key, k) for key in keys), dtype=np.int64, count=len(keys))
+
+    def symbols(self, tok: LoadedTokenizer, opts: dict) -> np.ndarray | None:
+        """When :meth:`reduce` returns tuples of ids: the strings they stand for (object array, id → string),
+        through which the final stage reads them back; None (default): keys are read as written."""
+        return None
 
     def reduce(self, tok: LoadedTokenizer, counts: Counter, totals: dict, opts: dict) -> Counter:
         """Post-process one bucket's summed counts (e.g. segment the words); default: unchanged."""

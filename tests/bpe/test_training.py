@@ -22,6 +22,7 @@ from analysis.bpe.training import (
     train_merges,
     training_mode,
 )
+from analysis.bpe.words import _chunk_pretokenizer, added_token_splitter, count_pretokens
 from analysis.core.unicode import sentencepiece_script as char_script
 from analysis.errors import DataError, UnsupportedTokenizerError
 from analysis.methods.extension import append_to_model
@@ -158,6 +159,35 @@ def test_byte_level_words_use_current_segmentation():
     for s in res.steps:
         assert s.pair[0] in known and s.pair[1] in known
         known.add(s.token)
+
+
+#: whitespace runs, tabs, line breaks, no-break spaces, contractions, digits, marks, other scripts, added tokens
+TRICKY = ["  leading", "trailing  ", "a  b   c", "tab\there", "x \ny", "a\r\nb", "nbsp\u00a0word", "\u00a0 lead",
+          " it's 'S 'LL", "12345 678", "東京 tōkyō", "e\u0301 combining", "emoji 😀 x", "a\u2003b", "word,  word.",
+          "ǅungla Ǆ", "ʰmod ˆx", "x <|endoftext|> y", "Tere hommikust! Kuidas läheb?"]  # fmt: skip
+
+
+@pytest.mark.parametrize("name", ["gpt2", "llama-3.1", "qwen3", "smollm2-135m-instruct"])
+def test_pretokens_counted_by_piece_equal_the_pre_tokenizer_per_unit(name):
+    tok = load_shared(name)
+    assert _chunk_pretokenizer(tok) is not None  # the fast path is taken for these pre-tokenizers
+    units = (
+        TRICKY
+        + flores_lines("est_Latn")[:100]
+        + flores_lines("kor_Hang")[:30]
+        + flores_lines("hin_Deva")[:30]
+    )
+    split, norm, pre = added_token_splitter(tok), tok.tokenizer.normalizer, tok.tokenizer.pre_tokenizer
+    ref: Counter = Counter()
+    for unit in units:
+        for part in split(unit):
+            part = norm.normalize_str(part) if norm is not None else part
+            ref.update(p for p, _ in pre.pre_tokenize_str(part))
+    assert count_pretokens(tok, units)[0] == ref
+
+
+def test_pretokens_by_piece_only_for_space_safe_pre_tokenizers():
+    assert _chunk_pretokenizer(load_shared("mistral-nemo")) is None  # another Split pattern: per unit
 
 
 def test_wordpiece_is_not_supported_by_continued_training():

@@ -40,6 +40,7 @@ from analysis.jobs import (
     train_from_words,
 )
 from analysis.jobs import executors as dx
+from analysis.jobs.counts_io import read_counts, write_counts
 from analysis.jobs.job import CountStep, Workdir
 from analysis.measure import metrics
 from analysis.methods import pruning, sabpe
@@ -618,3 +619,23 @@ def test_background_job_resumes_after_cancel(corpus, tmp_path):
     assert words.words == _reference_words(tok, corpus)
     frac, msg = job.progress()
     assert frac == 1.0 and "reducing" in msg
+
+
+def test_counts_files_round_trip_every_kind(tmp_path):
+    cases = [
+        ["a", "b\x00c", "", "\ud800x"],  # strings; one holds the first separator, one a lone surrogate
+        [("a", "b"), ("",), ("x\x00", "\x01y")],  # tuples of strings
+        [(1, 2, 3), (4,), (2**40, 1)],  # tuples of ids (int64)
+        [("g", 1), ("h", 2)],  # mixed tuples: JSON
+        [1, 2, 3],
+        [],
+    ]
+    for keys in cases:
+        counts = list(range(1, len(keys) + 1))
+        write_counts(tmp_path / "c.npz", keys, counts)
+        assert read_counts(tmp_path / "c.npz") == Counter(dict(zip(keys, counts)))
+    symbols = np.array(["A", "B", "C"], dtype=object)
+    write_counts(tmp_path / "w.npz", [(1, 2), (0,)], [3, 4])
+    into = Counter({("B", "C"): 10, ("Z",): 1})
+    read_counts(tmp_path / "w.npz", into, symbols=symbols)  # ids read as the symbols' strings, added up
+    assert into == Counter({("B", "C"): 13, ("A",): 4, ("Z",): 1})

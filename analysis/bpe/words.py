@@ -1,0 +1,244 @@
+"""Word collection for BPE training: pre-token counts through a tokenizer's own pipeline and the base model's
+current segmentation of each distinct pre-token (:mod:`analysis.bpe.training` and the corpus jobs' ``words`` and
+``pretokens`` statistics use them).
+
+Pre-tokens are counted per distinct space-separated piece where that is exact (:class:`_ChunkPretokenizer`), else
+per text unit; segmented words are kept as tuples of vocabulary ids where they travel between a corpus job's stages
+(:func:`segment_ids`), as tuples of the vocabulary's own strings otherwise (:func:`segment_words`).
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from collections import Counter
+from collections.abc import Callable, Iterable, Mapping
+from itertools import chain, islice
+from operator import itemgetter
+from typing import Any
+
+import numpy as np
+
+from analysis.core.cache import memoize
+from analysis.errors import UnsupportedTokenizerError
+from analysis.tokenizer.tokenizer import SPIECE_UNDERLINE, LoadedTokenizer
+
+from .trainer import no_cyclic_gc
+
+
+def _deterministic_tokenizer(tok: LoadedTokenizer):
+    """A private Rust tokenizer with BPE dropout off (runtime flag)."""
+    tk = tok.fresh_tokenizer()
+    if tok.dropout:
+        tk.model.dropout = None  # type: ignore[attr-defined]
+    return tk
+
+
+def added_token_splitter(tok: LoadedTokenizer) -> Callable[[str], list[str]]:
+    """A function splitting text around the tokenizer's added/special tokens (those parts are dropped)."""
+    contents = sorted({a.content for a in tok.added_tokens if a.content}, key=len, reverse=True)
+    if not contents:
+        return lambda text: [text]
+    rx = re.compile("|".join(re.escape(c) for c in contents))
+
+    def split(text: str) -> list[str]:
+        if rx.search(text) is None:
+            return [text]
+        return [p for p in rx.split(text) if p]
+
+    return split
+
+
+#: Split patterns (Sequence[Split(Isolated), ByteLevel(use_regex=False)]) under which a pre-token never holds a
+#: non-space character followed by a space, and no match looks behind or past such a position: Llama-3 /
+#: cl100k and Qwen2 (GPT-2's own pattern, ByteLevel(use_regex=True), has the same property).
+_SPACE_SAFE_SPLITS = frozenset(
+    {
+        r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+",
+        r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+",
+    }
+)
+#: a cut before every space that follows a non-space character
+_SPACE_CUT = re.compile(r"(?<=\S)(?= )")
+#: letters whose Unicode category has been "letter" since long before any Unicode version a regex engine uses
+_OLD_LETTERS = "\u024f"
+
+
+def _byte_map() -> dict[int, str]:
+    """GPT-2's byte → printable character table (the ByteLevel pre-tokenizer's), as a str.translate table."""
+    keep = [*range(ord("!"), ord("~") + 1), *range(ord("¡"), ord("¬") + 1), *range(ord("®"), ord("ÿ") + 1)]
+    extra = iter(range(256, 512))
+    return {b: chr(b) if b in keep else chr(next(extra)) for b in range(256)}
+
+
+class _ChunkPretokenizer:
+    """Pre-tokenizing by distinct space-separated chunks, for byte-level pre-tokenizers whose pre-tokens never
+    hold a non-space character followed by a space (:data:`_SPACE_SAFE_SPLITS`, GPT-2's ByteLevel regex, with
+    or without individual digits in front).
+
+    Cut before every space that follows a non-space character, each such position is a pre-token boundary, and
+    the pre-tokens between two of them are those of the piece alone (no match looks past it), so the text's
+    pre-token counts are the sum, over distinct pieces, of the piece's pre-tokens times its count. A piece that
+    is a space and old letters (:data:`_OLD_LETTERS`) is one pre-token whose byte-level form is a table lookup;
+    any other piece goes through the real pre-tokenizer, once per distinct piece.
+    """
+
+    def __init__(self, pre: Any, prefix_space: bool) -> None:
+        self.pre = pre
+        self.prefix_space = prefix_space
+        self.table = _byte_map()
+
+    @classmethod
+    def of(cls, tok: LoadedTokenizer) -> _ChunkPretokenizer | None:
+        """The chunk pre-tokenizer for tok, or None when its pre-tokenizer is not one of the safe kinds."""
+        pre = tok.pre_tokenizer or {}
+        steps = pre.get("pretokenizers") if pre.get("type") == "Sequence" else [pre]
+        steps = [s for s in steps or [] if not (s.get("type") == "Digits" and s.get("individual_digits"))]
+        last = steps[-1] if steps else {}
+        if last.get("type") != "ByteLevel" or tok.tokenizer.pre_tokenizer is None:
+            return None
+        if len(steps) == 1 and last.get("use_regex", True):
+            ok = True
+        else:
+            split = steps[0] if len(steps) == 2 else {}
+            ok = (
+                not last.get("use_regex", True)
+                and split.get("type") == "Split"
+                and split.get("behavior") == "Isolated"
+                and not split.get("invert")
+                and (split.get("pattern") or {}).get("Regex") in _SPACE_SAFE_SPLITS
+            )
+        if not ok:
+            return None
+        out = cls(tok.tokenizer.pre_tokenizer, bool(last.get("add_prefix_space")))
+        return out if out.check() else None
+
+    def check(self) -> bool:
+        """Whether the byte table and the one-token rule agree with the real pre-tokenizer on a few pieces."""
+        for piece in (" word", " éàõž", " Ġx", " ÿĀ"):
+            if [p for p, _ in self.pre.pre_tokenize_str(piece)] != [self.one(piece)]:
+                return False
+        return True
+
+    def one(self, piece: str) -> str:
+        """The byte-level form of a piece that is one pre-token."""
+        return piece.encode("utf-8", "surrogatepass").decode("latin-1").translate(self.table)
+
+    def count(self, chunks: Counter, into: Counter) -> None:
+        """Add the pre-tokens of every distinct piece, times its count, to `into`."""
+        first = itemgetter(0)
+        pre_tokenize = self.pre.pre_tokenize_str
+        one = self.one
+        get = into.get
+        for piece, n in chunks.items():
+            word = piece[1:] if piece[:1] == " " else piece
+            if word.isalpha() and max(word) <= _OLD_LETTERS and (word is not piece or not self.prefix_space):
+                p = one(piece)
+                into[p] = get(p, 0) + n
+            else:
+                for p in map(first, pre_tokenize(piece)):
+                    into[p] = get(p, 0) + n
+
+
+_SP_CHUNK = re.compile(SPIECE_UNDERLINE + "*[^" + SPIECE_UNDERLINE + "]+|" + SPIECE_UNDERLINE + "+")
+
+
+def count_pretokens(
+    tok: LoadedTokenizer, units: Iterable[str], *, sp_chunks: bool = False, nfkc: bool = False
+) -> tuple[Counter, int, int]:
+    """Counter of pre-token strings over the text (added tokens split out, normalizer, pre-tokenizer).
+
+    With `sp_chunks` (SentencePiece-style vocabularies, where no piece holds `▁` after another character),
+    each pre-token is further cut before every `▁` run, which never changes the model's segmentation.
+    """
+    tk = tok.tokenizer
+    norm = tk.normalizer
+    pre = tk.pre_tokenizer
+    if pre is None and not sp_chunks:
+        raise UnsupportedTokenizerError(f"{tok.name}: continued training needs a pre-tokenizer")
+    split = added_token_splitter(tok)
+    counts: Counter = Counter()
+    n_units = n_chars = 0
+    chunk = _SP_CHUNK.findall
+    first = itemgetter(0)
+    by_piece = None if sp_chunks else _chunk_pretokenizer(tok)
+    pieces_of = _SPACE_CUT.split
+    distinct: Counter = Counter()  # (by_piece) distinct space-separated pieces
+    for unit in units:
+        if not unit or unit.isspace():
+            continue
+        n_units += 1
+        n_chars += len(unit)
+        if nfkc:
+            unit = unicodedata.normalize("NFKC", unit)
+        for part in split(unit):
+            if norm is not None:
+                part = norm.normalize_str(part)
+            if by_piece is not None:
+                distinct.update(pieces_of(part))
+                continue
+            pieces = list(map(first, pre.pre_tokenize_str(part))) if pre is not None else [part]
+            if sp_chunks:
+                for p in pieces:
+                    counts.update(chunk(p))
+            else:
+                counts.update(pieces)
+    if by_piece is not None:
+        by_piece.count(distinct, counts)
+    return counts, n_units, n_chars
+
+
+@memoize(maxsize=4)
+def _chunk_pretokenizer(tok: LoadedTokenizer) -> _ChunkPretokenizer | None:
+    return _ChunkPretokenizer.of(tok)
+
+
+@memoize(maxsize=2)
+def _segmenter(tok: LoadedTokenizer) -> tuple[Callable[[str], list], np.ndarray]:
+    """(the deterministic base model's `tokenize`, id → the vocabulary's own string as an object array), built once
+    per tokenizer and process: a corpus job's reduce segments every bucket with the same model."""
+    model = _deterministic_tokenizer(tok).model
+    symbols = np.empty(max(tok.vocab.values(), default=-1) + 1, dtype=object)
+    for t, i in tok.vocab.items():
+        symbols[i] = t
+    return model.tokenize, symbols
+
+
+def vocabulary_symbols(tok: LoadedTokenizer) -> np.ndarray:
+    """id → the model vocabulary's own string (an object array; None where no model token has the id)."""
+    return _segmenter(tok)[1]
+
+
+def segment_ids(tok: LoadedTokenizer, pretokens: Mapping[str, int]) -> Counter:
+    """Word types as tuples of the base model's token ids (its current segmentation, `model.tokenize` in Rust)
+    → frequency; :func:`words_from_ids` gives the strings."""
+    tokenize = _segmenter(tok)[0]
+    words: Counter = Counter()
+    with no_cyclic_gc():  # a tuple per word type, no cycles
+        for w, c in pretokens.items():
+            words[tuple([t.id for t in tokenize(w)])] += c
+    return words
+
+
+def words_from_ids(tok: LoadedTokenizer, words: Mapping[tuple[int, ...], int]) -> Counter:
+    """Word types keyed by tuples of ids → the same keyed by tuples of the vocabulary's own strings."""
+    symbols = vocabulary_symbols(tok)
+    keys = list(words)
+    flat = np.fromiter(chain.from_iterable(keys), dtype=np.int64)
+    it = iter(symbols[flat].tolist())
+    out: Counter = Counter()
+    with no_cyclic_gc():
+        out.update(dict(zip([tuple(islice(it, n)) for n in map(len, keys)], words.values())))
+    return out
+
+
+def segment_words(tok: LoadedTokenizer, pretokens: Mapping[str, int]) -> Counter:
+    """Word types keyed by the base model's current segmentation (`model.tokenize`, Rust) → frequency."""
+    tokenize, symbols = _segmenter(tok)
+    # the vocabulary's own string objects (a Token's `.value` is a new string per call: 1.5M copies on 10 MB)
+    inv = symbols.tolist()
+    words: Counter = Counter()
+    with no_cyclic_gc():  # a tuple per word type, no cycles
+        for w, c in pretokens.items():
+            words[tuple([inv[t.id] for t in tokenize(w)])] += c
+    return words
