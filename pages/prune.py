@@ -249,7 +249,7 @@ def export(tok: LoadedTokenizer, method: str, res: P.PruneResult, held: dict[str
     def write(folder: Path, original: str) -> None:
         write_pruned(tok, res, folder, prune_report(tok, method, res), model=original)
 
-    model_check_section("prune-mc", write, f"{tok.name} -{n} ({method})")
+    model_check_section("prune-mc", write, f"{tok.name} -{n} ({method})", bakeoff=False)
 
 
 def write_folder_ui(tok: LoadedTokenizer, method: str, res: P.PruneResult, out_dir: Path) -> None:

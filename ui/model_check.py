@@ -32,7 +32,14 @@ from analysis.core.progress import Cancelled, scaled
 from analysis.errors import AnalysisError
 from analysis.methods.undertrained import indicators_for
 from analysis.model.embeddings import INIT_HELP, INITS
-from analysis.model.model_check import HELDOUT_LINES, heldout_texts, load_pair, model_check, training_texts
+from analysis.model.model_check import (
+    HELDOUT_LINES,
+    EditedReader,
+    heldout_texts,
+    load_pair,
+    model_check,
+    training_texts,
+)
 from analysis.model.warmup import OBJECTIVES, WarmupConfig, warm_up
 from analysis.texts.flores import available_codes
 from ui.pickers import pick_model
@@ -46,8 +53,21 @@ Exporter = Callable[[Path, str], Any]
 class CheckJob:
     """One model check running in a thread: its progress, a cancel flag, and its document or error."""
 
-    def __init__(self, export: Exporter, original: str, options: dict[str, Any], label: str) -> None:
-        self.export, self.original, self.options, self.label = export, original, options, label
+    def __init__(
+        self,
+        export: Exporter,
+        original: str,
+        options: dict[str, Any],
+        label: str,
+        reader: EditedReader | None,
+    ) -> None:
+        self.export, self.original, self.options, self.label, self.reader = (
+            export,
+            original,
+            options,
+            label,
+            reader,
+        )
         self.stop = threading.Event()
         self.fraction, self.message = 0.0, "starting"
         self.doc: dict[str, Any] | None = None
@@ -78,7 +98,8 @@ class CheckJob:
     def _run(self) -> None:
         try:
             self.doc = run_check(self.export, self.original, Path(self.folder.name) / "edited", self.label,
-                                 progress=self._progress, should_stop=self.stop.is_set, **self.options)  # fmt: skip
+                                 reader=self.reader, progress=self._progress, should_stop=self.stop.is_set,
+                                 **self.options)  # fmt: skip
         except Cancelled:
             self.error = "Cancelled before any language was finished."
         except AnalysisError as e:  # bad input, a model that does not fit: the page shows the message
@@ -100,16 +121,18 @@ def run_check(
     inits: list[str],
     steps: int,
     objective: str,
+    reader: EditedReader | None = None,
     progress: Callable[[float, float | None, str], None] | None = None,
     should_stop: Callable[[], bool] | None = None,
 ) -> dict[str, Any]:
     """Write the edit with `original` into `folder` (the page's exporter), load both models, measure, warm up;
-    the JSON document (no server path in it: the edited model is named by `label`)."""
+    the JSON document (no server path in it: the edited model is named by `label`). `reader` reads an edit
+    that is not one tokenizer (R-BPE)."""
     report = progress or (lambda *_: None)
     report(0.0, 1.0, "writing the edited model (this session's temporary export)")
     export(folder, original)
     report(0.05, 1.0, "loading both models")
-    first, second = load_pair(original, folder)
+    first, second = load_pair(original, folder, reader=reader)
     texts = heldout_texts(langs, lines)
     res = model_check(first, second, texts, inits=inits, progress=scaled(progress, 0.1, 0.5 if steps else 1.0),
                       should_stop=should_stop)  # fmt: skip
@@ -155,11 +178,20 @@ def _charts(doc: dict, key: str) -> None:
                                 title=f"Warm-up of the new rows ({wu['objective']})"), key=f"{key}-warm")  # fmt: skip
 
 
-def model_check_section(key: str, export: Exporter, label: str, *, original: str | None = None) -> None:
+def model_check_section(
+    key: str,
+    export: Exporter,
+    label: str,
+    *,
+    original: str | None = None,
+    reader: EditedReader | None = None,
+    bakeoff: bool = True,
+) -> None:
     """The section: the original model (the page's, else a picker here), languages (or all 204), lines, inits
     and warm-up → a button that starts the check as a background job → progress and Cancel → charts, table and
     JSON download. `export(folder, original)` writes the page's current edit with the model into `folder`;
-    `label` names the edit in the document."""
+    `label` names the edit in the document; `reader` reads an export that is not one tokenizer (R-BPE), and
+    `bakeoff` False hides the initialisation bake-off and the warm-up (edits without appended ids)."""
     st.subheader("Model check")
     st.caption(
         "The edit is written with the model into a temporary folder of this session (deleted when the session "
@@ -179,18 +211,20 @@ def model_check_section(key: str, export: Exporter, label: str, *, original: str
                            default=default, key=f"{key}-langs", disabled=every)  # fmt: skip
     langs = codes if every else langs
     lines = c2.number_input("Lines per language", 1, HELDOUT_LINES, 20, key=f"{key}-lines")
-    c4, c5, c6 = st.columns([3, 1, 1])
-    inits = c4.multiselect("Bake-off of the new rows", INITS, key=f"{key}-inits",
-                           help="; ".join(f"{k}: {v}" for k, v in INIT_HELP.items()))  # fmt: skip
-    steps = c5.number_input("Warm-up steps", 0, 2000, 0, key=f"{key}-steps")
-    objective = c6.selectbox("Objective", OBJECTIVES, key=f"{key}-obj")
+    inits, steps, objective = [], 0, OBJECTIVES[0]
+    if bakeoff:
+        c4, c5, c6 = st.columns([3, 1, 1])
+        inits = c4.multiselect("Bake-off of the new rows", INITS, key=f"{key}-inits",
+                               help="; ".join(f"{k}: {v}" for k, v in INIT_HELP.items()))  # fmt: skip
+        steps = c5.number_input("Warm-up steps", 0, 2000, 0, key=f"{key}-steps")
+        objective = c6.selectbox("Objective", OBJECTIVES, key=f"{key}-obj")
     job: CheckJob | None = st.session_state.get(f"{key}-job")
     running = job is not None and not job.done()
     if langs and st.button("Check the model", key=f"{key}-run", disabled=running):
         options = {"langs": list(langs), "lines": int(lines), "inits": list(inits), "steps": int(steps),
                    "objective": objective}  # fmt: skip
         st.session_state.pop(f"{key}-doc", None)
-        st.session_state[f"{key}-job"] = CheckJob(export, original, options, label).start()
+        st.session_state[f"{key}-job"] = CheckJob(export, original, options, label, reader).start()
     if st.session_state.get(f"{key}-job") is not None:
         _watch(key)
     error = st.session_state.pop(f"{key}-error", None)

@@ -177,7 +177,7 @@ class Scored:
     hidden: Any = None
 
 
-class _HeadInput:
+class HeadInput:
     """A forward hook on the LM head that keeps its input (the final hidden states of the batch)."""
 
     def __init__(self, model: Any) -> None:
@@ -214,7 +214,7 @@ def iter_scored(
     groups = batches(segs, batch_tokens or batch_tokens_for(model))
     done = 0
     report(progress, 0, len(segs), "segments scored")
-    hook = _HeadInput(model) if hidden else None
+    hook = HeadInput(model) if hidden else None
     try:
         for group in groups:
             if should_stop and should_stop():

@@ -39,9 +39,9 @@ from .bpb import (
     LN2,
     STRIDE,
     WINDOW,
+    HeadInput,
     Prefix,
     Scored,
-    _HeadInput,
     batch_tokens_for,
     check_vocab,
     encode_lines,
@@ -66,6 +66,51 @@ def removed_ids(original: LoadedTokenizer, edited: LoadedTokenizer) -> list[int]
     """Ids of `original` whose token string `edited` lacks (what a pruning removed)."""
     have = set(edited.vocab) | {a.content for a in edited.added_tokens}
     return sorted(i for i, s in original.id_to_token.items() if s not in have)
+
+
+@dataclass
+class EditedVocab:
+    """How the edited model's ids relate to the original's: what :func:`compare` reads the edited side through.
+
+    From two tokenizers (:meth:`from_tokenizers`) ids correspond by token string. A method whose ids keep their
+    numbers while their meaning changes (R-BPE's reused ids) builds its own (``analysis.methods.reuse``)."""
+
+    #: the edited model's name in messages
+    name: str
+    #: the tokenizer whose BOS/specials give the prefix token (:func:`analysis.model.bpb.prefix_token`)
+    tok: LoadedTokenizer
+    #: lines → edited ids (no special tokens)
+    encode: Callable[[list[str]], list[list[int]]]
+    #: original id → the edited id with the same meaning (-1: none)
+    o2e: np.ndarray
+    #: edited ids the original has no counterpart for (their rows were initialised by the edit)
+    new: list[int]
+    #: original ids without a counterpart in the edited vocabulary
+    removed: list[int]
+    #: UTF-8 bytes each edited id stands for
+    byte_len: np.ndarray
+    #: the token string of each new id (labels)
+    tokens: dict[int, str]
+
+    @property
+    def top(self) -> int:
+        """The largest edited id + 1 (rows the edited model needs)."""
+        return len(self.byte_len)
+
+    @classmethod
+    def from_tokenizers(cls, original: LoadedTokenizer, edited: LoadedTokenizer) -> EditedVocab:
+        """Ids that correspond by token string (extension, pruning, any edit written as one tokenizer)."""
+        e_ids = {s: i for i, s in edited.id_to_token.items()}
+        o2e = np.full(max(original.id_to_token) + 1, -1, dtype=np.int64)
+        for i, s in original.id_to_token.items():
+            o2e[i] = e_ids.get(s, -1)
+        new = new_ids(original, edited)
+
+        def encode(lines: list[str]) -> list[list[int]]:
+            return [e.ids for e in edited.tokenizer.encode_batch(lines, add_special_tokens=False)]
+
+        return cls(edited.name, edited, encode, o2e, new, removed_ids(original, edited), byte_lengths(edited),
+                   {i: edited.id_to_token[i] for i in new})  # fmt: skip
 
 
 @dataclass
@@ -316,7 +361,7 @@ def reads_like_original(
     rows_e = rows_of(edited.get_output_embeddings())
     if int(shared_e.max()) >= rows_e:
         return False
-    hook = _HeadInput(original)
+    hook = HeadInput(original)
     try:
         with torch.inference_mode():
             lo = original(input_ids=torch.as_tensor([list(seq)]).to(device_original)).logits[0].float()
@@ -337,7 +382,7 @@ def compare(
     original: Any,
     original_tok: LoadedTokenizer,
     edited: Any,
-    edited_tok: LoadedTokenizer,
+    edited_tok: LoadedTokenizer | EditedVocab,
     texts: dict[str, Sequence[str]],
     *,
     variants: Sequence[Variant] = (("edited", None),),
@@ -361,33 +406,37 @@ def compare(
     comes from them, and a line whose tokenization did not change is not read again at all (its bits, KL and
     new-token measures follow from the same states). Only lines whose tokenization changed get a forward pass
     of each variant. `shared_states` forces that path on or off (None: the check decides; ``run.shared_states``
-    says which ran).
+    says which ran). `edited_tok` is the edited tokenizer (ids correspond by string) or an :class:`EditedVocab`.
     """
     import torch  # noqa: PLC0415 - heavy, only when models run
 
     check_vocab(original, original_tok, "the original model")
-    check_vocab(edited, edited_tok, "the edited model")
+    vocab = (
+        edited_tok
+        if isinstance(edited_tok, EditedVocab)
+        else EditedVocab.from_tokenizers(original_tok, edited_tok)
+    )
+    rows = rows_of(edited.get_input_embeddings())
+    if vocab.top > min(rows, rows_of(edited.get_output_embeddings())):
+        raise DataError(
+            f"the edited model has {rows:,} embedding rows but its tokenizer {vocab.name} has ids up to "
+            f"{vocab.top - 1:,}: is this the model's own tokenizer?"
+        )
     if not texts or not any(texts.values()):
         raise DataError("no text to read: give at least one language with lines")
     p_o = prefix_token(original_tok, original.config)
-    p_e = prefix_token(edited_tok, edited.config)
+    p_e = prefix_token(vocab.tok, edited.config)
     if p_o.token != p_e.token:
         raise DataError(
             f"the two models condition on different prefix tokens ({p_o.token!r} vs {p_e.token!r}): "
             "their bits per byte would not compare"
         )
-    new = new_ids(original_tok, edited_tok)
-    removed = removed_ids(original_tok, edited_tok)
-    e_ids = {s: i for i, s in edited_tok.id_to_token.items()}
-    # original id → edited id for every shared string (-1: removed)
-    o2e = np.full(max(original_tok.id_to_token) + 1, -1, dtype=np.int64)
-    for i, s in original_tok.id_to_token.items():
-        o2e[i] = e_ids.get(s, -1)
+    new, removed, o2e = vocab.new, vocab.removed, vocab.o2e
     shared_o = _columns(np.flatnonzero(o2e >= 0))
     shared_e = _columns(o2e[o2e >= 0])
     new_t = torch.as_tensor(new, dtype=torch.long)
     removed_t = torch.as_tensor(removed, dtype=torch.long)
-    len_o, len_e = byte_lengths(original_tok), byte_lengths(edited_tok)
+    len_o, len_e = byte_lengths(original_tok), vocab.byte_len
     # the edited head's rows outside the shared ids (new ids, padding rows), and where the new ids sit among them
     is_extra = np.ones(rows_of(edited.get_output_embeddings()), dtype=bool)
     is_extra[o2e[o2e >= 0]] = False
@@ -413,7 +462,7 @@ def compare(
             if prepare is not None:
                 prepare()
             heads[name] = _extra_rows(edited, extra)
-    uses = {name: {i: NewTokenUse(i, edited_tok.id_to_token[i]) for i in new} for name, _ in variants}
+    uses = {name: {i: NewTokenUse(i, vocab.tokens[i]) for i in new} for name, _ in variants}
     logp_sums = {name: np.zeros(len(new)) for name, _ in variants}
     new_pos = {i: r for r, i in enumerate(new)}
     budget = batch_tokens or min(batch_tokens_for(original), batch_tokens_for(edited))
@@ -423,7 +472,7 @@ def compare(
         for lang, lines in texts.items():
             lines = list(lines)
             old = encode_lines(original_tok, lines, p_o)
-            nw = encode_lines(edited_tok, lines, p_e)
+            nw = [[p_e.id, *ids] for ids in vocab.encode(lines)]
             accs = {name: _Acc() for name, _ in variants}
             bits_o, mass_rm, mass_rm_n, tokens_o = 0.0, 0.0, 0, sum(len(s) - 1 for s in old)
             for group in _groups(old, budget):

@@ -350,6 +350,36 @@ def test_bad_inputs_are_refused_before_loading(pair, tmp_path: Path):
     assert rc == 2 and "not empty" in err and (warm / "x").read_text() == "x"
 
 
+@pytest.mark.slow
+def test_rbpe_folder_reused_ids_are_new_and_removed(tmp_path: Path):
+    """An R-BPE model folder (reuse --model): every id keeps its number, the reused ids count as new and as removed;
+    Arabic is read the R-BPE way, English exactly as before (same positions, all unchanged)."""
+    from analysis.methods import reuse  # noqa: PLC0415 - the method, only for this test
+    from analysis.methods.reuse.model import export_model  # noqa: PLC0415
+
+    llama = load_shared("llama-3.1")
+    rt = reuse.build_reuse_tokenizer(llama, split_lines("arb_Arab")[0][:300])
+    src = tmp_path / "orig"
+    cfg = transformers.LlamaConfig(vocab_size=llama.vocab_size, hidden_size=16, intermediate_size=32,
+                                   num_hidden_layers=1, num_attention_heads=2, num_key_value_heads=2,
+                                   max_position_embeddings=512, tie_word_embeddings=True)  # fmt: skip
+    torch.manual_seed(0)
+    transformers.LlamaForCausalLM(cfg).save_pretrained(str(src), safe_serialization=True)
+    for f in ("tokenizer.json", "tokenizer_config.json"):
+        shutil.copy(TOKENIZERS / "llama-3.1" / f, src / f)
+    export_model(rt, src, tmp_path / "rbpe")
+    rc, text, err = _cli(["model-check", "--original", str(src), "--edited", str(tmp_path / "rbpe"), "--langs",
+                          "arb_Arab,eng_Latn", "--lines", "2", "--json"])  # fmt: skip
+    assert rc == 0, err
+    doc = json.loads(text)
+    assert doc["n_new_tokens"] == doc["n_removed_tokens"] == len(rt.reused_ids)
+    arb, eng = doc["languages"]
+    assert arb["tokens_edited"] != arb["tokens_original"] and arb["unchanged_positions"] < arb["tokens_edited"]
+    assert arb["mass_removed"] > 0 and arb["mass_new_on_old_text"] is not None
+    assert eng["tokens_edited"] == eng["tokens_original"] == eng["unchanged_positions"]
+    assert {u["id"] for u in doc["new_tokens"]} == set(rt.reused_ids)
+
+
 # ------------------------------------------------------------------------------------------ the real SmolLM2
 @need_smollm
 @pytest.mark.slow
