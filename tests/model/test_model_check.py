@@ -374,7 +374,9 @@ def test_rbpe_folder_reused_ids_are_new_and_removed(tmp_path: Path):
     doc = json.loads(text)
     assert doc["n_new_tokens"] == doc["n_removed_tokens"] == len(rt.reused_ids)
     arb, eng = doc["languages"]
-    assert arb["tokens_edited"] != arb["tokens_original"] and arb["unchanged_positions"] < arb["tokens_edited"]
+    assert (
+        arb["tokens_edited"] != arb["tokens_original"] and arb["unchanged_positions"] < arb["tokens_edited"]
+    )
     assert arb["mass_removed"] > 0 and arb["mass_new_on_old_text"] is not None
     assert eng["tokens_edited"] == eng["tokens_original"] == eng["unchanged_positions"]
     assert {u["id"] for u in doc["new_tokens"]} == set(rt.reused_ids)
