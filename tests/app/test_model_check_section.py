@@ -109,3 +109,18 @@ def test_prune_checks_the_session_edit(monkeypatch):
     assert doc["n_removed_tokens"] == 300 and doc["n_new_tokens"] == 0
     assert eng["mass_removed"] is not None and 0 <= eng["mass_removed"] < 1
     assert eng["tokens_per_byte_edited"] >= eng["tokens_per_byte_original"]
+
+
+def test_reuse_checks_the_session_edit(monkeypatch):
+    """R-BPE on SmolLM2 (few reusable ids: threshold 100): the reused ids are new and removed at once."""
+    monkeypatch.delenv("TOKLAB_SERVER_PATHS", raising=False)
+    at = _app("pages/reuse.py")
+    at.selectbox(key="reuse-tok").set_value("smollm2").run()
+    at.number_input(key="reuse-h").set_value(100).run()
+    at.button(key="reuse-train").click().run()
+    _ok(at)
+    at.selectbox(key="reuse-mc-model-kind").set_value(_smol_label()).run()
+    doc = _check(at, "reuse-mc", ["arb_Arab", "eng_Latn"])
+    arb, eng = doc["languages"]
+    assert doc["n_new_tokens"] == doc["n_removed_tokens"] > 0 and "bakeoff" not in doc
+    assert arb["mass_removed"] is not None and eng["tokens_edited"] == eng["tokens_original"]
