@@ -19,7 +19,13 @@ to the edited tokenizer), each language's lines are read by both:
 One pass per group of lines runs the original once and then every *variant* of the edited model (the model as
 exported, each initialisation of a bake-off, a warm-up checkpoint): a variant is a name and a callable that
 prepares the edited model (e.g. writes other rows into it), so variants that differ only in a few rows share
-one model in memory.
+one model in memory. Each model reads each text once: when the edited model reads old-tokenized text exactly as
+the original does (the same network and shared rows: extension, pruning's remap, R-BPE's re-initialised rows;
+:func:`reads_like_original` checks it on one line), its predictions there are the original's final hidden states
+through its own LM head, so the mass on new ids needs no forward pass of the edited model, and a line whose
+tokenization did not change needs none at all (its KL is then lse_edited − lse_shared per position). Ids
+correspond by token string (:meth:`EditedVocab.from_tokenizers`) unless the method supplies its own
+:class:`EditedVocab` (R-BPE).
 """
 
 from __future__ import annotations
@@ -450,9 +456,10 @@ def compare(
     def same(a: int, b: int) -> bool:
         return int(o2e[a]) == int(b)
 
-    first_lines = next(v for v in texts.values() if v)
-    if shared_states is None:
-        probe = encode_lines(original_tok, [first_lines[0]], p_o)[0][:64]
+    if shared_states is None:  # checked on the first line whose old ids all have a counterpart (≤ 64 tokens)
+        first_lines = list(next(v for v in texts.values() if v))[:32]
+        probes = [s[:64] for s in encode_lines(original_tok, first_lines, p_o)]
+        probe = next((s for s in probes if (o2e[np.asarray(s, dtype=np.int64)] >= 0).all()), probes[0])
         shared_states = reads_like_original(original, edited, probe, o2e, device_original=device_original,
                                             device_edited=device_edited)  # fmt: skip
     run = CheckRun(prefix_original=p_o, prefix_edited=p_e, shared_states=shared_states)
