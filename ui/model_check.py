@@ -198,7 +198,9 @@ def model_check_section(
         "ends) and measured against the original model on the same held-out FLORES bytes (lines 801–1012)."
     )
     if not original:
-        original = pick_model(f"{key}-model", "Original model (the one this tokenizer belongs to)")
+        original = pick_model(
+            f"{key}-model", "Original model (the one this tokenizer belongs to)", optional=True
+        )
     if not original or original == "none":
         st.caption("Choose the model that goes with the tokenizer to measure the edited model.")
         return
