@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from pathlib import Path
 from typing import Any
 
 import pandas as pd
@@ -403,8 +404,9 @@ def report(
                         corpus=corpus)  # fmt: skip
 
 
-def export_model(res: ExtendResult) -> None:
-    """Write the extended tokenizer with a model whose embeddings and LM head grew to the new ids (server folder)."""
+def export_model(res: ExtendResult, label: str) -> None:
+    """Write the extended tokenizer with a model whose embeddings and LM head grew to the new ids (server folder),
+    and measure that model against the original (the Model check section, from this session's own export)."""
     st.markdown("**With a model** (its input embeddings and LM head grown to the new ids)")
     model = pick_model("ext-model", "Model of this tokenizer", optional=True)
     if not model or model == "none":
@@ -420,7 +422,11 @@ def export_model(res: ExtendResult) -> None:
         if written is not None:
             st.success(f"Wrote {len(written)} files to {out}: " + ", ".join(written[:8]))
             st.json(res.model or {}, expanded=False)
-    model_check_section(model, out, key="ext-mc")
+
+    def write(folder: Path, original: str) -> None:
+        export_extension(res, folder, model=original, init=init)
+
+    model_check_section("ext-mc", write, f"{label} ({init} rows)", original=model)
 
 
 def export(tok: LoadedTokenizer, pv: Preview, label: str, config: tuple, n: int, corpus: dict | None) -> None:
@@ -450,7 +456,7 @@ def export(tok: LoadedTokenizer, pv: Preview, label: str, config: tuple, n: int,
             "extension_report.json (the document `python -m analysis extend --json` prints); loads with "
             "AutoTokenizer.from_pretrained and Tokenizer.from_file."
         )
-        export_model(z[5])
+        export_model(z[5], f"{tok.name} +{n} ({METHOD_LABELS[em]})")
         export_check_section("ext-check", tok, z[3])
 
 

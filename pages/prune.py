@@ -33,6 +33,7 @@ from ui.corpus_jobs import corpus_panel
 from ui.errors import try_step
 from ui.export_check import export_check_section
 from ui.library import add_edited_button
+from ui.model_check import model_check_section
 from ui.pickers import BPE, pick_model, pick_tokenizer, server_path_input
 from ui.spans import token_spans_html
 from ui.trees import merge_tree_text
@@ -262,6 +263,11 @@ def export(tok: LoadedTokenizer, method: str, res: P.PruneResult, held: dict[str
         write_folder_ui(tok, method, res, out_dir)
     zip_written(st.session_state.get("prune-written"))
     export_check_section("prune-check", tok, res.tokenizer)
+
+    def write(folder: Path, original: str) -> None:
+        write_pruned(tok, res, folder, prune_report(tok, method, res), model=original)
+
+    model_check_section("prune-mc", write, f"{tok.name} -{n} ({method})", bakeoff=False)
 
 
 def write_folder_ui(tok: LoadedTokenizer, method: str, res: P.PruneResult, out_dir: Path) -> None:

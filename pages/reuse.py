@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import time
+from pathlib import Path
 
 import pandas as pd
 import plotly.graph_objects as go
@@ -17,11 +18,12 @@ from analysis.core.references import cite
 from analysis.methods import reuse
 from analysis.methods.pruning.report import zip_folder
 from analysis.methods.reuse import measures as rm
-from analysis.methods.reuse.model import export_model
+from analysis.methods.reuse.model import export_model, read_for_model_check
 from analysis.texts.corpora import iter_bytes
 from analysis.texts.flores import ENGLISH, FLORES_TRAIN_LINES, split_lines
 from ui.errors import try_step
 from ui.export_check import export_check_section
+from ui.model_check import model_check_section
 from ui.pickers import BYTE_LEVEL_BPE, pick_model, pick_tokenizer, server_path_input
 from ui.progress import progress
 from ui.spans import token_spans_html
@@ -237,6 +239,12 @@ def consequence_and_export(tok: LoadedTokenizer, report: rm.ReuseReport, zipped:
     )
     model_export(report.rt)
     export_check_section("reuse-check", tok, zipped)
+
+    def write(folder: Path, original: str) -> None:
+        export_model(report.rt, original, folder)
+
+    model_check_section("reuse-mc", write, f"{tok.name} R-BPE ({target})", reader=read_for_model_check,
+                        bakeoff=False)  # fmt: skip
 
 
 def model_export(rt: reuse.ReuseTokenizer) -> None:

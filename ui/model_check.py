@@ -1,11 +1,26 @@
-"""The "Model check" section of the edit pages: an edit's exported model measured against the original, per
-language (bits per byte on the same bytes, tokens per byte, mass on new ids, KL on unchanged spans), with an
-optional initialisation bake-off and a warm-up of the new rows. Models load only when the button is pressed;
-the JSON download is the document `python -m analysis model-check --json` prints."""
+"""The "Model check" section of the edit pages (Extend, Prune, Token reuse): the edit made in this browser session,
+written with its model, measured against the original model per language (bits per byte on the same bytes, tokens
+per byte, mass on new ids, KL on unchanged spans, mass on removed ids), with an optional initialisation bake-off
+and a warm-up of the new rows. The JSON download is the document `python -m analysis model-check --json` prints.
+
+* **No server path needed.** The page hands over its own exporter (the function its export button calls); the
+  section writes the edit with the chosen model into a temporary folder of this session
+  (:class:`tempfile.TemporaryDirectory`, deleted when the session's state goes or the next check replaces it) and
+  measures that. The original model comes from the page's model picker, or this section's own (fetched demo
+  models and hub ids; server paths only when the operator allows them, through :func:`ui.pickers.pick_model`).
+* **A background job.** The check runs in a thread of the server process (nothing of Streamlit inside it);
+  a fragment polls its progress every second and offers Cancel (the app's idiom of :mod:`ui.corpus_jobs`):
+  the check stops between groups of lines, the warm-up between steps, and what was finished is shown. That is
+  what makes "all 204 languages" usable from the page.
+"""
 
 from __future__ import annotations
 
+import tempfile
+import threading
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 import plotly.express as px
@@ -13,33 +28,123 @@ import streamlit as st
 
 from analysis.core import paths
 from analysis.core.outputs import json_document
-from analysis.core.progress import scaled
+from analysis.core.progress import Cancelled, scaled
+from analysis.errors import AnalysisError
 from analysis.methods.undertrained import indicators_for
 from analysis.model.embeddings import INIT_HELP, INITS
-from analysis.model.model_check import HELDOUT_LINES, heldout_texts, load_pair, model_check, training_texts
+from analysis.model.model_check import (
+    HELDOUT_LINES,
+    EditedReader,
+    heldout_texts,
+    load_pair,
+    model_check,
+    training_texts,
+)
 from analysis.model.warmup import OBJECTIVES, WarmupConfig, warm_up
 from analysis.texts.flores import available_codes
-from ui.errors import try_step
-from ui.progress import progress
+from ui.pickers import pick_model
+
+#: How often the job panel polls the running check (seconds).
+POLL_SECONDS = 1.0
+#: What a page hands over: writes the edit with the model `original` into the empty folder given.
+Exporter = Callable[[Path, str], Any]
 
 
-def _run(
-    original: str, edited: str, langs: list[str], lines: int, inits: list[str], steps: int, objective: str
-) -> dict:
-    """Load both models, measure, warm up; the JSON document."""
-    with progress("Model check") as cb:
-        first, second = load_pair(original, edited)
-        res = model_check(first, second, heldout_texts(langs, lines), inits=inits,
-                          progress=scaled(cb, 0.0, 0.4 if steps else 1.0))  # fmt: skip
-        res.indicators = indicators_for(edited, second.tok, [u.id for u in res.new_tokens])
-        if steps:
-            cfg = WarmupConfig(steps=steps, objective=objective, tokens_per_step=256)
-            wu = warm_up(first, second, training_texts(langs[:1]), heldout_texts(langs, lines), cfg,
-                         progress=scaled(cb, 0.4, 1.0))  # fmt: skip
-            res.warmup = wu.to_json()
+class CheckJob:
+    """One model check running in a thread: its progress, a cancel flag, and its document or error."""
+
+    def __init__(
+        self,
+        export: Exporter,
+        original: str,
+        options: dict[str, Any],
+        label: str,
+        reader: EditedReader | None,
+    ) -> None:
+        self.export, self.original, self.options, self.label, self.reader = (
+            export,
+            original,
+            options,
+            label,
+            reader,
+        )
+        self.stop = threading.Event()
+        self.fraction, self.message = 0.0, "starting"
+        self.doc: dict[str, Any] | None = None
+        self.error: str | None = None
+        self.folder = tempfile.TemporaryDirectory(prefix="toklab-model-check-")
+        self.thread = threading.Thread(target=self._run, name="toklab-model-check", daemon=True)
+
+    def start(self) -> CheckJob:
+        """Start the thread; returns the job."""
+        self.thread.start()
+        return self
+
+    def done(self) -> bool:
+        """Whether the thread ended (finished, cancelled or failed)."""
+        return not self.thread.is_alive()
+
+    def cancel(self) -> None:
+        """Ask the check to stop after the current group of lines (or warm-up step)."""
+        self.stop.set()
+
+    def _progress(self, done: float, total: float | None, message: str = "") -> None:
+        if total:
+            self.fraction = min(1.0, max(0.0, done / total))
+        self.message = message or self.message
+        if self.stop.is_set():
+            raise Cancelled("cancelled")
+
+    def _run(self) -> None:
+        try:
+            self.doc = run_check(self.export, self.original, Path(self.folder.name) / "edited", self.label,
+                                 reader=self.reader, progress=self._progress, should_stop=self.stop.is_set,
+                                 **self.options)  # fmt: skip
+        except Cancelled:
+            self.error = "Cancelled before any language was finished."
+        except AnalysisError as e:  # bad input, a model that does not fit: the page shows the message
+            self.error = str(e)
+        except Exception as e:  # noqa: BLE001 - a thread must hand every failure to the page
+            self.error = f"{type(e).__name__}: {e}"
+        finally:
+            self.fraction = 1.0
+
+
+def run_check(
+    export: Exporter,
+    original: str,
+    folder: Path,
+    label: str,
+    *,
+    langs: list[str],
+    lines: int,
+    inits: list[str],
+    steps: int,
+    objective: str,
+    reader: EditedReader | None = None,
+    progress: Callable[[float, float | None, str], None] | None = None,
+    should_stop: Callable[[], bool] | None = None,
+) -> dict[str, Any]:
+    """Write the edit with `original` into `folder` (the page's exporter), load both models, measure, warm up;
+    the JSON document (no server path in it: the edited model is named by `label`). `reader` reads an edit
+    that is not one tokenizer (R-BPE)."""
+    report = progress or (lambda *_: None)
+    report(0.0, 1.0, "writing the edited model (this session's temporary export)")
+    export(folder, original)
+    report(0.05, 1.0, "loading both models")
+    first, second = load_pair(original, folder, reader=reader)
+    texts = heldout_texts(langs, lines)
+    res = model_check(first, second, texts, inits=inits, progress=scaled(progress, 0.1, 0.5 if steps else 1.0),
+                      should_stop=should_stop)  # fmt: skip
+    res.indicators = indicators_for(folder, second.tok, [u.id for u in res.new_tokens])
+    if steps and res.complete:
+        cfg = WarmupConfig(steps=steps, objective=objective, tokens_per_step=256)
+        wu = warm_up(first, second, training_texts(langs[:1]), texts, cfg, progress=scaled(progress, 0.5, 1.0),
+                     should_stop=should_stop)  # fmt: skip
+        res.warmup = wu.to_json()
     doc = paths.public_document(res.to_json())
-    for k in ("original", "edited"):  # model files by name, never the server layout
-        doc[k] = paths.public_source(doc[k])
+    doc["original"] = paths.public_source(doc["original"])
+    doc["edited"] = label
     return doc
 
 
@@ -49,6 +154,8 @@ def _charts(doc: dict, key: str) -> None:
         for c in doc["languages"]
         for m in ("original", "edited")
     ]
+    if not rows:
+        return
     st.plotly_chart(px.bar(pd.DataFrame(rows), x="language", y="bits per byte", color="model", barmode="group",
                            title="Bits per byte on the same held-out bytes"), key=f"{key}-bpb")  # fmt: skip
     st.dataframe(pd.DataFrame(doc["languages"]), hide_index=True)
@@ -71,34 +178,84 @@ def _charts(doc: dict, key: str) -> None:
                                 title=f"Warm-up of the new rows ({wu['objective']})"), key=f"{key}-warm")  # fmt: skip
 
 
-def model_check_section(original: str, edited: Path | str | None, key: str) -> None:
-    """The section: languages, lines, inits and warm-up → a button → charts, table and JSON download. Shows a
-    note instead when there is no exported model folder yet."""
+def model_check_section(
+    key: str,
+    export: Exporter,
+    label: str,
+    *,
+    original: str | None = None,
+    reader: EditedReader | None = None,
+    bakeoff: bool = True,
+) -> None:
+    """The section: the original model (the page's, else a picker here), languages (or all 204), lines, inits
+    and warm-up → a button that starts the check as a background job → progress and Cancel → charts, table and
+    JSON download. `export(folder, original)` writes the page's current edit with the model into `folder`;
+    `label` names the edit in the document; `reader` reads an export that is not one tokenizer (R-BPE), and
+    `bakeoff` False hides the initialisation bake-off and the warm-up (edits without appended ids)."""
     st.subheader("Model check")
-    if edited and Path(edited).is_dir():  # just written; the field refuses an existing folder on the next run
-        st.session_state[f"{key}-edited"] = str(edited)
-    edited = st.session_state.get(f"{key}-edited")
-    if not original or not edited or not Path(edited).is_dir():
-        st.caption("Export the model to a server folder above to measure it against the original here.")
+    st.caption(
+        "The edit is written with the model into a temporary folder of this session (deleted when the session "
+        "ends) and measured against the original model on the same held-out FLORES bytes (lines 801–1012)."
+    )
+    if not original:
+        original = pick_model(
+            f"{key}-model", "Original model (the one this tokenizer belongs to)", optional=True
+        )
+    if not original or original == "none":
+        st.caption("Choose the model that goes with the tokenizer to measure the edited model.")
         return
-    st.caption(f"The model exported to {paths.shown_path(edited)} against the original model.")
-    c1, c2 = st.columns([3, 1])
+    c1, c2, c3 = st.columns([3, 1, 1])
     codes = available_codes()
+    every = c3.checkbox(f"All {len(codes)} languages", key=f"{key}-all",
+                        help="a background job: the page stays usable; Cancel keeps the finished languages")  # fmt: skip
     default = [c for c in ("est_Latn", "eng_Latn") if c in codes]
     langs = c1.multiselect("Languages (held-out FLORES lines; the first one is the warm-up's training text)", codes,
-                           default=default, key=f"{key}-langs")  # fmt: skip
+                           default=default, key=f"{key}-langs", disabled=every)  # fmt: skip
+    langs = codes if every else langs
     lines = c2.number_input("Lines per language", 1, HELDOUT_LINES, 20, key=f"{key}-lines")
-    c3, c4, c5 = st.columns([3, 1, 1])
-    inits = c3.multiselect("Bake-off of the new rows", INITS, key=f"{key}-inits",
-                           help="; ".join(f"{k}: {v}" for k, v in INIT_HELP.items()))  # fmt: skip
-    steps = c4.number_input("Warm-up steps", 0, 2000, 0, key=f"{key}-steps")
-    objective = c5.selectbox("Objective", OBJECTIVES, key=f"{key}-obj")
-    if langs and st.button("Check the model", key=f"{key}-run"):
-        doc = try_step(_run, original, str(edited), langs, int(lines), inits, int(steps), objective)
-        if doc is not None:
-            st.session_state[f"{key}-doc"] = doc
+    inits, steps, objective = [], 0, OBJECTIVES[0]
+    if bakeoff:
+        c4, c5, c6 = st.columns([3, 1, 1])
+        inits = c4.multiselect("Bake-off of the new rows", INITS, key=f"{key}-inits",
+                               help="; ".join(f"{k}: {v}" for k, v in INIT_HELP.items()))  # fmt: skip
+        steps = c5.number_input("Warm-up steps", 0, 2000, 0, key=f"{key}-steps")
+        objective = c6.selectbox("Objective", OBJECTIVES, key=f"{key}-obj")
+    job: CheckJob | None = st.session_state.get(f"{key}-job")
+    running = job is not None and not job.done()
+    if langs and st.button("Check the model", key=f"{key}-run", disabled=running):
+        options = {"langs": list(langs), "lines": int(lines), "inits": list(inits), "steps": int(steps),
+                   "objective": objective}  # fmt: skip
+        st.session_state.pop(f"{key}-doc", None)
+        st.session_state[f"{key}-job"] = CheckJob(export, original, options, label, reader).start()
+    if st.session_state.get(f"{key}-job") is not None:
+        _watch(key)
+    error = st.session_state.pop(f"{key}-error", None)
+    if error:
+        st.error(error, icon=":material/error:")
     doc = st.session_state.get(f"{key}-doc")
     if doc:
+        if not doc.get("complete", True):
+            st.warning("Cancelled: the languages finished before the cancel are shown.")
         _charts(doc, key)
         st.download_button("Download model_check.json", json_document(doc), file_name="model_check.json",
                            mime="application/json", key=f"{key}-download")  # fmt: skip
+
+
+@st.fragment(run_every=POLL_SECONDS)
+def _watch(key: str) -> None:
+    """Progress of the running check and a Cancel button; when it ends, its document (or error) and a rerun."""
+    job: CheckJob | None = st.session_state.get(f"{key}-job")
+    if job is None:
+        return
+    if job.done():
+        st.session_state.pop(f"{key}-job", None)
+        if job.doc is not None:
+            st.session_state[f"{key}-doc"] = job.doc
+        else:
+            st.session_state[f"{key}-error"] = job.error
+        job.folder.cleanup()
+        st.rerun()
+    c1, c2 = st.columns([4, 1], vertical_alignment="center")
+    c1.progress(job.fraction, text=f"Model check · {job.message}")
+    if c2.button("Cancel", key=f"{key}-cancel", disabled=job.stop.is_set()):
+        job.cancel()

@@ -11,6 +11,7 @@ import sys
 from analysis.core.outputs import check_output_folder
 from analysis.core.progress import scaled, stderr_progress
 from analysis.errors import DataError
+from analysis.methods.reuse.model import is_reuse_folder, read_for_model_check
 from analysis.methods.undertrained import indicators_for
 from analysis.model.bpb import STRIDE, WINDOW
 from analysis.model.embeddings import INITS
@@ -34,7 +35,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="the original model: folder, .gguf/.safetensors file or hub id",
     )
     p.add_argument(
-        "--edited", required=True, metavar="DIR", help="an edit's --out folder written with its model"
+        "--edited",
+        required=True,
+        metavar="DIR",
+        help="an edit's --out folder written with its model (extend, prune, or reuse --model: an R-BPE folder)",
     )
     p.add_argument(
         "--langs",
@@ -125,7 +129,9 @@ def run(args: argparse.Namespace) -> int:
     texts = heldout_texts(langs, args.lines)
     max_memory = parse_max_memory(args.max_memory)
     progress = None if args.quiet or args.json else stderr_progress("model-check")
-    original, edited = load_pair(args.original, args.edited, device=args.device, max_memory=max_memory)
+    reader = read_for_model_check if is_reuse_folder(args.edited) else None  # an R-BPE model folder
+    original, edited = load_pair(args.original, args.edited, device=args.device, max_memory=max_memory,
+                                 reader=reader)  # fmt: skip
     res = model_check(original, edited, texts, inits=inits, seed=args.seed, window=args.window,
                       stride=args.stride, progress=scaled(progress, 0.0, 0.3 if args.warmup_steps else 1.0))  # fmt: skip
     res.indicators = indicators_for(args.edited, edited.tok, [u.id for u in res.new_tokens])

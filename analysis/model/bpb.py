@@ -13,13 +13,15 @@ or bytes, never in tokens: a tokenizer that compresses better sees the same text
 * **Batches.** Segments are sorted by length and packed into batches of at most `batch_tokens` padded positions
   (right padding + attention mask); the log-softmax is taken in float32.
 
-:func:`iter_logprobs` is the one forward loop (also used by :mod:`analysis.model.check` for the mass on new ids
-and the KL divergence); :func:`bits_per_byte` reduces it to one figure.
+:func:`iter_scored` is the one forward loop (also used by :mod:`analysis.model.check`, which takes the LM head's
+input from it to score the edited model's head on the original's hidden states); :func:`bits_per_byte` reduces it
+to one figure. CPU passes use one intra-op thread per core this process may use (:func:`cpu_threads`).
 """
 
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -148,6 +150,97 @@ def batch_tokens_for(model: Any, logit_budget: int = LOGIT_BUDGET) -> int:
     return max(64, logit_budget // max(vocab, 1))
 
 
+def cpu_threads() -> int:
+    """Intra-op threads for CPU forward passes: torch's default (one per physical core) capped by the cores this
+    process may run on (a container or `taskset` limit), so that threads never outnumber the cores; returns it."""
+    import torch  # noqa: PLC0415 - heavy, only when a model runs
+
+    try:
+        allowed = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):  # not Linux
+        allowed = os.cpu_count() or 1
+    n = max(1, min(torch.get_num_threads(), allowed))
+    if n != torch.get_num_threads():
+        torch.set_num_threads(n)
+    return n
+
+
+@dataclass
+class Scored:
+    """One segment's scored predictions: log-probabilities (one row per target, one column per vocabulary row),
+    the log-partition of each row's raw logits (``logits = logp + lse``), and the LM head's input there (the
+    final hidden state) when asked for."""
+
+    seg: Segment
+    logp: Any
+    lse: Any
+    hidden: Any = None
+
+
+class HeadInput:
+    """A forward hook on the LM head that keeps its input (the final hidden states of the batch)."""
+
+    def __init__(self, model: Any) -> None:
+        self.value: Any = None
+        self._handle = model.get_output_embeddings().register_forward_hook(self._keep)
+
+    def _keep(self, _module: Any, args: tuple, _output: Any) -> None:
+        self.value = args[0]
+
+    def remove(self) -> None:
+        """Detach the hook."""
+        self._handle.remove()
+
+
+def iter_scored(
+    model: Any,
+    segs: Sequence[Segment],
+    *,
+    device: str = "cpu",
+    batch_tokens: int | None = None,
+    hidden: bool = False,
+    progress: Progress | None = None,
+    should_stop: Callable[[], bool] | None = None,
+) -> Iterator[Scored]:
+    """One batched forward loop over `segs` (padded, masked, sorted by length): a :class:`Scored` per segment,
+    batch by batch (order of the batches, not of `segs`). With `hidden`, the LM head's input at the scored
+    positions comes along (a forward hook; what lets :mod:`analysis.model.check` apply another head to the same
+    states without another forward pass). `should_stop()` is checked between batches (the iteration simply
+    ends); `progress` counts segments."""
+    import torch  # noqa: PLC0415 - heavy, only when a model runs
+
+    if device == "cpu":
+        cpu_threads()
+    groups = batches(segs, batch_tokens or batch_tokens_for(model))
+    done = 0
+    report(progress, 0, len(segs), "segments scored")
+    hook = HeadInput(model) if hidden else None
+    try:
+        for group in groups:
+            if should_stop and should_stop():
+                return
+            width = max(len(s.ids) for s in group)
+            x = torch.zeros((len(group), width), dtype=torch.long)
+            mask = torch.zeros((len(group), width), dtype=torch.long)
+            for r, s in enumerate(group):
+                x[r, : len(s.ids)] = torch.as_tensor(s.ids)
+                mask[r, : len(s.ids)] = 1
+            with torch.inference_mode():
+                logits = model(input_ids=x.to(device), attention_mask=mask.to(device)).logits.float()
+                lse = torch.logsumexp(logits, dim=-1, keepdim=True)
+                logp = logits.sub_(lse)  # in place: one float32 copy of the batch's logits (padding included)
+                h = hook.value if hook is not None else None
+                for r, s in enumerate(group):
+                    rows = slice(s.first, len(s.ids) - 1)
+                    yield Scored(s, logp[r, rows], lse[r, rows, 0], None if h is None else h[r, rows])
+            del logits, logp, lse, h
+            done += len(group)
+            report(progress, done, len(segs), "segments scored")
+    finally:
+        if hook is not None:
+            hook.remove()
+
+
 def iter_logprobs(
     model: Any,
     segs: Sequence[Segment],
@@ -158,31 +251,10 @@ def iter_logprobs(
     should_stop: Callable[[], bool] | None = None,
 ) -> Iterator[tuple[Segment, Any]]:
     """Yield (segment, float32 log-probabilities of its scored predictions: one row per target, one column per
-    vocabulary id) for every segment, batch by batch (order of the batches, not of `segs`).
-
-    `should_stop()` is checked between batches (the iteration simply ends); `progress` counts segments."""
-    import torch  # noqa: PLC0415 - heavy, only when a model runs
-
-    groups = batches(segs, batch_tokens or batch_tokens_for(model))
-    done = 0
-    report(progress, 0, len(segs), "segments scored")
-    for group in groups:
-        if should_stop and should_stop():
-            return
-        width = max(len(s.ids) for s in group)
-        x = torch.zeros((len(group), width), dtype=torch.long)
-        mask = torch.zeros((len(group), width), dtype=torch.long)
-        for r, s in enumerate(group):
-            x[r, : len(s.ids)] = torch.as_tensor(s.ids)
-            mask[r, : len(s.ids)] = 1
-        with torch.inference_mode():
-            logits = model(input_ids=x.to(device), attention_mask=mask.to(device)).logits
-            logp = torch.log_softmax(logits.float(), dim=-1)  # one call for the batch (padding included)
-            del logits
-            for r, s in enumerate(group):
-                yield s, logp[r, s.first : len(s.ids) - 1]
-        done += len(group)
-        report(progress, done, len(segs), "segments scored")
+    vocabulary id) for every segment (:func:`iter_scored` without the extras)."""
+    for sc in iter_scored(model, segs, device=device, batch_tokens=batch_tokens, progress=progress,
+                          should_stop=should_stop):  # fmt: skip
+        yield sc.seg, sc.logp
 
 
 @dataclass

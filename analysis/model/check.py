@@ -19,7 +19,13 @@ to the edited tokenizer), each language's lines are read by both:
 One pass per group of lines runs the original once and then every *variant* of the edited model (the model as
 exported, each initialisation of a bake-off, a warm-up checkpoint): a variant is a name and a callable that
 prepares the edited model (e.g. writes other rows into it), so variants that differ only in a few rows share
-one model in memory.
+one model in memory. Each model reads each text once: when the edited model reads old-tokenized text exactly as
+the original does (the same network and shared rows: extension, pruning's remap, R-BPE's re-initialised rows;
+:func:`reads_like_original` checks it on one line), its predictions there are the original's final hidden states
+through its own LM head, so the mass on new ids needs no forward pass of the edited model, and a line whose
+tokenization did not change needs none at all (its KL is then lse_edited − lse_shared per position). Ids
+correspond by token string (:meth:`EditedVocab.from_tokenizers`) unless the method supplies its own
+:class:`EditedVocab` (R-BPE).
 """
 
 from __future__ import annotations
@@ -39,12 +45,16 @@ from .bpb import (
     LN2,
     STRIDE,
     WINDOW,
+    HeadInput,
     Prefix,
+    Scored,
     batch_tokens_for,
     check_vocab,
     encode_lines,
     iter_logprobs,
+    iter_scored,
     prefix_token,
+    rows_of,
     segments,
 )
 
@@ -62,6 +72,51 @@ def removed_ids(original: LoadedTokenizer, edited: LoadedTokenizer) -> list[int]
     """Ids of `original` whose token string `edited` lacks (what a pruning removed)."""
     have = set(edited.vocab) | {a.content for a in edited.added_tokens}
     return sorted(i for i, s in original.id_to_token.items() if s not in have)
+
+
+@dataclass
+class EditedVocab:
+    """How the edited model's ids relate to the original's: what :func:`compare` reads the edited side through.
+
+    From two tokenizers (:meth:`from_tokenizers`) ids correspond by token string. A method whose ids keep their
+    numbers while their meaning changes (R-BPE's reused ids) builds its own (``analysis.methods.reuse``)."""
+
+    #: the edited model's name in messages
+    name: str
+    #: the tokenizer whose BOS/specials give the prefix token (:func:`analysis.model.bpb.prefix_token`)
+    tok: LoadedTokenizer
+    #: lines → edited ids (no special tokens)
+    encode: Callable[[list[str]], list[list[int]]]
+    #: original id → the edited id with the same meaning (-1: none)
+    o2e: np.ndarray
+    #: edited ids the original has no counterpart for (their rows were initialised by the edit)
+    new: list[int]
+    #: original ids without a counterpart in the edited vocabulary
+    removed: list[int]
+    #: UTF-8 bytes each edited id stands for
+    byte_len: np.ndarray
+    #: the token string of each new id (labels)
+    tokens: dict[int, str]
+
+    @property
+    def top(self) -> int:
+        """The largest edited id + 1 (rows the edited model needs)."""
+        return len(self.byte_len)
+
+    @classmethod
+    def from_tokenizers(cls, original: LoadedTokenizer, edited: LoadedTokenizer) -> EditedVocab:
+        """Ids that correspond by token string (extension, pruning, any edit written as one tokenizer)."""
+        e_ids = {s: i for i, s in edited.id_to_token.items()}
+        o2e = np.full(max(original.id_to_token) + 1, -1, dtype=np.int64)
+        for i, s in original.id_to_token.items():
+            o2e[i] = e_ids.get(s, -1)
+        new = new_ids(original, edited)
+
+        def encode(lines: list[str]) -> list[list[int]]:
+            return [e.ids for e in edited.tokenizer.encode_batch(lines, add_special_tokens=False)]
+
+        return cls(edited.name, edited, encode, o2e, new, removed_ids(original, edited), byte_lengths(edited),
+                   {i: edited.id_to_token[i] for i in new})  # fmt: skip
 
 
 @dataclass
@@ -153,6 +208,8 @@ class CheckRun:
     prefix_original: Prefix | None = None
     prefix_edited: Prefix | None = None
     complete: bool = True
+    #: whether old-tokenized text was scored for the edited model from the original's hidden states
+    shared_states: bool = False
 
 
 def byte_lengths(tok: LoadedTokenizer) -> np.ndarray:
@@ -207,11 +264,131 @@ def _groups(seqs: Sequence[Sequence[int]], max_tokens: int) -> list[list[int]]:
     return out
 
 
+def _columns(ids: np.ndarray) -> Any:
+    """A column selector for `ids`: ``slice(0, n)`` (a view, no copy) when they are 0 … n − 1, else a tensor."""
+    import torch  # noqa: PLC0415 - heavy, only when models run
+
+    if len(ids) and int(ids[0]) == 0 and int(ids[-1]) == len(ids) - 1 and bool((np.diff(ids) == 1).all()):
+        return slice(0, len(ids))
+    return torch.as_tensor(ids, dtype=torch.long)
+
+
+def _take(t: Any, cols: Any) -> Any:
+    """The columns `cols` (a :func:`_columns` selector) of the 2-D tensor `t`."""
+    return t[:, cols] if isinstance(cols, slice) else t[:, cols.to(t.device)]
+
+
+class _Reference:
+    """The original model's distributions at the aligned positions of one group of lines, renormalised over the
+    shared ids: kept as probabilities with their negative entropy, so that KL(p ‖ q) = Σ p ln p − Σ p ln q costs
+    one product per row when the edited model's log-probabilities arrive."""
+
+    def __init__(self) -> None:
+        self.row: dict[tuple[int, int], int] = {}
+        self._p: list[Any] = []
+        self._neg: list[Any] = []
+        self.p: Any = None
+        self.neg: Any = None
+
+    def add(self, keys: list[tuple[int, int]], lp: Any) -> None:
+        """Rows `lp` (log-probabilities over the shared ids, not yet renormalised) for `keys`."""
+        import torch  # noqa: PLC0415 - heavy, only when models run
+
+        lp = lp - torch.logsumexp(lp, 1, keepdim=True)
+        p = lp.exp()
+        for k in keys:
+            self.row[k] = len(self.row)
+        self._neg.append(torch.special.xlogy(p, p).sum(1))
+        self._p.append(p)
+
+    def close(self) -> None:
+        """One matrix of all rows (after the original's pass over the group)."""
+        import torch  # noqa: PLC0415 - heavy, only when models run
+
+        if self._p:
+            self.p, self.neg = torch.cat(self._p), torch.cat(self._neg)
+            self._p, self._neg = [], []
+
+    def kl(self, rows: list[int], lp_e: Any) -> float:
+        """Σ over `rows` of KL(p_row ‖ exp(lp_e row)), nats."""
+        import torch  # noqa: PLC0415 - heavy, only when models run
+
+        idx = torch.as_tensor(rows, dtype=torch.long, device=self.p.device)
+        p = self.p.index_select(0, idx)
+        cross = (p * lp_e.to(p.device)).sum(1)
+        return float((self.neg.index_select(0, idx).double() - cross.double()).sum())
+
+
+@dataclass
+class _Head:
+    """The edited head's rows that the original model lacks (new ids, padding rows), of one variant."""
+
+    weight: Any
+    bias: Any
+
+
+def _extra_rows(edited: Any, extra: Any) -> _Head:
+    """The rows `extra` of the edited model's LM head as it is now (after a variant's prepare)."""
+    head = edited.get_output_embeddings()
+    w = head.weight.detach()[extra.to(head.weight.device)].float().clone()
+    bias = getattr(head, "bias", None)
+    b = None if bias is None else bias.detach()[extra.to(bias.device)].float().clone()
+    return _Head(w, b)
+
+
+def _same_line(o: Sequence[int], n: Sequence[int], o2e: np.ndarray) -> bool:
+    """Whether the new tokenization of a line is the old one with every id mapped (nothing changed)."""
+    return len(o) == len(n) and bool(
+        (o2e[np.asarray(o, dtype=np.int64)] == np.asarray(n, dtype=np.int64)).all()
+    )
+
+
+def reads_like_original(
+    original: Any,
+    edited: Any,
+    seq: Sequence[int],
+    o2e: np.ndarray,
+    *,
+    device_original: str = "cpu",
+    device_edited: str = "cpu",
+) -> bool:
+    """Whether the edited model reading the old tokenization of `seq` (ids mapped) gives exactly what the
+    original model's final hidden states through the edited LM head give: the same network, the same rows for
+    every shared id, a plain linear head (no logit scaling or capping). Checked on one line; when it holds, text
+    tokenized the old way never needs a forward pass of the edited model (its rows for new ids are never read
+    as inputs there)."""
+    import torch  # noqa: PLC0415 - heavy, only when models run
+
+    ids = o2e[np.asarray(seq, dtype=np.int64)]
+    if len(seq) < 2 or (ids < 0).any():
+        return False
+    shared_o = torch.as_tensor(np.flatnonzero(o2e >= 0))
+    shared_e = torch.as_tensor(o2e[o2e >= 0])
+    rows_e = rows_of(edited.get_output_embeddings())
+    if int(shared_e.max()) >= rows_e:
+        return False
+    hook = HeadInput(original)
+    try:
+        with torch.inference_mode():
+            lo = original(input_ids=torch.as_tensor([list(seq)]).to(device_original)).logits[0].float()
+            h = hook.value[0]
+            le = edited(input_ids=torch.as_tensor([ids.tolist()]).to(device_edited)).logits[0].float()
+            head = edited.get_output_embeddings()
+            pred = head(h.to(head.weight.device, head.weight.dtype)).float()
+            pred[:, shared_e.to(pred.device)] = lo[:, shared_o.to(lo.device)].to(pred.device)
+            diff = float((pred.to(le.device) - le).abs().max())
+            scale = max(1.0, float(le.abs().max()))
+    finally:
+        hook.remove()
+    tol = 1e-4 if original.dtype == torch.float32 and edited.dtype == torch.float32 else 2e-2
+    return diff <= tol * scale
+
+
 def compare(
     original: Any,
     original_tok: LoadedTokenizer,
     edited: Any,
-    edited_tok: LoadedTokenizer,
+    edited_tok: LoadedTokenizer | EditedVocab,
     texts: dict[str, Sequence[str]],
     *,
     variants: Sequence[Variant] = (("edited", None),),
@@ -222,42 +399,77 @@ def compare(
     batch_tokens: int | None = None,
     progress: Progress | None = None,
     should_stop: Callable[[], bool] | None = None,
+    shared_states: bool | None = None,
 ) -> CheckRun:
     """Read every language's lines with the original and every variant of the edited model (see the module
     docstring). `texts` maps a language (or any label) to its lines. Stops between groups of lines when
     `should_stop()` is true or `progress` raises Cancelled (``complete`` is then False; finished groups count).
+
+    One forward pass per model and text: the original reads the old tokenization once; when the edited model
+    reads old-tokenized text as the original does (:func:`reads_like_original`, checked on the first line; an
+    extension or a row re-initialisation leaves every shared row and the network as they were), its
+    predictions there are the original's final hidden states through the edited head — the mass on new ids
+    comes from them, and a line whose tokenization did not change is not read again at all (its bits, KL and
+    new-token measures follow from the same states). Only lines whose tokenization changed get a forward pass
+    of each variant. `shared_states` forces that path on or off (None: the check decides; ``run.shared_states``
+    says which ran). `edited_tok` is the edited tokenizer (ids correspond by string) or an :class:`EditedVocab`.
     """
     import torch  # noqa: PLC0415 - heavy, only when models run
 
     check_vocab(original, original_tok, "the original model")
-    check_vocab(edited, edited_tok, "the edited model")
+    vocab = (
+        edited_tok
+        if isinstance(edited_tok, EditedVocab)
+        else EditedVocab.from_tokenizers(original_tok, edited_tok)
+    )
+    rows = rows_of(edited.get_input_embeddings())
+    if vocab.top > min(rows, rows_of(edited.get_output_embeddings())):
+        raise DataError(
+            f"the edited model has {rows:,} embedding rows but its tokenizer {vocab.name} has ids up to "
+            f"{vocab.top - 1:,}: is this the model's own tokenizer?"
+        )
     if not texts or not any(texts.values()):
         raise DataError("no text to read: give at least one language with lines")
     p_o = prefix_token(original_tok, original.config)
-    p_e = prefix_token(edited_tok, edited.config)
+    p_e = prefix_token(vocab.tok, edited.config)
     if p_o.token != p_e.token:
         raise DataError(
             f"the two models condition on different prefix tokens ({p_o.token!r} vs {p_e.token!r}): "
             "their bits per byte would not compare"
         )
-    new = new_ids(original_tok, edited_tok)
-    removed = removed_ids(original_tok, edited_tok)
-    e_ids = {s: i for i, s in edited_tok.id_to_token.items()}
-    # original id → edited id for every shared string (-1: removed)
-    o2e = np.full(max(original_tok.id_to_token) + 1, -1, dtype=np.int64)
-    for i, s in original_tok.id_to_token.items():
-        o2e[i] = e_ids.get(s, -1)
-    shared_o = torch.as_tensor(np.flatnonzero(o2e >= 0))
-    shared_e = torch.as_tensor(o2e[o2e >= 0])
+    new, removed, o2e = vocab.new, vocab.removed, vocab.o2e
+    shared_o = _columns(np.flatnonzero(o2e >= 0))
+    shared_e = _columns(o2e[o2e >= 0])
     new_t = torch.as_tensor(new, dtype=torch.long)
     removed_t = torch.as_tensor(removed, dtype=torch.long)
-    len_o, len_e = byte_lengths(original_tok), byte_lengths(edited_tok)
+    len_o, len_e = byte_lengths(original_tok), vocab.byte_len
+    # the edited head's rows outside the shared ids (new ids, padding rows), and where the new ids sit among them
+    is_extra = np.ones(rows_of(edited.get_output_embeddings()), dtype=bool)
+    is_extra[o2e[o2e >= 0]] = False
+    extra = torch.as_tensor(np.flatnonzero(is_extra))
+    new_cols = torch.as_tensor(
+        np.searchsorted(extra.numpy(), np.asarray(new, dtype=np.int64)), dtype=torch.long
+    )
+    all_shared = len(np.flatnonzero(o2e >= 0)) == rows_of(original.get_output_embeddings())
+    n_shared = int((o2e >= 0).sum())
 
     def same(a: int, b: int) -> bool:
         return int(o2e[a]) == int(b)
 
-    run = CheckRun(prefix_original=p_o, prefix_edited=p_e)
-    uses = {name: {i: NewTokenUse(i, edited_tok.id_to_token[i]) for i in new} for name, _ in variants}
+    if shared_states is None:  # checked on the first line whose old ids all have a counterpart (≤ 64 tokens)
+        first_lines = list(next(v for v in texts.values() if v))[:32]
+        probes = [s[:64] for s in encode_lines(original_tok, first_lines, p_o)]
+        probe = next((s for s in probes if (o2e[np.asarray(s, dtype=np.int64)] >= 0).all()), probes[0])
+        shared_states = reads_like_original(original, edited, probe, o2e, device_original=device_original,
+                                            device_edited=device_edited)  # fmt: skip
+    run = CheckRun(prefix_original=p_o, prefix_edited=p_e, shared_states=shared_states)
+    heads: dict[str, _Head] = {}
+    if shared_states:
+        for name, prepare in variants:
+            if prepare is not None:
+                prepare()
+            heads[name] = _extra_rows(edited, extra)
+    uses = {name: {i: NewTokenUse(i, vocab.tokens[i]) for i in new} for name, _ in variants}
     logp_sums = {name: np.zeros(len(new)) for name, _ in variants}
     new_pos = {i: r for r, i in enumerate(new)}
     budget = batch_tokens or min(batch_tokens_for(original), batch_tokens_for(edited))
@@ -267,38 +479,48 @@ def compare(
         for lang, lines in texts.items():
             lines = list(lines)
             old = encode_lines(original_tok, lines, p_o)
-            nw = encode_lines(edited_tok, lines, p_e)
+            nw = [[p_e.id, *ids] for ids in vocab.encode(lines)]
             accs = {name: _Acc() for name, _ in variants}
             bits_o, mass_rm, mass_rm_n, tokens_o = 0.0, 0.0, 0, sum(len(s) - 1 for s in old)
             for group in _groups(old, budget):
                 if should_stop and should_stop():
                     raise Cancelled("stopped")
-                # the original: bits, mass on removed ids, the reference rows at aligned positions
-                align = {d: aligned_positions(old[d], nw[d], len_o, len_e, same) for d in group}
-                want = {(d, p) for d in group for p, _ in align[d]}
-                ref: dict[tuple[int, int], Any] = {}
+                kept = {d for d in group if shared_states and _same_line(old[d], nw[d], o2e)}
+                mapped = {d for d in group if (o2e[np.asarray(old[d], dtype=np.int64)] >= 0).all()}
+                changed = [d for d in group if d not in kept]
+                align = {d: aligned_positions(old[d], nw[d], len_o, len_e, same) for d in changed}
+                want = {(d, p) for d in changed for p, _ in align[d]}
+                ref = _Reference()
                 segs = segments([old[d] for d in group], window=window, stride=stride)
-                for seg, logp in iter_logprobs(original, segs, device=device_original, batch_tokens=budget):
-                    d = group[seg.doc]
-                    t = torch.as_tensor(seg.targets, device=logp.device)
-                    bits_o -= float(logp.gather(1, t[:, None]).double().sum()) / LN2
+                # the original, once: bits, mass on removed ids, the reference rows at aligned positions; with
+                # shared states also every variant's measures on old-tokenized text (its head on these states)
+                for sc in iter_scored(original, segs, device=device_original, batch_tokens=budget,
+                                      hidden=shared_states):  # fmt: skip
+                    d = group[sc.seg.doc]
+                    logp = sc.logp
+                    t = torch.as_tensor(sc.seg.targets, device=logp.device)
+                    at_target = logp.gather(1, t[:, None])[:, 0]
+                    bits_o -= float(at_target.double().sum()) / LN2
+                    p_removed = None
                     if len(removed):
-                        mass_rm += float(logp[:, removed_t.to(logp.device)].exp().sum(1).double().sum())
+                        p_removed = logp[:, removed_t.to(logp.device)].exp().sum(1)
+                        mass_rm += float(p_removed.double().sum())
                         mass_rm_n += logp.shape[0]
-                    rows = [(r, pos) for r, pos in enumerate(seg.target_positions) if (d, pos) in want]
+                    rows = [(r, pos) for r, pos in enumerate(sc.seg.target_positions) if (d, pos) in want]
                     if rows:
-                        sub = logp[[r for r, _ in rows]][:, shared_o.to(logp.device)]
-                        sub = (
-                            sub - torch.logsumexp(sub, 1, keepdim=True)
-                        ).cpu()  # renormalised over shared ids
-                        for k, (_, pos) in enumerate(rows):
-                            ref[(d, pos)] = sub[k]
+                        ref.add([(d, pos) for _, pos in rows], _take(logp[[r for r, _ in rows]], shared_o))
+                    if shared_states and d in mapped:
+                        _on_old_text(sc, at_target, p_removed, all_shared, removed_t, shared_o, n_shared, heads, accs,
+                                     uses, new_cols, new, d in kept)  # fmt: skip
+                ref.close()
                 for name, prepare in variants:
+                    if not changed and shared_states:
+                        break
                     if prepare is not None:
                         prepare()
-                    _read_edited(edited, group, nw, old, o2e, align, ref, accs[name], uses[name],
+                    _read_edited(edited, changed, nw, old, o2e, align, ref, accs[name], uses[name],
                                  logp_sums[name], new_pos, new_t, shared_e, device_edited, window, stride,
-                                 budget)  # fmt: skip
+                                 budget, mass_on_old=not shared_states)  # fmt: skip
                 done += len(group)
                 report(progress, done, total, f"{lang}: lines read")
             n_bytes = sum(len(s.encode("utf-8")) for s in lines)
@@ -331,6 +553,71 @@ def compare(
     return run
 
 
+def _on_old_text(
+    sc: Scored,
+    at_target: Any,
+    p_removed: Any,
+    all_shared: bool,
+    removed_t: Any,
+    shared_o: Any,
+    n_shared: int,
+    heads: dict[str, _Head],
+    accs: dict[str, _Acc],
+    uses: dict[str, dict[int, NewTokenUse]],
+    new_cols: Any,
+    new: list[int],
+    kept: bool,
+) -> None:
+    """Every variant of the edited model on one segment of old-tokenized text, from the original's states: its
+    log-probabilities are the original's shifted by its own log-partition (the shared rows are the original's)
+    plus the rows only it has. Always the mass on new ids; for a line whose tokenization did not change
+    (`kept`) also its bits, the KL at every position and the new tokens' use."""
+    import torch  # noqa: PLC0415 - heavy, only when models run
+
+    logp = sc.logp
+    # log Σ p_original over the shared ids (all of them unless some were removed)
+    if all_shared:
+        lse_sh = torch.zeros(logp.shape[0], device=logp.device)
+    elif p_removed is not None and len(removed_t) + n_shared == logp.shape[1]:
+        lse_sh = torch.log1p(-p_removed.clamp(max=1 - 1e-7))
+    else:
+        lse_sh = torch.logsumexp(_take(logp, shared_o), 1)
+    top_sh = None
+    for name, head in heads.items():
+        acc = accs[name]
+        h = sc.hidden.to(head.weight.device).float()
+        z = h @ head.weight.T  # the extra rows' raw logits …
+        if head.bias is not None:
+            z = z + head.bias
+        z = z.to(logp.device) - sc.lse[:, None]  # … in the original's log-probability units
+        lse_e = torch.logaddexp(lse_sh, torch.logsumexp(z, 1))  # the edited model's log-partition, same units
+        if len(new):
+            lp_new = z[:, new_cols.to(z.device)] - lse_e[:, None]
+            acc.mass_new += float(lp_new.exp().sum(1).double().sum())
+            acc.mass_new_n += logp.shape[0]
+        if not kept:
+            continue
+        acc.bits -= float((at_target - lse_e).double().sum()) / LN2
+        acc.tokens += logp.shape[0]
+        # KL(p_o renormalised over the shared ids ‖ p_e) = Σ p_ren (lp_o − lse_sh − lp_o + lse_e) = lse_e − lse_sh
+        acc.kl += float((lse_e - lse_sh).double().sum())
+        acc.kl_n += logp.shape[0]
+        if len(new):
+            if top_sh is None:  # the largest log-probability among the shared ids (an argmax rival)
+                top_sh = (logp if all_shared else _take(logp, shared_o)).max(1).values
+            best = lp_new.max(0).values.exp().cpu().numpy()
+            zmax, zarg = z.max(1)
+            u = uses[name]
+            for r, i in enumerate(new):
+                if best[r] > u[i].max_prob:
+                    u[i].max_prob = float(best[r])
+            wins = (zmax > top_sh).cpu().numpy()
+            col_to_new = {int(c): i for c, i in zip(new_cols.tolist(), new)}
+            for win, c in zip(wins, zarg.cpu().numpy()):
+                if win and int(c) in col_to_new:
+                    u[col_to_new[int(c)]].argmax_count += 1
+
+
 def _read_edited(
     edited: Any,
     group: list[int],
@@ -338,7 +625,7 @@ def _read_edited(
     old: list[list[int]],
     o2e: np.ndarray,
     align: dict[int, list[tuple[int, int]]],
-    ref: dict[tuple[int, int], Any],
+    ref: _Reference,
     acc: _Acc,
     uses: dict[int, NewTokenUse],
     logp_sum: np.ndarray,
@@ -349,11 +636,16 @@ def _read_edited(
     window: int,
     stride: int,
     budget: int,
+    *,
+    mass_on_old: bool = True,
 ) -> None:
-    """One variant of the edited model on one group of lines: its own tokenization (bits, KL at aligned
-    positions, the new tokens' use), then the old tokenization mapped to its ids (mass on new ids)."""
+    """One variant of the edited model on the lines `group`: its own tokenization (bits, KL at aligned
+    positions, the new tokens' use), then, with `mass_on_old`, the old tokenization mapped to its ids (mass on
+    new ids)."""
     import torch  # noqa: PLC0415 - heavy, only when models run
 
+    if not group:
+        return
     back = {d: {q: p for p, q in align[d]} for d in group}
     segs = segments([nw[d] for d in group], window=window, stride=stride)
     for seg, logp in iter_logprobs(edited, segs, device=device, batch_tokens=budget):
@@ -363,11 +655,10 @@ def _read_edited(
         acc.bits -= float(at_target.double().sum()) / LN2
         acc.tokens += len(seg.targets)
         pairs = [(r, (d, back[d][pos])) for r, pos in enumerate(seg.target_positions) if pos in back[d]]
-        pairs = [(r, key) for r, key in pairs if key in ref]
+        pairs = [(r, ref.row[key]) for r, key in pairs if key in ref.row]
         if pairs:
-            lp_o = torch.stack([ref[key] for _, key in pairs]).double()
-            lp_e = logp[[r for r, _ in pairs]][:, shared_e.to(logp.device)].double().cpu()
-            acc.kl += float((lp_o.exp() * (lp_o - lp_e)).sum())
+            lp_e = _take(logp[[r for r, _ in pairs]], shared_e)
+            acc.kl += ref.kl([k for _, k in pairs], lp_e)
             acc.kl_n += len(pairs)
         if len(new_t):
             sub = logp[:, new_t.to(logp.device)]
@@ -384,7 +675,7 @@ def _read_edited(
                 if tid in uses:
                     uses[tid].occurrences += 1
                     logp_sum[new_pos[tid]] += float(lp)
-    if not len(new_t):
+    if not len(new_t) or not mass_on_old:
         return
     mapped = []
     for d in group:

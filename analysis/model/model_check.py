@@ -25,7 +25,7 @@ from analysis.tokenizer.sources import load
 from analysis.tokenizer.tokenizer import LoadedTokenizer
 
 from .bpb import STRIDE, WINDOW
-from .check import CheckRun, LanguageCheck, NewTokenUse, Variant, compare, new_ids, removed_ids
+from .check import CheckRun, EditedVocab, LanguageCheck, NewTokenUse, Variant, compare, new_ids
 from .embeddings import INITS, init_rows
 from .models import _MEM_SPEC, load_causal_lm, parameter_bytes, pick_device
 from .weights import ModelSource, load_embeddings, resolve_model, tokenizer_for_model
@@ -42,6 +42,17 @@ class Loaded:
     tok: LoadedTokenizer
     device: str
     label: str
+    #: how its ids relate to the original's when not by token string (an R-BPE folder); None: by string
+    vocab: EditedVocab | None = None
+
+    def vocab_against(self, original: Loaded) -> EditedVocab:
+        """Its :class:`EditedVocab` against `original`."""
+        return self.vocab or EditedVocab.from_tokenizers(original.tok, self.tok)
+
+
+#: Reads an edit's folder whose tokenizer is not one tokenizer.json: (the tokenizer whose ids the model uses,
+#: the id correspondence built against the original tokenizer given).
+EditedReader = Callable[[Path, LoadedTokenizer], tuple[LoadedTokenizer, EditedVocab]]
 
 
 def available_memory() -> int | None:
@@ -65,9 +76,10 @@ def _rows(src: ModelSource) -> int:
     return int(m.shape[0])
 
 
-def resolve_pair(original: str | os.PathLike, edited: str | os.PathLike) -> tuple[ModelSource, ModelSource, LoadedTokenizer, LoadedTokenizer]:  # fmt: skip
-    """The two sources and tokenizers, checked: the edited folder holds weights and a tokenizer, and each
-    tokenizer fits its model's embedding rows. DataError/ModelLoadError otherwise (nothing is allocated)."""
+def resolve_pair(original: str | os.PathLike, edited: str | os.PathLike, reader: EditedReader | None = None) -> tuple[ModelSource, ModelSource, LoadedTokenizer, LoadedTokenizer, EditedVocab | None]:  # fmt: skip
+    """The two sources and tokenizers (and, with `reader`, the edited folder's id correspondence), checked: the
+    edited folder holds weights and a tokenizer, and each tokenizer fits its model's embedding rows.
+    DataError/ModelLoadError otherwise (nothing is allocated)."""
     src_o = resolve_model(original)
     tok_o = tokenizer_for_model(src_o)
     e = Path(str(edited)).expanduser()
@@ -75,8 +87,12 @@ def resolve_pair(original: str | os.PathLike, edited: str | os.PathLike) -> tupl
         raise DataError(
             f"--edited {edited}: not a folder (give an edit's --out folder written with its model)"
         )
+    vocab = None
     try:
-        tok_e = load(e)
+        if reader is not None:
+            tok_e, vocab = reader(e, tok_o)
+        else:
+            tok_e = load(e)
     except TokenizerLoadError as err:
         raise DataError(f"{edited}: no tokenizer in the edit's folder ({err})") from err
     try:
@@ -93,7 +109,7 @@ def resolve_pair(original: str | os.PathLike, edited: str | os.PathLike) -> tupl
                 f"the {what} model {src.label} has {rows:,} embedding rows but its tokenizer has ids up to "
                 f"{top - 1:,}: the vocabulary does not match the model"
             )
-    return src_o, src_e, tok_o, tok_e
+    return src_o, src_e, tok_o, tok_e, vocab
 
 
 def check_memory(sources: Sequence[ModelSource], device: str, max_memory: dict[Any, str] | None) -> int:
@@ -141,19 +157,21 @@ def load_pair(
     *,
     device: str | None = None,
     max_memory: dict[Any, str] | None = None,
+    reader: EditedReader | None = None,
 ) -> tuple[Loaded, Loaded]:
     """Check (:func:`resolve_pair`, :func:`check_memory`), then load both models on one device: float32 on the
-    CPU, bfloat16 on a GPU, through :func:`analysis.model.models.load_causal_lm`."""
+    CPU, bfloat16 on a GPU, through :func:`analysis.model.models.load_causal_lm`. `reader` reads an edited
+    folder that is not one tokenizer (an R-BPE folder)."""
     import torch  # noqa: PLC0415 - heavy, only when models load
 
-    src_o, src_e, tok_o, tok_e = resolve_pair(original, edited)
+    src_o, src_e, tok_o, tok_e, vocab = resolve_pair(original, edited, reader)
     dev = pick_device(device)
     check_memory([src_o, src_e], dev, max_memory)
     dtype = torch.bfloat16 if dev.startswith("cuda") else torch.float32
     lm_o = load_causal_lm(src_o, dtype=dtype, device=dev)
     lm_e = load_causal_lm(src_e, dtype=dtype, device=dev)
     return Loaded(lm_o.model, tok_o, lm_o.device, src_o.label), Loaded(
-        lm_e.model, tok_e, lm_e.device, src_e.label
+        lm_e.model, tok_e, lm_e.device, src_e.label, vocab
     )
 
 
@@ -336,11 +354,15 @@ def model_check(
     t0 = time.perf_counter()
     variants: list[Variant] = [("edited", None)]
     swap = None
+    vocab = edited.vocab_against(original)
+    if inits and edited.vocab is not None:
+        raise DataError("the initialisation bake-off is for extensions (new ids appended by string); this edit "
+                        "keeps its ids and re-initialises their rows: check it without inits")  # fmt: skip
     if inits:
         swap = RowSwap(original, edited, seed=seed)
         variants = swap.variants(inits)
     try:
-        run = compare(original.model, original.tok, edited.model, edited.tok, texts, variants=variants,
+        run = compare(original.model, original.tok, edited.model, vocab, texts, variants=variants,
                       device_original=original.device, device_edited=edited.device, window=window, stride=stride,
                       progress=progress, should_stop=should_stop)  # fmt: skip
     finally:
@@ -354,8 +376,8 @@ def model_check(
         device=edited.device,
         languages=langs,
         new_tokens=toks,
-        n_new=len(new_ids(original.tok, edited.tok)),
-        n_removed=len(removed_ids(original.tok, edited.tok)),
+        n_new=len(vocab.new),
+        n_removed=len(vocab.removed),
         prefix=run.prefix_original.to_json() if run.prefix_original else {},
         window=window,
         stride=stride,

@@ -1,5 +1,6 @@
 """AppTest: the Extend page exports the model with the extended tokenizer (SmolLM2 GGUF, FVT rows) into a new
-server folder, and the written model loads with one embedding row per token."""
+server folder, and the written model loads with one embedding row per token (its Model check section is tested in
+test_model_check_section.py)."""
 
 from __future__ import annotations
 
@@ -57,14 +58,4 @@ def test_extend_page_exports_the_grown_model(monkeypatch, tmp_path):
     pieces = fvt_pieces(smol, token)
     assert len(pieces) >= 2
     torch.testing.assert_close(new[len(tok) - 1], original[pieces].mean(0), rtol=1e-3, atol=1e-4)
-    # the Model check section under the export: behind its button, both models measured on the same bytes (the
-    # folder field is cleared first: it refuses the folder that now exists, the section remembers it)
-    at.text_input(key="ext-model-out").set_value("").run()
-    at.multiselect(key="ext-mc-langs").set_value(["eng_Latn"]).run()
-    at.number_input(key="ext-mc-lines").set_value(2).run()
-    at.button(key="ext-mc-run").click().run()
-    assert not at.exception and not at.error, [e.message for e in at.exception] + [e.value for e in at.error]
-    doc = at.session_state["ext-mc-doc"]
-    (eng,) = doc["languages"]
-    assert eng["lang"] == "eng_Latn" and eng["lines"] == 2 and 0 < eng["bpb_original"] <= eng["bpb_edited"]
-    assert str(tmp_path) not in str(doc)  # the download carries no server path
+    # the Model check section (this session's own export, a background job): tests/app/test_model_check_section.py

@@ -25,7 +25,7 @@ from analysis.errors import DataError
 from analysis.methods.extension import ExtendResult, export_extension, plan
 from analysis.model.bpb import bits_per_byte, prefix_token, segments
 from analysis.model.check import aligned_positions, byte_lengths, compare, kl_from_mass, new_ids
-from analysis.model.model_check import heldout_texts, load_pair, model_check, resolve_pair
+from analysis.model.model_check import RowSwap, heldout_texts, load_pair, model_check, resolve_pair
 from analysis.model.models import load_causal_lm
 from analysis.model.omp import hidden_space_rows, omp
 from analysis.model.warmup import WarmupConfig, warm_up
@@ -145,6 +145,32 @@ def test_compare_measures_follow_their_definitions(pair):
     uses = run.new_tokens["edited"]
     assert len(uses) == 60 and sum(u.occurrences for u in uses) > 0
     assert all(0 <= u.max_prob <= 1 for u in uses)
+
+
+def test_one_pass_per_model_equals_the_three_pass_reading(pair):
+    """The original's states through the edited head (mass on new ids; unchanged lines not read again) give the
+    figures of reading the text with the edited model itself, for every variant of a bake-off."""
+    src, out = pair
+    original, edited = load_pair(src, out, device="cpu")
+    texts = {"est_Latn": flores_lines("est_Latn")[900:903], "eng_Latn": flores_lines("eng_Latn")[900:902]}
+    swap = RowSwap(original, edited)
+    variants = swap.variants(["mean"])
+    runs = [compare(original.model, original.tok, edited.model, edited.tok, texts, variants=variants,
+                    shared_states=shared) for shared in (None, False)]  # fmt: skip
+    assert runs[0].shared_states and not runs[1].shared_states
+    for name in ("exported", "mean"):
+        for fast, slow in zip(runs[0].languages[name], runs[1].languages[name]):
+            a, b = fast.to_json(), slow.to_json()
+            assert {k: v for k, v in a.items() if not isinstance(v, float)} == {
+                k: v for k, v in b.items() if not isinstance(v, float)
+            }
+            for k, v in b.items():
+                if isinstance(v, float):
+                    assert a[k] == pytest.approx(v, rel=1e-4, abs=1e-7), (name, fast.lang, k)
+        uses = {u.id: u for u in runs[1].new_tokens[name]}
+        for u in runs[0].new_tokens[name]:
+            assert (u.occurrences, u.argmax_count) == (uses[u.id].occurrences, uses[u.id].argmax_count)
+            assert u.max_prob == pytest.approx(uses[u.id].max_prob, rel=1e-4, abs=1e-7)
 
 
 def test_bakeoff_scores_each_init_on_the_same_bytes_and_restores_the_rows(pair):
@@ -322,6 +348,38 @@ def test_bad_inputs_are_refused_before_loading(pair, tmp_path: Path):
     rc, _, err = _cli(["model-check", "--original", str(src), "--edited", str(out), "--warmup-steps", "1",
                        "--out", str(warm)])  # fmt: skip
     assert rc == 2 and "not empty" in err and (warm / "x").read_text() == "x"
+
+
+@pytest.mark.slow
+def test_rbpe_folder_reused_ids_are_new_and_removed(tmp_path: Path):
+    """An R-BPE model folder (reuse --model): every id keeps its number, the reused ids count as new and as removed;
+    Arabic is read the R-BPE way, English exactly as before (same positions, all unchanged)."""
+    from analysis.methods import reuse  # noqa: PLC0415 - the method, only for this test
+    from analysis.methods.reuse.model import export_model  # noqa: PLC0415
+
+    llama = load_shared("llama-3.1")
+    rt = reuse.build_reuse_tokenizer(llama, split_lines("arb_Arab")[0][:300])
+    src = tmp_path / "orig"
+    cfg = transformers.LlamaConfig(vocab_size=llama.vocab_size, hidden_size=16, intermediate_size=32,
+                                   num_hidden_layers=1, num_attention_heads=2, num_key_value_heads=2,
+                                   max_position_embeddings=512, tie_word_embeddings=True)  # fmt: skip
+    torch.manual_seed(0)
+    transformers.LlamaForCausalLM(cfg).save_pretrained(str(src), safe_serialization=True)
+    for f in ("tokenizer.json", "tokenizer_config.json"):
+        shutil.copy(TOKENIZERS / "llama-3.1" / f, src / f)
+    export_model(rt, src, tmp_path / "rbpe")
+    rc, text, err = _cli(["model-check", "--original", str(src), "--edited", str(tmp_path / "rbpe"), "--langs",
+                          "arb_Arab,eng_Latn", "--lines", "2", "--json"])  # fmt: skip
+    assert rc == 0, err
+    doc = json.loads(text)
+    assert doc["n_new_tokens"] == doc["n_removed_tokens"] == len(rt.reused_ids)
+    arb, eng = doc["languages"]
+    assert (
+        arb["tokens_edited"] != arb["tokens_original"] and arb["unchanged_positions"] < arb["tokens_edited"]
+    )
+    assert arb["mass_removed"] > 0 and arb["mass_new_on_old_text"] is not None
+    assert eng["tokens_edited"] == eng["tokens_original"] == eng["unchanged_positions"]
+    assert {u["id"] for u in doc["new_tokens"]} == set(rt.reused_ids)
 
 
 # ------------------------------------------------------------------------------------------ the real SmolLM2

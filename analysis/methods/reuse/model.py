@@ -20,15 +20,19 @@ import os
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from analysis.bpe import bare_tokenize_fn
 from analysis.core.inputs import parse_json, read_file
 from analysis.core.outputs import atomic_folder, atomic_write_text, strict_json
 from analysis.errors import DataError, ModelLoadError
+from analysis.model.check import EditedVocab, byte_lengths
 from analysis.model.embeddings import save_model
 from analysis.model.fvt import fvt_pieces, fvt_rows
 from analysis.model.models import load_causal_lm
+from analysis.tokenizer.tokenizer import LoadedTokenizer
 
-from .reuse import ReuseTokenizer
+from .reuse import MAPPING_FILE, ReuseTokenizer
 
 MODEL_REPORT = "rbpe_model.json"
 
@@ -123,3 +127,40 @@ def read_model_report(folder: str | os.PathLike) -> dict[str, Any]:
     if not isinstance(doc, dict):
         raise DataError(f"{p}: not a readable R-BPE model report (a JSON object is expected)")
     return doc
+
+
+def is_reuse_folder(folder: str | os.PathLike) -> bool:
+    """Whether `folder` holds an R-BPE tokenizer (its id mapping), e.g. a model export of this method."""
+    return (Path(folder) / MAPPING_FILE).is_file()
+
+
+def model_check_vocab(rt: ReuseTokenizer) -> EditedVocab:
+    """How the model check reads an R-BPE model against the original (:class:`analysis.model.check.EditedVocab`):
+    every id keeps its number; a reused id is NEW (its row was re-initialised for a target-language token) and
+    REMOVED (its old meaning is gone) at once; every other id means what it meant. Text is encoded the R-BPE way
+    (target-script segments through the new tokenizer and the id map)."""
+    old = rt.old
+    reused = sorted(rt.reused_ids)
+    top = max(old.id_to_token) + 1
+    o2e = np.full(top, -1, dtype=np.int64)
+    ids = np.fromiter(old.id_to_token, dtype=np.int64)
+    o2e[ids] = ids
+    o2e[reused] = -1
+    new_tokens = {i: t for t, i in rt.new.get_vocab(with_added_tokens=False).items()}
+    tokens = {o: new_tokens[rt.old_to_new[o]] for o in reused}
+    byte_len = byte_lengths(old).copy()
+    for o, t in tokens.items():
+        byte_len[o] = len(old.token_bytes(t))
+    return EditedVocab(f"R-BPE {old.name}", old, rt.encode_batch, o2e, reused, list(reused), byte_len, tokens)
+
+
+def read_for_model_check(folder: Path, original: LoadedTokenizer) -> tuple[LoadedTokenizer, EditedVocab]:
+    """The reader :func:`analysis.model.model_check.load_pair` takes for an R-BPE model folder: (the old tokenizer,
+    whose ids the model uses; the id correspondence). DataError when its old tokenizer is not `original`'s."""
+    rt = ReuseTokenizer.load(folder)
+    if rt.old.vocab != original.vocab:
+        raise DataError(
+            f"{folder}: the R-BPE tokenizer was built on another tokenizer than the original model's "
+            f"({rt.old.name} vs {original.name})"
+        )
+    return rt.old, model_check_vocab(rt)

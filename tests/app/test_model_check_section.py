@@ -1,0 +1,126 @@
+"""AppTest: the Model check section of Extend and Prune measures the edit made in the browser session with server
+paths OFF (the section writes its own temporary export of the page's edit with the demo SmolLM2), as a
+background job with progress and Cancel; the download names no server or temporary path."""
+
+from __future__ import annotations
+
+import tempfile
+import time
+
+import pytest
+from streamlit.testing.v1 import AppTest
+from support import ROOT, load_shared, need_smollm
+
+from analysis.tokenizer.defaults import DEFAULT_NAME, default_tokenizer
+from ui.loaders import fetched_models
+
+pytestmark = [need_smollm, pytest.mark.slow]
+
+
+def _smol_label() -> str:
+    return next(k for k, v in fetched_models().items() if str(v).endswith(".gguf"))
+
+
+def _app(page: str) -> AppTest:
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=300)
+    at.session_state["toklab_library"] = {
+        DEFAULT_NAME: default_tokenizer(),
+        "smollm2": load_shared("smollm2-135m-instruct"),
+    }
+    at.run()
+    at.switch_page(page).run()
+    return at
+
+
+def _ok(at: AppTest) -> None:
+    assert not at.exception and not at.error, [e.message for e in at.exception] + [e.value for e in at.error]
+
+
+def _wait(at: AppTest, key: str, timeout: float = 900) -> None:
+    """Rerun the script until the background check has ended (its job left the session state)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        time.sleep(2)
+        at.run()
+        try:
+            at.session_state[f"{key}-job"]
+        except KeyError:
+            return
+    raise AssertionError("the model check did not end")
+
+
+def _check(at: AppTest, key: str, langs: list[str]) -> dict:
+    at.multiselect(key=f"{key}-langs").set_value(langs).run()
+    at.number_input(key=f"{key}-lines").set_value(2).run()
+    at.button(key=f"{key}-run").click().run()
+    _ok(at)
+    _wait(at, key)
+    _ok(at)
+    return at.session_state[f"{key}-doc"]
+
+
+def test_extend_checks_the_session_edit_and_cancels(monkeypatch):
+    monkeypatch.delenv("TOKLAB_SERVER_PATHS", raising=False)
+    at = _app("pages/extend.py")
+    at.selectbox(key="ext-tok").set_value("smollm2").run()
+    at.multiselect(key="ext-corpora").set_value([]).run()
+    at.multiselect(key="ext-others").set_value([]).run()
+    at.multiselect(key="ext-methods").set_value(["continued"]).run()
+    at.number_input(key="ext-nmax").set_value(60).run()
+    at.button(key="ext-train").click().run()
+    at.slider(key="ext-n").set_value(60).run()
+    at.button(key="ext-build").click().run()
+    _ok(at)
+    at.selectbox(key="ext-model-kind").set_value(_smol_label()).run()
+    # all 204 languages as a background job: progress, then Cancel; the page stays usable and says what happened
+    at.checkbox(key="ext-mc-all").check().run()
+    at.button(key="ext-mc-run").click().run()
+    assert at.session_state["ext-mc-job"] is not None and at.button(key="ext-mc-cancel")
+    at.button(key="ext-mc-cancel").click().run()
+    _wait(at, "ext-mc")
+    assert not at.exception
+    try:
+        cancelled = at.session_state["ext-mc-doc"]
+    except KeyError:  # cancelled while the models were still loading: an error message says so
+        cancelled = None
+    assert (
+        cancelled is not None and cancelled["complete"] is False and len(cancelled["languages"]) < 204
+    ) or any("Cancelled" in e.value for e in at.error)
+    at.checkbox(key="ext-mc-all").uncheck().run()
+    doc = _check(at, "ext-mc", ["est_Latn", "eng_Latn"])
+    est, eng = doc["languages"]
+    assert (est["lang"], eng["lang"], est["lines"]) == ("est_Latn", "eng_Latn", 2)
+    assert est["tokens_per_byte_edited"] < est["tokens_per_byte_original"] and doc["n_new_tokens"] == 60
+    assert 0 <= est["mass_new_on_old_text"] <= 1 and eng["kl_unchanged"] >= 0
+    text = str(doc)
+    assert tempfile.gettempdir() not in text and "toklab-model-check" not in text
+    assert at.get("plotly_chart") and at.get("download_button")
+
+
+def test_prune_checks_the_session_edit(monkeypatch):
+    monkeypatch.delenv("TOKLAB_SERVER_PATHS", raising=False)
+    at = _app("pages/prune.py")
+    at.selectbox(key="prune-tok").set_value("smollm2").run()
+    at.number_input(key="prune-n").set_value(300).run()
+    _ok(at)
+    at.selectbox(key="prune-mc-model-kind").set_value(_smol_label()).run()
+    doc = _check(at, "prune-mc", ["eng_Latn"])
+    (eng,) = doc["languages"]
+    assert doc["n_removed_tokens"] == 300 and doc["n_new_tokens"] == 0
+    assert eng["mass_removed"] is not None and 0 <= eng["mass_removed"] < 1
+    assert eng["tokens_per_byte_edited"] >= eng["tokens_per_byte_original"]
+
+
+def test_reuse_checks_the_session_edit(monkeypatch):
+    """R-BPE on SmolLM2 (few reusable ids: threshold 100): the reused ids are new and removed at once."""
+    monkeypatch.delenv("TOKLAB_SERVER_PATHS", raising=False)
+    at = _app("pages/reuse.py")
+    at.selectbox(key="reuse-tok").set_value("smollm2").run()
+    at.number_input(key="reuse-h").set_value(100).run()
+    at.button(key="reuse-train").click().run()
+    _ok(at)
+    at.selectbox(key="reuse-mc-model-kind").set_value(_smol_label()).run()
+    doc = _check(at, "reuse-mc", ["arb_Arab", "eng_Latn"])
+    arb, eng = doc["languages"]
+    assert doc["n_new_tokens"] == doc["n_removed_tokens"] > 0 and "bakeoff" not in doc
+    assert arb["mass_removed"] is not None and eng["tokens_edited"] == eng["tokens_original"]
