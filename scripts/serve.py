@@ -17,6 +17,7 @@ import logging
 import sys
 from pathlib import Path
 
+from streamlit.runtime.pages_manager import PagesManager
 from streamlit.web import cli
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -40,9 +41,22 @@ def warm() -> None:
         print(f"[serve] warm-up skipped: {e}", file=sys.stderr)
 
 
+def leave_legacy_pages_mode() -> None:
+    """Start the server with app.py's `st.navigation` in charge from the first request.
+
+    Streamlit enters its legacy "pages/ folder" mode when the class flag is still unset as the server starts (the
+    entry script has a `pages/` sibling); a fresh server's first deep link then ran `pages/<page>.py` alone.
+    `ui/__init__.py` hands such a run over to app.py when it first imports `ui` — but `warm()` has already imported
+    `ui` here, outside any run, so that hand-over would never happen again in this process (the page ran without
+    its frame, its sidebar library and its error boundary). Setting the flag to False first, as `st.navigation`
+    itself does, means the mode is never entered, and the first request needs no hand-over rerun."""
+    PagesManager.uses_pages_directory = False
+
+
 def main(argv: list[str]) -> None:
     """Warm the process, then `streamlit run app.py` with these options."""
     warm()
+    leave_legacy_pages_mode()
     sys.argv = ["streamlit", "run", str(ROOT / "app.py"), *argv]
     cli.main()
 

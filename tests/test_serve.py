@@ -37,3 +37,26 @@ def test_warm_up_fills_the_shared_cache_and_says_nothing():
 def test_start_script_and_browser_tests_use_the_launcher():
     assert "scripts/serve.py" in (ROOT / "scripts" / "start.sh").read_text()
     assert '"serve.py"' in (ROOT / "tests" / "e2e" / "conftest.py").read_text()
+
+
+PAGES_PROBE = """
+import sys
+sys.path.insert(0, 'scripts')
+import serve
+from streamlit.runtime.pages_manager import PagesManager
+serve.warm()
+assert 'ui' in sys.modules  # the hand-over in ui/__init__.py has had its one chance, outside any run
+serve.leave_legacy_pages_mode()
+PagesManager('app.py')  # what the server builds for its first session
+print(PagesManager.uses_pages_directory)
+"""
+
+
+def test_the_launcher_never_enters_the_legacy_pages_mode():
+    """A fresh server's first deep link must run inside app.py's frame: the launcher imports `ui` before the server
+    starts, so the legacy pages/ mode must be off before the server's PagesManager would switch it on."""
+    done = subprocess.run(
+        [sys.executable, "-c", PAGES_PROBE], cwd=ROOT, capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip().splitlines()[-1] == "False"
