@@ -25,9 +25,10 @@ from analysis.tokenizer.sources import load
 from analysis.tokenizer.tokenizer import LoadedTokenizer
 
 from .bpb import STRIDE, WINDOW
-from .check import CheckRun, EditedVocab, LanguageCheck, NewTokenUse, Variant, compare, new_ids
+from .check import CheckRun, LanguageCheck, NewTokenUse, Variant, compare
 from .embeddings import INITS, init_rows
 from .models import _MEM_SPEC, load_causal_lm, parameter_bytes, pick_device
+from .vocab_map import EditedVocab, new_ids
 from .weights import ModelSource, load_embeddings, resolve_model, tokenizer_for_model
 
 #: Held-out FLORES lines per language (lines 801–1012 of devtest).

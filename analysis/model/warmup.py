@@ -32,8 +32,8 @@ from analysis.core.progress import Cancelled, Progress, report
 from analysis.errors import DataError
 
 from .bpb import STRIDE, WINDOW, bits_per_byte, encode_lines, prefix_token
-from .check import byte_lengths, new_ids
 from .embeddings import save_model
+from .vocab_map import byte_lengths, new_ids
 
 OBJECTIVES = ("ntp", "distill")
 #: Tokens per training sequence (a step of T tokens is T // SEQ_LEN sequences).

@@ -24,10 +24,11 @@ from analysis.commands.model_check import _check
 from analysis.errors import DataError
 from analysis.methods.extension import ExtendResult, export_extension, plan
 from analysis.model.bpb import bits_per_byte, prefix_token, segments
-from analysis.model.check import aligned_positions, byte_lengths, compare, kl_from_mass, new_ids
+from analysis.model.check import compare, kl_from_mass
 from analysis.model.model_check import RowSwap, heldout_texts, load_pair, model_check, resolve_pair
 from analysis.model.models import load_causal_lm
 from analysis.model.omp import hidden_space_rows, omp
+from analysis.model.vocab_map import aligned_positions, byte_lengths, new_ids
 from analysis.model.warmup import WarmupConfig, warm_up
 from analysis.texts.flores import split_lines
 

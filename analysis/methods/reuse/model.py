@@ -26,10 +26,10 @@ from analysis.bpe import bare_tokenize_fn
 from analysis.core.inputs import parse_json, read_file
 from analysis.core.outputs import atomic_folder, atomic_write_text, strict_json
 from analysis.errors import DataError, ModelLoadError
-from analysis.model.check import EditedVocab, byte_lengths
 from analysis.model.embeddings import save_model
 from analysis.model.fvt import fvt_pieces, fvt_rows
 from analysis.model.models import load_causal_lm
+from analysis.model.vocab_map import EditedVocab, byte_lengths
 from analysis.tokenizer.tokenizer import LoadedTokenizer
 
 from .reuse import MAPPING_FILE, ReuseTokenizer
@@ -135,7 +135,7 @@ def is_reuse_folder(folder: str | os.PathLike) -> bool:
 
 
 def model_check_vocab(rt: ReuseTokenizer) -> EditedVocab:
-    """How the model check reads an R-BPE model against the original (:class:`analysis.model.check.EditedVocab`):
+    """How the model check reads an R-BPE model against the original (:class:`analysis.model.vocab_map.EditedVocab`):
     every id keeps its number; a reused id is NEW (its row was re-initialised for a target-language token) and
     REMOVED (its old meaning is gone) at once; every other id means what it meant. Text is encoded the R-BPE way
     (target-script segments through the new tokenizer and the id map)."""
