@@ -35,13 +35,12 @@ from ui.export_check import export_check_section
 from ui.library import add_edited_button
 from ui.model_check import model_check_section
 from ui.pickers import BPE, pick_model, pick_tokenizer, server_path_input
+from ui.progress import start_now
 from ui.spans import token_spans_html
 from ui.trees import merge_tree_text
 
 SCRIPTS = ["Latin", "Cyrillic", "Greek", "Arabic", "Hebrew", "Han", "Hiragana", "Katakana", "Hangul", "Thai",
            "Devanagari", "Georgian", "Armenian"]  # fmt: skip
-#: vocabularies up to this size are pruned (and exported) at once; larger ones on the "Prune" button
-AUTO_PRUNE_VOCAB = 100_000
 
 
 # ------------------------------------------------------------------------------------------ engine calls (cached)
@@ -206,19 +205,9 @@ def next_tokens(tok: LoadedTokenizer, order: P.PruneOrder, n: int) -> None:
 
 
 def trees_now(tok: LoadedTokenizer) -> bool:
-    """Whether to draw merge trees now: at once up to AUTO_PRUNE_VOCAB tokens, on a button for larger vocabularies
-    (the first tree replays every merge of the tokenizer: seconds on 150k tokens), so the page's first view does not
-    wait for it."""
-    key = f"prune-tree-on-{tok.content_hash}"
-    if tok.vocab_size <= AUTO_PRUNE_VOCAB or st.session_state.get(key):
-        return True
-    if st.button("Show its merge tree", key="prune-tree-go"):
-        st.session_state[key] = True
-        return True
-    st.caption(
-        f"{tok.vocab_size:,} tokens: the first merge tree replays every merge, so it starts on the button."
-    )
-    return False
+    """Whether to draw merge trees now (on a button above 100k tokens: the first tree replays every merge of the
+    tokenizer, seconds on 150k tokens)."""
+    return start_now(tok, "prune-tree-go", "Show its merge tree", "the first merge tree replays every merge")
 
 
 def own_text(tok: LoadedTokenizer, new: LoadedTokenizer, held: dict[str, list[str]]) -> None:
@@ -298,15 +287,8 @@ def zip_written(written: WrittenExport | None) -> None:
 
 
 def prune_now(tok: LoadedTokenizer, n: int) -> bool:
-    """Whether to prune and show the export now: at once for vocabularies up to AUTO_PRUNE_VOCAB tokens, on the
-    "Prune" button for larger ones (seconds on 150k tokens), so that their first view is not kept waiting."""
-    if tok.vocab_size <= AUTO_PRUNE_VOCAB or st.session_state.get(f"prune-go-on-{tok.content_hash}"):
-        return True
-    if st.button(f"Prune {n:,} tokens", key="prune-go", type="primary"):
-        st.session_state[f"prune-go-on-{tok.content_hash}"] = True
-        return True
-    st.caption(f"{tok.vocab_size:,} tokens: pruning takes a few seconds, so it starts on the button.")
-    return False
+    """Whether to prune and show the export now (on the "Prune" button above 100k tokens: seconds on 150k)."""
+    return start_now(tok, "prune-go", f"Prune {n:,} tokens", "pruning takes a few seconds", primary=True)
 
 
 def page() -> None:

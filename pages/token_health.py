@@ -19,7 +19,7 @@ from ui import links
 from ui.caching import cache_data
 from ui.errors import try_step
 from ui.pickers import BPE, pick_tokenizer
-from ui.progress import progress
+from ui.progress import progress, start_now
 from ui.spans import pieces_html
 
 LABELS = {
@@ -34,9 +34,6 @@ LABELS = {
 SHORT = {"reachable": "Reachable", "unreachable_multi": "Splits", "unreachable_other_single": "Other token",
          "merge_skip_only": "Skip-only", "byte_fallback": "Byte pieces", "special": "Special", "unk": "Unk"}  # fmt: skip
 MAX_ROWS = 5000
-#: vocabularies up to this size get the unreachable tokens' merge ranks and explanation at once; larger ones on a
-#: button, so that the first view does not wait for the first of them to replay every merge (seconds on 150k tokens)
-AUTO_REPLAY_VOCAB = 100_000
 
 
 @cache_data(show_spinner=False, max_entries=8)
@@ -120,20 +117,12 @@ def token_table(name: str, df: pd.DataFrame, summary: dict) -> pd.DataFrame:
 
 
 def replay_now(tok: LoadedTokenizer, view: pd.DataFrame) -> bool:
-    """Whether to show the merge ranks and explanations of the unreachable tokens in `view` now: at once up to
-    AUTO_REPLAY_VOCAB tokens, on a button for larger vocabularies (False when none is unreachable)."""
+    """Whether to show the merge ranks and explanations of the unreachable tokens in `view` now (on a button above
+    100k tokens: the first explanation replays every merge; False when none is unreachable)."""
     if not view["category"].isin(UNREACHABLE).any():
         return False
-    key = f"th-replay-on-{tok.content_hash}"
-    if tok.vocab_size <= AUTO_REPLAY_VOCAB or st.session_state.get(key):
-        return True
-    if st.button("Merge ranks and explanations of the unreachable tokens", key="th-replay-go"):
-        st.session_state[key] = True
-        return True
-    st.caption(
-        f"{tok.vocab_size:,} tokens: the first explanation replays every merge, so it starts on the button."
-    )
-    return False
+    return start_now(tok, "th-replay-go", "Merge ranks and explanations of the unreachable tokens",
+                     "the first explanation replays every merge")  # fmt: skip
 
 
 def charts(tok: LoadedTokenizer, view: pd.DataFrame, replay: bool) -> None:

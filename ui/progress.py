@@ -8,6 +8,7 @@ from contextlib import contextmanager
 import streamlit as st
 
 from analysis.core.progress import Progress, fraction
+from analysis.tokenizer.tokenizer import LoadedTokenizer
 
 
 def progress_bar(text: str, *, unit: str = "") -> tuple[Progress, object]:
@@ -39,3 +40,22 @@ def progress(text: str, *, unit: str = "") -> Iterator[Progress]:
         yield update
     finally:
         bar.empty()
+
+
+#: Vocabularies larger than this start a page's slow part (a replay of every merge, a pruning) on a button, so that
+#: the page's first view is not kept waiting for it.
+AUTO_START_VOCAB = 100_000
+
+
+def start_now(tok: LoadedTokenizer, key: str, label: str, why: str, *, primary: bool = False) -> bool:
+    """Whether to run a slow part of a page now: at once for vocabularies up to :data:`AUTO_START_VOCAB` tokens,
+    else once its button (`label`, widget `key`) was pressed for this tokenizer in this session; until then a
+    caption says `why` it waits."""
+    done = f"{key}-on-{tok.content_hash}"
+    if tok.vocab_size <= AUTO_START_VOCAB or st.session_state.get(done):
+        return True
+    if st.button(label, key=key, type="primary" if primary else "secondary"):
+        st.session_state[done] = True
+        return True
+    st.caption(f"{tok.vocab_size:,} tokens: {why}, so it starts on the button.")
+    return False
