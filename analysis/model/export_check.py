@@ -19,10 +19,10 @@ from typing import Any
 import numpy as np
 
 from analysis.core.progress import Progress, report, scaled
-from analysis.errors import DataError, ModelLoadError
+from analysis.errors import DataError, ModelLoadError, TokenizerLoadError
 from analysis.texts import flores
 from analysis.tokenizer.gguf_export import gguf_bytes_vocab_only, gguf_vocab, read_gguf_vocab_meta
-from analysis.tokenizer.sources import load, load_gguf
+from analysis.tokenizer.sources import gguf_tensor_shapes, load, load_gguf
 from analysis.tokenizer.tokenizer import LoadedTokenizer
 
 from .gguf_model import LogprobComparison, compare_logprobs
@@ -265,12 +265,10 @@ def check_export(
 
 
 def _has_tensors(path: Path) -> bool:
-    """Whether a GGUF file holds a model (tensors), not a vocabulary only."""
-    import gguf  # noqa: PLC0415 - loaded on use
-
+    """Whether a GGUF file holds a model (tensors), not a vocabulary only (from its header: no vocabulary parse)."""
     try:
-        return len(gguf.GGUFReader(str(path)).tensors) > 0
-    except Exception:  # noqa: BLE001 - an unreadable file has no model to compare; parity reports it
+        return len(gguf_tensor_shapes(path)) > 0
+    except (OSError, TokenizerLoadError):  # an unreadable file has no model to compare; parity reports it
         return False
 
 

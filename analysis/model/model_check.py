@@ -21,7 +21,7 @@ from typing import Any
 from analysis.core.progress import Progress, report
 from analysis.errors import DataError, ModelLoadError, TokenizerLoadError
 from analysis.texts.flores import FLORES_TRAIN_LINES, canonical_code, split_lines
-from analysis.tokenizer.sources import load
+from analysis.tokenizer.sources import gguf_tensor_shapes, load
 from analysis.tokenizer.tokenizer import LoadedTokenizer
 
 from .bpb import STRIDE, WINDOW
@@ -69,7 +69,16 @@ def available_memory() -> int | None:
 
 
 def _rows(src: ModelSource) -> int:
-    """Embedding rows of a checkpoint, from its headers (never the weights)."""
+    """Embedding rows of a checkpoint, from its headers (never the weights; a GGUF file's tensor infos only)."""
+    if src.kind == "gguf":
+        try:
+            shapes = gguf_tensor_shapes(src.files[0])
+        except (OSError, TokenizerLoadError) as e:
+            raise ModelLoadError(f"{src.label}: not a readable GGUF file ({e})") from e
+        for name in ("token_embd.weight", "output.weight"):
+            if len(shapes.get(name, ())) == 2:
+                return int(shapes[name][1])  # GGUF order: (width, rows)
+        raise ModelLoadError(f"{src.label}: no embedding matrix found")
     w = load_embeddings(src)
     m = w.input if w.input is not None else w.output
     if m is None:

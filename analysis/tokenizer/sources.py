@@ -353,6 +353,38 @@ def gguf_metadata(
     return out
 
 
+def gguf_tensor_shapes(path: str | os.PathLike) -> dict[str, tuple[int, ...]]:
+    """Each tensor's shape in a GGUF file (GGUF order: the fastest-varying dimension first, so an embedding
+    matrix is (width, rows)), read from the header only: the metadata is skipped (:func:`gguf_metadata`), then
+    the tensor infos are read; no tensor data, no gguf-py (whose reader parses every vocabulary string: 4 s on
+    SmolLM2). TokenizerLoadError for a file that is not GGUF or is cut short."""
+    with open(path, "rb") as fh:
+        gguf_metadata(
+            fh, frozenset(), whole=True
+        )  # checks the header; leaves the file at the first tensor info
+        at, end = fh.tell(), fh.seek(0, io.SEEK_END)
+        fh.seek(8)  # after the magic and the version: the tensor count
+        (n_tensors,) = struct.unpack("<Q", fh.read(8))
+        fh.seek(at)
+
+        def read(n: int) -> bytes:
+            if n > end - fh.tell():
+                raise TokenizerLoadError("the GGUF header ends early (a truncated file)")
+            return fh.read(n)
+
+        if n_tensors * 24 > end - fh.tell():  # each tensor info takes at least 24 bytes
+            raise TokenizerLoadError("the GGUF header ends early (a truncated file)")
+        out: dict[str, tuple[int, ...]] = {}
+        for _ in range(n_tensors):
+            name = read(struct.unpack("<Q", read(8))[0]).decode("utf-8", errors="replace")
+            (n_dims,) = struct.unpack("<I", read(4))
+            if n_dims > 8:
+                raise TokenizerLoadError(f"GGUF tensor {name!r} has {n_dims} dimensions: not a GGUF file")
+            out[name] = struct.unpack(f"<{n_dims}Q", read(8 * n_dims))
+            read(12)  # type (uint32) and offset (uint64)
+        return out
+
+
 def load_gguf(path: str | os.PathLike, *, name: str | None = None, key: str | None = None) -> LoadedTokenizer:
     """The tokenizer embedded in a GGUF model file (converted by transformers' GGUF reader, which reads the
     metadata only; the weights are never loaded), with the pre-tokenizer of :data:`GGUF_PRE_TOKENIZERS` where

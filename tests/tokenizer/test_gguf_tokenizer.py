@@ -19,7 +19,7 @@ from analysis.cli import main
 from analysis.errors import TokenizerLoadError
 from analysis.model.preflight import check_chat_template
 from analysis.tokenizer.export import write_folder
-from analysis.tokenizer.sources import GGUF_MAGIC, gguf_metadata, load, load_upload
+from analysis.tokenizer.sources import GGUF_MAGIC, gguf_metadata, gguf_tensor_shapes, load, load_upload
 
 LANGS = ("eng_Latn", "est_Latn", "zho_Hans", "arb_Arab", "hin_Deva", "kor_Hang", "rus_Cyrl", "tha_Thai",
          "ell_Grek", "heb_Hebr", "jpn_Jpan", "amh_Ethi")  # fmt: skip
@@ -187,3 +187,22 @@ def test_uploads_cap_and_damaged_uploads(monkeypatch):
         load_upload("fake.gguf", b"PK\x05\x06" + b"\x00" * 100)
     with pytest.raises(TokenizerLoadError, match="holds no tokenizer"):
         load_upload("empty.gguf", _header(1, _kv_string("name", "x")))
+
+
+@pytest.mark.slow
+@need_smollm
+def test_tensor_shapes_are_read_from_the_header_like_gguf_py(tmp_path):
+    """`gguf_tensor_shapes` (the model check's embedding-row count) gives every tensor's shape as gguf-py's full
+    reader does; a file cut inside its tensor infos is a load error, not a wrong count."""
+    gguf = pytest.importorskip("gguf")
+    got = gguf_tensor_shapes(SMOLLM)
+    want = {t.name: tuple(int(d) for d in t.shape) for t in gguf.GGUFReader(str(SMOLLM)).tensors}
+    assert got == want and got["token_embd.weight"] == (576, 49152)
+    with open(SMOLLM, "rb") as fh:
+        gguf_metadata(fh, frozenset(), whole=True)
+        head = fh.tell() + 100  # the metadata and the start of the tensor infos
+        fh.seek(0)
+        cut = tmp_path / "cut.gguf"
+        cut.write_bytes(fh.read(head))
+    with pytest.raises(TokenizerLoadError, match="ends early"):
+        gguf_tensor_shapes(cut)
