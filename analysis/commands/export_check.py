@@ -48,7 +48,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Run the export check and print its report; exit status 1 when it is not ok."""
+    """Run the export check and print its report (its verdict is the report's ``ok``); exit status 0 whenever the
+    check ran, 2 on bad input."""
     base = load(args.base) if args.base else None
     langs = [c.strip() for c in args.langs.split(",") if c.strip()] if args.langs else None
     rep = run_export_check(
