@@ -29,7 +29,7 @@ from analysis.model.model_check import RowSwap, heldout_texts, load_pair, model_
 from analysis.model.models import load_causal_lm
 from analysis.model.omp import hidden_space_rows, omp
 from analysis.model.vocab_map import aligned_positions, byte_lengths, new_ids
-from analysis.model.warmup import WarmupConfig, warm_up
+from analysis.model.warmup import WarmupConfig, _distill_loss, _distill_pairs, warm_up
 from analysis.texts.flores import split_lines
 
 LN2 = math.log(2)
@@ -85,6 +85,7 @@ def test_sliding_window_scores_every_token_once():
         segments([seq], window=8, stride=8)
 
 
+@pytest.mark.slow
 def test_bpb_equals_plain_transformers_and_windows_stay_close(pair):
     src, _ = pair
     model = load_causal_lm(src).model
@@ -122,6 +123,7 @@ def test_aligned_positions_are_same_token_same_bytes():
     assert not any(n[q] in added for _, q in pairs)
 
 
+@pytest.mark.slow
 def test_compare_measures_follow_their_definitions(pair):
     src, out = pair
     original, edited = load_pair(src, out, device="cpu")
@@ -148,6 +150,7 @@ def test_compare_measures_follow_their_definitions(pair):
     assert all(0 <= u.max_prob <= 1 for u in uses)
 
 
+@pytest.mark.slow
 def test_one_pass_per_model_equals_the_three_pass_reading(pair):
     """The original's states through the edited head (mass on new ids; unchanged lines not read again) give the
     figures of reading the text with the edited model itself, for every variant of a bake-off."""
@@ -193,6 +196,7 @@ def test_bakeoff_scores_each_init_on_the_same_bytes_and_restores_the_rows(pair):
     assert res.languages[0].lang == "est_Latn" and res.languages[0].variant == "exported"
 
 
+@pytest.mark.slow
 def test_hewitt_mass_grows_with_the_norm_of_random_rows(pair):
     src, out = pair
     original, edited = load_pair(src, out, device="cpu")
@@ -287,6 +291,41 @@ def test_warmup_changes_only_the_new_rows_and_lowers_the_loss(pair):
     assert dist.steps_done == 4 and all(np.isfinite(dist.losses))
 
 
+def test_distillation_loss_is_the_full_models_hidden_state_mse(pair):
+    """The distillation step reads the models' bodies only (no vocabulary head) and keeps the frozen original's
+    hidden states per line: its loss equals the plain definition (the full models' ``hidden_states[-1]`` at the
+    aligned boundaries, recomputed every step) on the same lines, and the kept states serve the next steps."""
+    import random  # noqa: PLC0415 - a seeded draw for this test only
+
+    src, out = pair
+    original, edited = load_pair(src, out, device="cpu")
+    lines = split_lines("est_Latn")[0][:60]
+    ids = set(new_ids(original.tok, edited.tok))
+    enc_o = [original.tok.tokenizer.encode(s, add_special_tokens=False).ids for s in lines]
+    enc_n = [edited.tok.tokenizer.encode(s, add_special_tokens=False).ids for s in lines]
+    pairs = _distill_pairs(enc_o, enc_n, byte_lengths(original.tok), byte_lengths(edited.tok), ids)
+    assert len(pairs) > 5
+    targets: dict = {}
+    for step in range(3):
+        got = _distill_loss(original, edited.model, pairs, 96, random.Random(step), "cpu", targets)
+        rng, chosen, n = random.Random(step), [], 0
+        while n < 96:
+            k = rng.randrange(len(pairs))
+            chosen.append(k)
+            n += len(pairs[k][1])
+        sq, count = 0.0, 0
+        with torch.no_grad():
+            for k in chosen:
+                o, nw, al = pairs[k]
+                h_o = original.model(torch.tensor([o]), output_hidden_states=True).hidden_states[-1][0]
+                h_n = edited.model(torch.tensor([nw]), output_hidden_states=True).hidden_states[-1][0]
+                for p, q in al:
+                    sq += float(((h_n[q] - h_o[p]) ** 2).sum())
+                    count += h_o.shape[-1]
+        assert abs(float(got.detach()) - sq / count) <= 1e-5 * max(1.0, sq / count)
+    assert 0 < len(targets) <= len(pairs)
+
+
 def _cli(args: list[str]) -> tuple[int, str, str]:
     out, err = io.StringIO(), io.StringIO()
     with redirect_stdout(out), redirect_stderr(err):
@@ -299,6 +338,7 @@ def test_cli_json_shape_and_warmed_export(pair, tmp_path: Path):
     src, out = pair
     rc, text, _ = _cli(["model-check", "--original", str(src), "--edited", str(out), "--langs", "est_Latn,eng_Latn",
                         "--lines", "2", "--inits", "mean,omp", "--warmup-steps", "2", "--warmup-tokens", "64",
+                        "--objective", "distill",
                         "--out", str(tmp_path / "warm"), "--json"])  # fmt: skip
     assert rc == 0
     doc = json.loads(text)
@@ -312,7 +352,9 @@ def test_cli_json_shape_and_warmed_export(pair, tmp_path: Path):
     for u in doc["new_tokens"]:
         ut = u["undertrained"]
         assert ut["indicator"] and 0 <= ut["rank_share"] <= 1 and isinstance(ut["candidate"], bool)
-    assert [p["step"] for p in doc["warmup"]["curve"]] == [0, 1, 2]
+    assert [p["step"] for p in doc["warmup"]["curve"]] == [0, 1, 2] and doc["warmup"][
+        "objective"
+    ] == "distill"
     assert (tmp_path / "warm" / "model.safetensors").is_file() and (
         tmp_path / "warm" / "tokenizer.json"
     ).is_file()
@@ -321,6 +363,7 @@ def test_cli_json_shape_and_warmed_export(pair, tmp_path: Path):
     assert rc == 0 and "eng_Latn: BPB" in text
 
 
+@pytest.mark.slow
 def test_bad_inputs_are_refused_before_loading(pair, tmp_path: Path):
     src, out = pair
     tok_only = tmp_path / "tok_only"
