@@ -1,7 +1,9 @@
 """Every command the README and docs/ show runs as written from the repository root, after the install command.
 
 A ```bash block is run with bash (`set -e`, so every line must succeed) in the repository root, with the shared
-assets in TOKLAB_ASSETS and TMPDIR in a fresh folder; a block whose first line is `# slow` runs in the slow lane.
+assets in TOKLAB_ASSETS and TMPDIR in a fresh folder. Every block starts CLI processes (2–10 s each, the imports
+alone take 1–2 s), so every block runs in the slow lane; `# slow` on a block's first line tells the reader that it takes
+a minute or so (a model, a full sweep).
 A ```sh block starts a server or needs a cluster or GPUs: it is not run, but it must say so (`# starts …` or
 `# needs: …`). Every shell line in either kind uses the project's interpreter (`.venv/bin/python`), never a bare
 `python`, which fails in a fresh shell with "No module named 'tokenizers'"."""
@@ -33,7 +35,7 @@ def blocks(kind: str) -> list[tuple[str, int, str]]:
 
 def _params(slow: bool) -> list:
     return [
-        pytest.param(text, id=f"{name}#{n}", marks=[pytest.mark.slow] if slow else [])
+        pytest.param(text, id=f"{name}#{n}", marks=[pytest.mark.slow])
         for name, n, text in blocks("bash")
         if text.startswith("# slow") == slow
     ]

@@ -6,6 +6,7 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import pytest
 from support import ROOT
 
 PROBE = """
@@ -26,6 +27,7 @@ print(tok.name)
 """
 
 
+@pytest.mark.slow
 def test_warm_up_fills_the_shared_cache_and_says_nothing():
     done = subprocess.run(
         [sys.executable, "-c", PROBE], cwd=ROOT, capture_output=True, text=True, timeout=300
@@ -52,6 +54,7 @@ print(PagesManager.uses_pages_directory)
 """
 
 
+@pytest.mark.slow
 def test_the_launcher_never_enters_the_legacy_pages_mode():
     """A fresh server's first deep link must run inside app.py's frame: the launcher imports `ui` before the server
     starts, so the legacy pages/ mode must be off before the server's PagesManager would switch it on."""

@@ -29,6 +29,7 @@ def at() -> AppTest:
     return app
 
 
+@pytest.mark.slow
 def test_default_opens_on_embedded_tokenizer(at):
     metrics = {m.label: m.value for m in at.metric}
     assert metrics["Model"] == "BPE"
@@ -118,6 +119,7 @@ def test_every_page_url_is_its_file_name():
     assert all(stem == url for stem, url in pages), pages
 
 
+@pytest.mark.slow
 def test_first_deep_link_of_a_fresh_server_runs_in_the_frame():
     """The one Streamlit workaround (ui/__init__.py): a fresh process's first run of a deep link goes through app.py.
 

@@ -3,6 +3,7 @@ lines), and a pruned tokenizer whose bytes/token does not move shows "no change"
 
 from __future__ import annotations
 
+import pytest
 from streamlit.testing.v1 import AppTest
 from support import ROOT, load_shared
 
@@ -10,6 +11,7 @@ from analysis.methods import pruning as P
 from analysis.texts.flores import split_lines
 
 
+@pytest.mark.slow
 def test_flat_prune_curve_gets_a_reason_and_no_red_zero():
     tok = load_shared("llama-2")
     at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=300)

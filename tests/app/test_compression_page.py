@@ -39,6 +39,7 @@ def _main_table(at: AppTest):
     raise AssertionError("results table not found")
 
 
+@pytest.mark.slow
 def test_compute_two_tokenizers_on_languages(at):
     _add_example(at, "llama-3.1")
     at.multiselect(key="cmp-toks").set_value(["Qwen (embedded)", "llama-3.1"]).run()

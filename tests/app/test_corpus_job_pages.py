@@ -83,6 +83,7 @@ def test_prune_frequency_order_from_a_background_corpus_job(server_paths):
     assert table["id"].tolist() == list(order.ids[n : n + 25])
 
 
+@pytest.mark.slow
 def test_corpus_folder_outside_the_allowed_roots_is_refused(monkeypatch, tmp_path):
     monkeypatch.setenv("TOKLAB_SERVER_PATHS", "1")
     monkeypatch.setenv("TOKLAB_SERVER_ROOTS", str(tmp_path))

@@ -93,6 +93,7 @@ def _cli_json(*args: str) -> dict:
 TIMINGS = {"seconds", "fvt_seconds", "read_seconds"}
 
 
+@pytest.mark.slow
 def test_page_json_downloads_are_the_cli_json(monkeypatch):
     """The page's "Download JSON" is `dynamic … --target T --full-curve --json` for the same batch, k and
     boundary, and its batches download is `dynamic … --batch-size B --sample-merges --json` (timings aside)."""
@@ -125,6 +126,7 @@ def test_page_json_downloads_are_the_cli_json(monkeypatch):
     assert batches == _cli_json(*base, "--batch-size", "6", "--sample-merges", "--seed", "2")
 
 
+@pytest.mark.slow
 def test_dynamic_page_model_embeddings(tiny_llama2, monkeypatch):
     path, _ = tiny_llama2
     got = record_downloads(monkeypatch)

@@ -58,6 +58,7 @@ def _largest_n(at: AppTest) -> int:
     return int(next(n.value for n in at.number_input if n.label == "Largest N on the curve"))
 
 
+@pytest.mark.slow
 def test_prune_largest_n_follows_the_tokenizer():
     """It kept the previous tokenizer's value (75,823 after Llama-3.1 on the next tokenizer)."""
     gpt2, smol = load_shared("gpt2"), load_shared("smollm2-135m-instruct")
@@ -99,6 +100,7 @@ def test_reuse_page_says_when_the_reusable_ids_fall_short_of_the_threshold():
     assert not [w for w in at.warning if "reusable ids for the threshold" in w.value]
 
 
+@pytest.mark.slow
 def test_reuse_sample_text_survives_with_the_default_protections():
     """With the page's defaults (the embedded Qwen), ✔ and ❤ of its own sample were reused: the sample no longer
     decoded back. Shared symbols are now protected by default."""

@@ -8,6 +8,7 @@ import io
 import json
 import zipfile
 
+import pytest
 from app_support import open_page
 from download_support import record_downloads
 from support import load_shared
@@ -17,6 +18,7 @@ from analysis.model.llamacpp import llama_cpp_available
 from analysis.tokenizer.export import zip_bytes
 
 
+@pytest.mark.slow
 def test_inspect_export_check_is_the_cli_json(monkeypatch, tmp_path, capsys):
     seen = record_downloads(monkeypatch)
     at = open_page("pages/inspect.py")

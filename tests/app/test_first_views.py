@@ -37,6 +37,7 @@ def _recomputed(*args, **kwargs):
     raise AssertionError("recomputed although the disk cache holds the result")
 
 
+@pytest.mark.slow
 def test_prune_second_session_reads_the_order_from_disk(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -95,6 +95,7 @@ def _add_from_sidebar(at: AppTest, name: str) -> None:
     assert not at.exception, [e.message for e in at.exception]
 
 
+@pytest.mark.slow
 def test_adding_an_example_selects_it_on_the_current_page():
     at = _app("pages/token_health.py")
     _add_from_sidebar(at, "gpt2")

@@ -28,6 +28,7 @@ def test_page_offers_exactly_the_registry():
     assert box.value == "leaf-frequency"
 
 
+@pytest.mark.slow
 def test_prune_page_curves_and_export(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(
         "TOKLAB_SERVER_PATHS", "1"

@@ -29,6 +29,7 @@ def _page() -> AppTest:
     return at
 
 
+@pytest.mark.slow
 def test_page_trains_previews_and_exports():
     at = _page()
     spec = json.loads(at.get("plotly_chart")[0].proto.spec)
@@ -58,6 +59,7 @@ def test_page_trains_previews_and_exports():
     assert any("Train the new tokenizer" in i.value for i in at.info)
 
 
+@pytest.mark.slow
 def test_page_report_is_the_cli_json(monkeypatch):
     """ "Download the report (JSON)" is `reuse --json` for the same tokenizer, target and training text (FLORES
     lines only), build time aside; both measure English too, where nothing changes."""

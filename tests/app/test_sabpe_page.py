@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from download_support import record_downloads, without_timings
 from streamlit.testing.v1 import AppTest
 from support import ROOT, load_shared
@@ -15,6 +16,7 @@ from analysis.core.paths import public_document
 from analysis.tokenizer.defaults import DEFAULT_NAME, default_tokenizer
 
 
+@pytest.mark.slow
 def test_page_trains_and_compares():
     at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=60)
     at.switch_page("pages/sabpe.py").run()
@@ -37,6 +39,7 @@ def test_page_trains_and_compares():
     assert list(at.dataframe[0].value.columns)[-1] == "SA-BPE (F*log(R)*L, skip R<2)"
 
 
+@pytest.mark.slow
 def test_page_report_is_the_cli_json(monkeypatch, capsys):
     """The page trains through SabpeComparison and offers its to_json: the CLI's --json document (timings apart)."""
     seen = record_downloads(monkeypatch)

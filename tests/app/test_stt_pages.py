@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from streamlit.testing.v1 import AppTest
 from support import ROOT, load_shared
 
@@ -74,6 +75,7 @@ def test_merge_tree_of_a_searched_token():
     assert len(_spec(at, "mt-tree")["data"][1]["x"]) < len(labels)
 
 
+@pytest.mark.slow
 def test_merge_tree_from_query_param_and_unreachable_explanation():
     at = _app("pages/merge_trees.py", token="cab")
     at.selectbox(key="mt-tok").set_value("toy").run()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from app_support import open_page
 from streamlit.testing.v1 import AppTest
 from support import FLORES, ROOT, TOKENIZERS, load_shared
@@ -61,6 +62,7 @@ def test_one_match_is_one_match():
     assert at.selectbox(key="mt-pick").label.endswith("(1 match)")
 
 
+@pytest.mark.slow
 def test_cli_extend_reports_held_out_compression_by_default(capsys):
     """As documented (`--flores LANG`, no `--heldout-flores`), `extend` printed no before/after compression."""
     args = ["extend", "--tokenizer", str(TOKENIZERS / "gpt2"), "--method", "continued", "--flores", "est_Latn",

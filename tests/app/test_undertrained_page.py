@@ -187,6 +187,7 @@ def _cli_json(*args: str) -> dict:
     return json.loads(buf.getvalue())
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(ut.cuda_available(), reason="this machine has CUDA")
 def test_cuda_asked_for_on_a_machine_without_it(synthetic_model, monkeypatch, tmp_path):
     """Without CUDA, choosing it says so and disables the run, instead of failing; cpu and auto still work."""

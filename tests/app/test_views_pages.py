@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 from app_support import open_page
 from support import load_shared
 
@@ -10,6 +11,7 @@ from analysis.views.chat_template import SAMPLE_CONVERSATION, render_chat
 from analysis.views.vocab_diff import vocab_diff
 
 
+@pytest.mark.slow
 def test_vocab_diff_page_shows_the_engine_numbers_and_the_unique_tokens():
     at = open_page("pages/vocab_diff.py", t=["example:gpt2", "example:llama-3.1"])
     assert at.multiselect(key="vd-toks").value == ["gpt2", "llama-3.1"]
@@ -26,6 +28,7 @@ def test_vocab_diff_page_with_one_tokenizer_asks_for_two():
     assert any("at least two" in i.value for i in at.info)
 
 
+@pytest.mark.slow
 def test_chat_template_page_renders_the_conversation_with_its_ids():
     at = open_page("pages/chat_template.py", t="example:qwen3")
     ids = render_chat(load_shared("qwen3"), SAMPLE_CONVERSATION).ids
@@ -35,6 +38,7 @@ def test_chat_template_page_renders_the_conversation_with_its_ids():
     assert " ".join(map(str, ids)) in [c.value for c in at.code]
 
 
+@pytest.mark.slow
 def test_chat_template_page_explains_a_missing_or_failing_template():
     at = open_page("pages/chat_template.py", t="example:gpt2")
     assert any("no chat template" in i.value for i in at.info)

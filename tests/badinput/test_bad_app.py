@@ -224,6 +224,7 @@ BAD_UPLOADS = {
 }
 
 
+@pytest.mark.slow
 def test_bad_uploads_give_error_boxes(monkeypatch):
     at = _app()
     for label, (name, data, words) in BAD_UPLOADS.items():

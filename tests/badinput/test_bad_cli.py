@@ -382,6 +382,7 @@ def test_non_empty_out_is_refused_and_force_replaces_it_whole(cli, tmp_path):
     assert [p.name for p in tmp_path.iterdir()] == ["out"]  # no temporary or old folder left beside it
 
 
+@pytest.mark.slow
 def test_killed_mid_write_leaves_no_folder(cli, tmp_path):
     """SIGKILL after the first file of the folder is written: the target never appears half-written."""
     script = tmp_path / "kill_after_first_file.py"

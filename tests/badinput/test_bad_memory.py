@@ -39,6 +39,7 @@ def test_sparse_ids_prune(cli_process, tmp_path):
     _bounded("sparse ids (prune)", run)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", ["zip", "gz"])
 def test_one_line_bomb_with_a_budget(cli_process, tmp_path, kind):
     """100 MB in one line, compressed to about 100 kB: the budget applies inside the line."""
@@ -73,6 +74,7 @@ def test_huge_tokenizer_json_in_a_folder(cli_process, tmp_path):
     _bounded("2.5 GB tokenizer.json through a folder (inspect)", run)
 
 
+@pytest.mark.slow
 def test_zip_understating_its_sizes(cli_process, tmp_path):
     gpt2 = (GPT2 / "tokenizer.json").read_bytes()
     data = understated(zip_of({"tok/tokenizer.json": gpt2, "tok/padding.bin": b"\0" * (300 << 20)}))

@@ -66,6 +66,7 @@ def test_subprocess_tokenizer_json_llama2():
         ("mistral-7b-v0.3", {"model_type": "BPE", "byte_fallback": True, "vocab_size": 32768}),
     ],
 )
+@pytest.mark.slow
 def test_inspect_json_fields(capsys, name, expected):
     for target in (TOKENIZERS / name, TOKENIZERS / name / "tokenizer.json"):
         rc, out, err = _inspect(capsys, str(target), "--json")

@@ -175,6 +175,7 @@ def test_stt_corpus_reads_lines_not_splitlines(capsys, tmp_path):
 # --------------------------------------------------------------------------------------------------
 # compress --corpus: rows shaped like the FLORES rows, the same formulas
 # --------------------------------------------------------------------------------------------------
+@pytest.mark.slow
 def test_compress_corpus_rows_equal_flores_rows(capsys, tmp_path):
     files = [str(FLORES / "devtest" / f"{c}.devtest") for c in ("eng_Latn", "est_Latn", "zho_Hans")]
     argv = [
@@ -263,6 +264,7 @@ def test_confine_inputs(tmp_path, monkeypatch):
 # --------------------------------------------------------------------------------------------------
 # the tokenizer argument: --model gives the model's own tokenizer
 # --------------------------------------------------------------------------------------------------
+@pytest.mark.slow
 @need_smollm
 def test_tokenizer_argument_defaults_to_the_models_own():
     ns = argparse.Namespace(tokenizer=None, revision=None, token=None, model=str(SMOLLM))
@@ -365,6 +367,7 @@ def test_compress_corpus_per_language_folder(capsys, tmp_path):
     assert {r["corpus"]: r for r in json.loads(out)} == rows  # the local executor: the same rows
 
 
+@pytest.mark.slow
 def test_several_inputs_and_globs_are_one_deduplicated_corpus(capsys, tmp_path):
     glob = str(FLORES / "devtest" / "y*.devtest")
     yor = str(FLORES / "devtest" / "yor_Latn.devtest")
@@ -393,6 +396,7 @@ def test_several_inputs_and_globs_are_one_deduplicated_corpus(capsys, tmp_path):
     assert rc == 2 and err.startswith("error: no files match")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("executor", [[], ["--executor", "local", "--tasks", "2", "--workers", "2"]])
 def test_corrupt_shard_is_an_error_naming_the_shard(capsys, tmp_path, executor):
     d = tmp_path / "corpus"

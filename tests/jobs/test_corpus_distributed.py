@@ -131,6 +131,7 @@ def test_shard_order_and_task_count_do_not_matter(corpus, tmp_path):
     assert train_from_words(tok, a.result, 80).merges() == train_from_words(tok, b.result, 80).merges()
 
 
+@pytest.mark.slow
 def test_sentencepiece_words_equal_continue_training(tmp_path):
     tok = load_shared("llama-2")
     d = tmp_path / "sp"
@@ -145,6 +146,7 @@ def test_sentencepiece_words_equal_continue_training(tmp_path):
     assert train_from_words(tok, run.result, 60).steps == ref.steps
 
 
+@pytest.mark.slow
 def test_token_id_counts_equal_pruning_and_reachability(corpus, tmp_path):
     tok = load_shared("gpt2")
     units = list(corpora.from_paths(corpus))

@@ -59,6 +59,7 @@ def _logits(model, ids: list[int]) -> np.ndarray:
         return model(torch.tensor([ids])).logits[0].float().numpy()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("tied", [True, False])
 def test_pruned_model_logits_match_and_export_loads(tmp_path: Path, smol, tied: bool) -> None:
     tok, res = smol
@@ -100,6 +101,7 @@ def test_pruned_model_logits_match_and_export_loads(tmp_path: Path, smol, tied: 
     assert at(TEXT, add_special_tokens=False)["input_ids"] == new_ids
 
 
+@pytest.mark.slow
 def test_fvt_rows_are_mean_of_old_pieces(tmp_path: Path, smol) -> None:
     """Re-extend the pruned tokenizer back to the original (+1 added token): FVT rows = mean of old pieces."""
     tok, res = smol
@@ -216,6 +218,7 @@ def test_real_smollm2_pruned_logits(tmp_path: Path) -> None:
     assert again.num_parameters() < model.num_parameters() + 1  # 20000 x 576 fewer than the original
 
 
+@pytest.mark.slow
 def test_cli_prune_with_model(tmp_path: Path) -> None:
     """`python -m analysis prune … --model M`: the written folder holds a loadable, smaller model."""
     tok = load_shared("llama-2")

@@ -128,6 +128,7 @@ def test_roundtrip_before_after_finds_a_broken_language(smol):
     assert [e["lang"] for e in rt.broken] in ([], ["hin_Deva"])  # removal may keep bytes reachable: then none
 
 
+@pytest.mark.slow
 @needs_llama_cpp
 @pytest.mark.parametrize("name", ["gpt2", "llama-3.1", "qwen3", "mistral-7b-v0.3", "smollm2-135m-instruct"])
 def test_unedited_tokenizers_match_llama_cpp(tmp_path, name):

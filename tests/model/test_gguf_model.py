@@ -107,6 +107,7 @@ def test_llama_cpp_runs_the_extended_gguf_with_the_new_tokens(smol_gguf, smol_ex
         llm.close()
 
 
+@pytest.mark.slow
 @needs_llama_cpp
 def test_hf_llama_folder_to_gguf_matches_transformers(tmp_path, tiny_llama2):
     """Tensor names and the rotary permutation: an untied random Llama gives the same log-probabilities in

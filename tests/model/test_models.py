@@ -122,6 +122,7 @@ def test_refuses_what_is_not_a_causal_lm(tiny, tmp_path):
         load_causal_lm(tmp_path / "nothing-here")
 
 
+@pytest.mark.slow
 def test_gguf_is_dequantized_once_and_read_back_from_the_cache(tiny_llama2, tmp_path, monkeypatch):
     """A GGUF model is converted by transformers on first use and kept as safetensors in the disk cache: the second
     load reads the cache (transformers' GGUF reader is not called again) and gives exactly the same tensors and

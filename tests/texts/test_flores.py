@@ -201,6 +201,7 @@ def test_hub_download_offline_is_a_clear_error(monkeypatch, tmp_path):
         fl.download_flores_plus(progress=lambda done, total, message="": seen.append(done))
 
 
+@pytest.mark.slow
 def test_every_command_reads_flores_from_toklab_flores_when_assets_have_none(tmp_path):
     """One FLORES access: `compress` and `dynamic --flores` follow TOKLAB_FLORES when the shared assets have no
     FLORES, as every page does (analysis.texts.flores.default_flores_path)."""

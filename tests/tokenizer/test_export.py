@@ -46,6 +46,7 @@ def _reload_matches(ext, folder, lines):
         ("bert-base-uncased", "wordpiece"),
     ],
 )
+@pytest.mark.slow
 def test_exported_folder_reloads_and_tokenizes_like_the_preview(tmp_path, name, method):
     tok = load_shared(name)
     train, held = flores_split("est_Latn")

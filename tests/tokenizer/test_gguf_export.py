@@ -29,6 +29,7 @@ def toks():
     return {n: load(TOKENIZERS / n) for n in names}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("name", "pre"),
     [("gpt2", "gpt-2"), ("llama-3.1", "llama-bpe"), ("qwen3", "qwen2"), ("smollm2-135m-instruct", "smollm")],
@@ -77,6 +78,7 @@ def test_rows_past_the_tokenizer_become_unused_pad_tokens(toks):
         gguf_vocab(toks["gpt2"], n_rows=100)
 
 
+@pytest.mark.slow
 def test_vocab_only_file_reads_back(toks, tmp_path):
     v = gguf_vocab(toks["smollm2-135m-instruct"])
     p = tmp_path / "smol.gguf"

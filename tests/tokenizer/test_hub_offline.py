@@ -215,6 +215,7 @@ def _cli(args: list[str], cache) -> subprocess.CompletedProcess:
     )  # fmt: skip
 
 
+@pytest.mark.slow
 def test_cli_inspect_hub_id(hub_cache):
     r = _cli([REPO, "--json"], hub_cache)
     assert r.returncode == 0, r.stderr

@@ -56,6 +56,7 @@ def _zip_folder(folder, prefix: str = "", stored: bool = True, extra: dict | Non
 # --------------------------------------------------------------------------------------------------
 # every shared tokenizer: from a folder, as a tokenizer.json upload, as a zipped folder
 # --------------------------------------------------------------------------------------------------
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ALL_TOKENIZERS)
 def test_folder_load(name):
     tok = load_shared(name)
@@ -154,6 +155,7 @@ def converted_spm():
     }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["llama-2", "mistral-7b-v0.1"])
 def test_sentencepiece_conversion_equals_shipped_tokenizer_json(converted_spm, name):
     conv, ref = converted_spm[name], load_shared(name)
@@ -265,6 +267,7 @@ def test_tiktoken_upload_with_explicit_pattern_and_specials():
 # --------------------------------------------------------------------------------------------------
 # the embedded default (Qwen's qwen.tiktoken) equals Qwen3's vocabulary, merges and tokenization
 # --------------------------------------------------------------------------------------------------
+@pytest.mark.slow
 def test_embedded_default_equals_qwen3():
     d = default_tokenizer()  # converted once, then read from Tokenizer Lab's on-disk cache
     assert list((store_dir() / "default-tokenizer").glob("*.json"))

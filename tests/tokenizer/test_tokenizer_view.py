@@ -109,6 +109,7 @@ def _words(n: int = 40) -> list[str]:
     return sorted({w for lang in langs for line in flores_lines(lang, n) for w in line.split()})
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name,shipped_form", [("gpt2", str), ("qwen3", list)])
 def test_merges_in_both_forms_tokenize_identically(name, shipped_form):
     tok = load_shared(name)

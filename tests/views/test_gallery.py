@@ -74,6 +74,7 @@ def test_gallery_page_reads_the_store_and_never_computes(small_world, monkeypatc
     assert table.loc["gpt2", "STT-unreachable"] == 0
 
 
+@pytest.mark.slow
 @need_minilm
 def test_demo_model_candidates_are_stored_shown_and_never_recomputed(small_world, monkeypatch):
     """A fetched demo model's under-trained candidates: computed once (the engine's own `analyze`), stored, read

@@ -31,6 +31,7 @@ def test_vocab_diff_compares_what_tokens_stand_for_across_flavours():
         assert len(by_bytes.unique[name]) == by_bytes.sizes[name] - p.shared
 
 
+@pytest.mark.slow
 def test_vocab_diff_of_a_tokenizer_with_itself_and_with_three():
     gpt2 = load_shared("gpt2")
     same = vocab_diff([gpt2, gpt2], ["a", "b"])
@@ -98,6 +99,7 @@ def test_chat_template_errors_are_data_errors():
         render_chat(load_shared("qwen3"), [{"role": "user"}])
 
 
+@pytest.mark.slow
 def test_cli_of_the_views(capsys, tmp_path):
     g, q = str(TOKENIZERS / "gpt2"), str(TOKENIZERS / "qwen3")
     assert main(["vocab-diff", g, q, "--json", "--unique-csv", str(tmp_path)]) == 0

@@ -229,6 +229,7 @@ def test_fvt_rows_are_means_of_constituent_rows(name):
     assert isinstance(trow, torch.Tensor) and np.allclose(trow.numpy(), rows[:5], atol=1e-6)
 
 
+@pytest.mark.slow
 def test_cli_json_and_text(tmp_path):
     f = tmp_path / "batch.txt"
     f.write_text("the tokenization of Tallinnas\n\ntokenization in Tallinnast, Tallinnas\n", encoding="utf-8")
@@ -326,6 +327,7 @@ def test_batch_embeddings_for_a_model(tiny_llama2):
     assert r["model_rows"] == 32000
 
 
+@pytest.mark.slow
 def test_cli_batches_specials_and_embeddings(tiny_llama2, tmp_path):
     path, matrix = tiny_llama2
     buf = io.StringIO()

@@ -98,6 +98,7 @@ def test_characters_per_2048_tokens():
     assert rep["chars_per_2048_after"] == m["chars_per_2048_after"] and rep["heldout"]["est"] == m
 
 
+@pytest.mark.slow
 def test_parity_aware_auxiliary_balances_the_languages():
     gpt2 = load_shared("gpt2")
     langs = ("est_Latn", "hin_Deva", "kor_Hang")

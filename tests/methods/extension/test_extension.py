@@ -120,6 +120,7 @@ def test_wordpiece_extension_appends_in_index_order():
     assert ext.tokenizer.tokenizer.encode("tere").ids[0] == tok.vocab["[CLS]"]
 
 
+@pytest.mark.slow
 def test_simulator_matches_real_tokenizer_small():
     tok = load_shared("llama-2")
     train, held = flores_split("est_Latn")

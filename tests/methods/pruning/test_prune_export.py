@@ -15,6 +15,7 @@ from analysis.methods import pruning as P
 from analysis.methods.pruning.report import prune_report, pruned_zip, write_pruned, zip_folder
 
 
+@pytest.mark.slow
 def test_report_is_the_clis_report(tmp_path, capsys):
     out = tmp_path / "cli"
     assert main(["prune", "--tokenizer", str(TOKENIZERS / "llama-2"), "--order", "leaf-last-n", "--n", "100",
@@ -28,6 +29,7 @@ def test_report_is_the_clis_report(tmp_path, capsys):
     assert set(prune_report(tok, "leaf-last-n", res).to_json()) == set(cli) - {"out"}
 
 
+@pytest.mark.slow
 def test_write_zip_and_refusals(tmp_path):
     tok = load_shared("llama-2")
     res = P.prune_by_order(tok, P.compute_order(tok, "leaf-last-n"), 50)

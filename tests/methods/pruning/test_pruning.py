@@ -95,6 +95,7 @@ def test_removal_refuses_needed_tokens_and_unknown_ids() -> None:
         P.compute_order(tok, "no-such-order", None)
 
 
+@pytest.mark.slow
 def test_orders_exclude_protected_and_cover_vocab() -> None:
     tok = load_shared("llama-3.1")
     prot = P.protected_ids(tok)
@@ -258,6 +259,7 @@ def test_mix_texts_balances_bytes() -> None:
 
 
 # ------------------------------------------------------------------------------------- curves
+@pytest.mark.slow
 def test_prune_curve_from_one_order() -> None:
     tok = load_shared("llama-2")
     order = orders("llama-2")["leaf-frequency"]
@@ -282,6 +284,7 @@ def test_prune_curve_from_one_order() -> None:
 
 
 # ---------------------------------------------------------------------------- prune + extend
+@pytest.mark.slow
 def test_prune_then_extend_keeps_size_and_reachability() -> None:
     tok = load_shared("smollm2-135m-instruct")
     lines = list(P.mix_texts([flores_lines("est_Latn", 400), flores_lines("eng_Latn", 400)]))
@@ -306,6 +309,7 @@ def test_prune_then_extend_keeps_size_and_reachability() -> None:
 
 
 # ---------------------------------------------------------------------------------------- CLI
+@pytest.mark.slow
 def test_cli_prune_json(tmp_path: Path) -> None:
     out = tmp_path / "pruned"
     buf = io.StringIO()

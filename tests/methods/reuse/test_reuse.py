@@ -250,6 +250,7 @@ def test_qwen3_fertility_lower():
     assert [rt.decode(x) for x in rt.encode_batch(sample)] == sample
 
 
+@pytest.mark.slow
 def test_save_load_round_trip(llama_rt, tmp_path):
     llama_rt.save(tmp_path / "rbpe")
     assert (tmp_path / "rbpe" / "old_tokenizer" / "tokenizer.json").is_file()
@@ -265,6 +266,7 @@ def test_save_load_round_trip(llama_rt, tmp_path):
         reuse.ReuseTokenizer.load(tmp_path)
 
 
+@pytest.mark.slow
 def test_load_refuses_hostile_mapping_files(llama_rt, tmp_path):
     """The mapping file goes through the guarded JSON reader: deep nesting, a non-object, missing or wrong
     fields and a broken new tokenizer are DataErrors, never RecursionError, AttributeError or KeyError."""

@@ -166,6 +166,7 @@ def test_source_counters_equal_brute_force_recount(base):
             done.append((h.left, h.right))
 
 
+@pytest.mark.slow
 def test_tokenizer_json_loads_and_encodes_like_our_replay(pair, heldout):
     plain, sa = pair
     for res in pair:
@@ -191,6 +192,7 @@ def test_training_segmentation_matches_inference(base, words):
         assert [t.value for t in model.tokenize(words.words[wi])] == [st.symbols[s] for s in seq]
 
 
+@pytest.mark.slow
 def test_sabpe_lowers_single_repository_tokens(pair, heldout):
     plain, sa = pair
     mp, ms = sabpe.evaluate(plain, heldout), sabpe.evaluate(sa, heldout)
@@ -215,6 +217,7 @@ def test_name_parts_and_three_digit_numbers():
     assert ids["tokens"] == sum(ids["by_parts"].values()) > 0 and ids["max_parts"] >= 2
 
 
+@pytest.mark.slow
 def test_per_language_compression_and_its_gini(pair, base, words):
     held = code.read_code(CODE, languages=LANGS, heldout=True, max_files_per_repo=3)
     plain, sa = pair
@@ -249,6 +252,7 @@ def test_errors(base, words):
         code.read_code(CODE, languages=["cobol"])
 
 
+@pytest.mark.slow
 def test_cli_json(capsys, tmp_path):
     rc = main(
         [

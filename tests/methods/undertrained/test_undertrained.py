@@ -65,6 +65,7 @@ def test_stt_status_joins_reachability():
 
 
 # ------------------------------------------------------------------------------------------ references
+@pytest.mark.slow
 def test_auto_references_per_vocabulary():
     gpt2 = auto_references(load_shared("gpt2"))
     assert list(range(177, 188)) == [
@@ -202,6 +203,7 @@ def test_minilm_unused_tokens_rank_lowest_on_cosine():
         verify_result(res, str(MINILM), tok, 3)
 
 
+@pytest.mark.slow
 @need_minilm
 def test_cli_json_minilm():
     out = subprocess.run(
