@@ -28,7 +28,8 @@ WARM_MODULES = ("pandas", "plotly.graph_objects", "plotly.express", "analysis", 
 
 
 def warm() -> None:
-    """Import the modules every first view needs and load the embedded default into the app's shared cache."""
+    """Import the modules every first view needs, load the embedded default into the app's shared cache and read
+    the stored example gallery once (its folder hashes are then known to the first request)."""
     if str(ROOT) not in sys.path:  # run as a script, Python puts scripts/ first, not the repository
         sys.path.insert(0, str(ROOT))
     # outside a script run Streamlit warns once per cached call that it is in "bare mode": expected here
@@ -37,6 +38,7 @@ def warm() -> None:
         for name in WARM_MODULES:
             importlib.import_module(name)
         importlib.import_module("ui.loaders").load_default()
+        importlib.import_module("analysis.views.gallery").read_gallery()  # hashes the example folders once
     except Exception as e:  # noqa: BLE001 (a failed warm-up costs the first request its time; the app says why)
         print(f"[serve] warm-up skipped: {e}", file=sys.stderr)
 

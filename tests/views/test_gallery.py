@@ -97,3 +97,24 @@ def test_demo_model_candidates_are_stored_shown_and_never_recomputed(small_world
     shown = next(d.value for d in at.dataframe if "Token" in d.value.columns)
     assert list(shown["Id"]) == [c["id"] for c in m.candidates]
     assert main(["gallery", "--json"]) == 0
+
+
+def test_folder_key_hashes_a_folder_once_and_again_after_a_change(tmp_path, monkeypatch):
+    """The gallery's key of an example folder is computed from its files once per process (a fresh server's
+    warm-up does it), and again when a file changes (size or modification time)."""
+    folder = tmp_path / "tok"
+    folder.mkdir()
+    (folder / "tokenizer.json").write_bytes((TOKENIZERS / "gpt2" / "tokenizer.json").read_bytes())
+    first = gallery.folder_key(folder)
+    reads = []
+    real = type(folder).read_bytes
+    monkeypatch.setattr(type(folder), "read_bytes", lambda p: reads.append(p.name) or real(p))
+    assert gallery.folder_key(folder) == first and reads == []  # from the memo: no file read
+    (folder / "tokenizer_config.json").write_text("{}", encoding="utf-8")
+    second = gallery.folder_key(folder)
+    assert second != first and sorted(reads) == ["tokenizer.json", "tokenizer_config.json"]
+    monkeypatch.undo()
+    fresh = gallery._FOLDER_KEYS.copy()
+    gallery._FOLDER_KEYS.clear()
+    assert gallery.folder_key(folder) == second  # the memo never changes the key
+    gallery._FOLDER_KEYS.update(fresh)
