@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from analysis.bpe import stt_report
-from analysis.core.cache import DiskCache
+from analysis.core.cache import DiskCache, memoize
 from analysis.core.paths import tokenizer_dirs
 from analysis.errors import AnalysisError
 from analysis.measure import metrics as mx
@@ -87,13 +87,10 @@ _TOKENIZER_FILES = ("tokenizer.json", "tokenizer.model", "tokenizer_config.json"
                     "vocab.txt", "special_tokens_map.json")  # fmt: skip
 
 
-#: folder_key's results in this process, by folder and its files' (name, size, modification time): the files of
-#: the 11 examples are hashed once per server (0.35 s), not on every view of the gallery.
-_FOLDER_KEYS: dict[tuple[str, tuple[tuple[str, int, int], ...]], str] = {}
-
-
 def folder_key(folder: Path) -> str:
-    """A short hash of a tokenizer folder's files: the gallery finds an entry without loading the tokenizer."""
+    """A short hash of a tokenizer folder's files: the gallery finds an entry without loading the tokenizer. The
+    hash is remembered per folder and its files' (name, size, modification time), so the files of the 11 examples
+    are read once per server (0.35 s; the launcher's warm-up does it), not on every view of the gallery."""
     stats = []
     for name in _TOKENIZER_FILES:
         try:
@@ -102,14 +99,15 @@ def folder_key(folder: Path) -> str:
             continue
         if stat.S_ISREG(st.st_mode):
             stats.append((name, st.st_size, st.st_mtime_ns))
-    memo = (str(folder.resolve()), tuple(stats))
-    if memo in _FOLDER_KEYS:
-        return _FOLDER_KEYS[memo]
+    return _hash_files(str(folder.resolve()), tuple(stats))
+
+
+@memoize(maxsize=64)
+def _hash_files(folder: str, stats: tuple[tuple[str, int, int], ...]) -> str:
     h = hashlib.sha256()
     for name, _, _ in stats:
-        h.update(name.encode() + b"\0" + (folder / name).read_bytes() + b"\0")
-    _FOLDER_KEYS[memo] = key = h.hexdigest()[:16]
-    return key
+        h.update(name.encode() + b"\0" + (Path(folder) / name).read_bytes() + b"\0")
+    return h.hexdigest()[:16]
 
 
 def _key(folder: Path, dkey: str) -> str:

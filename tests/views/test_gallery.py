@@ -114,7 +114,5 @@ def test_folder_key_hashes_a_folder_once_and_again_after_a_change(tmp_path, monk
     second = gallery.folder_key(folder)
     assert second != first and sorted(reads) == ["tokenizer.json", "tokenizer_config.json"]
     monkeypatch.undo()
-    fresh = gallery._FOLDER_KEYS.copy()
-    gallery._FOLDER_KEYS.clear()
+    gallery._hash_files.cache_clear()
     assert gallery.folder_key(folder) == second  # the memo never changes the key
-    gallery._FOLDER_KEYS.update(fresh)
