@@ -359,9 +359,8 @@ def gguf_tensor_shapes(path: str | os.PathLike) -> dict[str, tuple[int, ...]]:
     the tensor infos are read; no tensor data, no gguf-py (whose reader parses every vocabulary string: 4 s on
     SmolLM2). TokenizerLoadError for a file that is not GGUF or is cut short."""
     with open(path, "rb") as fh:
-        gguf_metadata(
-            fh, frozenset(), whole=True
-        )  # checks the header; leaves the file at the first tensor info
+        # checks the header and leaves the file at the first tensor info
+        gguf_metadata(fh, frozenset(), whole=True)
         at, end = fh.tell(), fh.seek(0, io.SEEK_END)
         fh.seek(8)  # after the magic and the version: the tensor count
         (n_tensors,) = struct.unpack("<Q", fh.read(8))
