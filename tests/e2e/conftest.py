@@ -15,7 +15,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
-from e2e_support import RUN_TIMEOUT_MS, wait_idle
+from e2e_support import RUN_TIMEOUT_MS, track_runs, wait_idle
 from playwright.sync_api import Browser, BrowserContext, expect
 from support import ROOT
 
@@ -119,7 +119,7 @@ def app_url(browser: Browser, browser_context_args: dict) -> Iterator[str]:
     with serve("streamlit-e2e.log") as url:
         context = browser.new_context(**browser_context_args)
         try:
-            page = context.new_page()
+            page = track_runs(context.new_page())
             page.goto(url, timeout=RUN_TIMEOUT_MS)
             wait_idle(page)
         finally:
@@ -149,9 +149,11 @@ def browser_context_args(browser_context_args: dict) -> dict:
 @pytest.fixture
 def context(context: BrowserContext) -> BrowserContext:
     """pytest-playwright's context with the actions' default timeout sized like `expect`'s (30 s is too short
-    for a click that waits for a page's first run on a cold, loaded machine)."""
+    for a click that waits for a page's first run on a cold, loaded machine), and every page it opens followed
+    by a `RunTracker` (so that `wait_idle` right after an action waits for the run that action started)."""
     context.set_default_timeout(EXPECT_TIMEOUT_MS)
     context.set_default_navigation_timeout(EXPECT_TIMEOUT_MS)
+    context.on("page", track_runs)
     return context
 
 

@@ -11,8 +11,11 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from playwright.sync_api import Locator, Page, expect
+from google.protobuf.message import DecodeError
+from playwright.sync_api import Locator, Page, WebSocket, expect
 from playwright.sync_api import TimeoutError as PlaywrightTimeout
+from streamlit.proto.BackMsg_pb2 import BackMsg
+from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
 
 #: The longest a page's run may take before a helper gives up (a cold, loaded 2-core machine).
 RUN_TIMEOUT_MS = 180_000
@@ -35,12 +38,85 @@ _IDLE_JS = """() => {
 }"""
 
 
-def wait_idle(page: Page, timeout: int = RUN_TIMEOUT_MS) -> None:
-    """Wait until the app has finished a whole run and shows its result (the condition in `_IDLE_JS`).
+#: How the server says a run ended, other than stopped early for the next run of its chain (`st.rerun()`, a
+#: newer rerun request): the run whose result the browser then shows.
+_RUN_ENDS = {
+    ForwardMsg.FINISHED_SUCCESSFULLY,
+    ForwardMsg.FINISHED_FRAGMENT_RUN_SUCCESSFULLY,
+    ForwardMsg.FINISHED_WITH_COMPILE_ERROR,
+}
 
-    Right after a click the browser may not have heard of the rerun it starts yet, so the app still looks idle:
-    after an action, wait for something only its rerun draws (then for idle), not for idle alone."""
-    page.wait_for_function(_IDLE_JS, timeout=timeout, polling=100)
+
+class RunTracker:
+    """The app's runs as the browser's websocket carries them: every rerun request the page sends (a widget
+    changed, a button pressed, a page opened), every run the server starts, every run that ends.
+
+    The DOM alone cannot tell "idle" from "a rerun was requested and the server has not started it yet": right
+    after a click the app still shows the previous run, not running. The message stream can: the app is settled
+    when the last run that ended (`_RUN_ENDS`) came after the last request the page sent and after the last run
+    the server started. Messages are numbered in the order Playwright reports them."""
+
+    def __init__(self) -> None:
+        self._seq = 0
+        self.requested = self.started = self.ended = -1
+
+    def attach(self, ws: WebSocket) -> None:
+        """Follow one websocket of the page (a new one opens on each navigation)."""
+        ws.on("framesent", self._sent)
+        ws.on("framereceived", self._received)
+
+    def _next(self) -> int:
+        self._seq += 1
+        return self._seq
+
+    def _sent(self, payload: bytes | str) -> None:
+        if isinstance(payload, bytes):
+            try:
+                if BackMsg.FromString(payload).HasField("rerun_script"):
+                    self.requested = self._next()
+            except DecodeError:
+                pass
+
+    def _received(self, payload: bytes | str) -> None:
+        if isinstance(payload, bytes):
+            try:
+                msg = ForwardMsg.FromString(payload)
+            except DecodeError:
+                return
+            kind = msg.WhichOneof("type")
+            if kind == "new_session":
+                self.started = self._next()
+            elif kind == "script_finished" and msg.script_finished in _RUN_ENDS:
+                self.ended = self._next()
+
+    def settled(self) -> bool:
+        """No rerun requested and not yet ended, no run going."""
+        return self.ended > max(self.requested, self.started) or self.requested == self.started == -1
+
+
+def track_runs(page: Page) -> Page:
+    """Give `page` a `RunTracker` (before its first navigation), which `wait_idle` then consults."""
+    tracker = RunTracker()
+    page.on("websocket", tracker.attach)
+    page._toklab_runs = tracker  # noqa: SLF001 - a test-side attribute on the sync Page wrapper
+    return page
+
+
+def wait_idle(page: Page, timeout: int = RUN_TIMEOUT_MS) -> None:
+    """Wait until the app has finished a whole run and shows its result.
+
+    On a page with a `RunTracker` (every test page: see tests/e2e/conftest.py) this first waits until the last
+    rerun the page requested has ended on the server, so it holds right after a click too; then for the DOM
+    condition in `_IDLE_JS` (the browser has drawn that run). Playwright reports websocket frames while the test
+    waits in one of its calls, so the loop waits in short `wait_for_timeout` steps until the tracker is settled."""
+    deadline = time.monotonic() + timeout / 1000
+    tracker: RunTracker | None = getattr(page, "_toklab_runs", None)
+    while tracker is not None and not tracker.settled():
+        if time.monotonic() > deadline:
+            raise PlaywrightTimeout(f"the app's run did not end within {timeout} ms")
+        page.wait_for_timeout(50)
+    left_ms = max(1_000, int((deadline - time.monotonic()) * 1000))
+    page.wait_for_function(_IDLE_JS, timeout=left_ms, polling=100)
 
 
 def choose(page: Page, box: Locator, option: str, timeout: int = RUN_TIMEOUT_MS) -> None:
@@ -73,7 +149,9 @@ def add_example(page: Page, name: str) -> None:
     wait_idle(page)
     sidebar.get_by_role("button", name="Add", exact=True).click()
     wait_idle(page)
-    expect(sidebar.get_by_text(name, exact=True)).to_be_visible(timeout=RUN_TIMEOUT_MS)
+    # the library's entry (its name in bold), not the dropdown's shown value, which has the same text
+    entry = sidebar.locator('[data-testid="stMarkdownContainer"] strong').get_by_text(name, exact=True)
+    expect(entry).to_be_visible(timeout=RUN_TIMEOUT_MS)
 
 
 def pick_tokenizer(page: Page, name: str) -> None:

@@ -36,7 +36,9 @@ def test_token_health_filters_and_table_agree_after_switching_tokenizer(page: Pa
         timeout=SLOW
     )  # Qwen: its 3 specials
     add_example(page, "llama-3.1")
+    expect(page.get_by_text(re.compile(r"of 128,256 ids$"))).to_be_visible(timeout=SLOW)  # selected on adding
     pick_tokenizer(page, "Qwen (embedded)")
+    expect(page.get_by_text(re.compile(r"^3 of 151,646 ids$"))).to_be_visible(timeout=SLOW)
     # a filter set on the first tokenizer: special and reachable tokens, searched
     cats = page.locator('[data-testid="stMultiSelect"]').filter(has_text="Categories")
     cats.locator("input").fill("Reachable")
