@@ -96,8 +96,13 @@ def _continued_share(facts: Any, flat: np.ndarray, lens: np.ndarray) -> float | 
 # --------------------------------------------------------------------------------------------------
 def _encode(rt: ReuseTokenizer, lines: Sequence[str]) -> dict[str, Any]:
     """Old and R-BPE encodings of lines: per-line counts, flat ids (R-BPE: old ids and new-tokenizer tags)."""
-    old = [e.ids for e in rt.old.tokenizer.encode_batch(list(lines), add_special_tokens=False)]
     tagged = rt.encode_batch_tagged(lines)
+    # the old tokenizer's encoding of a line: already there when R-BPE encoded the whole line with it
+    # (no token from the new tokenizer: no target segment, so the whole line was one old-tokenizer segment)
+    redo = [k for k, (_, tags) in enumerate(tagged) if not tags or max(tags) >= 0]
+    again = iter(rt.old.tokenizer.encode_batch([lines[k] for k in redo], add_special_tokens=False))
+    todo = set(redo)
+    old = [next(again).ids if k in todo else ids for k, (ids, _) in enumerate(tagged)]
     return {
         "old": old,
         "new": [ids for ids, _ in tagged],

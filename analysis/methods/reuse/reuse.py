@@ -47,6 +47,7 @@ import codecs
 import gzip
 import json
 import re
+from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -105,14 +106,13 @@ def language_role(lines: Sequence[str], target_blocks: Iterable[str], reusable_b
     blocks, elsewhere)."""
     tre, rre = re.compile(char_class(target_blocks)), re.compile(char_class(reusable_blocks))
     letters = in_target = in_reused = 0
-    for line in lines:
-        for ch in line:
-            if ch.isalpha():
-                letters += 1
-                if tre.match(ch):
-                    in_target += 1
-                elif rre.match(ch):
-                    in_reused += 1
+    for ch, n in Counter(ch for line in lines for ch in line).items():  # each distinct character once
+        if ch.isalpha():
+            letters += n
+            if tre.match(ch):
+                in_target += n
+            elif rre.match(ch):
+                in_reused += n
     if letters and in_target * 2 > letters:
         return "target"
     if letters and in_reused * 2 > letters:
@@ -414,6 +414,7 @@ class ReuseTokenizer:
         size = max(self.new_to_old, default=-1) + 1
         self._n2o = [self.new_to_old.get(i, -1) for i in range(size)]
         self._fast: tuple[list[bytes | None], frozenset[int]] | bool | None = None
+        self._reused_mapped = self.reused_ids <= self.old_to_new.keys()  # what `_whole_text` relies on
 
     def _byte_table(self) -> tuple[list[bytes | None], frozenset[int]]:
         """Per old id, the bytes it decodes to under R-BPE (a reused id: its new token's bytes), and the added ids.
@@ -537,9 +538,8 @@ class ReuseTokenizer:
     def _join(self, segs: list[list[Any]], skip: bool) -> str:
         return "".join(self._dec_new(s, skip) if m else self._dec_old(s, skip) for m, s in segs)
 
-    def decode(self, ids: Sequence[int], skip_special_tokens: bool = False) -> str:
-        """Decode old ids: mapped runs via the new tokenizer, others via the old; window pass if U+FFFD appears."""
-        ids = list(ids)
+    def _runs(self, ids: list[int]) -> list[list[Any]]:
+        """The first pass's runs: [mapped, ids] for each maximal run of mapped / not mapped ids."""
         o2n = self.old_to_new
         segs: list[list[Any]] = []
         for t in ids:
@@ -548,7 +548,50 @@ class ReuseTokenizer:
                 segs[-1][1].append(t)
             else:
                 segs.append([m, [t]])
-        text = self._join(segs, skip_special_tokens)
+        return segs
+
+    def _whole_text(self, ids: list[int]) -> str | bool | None:
+        """The first pass of :meth:`decode` in one UTF-8 decoding, where it provably gives the same text; False
+        when that text would hold U+FFFD from a split character; None when the shortcut does not apply.
+
+        Decoding each run (mapped / not) on its own and joining equals decoding all the bytes at once exactly when
+        the bytes are valid UTF-8 and every run starts at a character's first byte; otherwise some run decodes a
+        partial character, i.e. the first pass holds U+FFFD and the window pass decides. It applies to a plain
+        ByteLevel decoder and a line without added ids (an old-tokenizer run never holds a reused id, as every
+        reused id is mapped)."""
+        if not ids or self._fast_text(ids[:1], True) is None or min(ids) < 0:
+            return None
+        table, added = self._byte_table()
+        try:
+            parts = [table[t] for t in ids]
+            whole = b"".join(parts)  # a TypeError on None: an id without bytes
+        except (IndexError, TypeError):
+            return None
+        if not added.isdisjoint(ids) or not self._reused_mapped:
+            return None
+        o2n = self.old_to_new
+        prev = ids[0] in o2n
+        pos = 0
+        for t, b in zip(ids, parts):
+            m = t in o2n
+            if m is not prev and pos < len(whole) and whole[pos] & 0xC0 == 0x80:
+                return False  # a run starts inside a character
+            prev = m
+            pos += len(b)
+        try:
+            return whole.decode("utf-8")
+        except UnicodeDecodeError:
+            return False
+
+    def decode(self, ids: Sequence[int], skip_special_tokens: bool = False) -> str:
+        """Decode old ids: mapped runs via the new tokenizer, others via the old; window pass if U+FFFD appears."""
+        ids = list(ids)
+        whole = self._whole_text(ids)
+        if isinstance(whole, str) and REPLACEMENT not in whole:  # the first pass's text, in one decoding
+            return whole
+        if whole is not None:  # the first pass would hold U+FFFD: the window pass decides
+            return self._join(self._window_segments(ids, skip_special_tokens), skip_special_tokens)
+        text = self._join(self._runs(ids), skip_special_tokens)
         if REPLACEMENT not in text:
             return text
         return self._join(self._window_segments(ids, skip_special_tokens), skip_special_tokens)

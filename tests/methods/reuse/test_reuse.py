@@ -234,6 +234,34 @@ def test_reused_script_decodes_as_target(llama_rt):
     assert any(unicode.block(c) == "Arabic" for c in demo["decoded"])
 
 
+def test_one_decoding_of_the_whole_line_gives_the_run_by_run_text(llama_rt, monkeypatch):
+    """`decode` decodes a line's bytes at once where that provably equals decoding each run on its own (valid
+    UTF-8, every run starting at a character): the same text as the run-by-run decoding and its window pass, on
+    whole lines of six scripts and on cut ones (a character split at either end)."""
+    lines = [x for lang in ("eng_Latn", "rus_Cyrl", "arb_Arab", "mya_Mymr", "zho_Hans", "hin_Deva")
+             for x in flores_lines(lang)[FLORES_TRAIN_LINES : FLORES_TRAIN_LINES + 25]]  # fmt: skip
+    lines += ["ab😀c مرحبا ✓", "", "ὕδωρ — вода"]
+    seqs = [ids for x in llama_rt.encode_batch(lines) for ids in (x, x[1:], x[:-1], x[2:-3])]
+    kinds = set()
+    for ids in seqs:
+        whole, first = llama_rt._whole_text(ids), llama_rt._join(llama_rt._runs(ids), False)
+        kinds.add(type(whole).__name__)
+        assert whole == first if isinstance(whole, str) else (whole is None or "\ufffd" in first), ids
+    assert {"str", "bool", "NoneType"} <= kinds  # one decoding, a split character, the empty sequence
+    fast = [llama_rt.decode(ids) for ids in seqs]
+    monkeypatch.setattr(reuse.ReuseTokenizer, "_whole_text", lambda self, ids: None)
+    assert fast == [llama_rt.decode(ids) for ids in seqs]
+
+
+def test_the_before_side_is_the_old_tokenizers_encoding_of_every_line(llama_rt):
+    """`_encode` reuses R-BPE's ids of a line without target-script text as the old tokenizer's encoding."""
+    lines = ["", "plain English", "русский текст", *HELDOUT[:5], "mixed: مرحبا and hello", " ", "١٢٣ ✓"]
+    enc = reuse_measures._encode(llama_rt, lines)
+    old = llama_rt.old.tokenizer.encode_batch(lines, add_special_tokens=False)
+    assert enc["old"] == [e.ids for e in old] and enc["len_old"].tolist() == [len(e.ids) for e in old]
+    assert enc["new"] == llama_rt.encode_batch(lines)
+
+
 def test_deterministic_maps(llama_rt):
     again = _build("llama-3.1")
     assert again.new_to_old == llama_rt.new_to_old
