@@ -29,8 +29,9 @@ from typing import Any
 import numpy as np
 
 from analysis.core.outputs import atomic_write_file
-from analysis.errors import DataError, ModelLoadError
+from analysis.errors import DataError, ModelLoadError, TokenizerLoadError
 from analysis.tokenizer.gguf_export import GgufVocab, add_vocab_to_writer, gguf_vocab, write_vocab_gguf
+from analysis.tokenizer.gguf_file import read_gguf_header
 from analysis.tokenizer.tokenizer import LoadedTokenizer
 
 from .llamacpp import llama_logprobs, open_gguf
@@ -451,10 +452,14 @@ def base_gguf_pre(base: LoadedTokenizer | None) -> str | None:
     src = getattr(base, "source", None)
     if not src or not str(src).lower().endswith(".gguf") or not Path(src).is_file():
         return None
-    reader = _open_reader(src)
-    f = reader.fields.get("tokenizer.ggml.pre")
-    v = None if f is None else _field_value(f)
-    return v if isinstance(v, str) and v else None
+    try:
+        v = read_gguf_header(
+            src, {"tokenizer.ggml.pre"}, arrays=False, tensors=False, stop_when_found=1
+        ).values
+    except (OSError, TokenizerLoadError) as e:
+        raise ModelLoadError(f"{Path(src).name}: not a readable GGUF file ({e})") from e
+    pre = v.get("tokenizer.ggml.pre")
+    return pre if isinstance(pre, str) and pre else None
 
 
 # --------------------------------------------------------------------------------------------------

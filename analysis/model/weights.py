@@ -28,6 +28,7 @@ import numpy as np
 
 from analysis.core.inputs import check_not_special, parse_json, path_error
 from analysis.errors import ModelLoadError, TokenizerLoadError
+from analysis.tokenizer.gguf_file import GgufHeader, TensorInfo, read_gguf_header, tensor_array
 from analysis.tokenizer.sources import HUB_TOKENIZER_PATTERNS, load_folder, load_gguf
 from analysis.tokenizer.tokenizer import LoadedTokenizer
 
@@ -628,36 +629,55 @@ def _load_safetensors(src: ModelSource, vocab_size: int | None) -> EmbeddingWeig
     )
 
 
+#: The GGUF metadata `gguf_config` reads (the token list is only counted)
+_GGUF_CONFIG_KEYS = frozenset(
+    {"general.architecture"}
+    | {
+        f"tokenizer.ggml.{k}"
+        for k in ("bos_token_id", "eos_token_id", "unknown_token_id", "padding_token_id")
+    }  # fmt: skip
+)
+
+
 def _load_gguf(src: ModelSource) -> EmbeddingWeights:
+    """The embeddings of a GGUF file: its header read by :mod:`analysis.tokenizer.gguf_file` (no gguf-py reader,
+    which parses the whole vocabulary first: 2.5 s on SmolLM2), each matrix dequantized from a memory map."""
     try:
         import gguf  # noqa: PLC0415 - heavy, loaded on use
     except ImportError as e:  # pragma: no cover
         raise ModelLoadError("the `gguf` package is needed to read .gguf files") from e
     path = src.files[0]
     try:
-        reader = gguf.GGUFReader(str(path))
-    except Exception as e:  # the reader raises ValueError/struct.error/OSError on bad files
+        head = read_gguf_header(path, _GGUF_CONFIG_KEYS, counted={"tokenizer.ggml.tokens"})
+        tensors = {t.name: t for t in head.tensors}
+        notes: list[str] = []
+        inp = (
+            _gguf_matrix(gguf, path, head, tensors["token_embd.weight"])
+            if "token_embd.weight" in tensors
+            else None
+        )
+        out = _gguf_matrix(gguf, path, head, tensors["output.weight"]) if "output.weight" in tensors else None
+    except (OSError, TokenizerLoadError, ValueError) as e:
         raise ModelLoadError(f"{path.name}: not a readable GGUF file ({e.__class__.__name__}: {e})") from e
-    tensors = {t.name: t for t in reader.tensors}
-    notes: list[str] = []
-    inp = _gguf_matrix(gguf, tensors["token_embd.weight"]) if "token_embd.weight" in tensors else None
-    out = _gguf_matrix(gguf, tensors["output.weight"]) if "output.weight" in tensors else None
-    config = gguf_config(reader)
+    config = gguf_config(head)
     if out is None:
         config.setdefault("tie_word_embeddings", True)
     return _finish(inp, out, None, "gguf", [str(path)], config, notes)
 
 
-def _gguf_matrix(gguf: Any, t: Any) -> Matrix:
+def _gguf_matrix(gguf: Any, path: Path, head: GgufHeader, t: TensorInfo) -> Matrix:
     """Dequantize one GGUF tensor block by block into float32 (or keep F16/F32 as stored)."""
-    qt = t.tensor_type
-    if qt == gguf.GGMLQuantizationType.F32:
-        return Matrix(np.asarray(t.data).reshape(int(t.shape[1]), int(t.shape[0])), "F32", t.name)
-    if qt == gguf.GGMLQuantizationType.F16:
-        return Matrix(np.asarray(t.data).reshape(int(t.shape[1]), int(t.shape[0])), "F16", t.name)
-    data = t.data  # (rows, bytes per row) uint8 for quantized types
-    rows = int(t.shape[-1]) if len(t.shape) == 2 else data.shape[0]
-    cols = int(t.shape[0])
+    try:
+        qt = gguf.GGMLQuantizationType(t.type)
+    except ValueError as e:
+        raise ModelLoadError(f"{t.name}: unknown GGUF tensor type {t.type}") from e
+    if len(t.shape) != 2:
+        raise ModelLoadError(f"{t.name}: a {len(t.shape)}-D tensor, not a matrix")
+    if qt in (gguf.GGMLQuantizationType.F32, gguf.GGMLQuantizationType.F16):
+        dtype = np.float32 if qt == gguf.GGMLQuantizationType.F32 else np.float16
+        return Matrix(tensor_array(path, head, t, None, dtype), qt.name, t.name)
+    data = tensor_array(path, head, t, gguf.GGML_QUANT_SIZES[qt], None)  # (rows, bytes per row) uint8
+    rows, cols = data.shape[0], t.shape[0]
     out = np.empty((rows, cols), dtype=np.float32)
     step = max(1, (1 << 22) // max(1, cols))
     try:
@@ -668,26 +688,16 @@ def _gguf_matrix(gguf: Any, t: Any) -> Matrix:
     return Matrix(out, "F32", t.name)
 
 
-def gguf_config(reader: Any) -> dict:
+def gguf_config(head: GgufHeader) -> dict:
     """A small config dict from GGUF metadata (architecture, vocab size, special ids)."""
-
-    def val(key: str) -> Any:
-        f = reader.fields.get(key)
-        if f is None or not f.data:
-            return None
-        part = f.parts[f.data[0]]
-        if f.types and f.types[0].name == "STRING":
-            return bytes(part).decode("utf-8", "replace")
-        return part.tolist()[0] if hasattr(part, "tolist") and len(part) == 1 else None
-
-    arch = val("general.architecture") or ""
+    arch = head.values.get("general.architecture") or ""
+    arch = arch if isinstance(arch, str) else ""
     cfg: dict[str, Any] = {"gguf_architecture": arch, "architectures": [f"{arch}(GGUF)ForCausalLM"]}
-    f = reader.fields.get("tokenizer.ggml.tokens")
-    if f is not None:
-        cfg["vocab_size"] = len(f.data)
+    if "tokenizer.ggml.tokens" in head.counts:
+        cfg["vocab_size"] = head.counts["tokenizer.ggml.tokens"]
     for k in ("bos_token_id", "eos_token_id", "unknown_token_id", "padding_token_id"):
-        v = val(f"tokenizer.ggml.{k}")
-        if v is not None:
+        v = head.values.get(f"tokenizer.ggml.{k}")
+        if isinstance(v, (int, float)) and not isinstance(v, bool):
             cfg[k] = v
     return cfg
 

@@ -29,6 +29,7 @@ from typing import Any
 from analysis.core.outputs import atomic_write_bytes
 from analysis.errors import DataError, TokenizerLoadError
 
+from .gguf_file import read_gguf_header
 from .tokenizer import SPIECE_UNDERLINE, LoadedTokenizer
 
 #: The text llama.cpp's converter tokenizes to identify a pre-tokenizer (its `get_vocab_base_pre`, `chktxt`):
@@ -411,35 +412,30 @@ def write_vocab_gguf(
     return atomic_write_bytes(path, gguf_bytes_vocab_only(vocab, tok.name))
 
 
-def read_gguf_vocab_meta(path: str | os.PathLike) -> dict[str, Any]:
-    """The scalar `tokenizer.ggml.*` values of a GGUF file (model, pre, special ids, flags) and the sizes of its
-    lists, read with the `gguf` package."""
-    import gguf  # noqa: PLC0415 - loaded on use
+#: The vocabulary's lists: counted by :func:`read_gguf_vocab_meta`, never read
+VOCAB_LISTS = (
+    "tokenizer.ggml.tokens",
+    "tokenizer.ggml.merges",
+    "tokenizer.ggml.token_type",
+    "tokenizer.ggml.scores",
+)
 
+
+def _vocab_meta_key(key: str) -> bool:
+    return (
+        key.startswith("tokenizer.") or key.startswith("general.architecture") or key.endswith("vocab_size")
+    ) and key not in VOCAB_LISTS
+
+
+def read_gguf_vocab_meta(path: str | os.PathLike) -> dict[str, Any]:
+    """The scalar `tokenizer.ggml.*` values of a GGUF file (model, pre, special ids, flags, the chat template),
+    the architecture, any `*vocab_size`, and the sizes of its lists, in the file's order; read from the header
+    (:mod:`analysis.tokenizer.gguf_file`: 0.1 s for Llama-3.1's vocabulary, where gguf-py's reader took 12 s)."""
     try:
-        reader = gguf.GGUFReader(str(path))
-    except Exception as e:  # the gguf reader raises ValueError/struct errors/IndexError on bad files
-        raise TokenizerLoadError(
-            f"{Path(path).name}: not a readable GGUF file ({e.__class__.__name__}: {e})"
-        ) from e
-    out: dict[str, Any] = {}
-    for key, f in reader.fields.items():
-        if not (
-            key.startswith("tokenizer.")
-            or key.startswith("general.architecture")
-            or key.endswith("vocab_size")
-        ):
-            continue
-        if key in (
-            "tokenizer.ggml.tokens",
-            "tokenizer.ggml.merges",
-            "tokenizer.ggml.token_type",
-            "tokenizer.ggml.scores",
-        ):
-            out[key] = len(f.data)
-        else:
-            try:
-                out[key] = f.contents()
-            except Exception:  # noqa: BLE001 - a value the reader cannot decode is left out
-                continue
-    return out
+        head = read_gguf_header(path, _vocab_meta_key, counted=VOCAB_LISTS, tensors=False)
+    except OSError as e:
+        raise TokenizerLoadError(f"{Path(path).name}: cannot read the file ({e.strerror or e})") from e
+    except TokenizerLoadError as e:
+        raise TokenizerLoadError(f"{Path(path).name}: not a readable GGUF file ({e})") from e
+    found = {**head.values, **head.counts}
+    return {k: found[k] for k in head.keys if k in found}

@@ -20,7 +20,6 @@ import io
 import json
 import os
 import re
-import struct
 import tempfile
 from pathlib import Path, PurePosixPath
 from typing import Any
@@ -40,6 +39,7 @@ from analysis.core.inputs import (
 from analysis.core.paths import max_file_bytes, max_unzipped_bytes
 from analysis.errors import AnalysisError, TokenizerLoadError
 
+from .gguf_file import GGUF_MAGIC, read_gguf_header, read_header
 from .tokenizer import BYTE_TO_CHAR, SPIECE_UNDERLINE, LoadedTokenizer, added_token_entry, bpe_model
 
 # Size caps (one for every way a file arrives): analysis.core.paths.max_file_bytes / max_unzipped_bytes.
@@ -251,7 +251,6 @@ _PARTIAL_JSON = (
 # --------------------------------------------------------------------------------------------------
 # GGUF: the tokenizer embedded in a model file
 # --------------------------------------------------------------------------------------------------
-GGUF_MAGIC = b"GGUF"
 #: tokenizer.json text converted from GGUF files, keyed by (path, size, mtime) or by an upload's content
 _GGUF_TOKENIZERS = DiskCache("gguf-tokenizer", version=2)
 
@@ -272,9 +271,6 @@ GGUF_PRE_TOKENIZERS: dict[str, dict] = {
     for name in ("smollm", "starcoder", "refact")
 }
 
-# GGUF value types: fixed sizes of the scalar ones (struct codes), 8 = string, 9 = array
-_GGUF_SCALARS = {0: "B", 1: "b", 2: "H", 3: "h", 4: "I", 5: "i", 6: "f", 7: "?", 10: "Q", 11: "q", 12: "d"}
-
 
 def _is_gguf_file(path: Path) -> bool:
     if path.suffix.lower() == ".gguf":
@@ -289,99 +285,22 @@ def _is_gguf_file(path: Path) -> bool:
 def gguf_metadata(
     fh: io.BufferedIOBase, keys: set[str] | frozenset[str], *, whole: bool = False
 ) -> dict[str, Any]:
-    """The scalar and string values of `keys` in a GGUF file's metadata, read from its header only.
+    """The scalar and string values of `keys` in a GGUF file's metadata, read from its header only
+    (:func:`analysis.tokenizer.gguf_file.read_header`).
 
     Stops as soon as every key is found, or with `whole` at the end of the metadata (which checks it is all
     there); arrays such as the vocabulary are skipped, never loaded, and tensors are never read. Raises
-    TokenizerLoadError for a file that is not GGUF or whose header is cut short (every length read from
-    the file is checked against what is left of it before it is used).
+    TokenizerLoadError for a file that is not GGUF or whose header is cut short.
     """
-    end = fh.seek(0, io.SEEK_END)
-    fh.seek(0)
-
-    def ahead(n: int) -> int:  # a length read from the file, checked against what is left of it
-        if n > end - fh.tell():
-            raise TokenizerLoadError("the GGUF header ends early (a truncated file)")
-        return n
-
-    def read(n: int) -> bytes:
-        return fh.read(ahead(n))
-
-    def unpack(code: str) -> Any:
-        return struct.unpack("<" + code, read(struct.calcsize(code)))[0]
-
-    def string() -> str:
-        return read(unpack("Q")).decode("utf-8", errors="replace")
-
-    def skip(vtype: int, depth: int = 0) -> None:
-        if depth > 4:
-            raise TokenizerLoadError("GGUF arrays nested more than 4 deep: not a GGUF file this app can read")
-        if vtype in _GGUF_SCALARS:
-            fh.seek(ahead(struct.calcsize(_GGUF_SCALARS[vtype])), io.SEEK_CUR)
-        elif vtype == 8:
-            fh.seek(ahead(unpack("Q")), io.SEEK_CUR)
-        elif vtype == 9:
-            etype, count = unpack("I"), unpack("Q")
-            if etype in _GGUF_SCALARS:
-                fh.seek(ahead(count * struct.calcsize(_GGUF_SCALARS[etype])), io.SEEK_CUR)
-            else:
-                ahead(count * 8 if etype == 8 else count)  # each string is at least its 8-byte length
-                for _ in range(count):
-                    skip(etype, depth + 1)
-        else:
-            raise TokenizerLoadError(f"unknown GGUF value type {vtype}: not a GGUF file this app can read")
-
-    if read(4) != GGUF_MAGIC:
-        raise TokenizerLoadError("not a GGUF file (the first bytes are not 'GGUF')")
-    version = unpack("I")
-    if version < 2:
-        raise TokenizerLoadError(f"GGUF version {version} is too old (version 2 or later is read)")
-    unpack("Q")  # tensors
-    n_kv = unpack("Q")
-    out: dict[str, Any] = {}
-    for _ in range(n_kv):
-        key = string()
-        vtype = unpack("I")
-        if key in keys and vtype in _GGUF_SCALARS:
-            out[key] = unpack(_GGUF_SCALARS[vtype])
-        elif key in keys and vtype == 8:
-            out[key] = string()
-        else:
-            skip(vtype)
-        if len(out) == len(keys) and not whole:
-            return out
-    return out
+    stop = None if whole else len(keys)
+    return read_header(fh, keys, arrays=False, tensors=False, stop_when_found=stop).values
 
 
 def gguf_tensor_shapes(path: str | os.PathLike) -> dict[str, tuple[int, ...]]:
     """Each tensor's shape in a GGUF file (GGUF order: the fastest-varying dimension first, so an embedding
-    matrix is (width, rows)), read from the header only: the metadata is skipped (:func:`gguf_metadata`), then
-    the tensor infos are read; no tensor data, no gguf-py (whose reader parses every vocabulary string: 4 s on
-    SmolLM2). TokenizerLoadError for a file that is not GGUF or is cut short."""
-    with open(path, "rb") as fh:
-        # checks the header and leaves the file at the first tensor info
-        gguf_metadata(fh, frozenset(), whole=True)
-        at, end = fh.tell(), fh.seek(0, io.SEEK_END)
-        fh.seek(8)  # after the magic and the version: the tensor count
-        (n_tensors,) = struct.unpack("<Q", fh.read(8))
-        fh.seek(at)
-
-        def read(n: int) -> bytes:
-            if n > end - fh.tell():
-                raise TokenizerLoadError("the GGUF header ends early (a truncated file)")
-            return fh.read(n)
-
-        if n_tensors * 24 > end - fh.tell():  # each tensor info takes at least 24 bytes
-            raise TokenizerLoadError("the GGUF header ends early (a truncated file)")
-        out: dict[str, tuple[int, ...]] = {}
-        for _ in range(n_tensors):
-            name = read(struct.unpack("<Q", read(8))[0]).decode("utf-8", errors="replace")
-            (n_dims,) = struct.unpack("<I", read(4))
-            if n_dims > 8:
-                raise TokenizerLoadError(f"GGUF tensor {name!r} has {n_dims} dimensions: not a GGUF file")
-            out[name] = struct.unpack(f"<{n_dims}Q", read(8 * n_dims))
-            read(12)  # type (uint32) and offset (uint64)
-        return out
+    matrix is (width, rows)), read from the header only: no tensor data, no gguf-py (whose reader parses every
+    vocabulary string: 2.5 s on SmolLM2). TokenizerLoadError for a file that is not GGUF or is cut short."""
+    return {t.name: t.shape for t in read_gguf_header(path).tensors}
 
 
 def load_gguf(path: str | os.PathLike, *, name: str | None = None, key: str | None = None) -> LoadedTokenizer:

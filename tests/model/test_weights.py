@@ -200,3 +200,33 @@ def test_smollm2_gguf_dequantizes_only_the_embedding():
     assert w.input.shape == (49152, 576) and w.input.name == "token_embd.weight"
     n = np.linalg.norm(w.input.to_numpy(), axis=1)
     assert 1.7 < n.min() < 1.9 and 3.0 < np.median(n) < 3.3 and 7.3 < n.max() < 7.7  # assets/README.md §2
+
+
+@need_smollm
+@pytest.mark.slow
+def test_smollm2_gguf_embedding_and_config_equal_gguf_pys_reader():
+    """The header reader of analysis.tokenizer.gguf_file gives the matrix and config gguf-py's reader gives."""
+    gguf = pytest.importorskip("gguf")
+    reader = gguf.GGUFReader(str(SMOLLM))
+    t = next(x for x in reader.tensors if x.name == "token_embd.weight")
+    want = gguf.quants.dequantize(t.data, t.tensor_type).reshape(int(t.shape[1]), int(t.shape[0]))
+    w = load_embeddings(SMOLLM)
+    np.testing.assert_array_equal(w.input.to_numpy(), want)
+    fields = {k: f.contents() for k, f in reader.fields.items() if k.startswith("tokenizer.ggml.") and "_id" in k}
+    assert w.config["vocab_size"] == len(reader.fields["tokenizer.ggml.tokens"].data) == 49152
+    assert all(w.config[k.removeprefix("tokenizer.ggml.")] == v for k, v in fields.items() if k.endswith("token_id"))
+    assert w.config["gguf_architecture"] == reader.fields["general.architecture"].contents() == "llama"
+
+
+def test_a_gguf_cut_inside_its_tensor_data_is_a_clear_error(tmp_path):
+    gguf = pytest.importorskip("gguf")
+    w = gguf.GGUFWriter(str(tmp_path / "tiny.gguf"), "llama")
+    w.add_tensor("token_embd.weight", np.ones((30, 16), dtype=np.float32))
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    data = (tmp_path / "tiny.gguf").read_bytes()
+    (tmp_path / "cut.gguf").write_bytes(data[:-100])
+    with pytest.raises(ModelLoadError, match="cut.gguf.*truncated"):
+        load_embeddings(tmp_path / "cut.gguf")
