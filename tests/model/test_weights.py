@@ -212,9 +212,13 @@ def test_smollm2_gguf_embedding_and_config_equal_gguf_pys_reader():
     want = gguf.quants.dequantize(t.data, t.tensor_type).reshape(int(t.shape[1]), int(t.shape[0]))
     w = load_embeddings(SMOLLM)
     np.testing.assert_array_equal(w.input.to_numpy(), want)
-    fields = {k: f.contents() for k, f in reader.fields.items() if k.startswith("tokenizer.ggml.") and "_id" in k}
+    fields = {
+        k: f.contents() for k, f in reader.fields.items() if k.startswith("tokenizer.ggml.") and "_id" in k
+    }
     assert w.config["vocab_size"] == len(reader.fields["tokenizer.ggml.tokens"].data) == 49152
-    assert all(w.config[k.removeprefix("tokenizer.ggml.")] == v for k, v in fields.items() if k.endswith("token_id"))
+    assert all(
+        w.config[k.removeprefix("tokenizer.ggml.")] == v for k, v in fields.items() if k.endswith("token_id")
+    )
     assert w.config["gguf_architecture"] == reader.fields["general.architecture"].contents() == "llama"
 
 
