@@ -105,9 +105,10 @@ def track_runs(page: Page) -> Page:
 def wait_idle(page: Page, timeout: int = RUN_TIMEOUT_MS) -> None:
     """Wait until the app has finished a whole run and shows its result.
 
-    On a page with a `RunTracker` (every test page: see tests/e2e/conftest.py) this first waits until the last
-    rerun the page requested has ended on the server, so it holds right after a click too; then for the DOM
-    condition in `_IDLE_JS` (the browser has drawn that run). Playwright reports websocket frames while the test
+    On a page with a `RunTracker` (every test page: see tests/e2e/conftest.py) this first waits until every
+    rerun the page is known to have requested has ended on the server, then for the DOM condition in `_IDLE_JS`
+    (the browser has drawn that run). Right after an action the request may not have been sent (or reported) yet:
+    after an action that reruns the app, use `wait_rerun`. Playwright reports websocket frames while the test
     waits in one of its calls, so the loop waits in short `wait_for_timeout` steps until the tracker is settled."""
     deadline = time.monotonic() + timeout / 1000
     tracker: RunTracker | None = getattr(page, "_toklab_runs", None)
@@ -119,10 +120,33 @@ def wait_idle(page: Page, timeout: int = RUN_TIMEOUT_MS) -> None:
     page.wait_for_function(_IDLE_JS, timeout=left_ms, polling=100)
 
 
+def mark(page: Page) -> int:
+    """Where the page's run tracker is now: give it to `wait_rerun` after an action that makes the app rerun."""
+    tracker: RunTracker | None = getattr(page, "_toklab_runs", None)
+    return tracker._seq if tracker is not None else -1  # noqa: SLF001
+
+
+def wait_rerun(page: Page, since: int, timeout: int = RUN_TIMEOUT_MS) -> None:
+    """After an action that makes the app rerun (taken after `since = mark(page)`): wait until the page has sent
+    that rerun request and its run has ended, then for `wait_idle`.
+
+    The browser sends the request a moment after the action returns, and Playwright may report the frame after
+    that: until then the tracker looks settled. Only the caller knows a request is coming, so only it can wait
+    for one (an action that changes nothing, e.g. choosing the option already chosen, sends none)."""
+    tracker: RunTracker | None = getattr(page, "_toklab_runs", None)
+    deadline = time.monotonic() + timeout / 1000
+    while tracker is not None and tracker.requested <= since:
+        if time.monotonic() > deadline:
+            raise PlaywrightTimeout(f"the app was not asked to rerun within {timeout} ms")
+        page.wait_for_timeout(50)
+    wait_idle(page, max(1_000, int((deadline - time.monotonic()) * 1000)))
+
+
 def choose(page: Page, box: Locator, option: str, timeout: int = RUN_TIMEOUT_MS) -> None:
     """Pick `option` in a selectbox or multiselect: wait for the app to be idle and the box to be there, open its
-    list, and click the option once the list shows it. A rerun that closes the list before the option is
-    clicked (a run the click itself started, a fragment) is met by opening it again, until `timeout`."""
+    list, and click the option once the list shows it; then, unless it was chosen already (`aria-selected`), wait
+    for the rerun the choice starts. A rerun that closes the list before the option is clicked (a fragment) is
+    met by opening it again, until `timeout`."""
     deadline = time.monotonic() + timeout / 1000
     wait_idle(page, timeout)
     expect(box).to_be_visible(timeout=timeout)
@@ -133,7 +157,14 @@ def choose(page: Page, box: Locator, option: str, timeout: int = RUN_TIMEOUT_MS)
         try:
             # the list opens within a frame or two of the click; a rerun can close it again
             expect(item).to_be_visible(timeout=min(left_ms, 10_000))
+            already = item.get_attribute("aria-selected", timeout=min(left_ms, 10_000)) == "true"
+            since = mark(page)
             item.click(timeout=min(left_ms, 10_000))
+            if already:
+                page.keyboard.press("Escape")  # the list of a selectbox may stay open on its own value
+                wait_idle(page, left_ms)
+            else:
+                wait_rerun(page, since, left_ms)
             return
         except (AssertionError, PlaywrightTimeout):
             if time.monotonic() > deadline:
@@ -147,8 +178,9 @@ def add_example(page: Page, name: str) -> None:
     sidebar = page.locator('[data-testid="stSidebar"]')
     choose(page, sidebar.locator('[data-testid="stSelectbox"]').filter(has_text="Add an example"), name)
     wait_idle(page)
+    since = mark(page)
     sidebar.get_by_role("button", name="Add", exact=True).click()
-    wait_idle(page)
+    wait_rerun(page, since)
     # the library's entry (its name in bold), not the dropdown's shown value, which has the same text
     entry = sidebar.locator('[data-testid="stMarkdownContainer"] strong').get_by_text(name, exact=True)
     expect(entry).to_be_visible(timeout=RUN_TIMEOUT_MS)

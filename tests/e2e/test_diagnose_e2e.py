@@ -6,7 +6,7 @@ from __future__ import annotations
 import csv
 import re
 
-from e2e_support import add_example, choose, download, pick_tokenizer, screenshot, wait_idle
+from e2e_support import add_example, choose, download, mark, pick_tokenizer, screenshot, wait_idle, wait_rerun
 from playwright.sync_api import Page, expect
 from support import load_shared, need_smollm
 
@@ -41,10 +41,11 @@ def test_token_health_filters_and_table_agree_after_switching_tokenizer(page: Pa
     expect(page.get_by_text(re.compile(r"^3 of 151,646 ids$"))).to_be_visible(timeout=SLOW)
     # a filter set on the first tokenizer: special and reachable tokens, searched
     cats = page.locator('[data-testid="stMultiSelect"]').filter(has_text="Categories")
+    since = mark(page)
     cats.locator("input").fill("Reachable")
     cats.locator("input").press("Enter")
     page.keyboard.press("Escape")
-    wait_idle(page, SLOW)
+    wait_rerun(page, since, SLOW)
     assert _chips(page, "Categories") == ["Special / added", "Reachable"]
 
     pick_tokenizer(page, "llama-3.1")

@@ -1,12 +1,12 @@
 """Real browser, the test harness itself: the `RunTracker` every test page carries reads the app's runs off the
-websocket, so `wait_idle` right after an action waits for the run that action started (issue 18's cold-machine
-flake: a filter typed into the previous tokenizer's widgets while the switch was still on its way)."""
+websocket, so `wait_rerun` after an action waits for the run that action started (issue 18's cold-machine flake: a
+filter typed into the previous tokenizer's widgets while the switch was still on its way)."""
 
 from __future__ import annotations
 
 import re
 
-from e2e_support import RunTracker, wait_idle
+from e2e_support import RunTracker, mark, wait_idle, wait_rerun
 from playwright.sync_api import Page, expect
 
 
@@ -17,12 +17,12 @@ def test_the_tracker_follows_a_widget_change_to_the_end_of_its_run(page: Page, a
     assert (
         runs.requested > -1 and runs.started > runs.requested and runs.ended > runs.started
     )  # the first run
-    before = runs.ended
+    since = mark(page)
     box = page.get_by_label("Search (readable or raw form)")
     box.fill("im_")
     box.press("Enter")
-    wait_idle(page)  # no content wait: the tracker alone must hold until the search's run has ended
-    assert runs.requested > before and runs.ended > runs.requested and runs.settled()
+    wait_rerun(page, since)  # no content wait: the tracker alone must hold until the search's run has ended
+    assert runs.requested > since and runs.ended > runs.requested and runs.settled()
     expect(page.get_by_text(re.compile(r"^[1-9] of 151,646 ids$"))).to_be_visible()
 
 
