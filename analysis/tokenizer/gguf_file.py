@@ -50,8 +50,9 @@ class TensorInfo:
 
 @dataclass
 class GgufHeader:
-    """What :func:`read_header` found: the version, every metadata key read (in file order), the values asked for (`counts` for arrays whose
-    length alone was asked for), the tensor infos and the absolute offset of the tensor data."""
+    """What :func:`read_header` found: the version, every metadata key read (in file order), the values asked
+    for, `counts` (the lengths of arrays counted rather than read), the tensor infos and the absolute offset of
+    the tensor data (0 when the tensor infos were not read)."""
 
     version: int
     keys: list[str]
