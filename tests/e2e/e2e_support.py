@@ -89,6 +89,11 @@ class RunTracker:
             elif kind == "script_finished" and msg.script_finished in _RUN_ENDS:
                 self.ended = self._next()
 
+    @property
+    def seq(self) -> int:
+        """The number of the last message counted (a mark to compare `requested` with)."""
+        return self._seq
+
     def settled(self) -> bool:
         """No rerun requested and not yet ended, no run going."""
         return self.ended > max(self.requested, self.started) or self.requested == self.started == -1
@@ -123,7 +128,7 @@ def wait_idle(page: Page, timeout: int = RUN_TIMEOUT_MS) -> None:
 def mark(page: Page) -> int:
     """Where the page's run tracker is now: give it to `wait_rerun` after an action that makes the app rerun."""
     tracker: RunTracker | None = getattr(page, "_toklab_runs", None)
-    return tracker._seq if tracker is not None else -1  # noqa: SLF001
+    return tracker.seq if tracker is not None else -1
 
 
 def wait_rerun(page: Page, since: int, timeout: int = RUN_TIMEOUT_MS) -> None:
