@@ -5,12 +5,13 @@ navigation, a new browser session opens the page's URL; the time runs from the r
 title is drawn, the script has finished (`data-test-script-state="notRunning"`) and the "Running…" widget is gone.
 Pages that compute on a button (Compression, Under-trained tokens, Extend…) are timed to their first view, before
 the button. The first pass (`cold`) is the first visit of each page on a fresh server (imports, first loads and
-disk-cache reads included); the second pass (`warm`) visits them again in new sessions.
+disk-cache reads included); the second pass (`warm`) visits them again in new sessions (the median of `--visits`
+visits).
 
 The Playground's update time: type a new text into the text area of a session with three tokenizers (the embedded
 default, gpt2, llama-3.1), commit it, and wait until the new tokens are drawn; the median of several edits.
 
-    python bench/bench_pages.py [--repeat 5] [--json bench/out/pages.json] [--pages "Prune,Token health"]
+    python bench/bench_pages.py [--repeat 5] [--visits 1] [--json bench/out/pages.json] [--pages "Prune,Token health"]
 
 `--pages` visits only the named pages, after the PRELUDE pages (Home and Load & inspect, which a walk of every page
 meets first and which pay the shared start-up: imports, the embedded default's load); `--no-playground` skips the
@@ -143,6 +144,7 @@ def main() -> None:
     ap.add_argument(
         "--pages", default="", help="comma-separated page titles to time (after the PRELUDE); default all"
     )
+    ap.add_argument("--visits", type=int, default=1, help="warm visits per page; the median is reported")
     ap.add_argument("--no-playground", action="store_true", help="skip the Playground's update timing")
     args = ap.parse_args()
     chosen = [p.strip() for p in args.pages.split(",") if p.strip()]
@@ -157,7 +159,9 @@ def main() -> None:
             )
             rows = [{"page": t, "path": p, "cold_s": first_render(browser, base + p)} for t, p in visit]
             for r in rows:
-                r["warm_s"] = first_render(browser, base + r["path"])
+                r["warm_s"] = statistics.median(
+                    first_render(browser, base + r["path"]) for _ in range(args.visits)
+                )
             updates = [] if args.no_playground else playground_updates(browser, base, args.repeat)
             browser.close()
     finally:

@@ -15,7 +15,14 @@ from analysis.tokenizer.tokenizer import describe_component
 from analysis.tokenizer.vocab_table import vocab_table
 from analysis.views.playground import pre_tokens
 from analysis.views.runtime import switched_off_note
-from analysis.views.vocab_views import filter_vocab
+from analysis.views.vocab_views import (
+    VOCAB_PAGE_ROWS,
+    VOCAB_SORTS,
+    filter_vocab,
+    page_count,
+    sort_vocab,
+    vocab_page,
+)
 from ui import links
 from ui.errors import try_step
 from ui.export_check import export_check_section
@@ -131,21 +138,35 @@ def summary(tok: LoadedTokenizer) -> None:
 
 
 def vocabulary(name: str, tok: LoadedTokenizer) -> None:
-    """The searchable vocabulary table (a selected BPE row opens its merge tree) and the tokens per script."""
+    """The searchable vocabulary table, a page of rows at a time (a selected BPE row opens its merge tree), and
+    the tokens per script."""
     st.subheader("Vocabulary")
     with st.spinner("Building the vocabulary table…"):
         df = vocab_table(tok)
-    f1, f2, f3 = st.columns([3, 2, 1])
+    f1, f2, f3, f4 = st.columns([3, 2, 2, 1])
     query = f1.text_input("Search (readable or raw form; regex allowed)", key="inspect-q")
     scripts = f2.multiselect("Scripts", sorted(df["script"].unique()), key="inspect-scripts")
-    only_special = f3.checkbox("Added/special only", key="inspect-special")
-    view = filter_vocab(df, query, scripts, only_special)
-    st.caption(f"{len(view):,} of {len(df):,} tokens")
-    picked = st.dataframe(view, hide_index=True, width="stretch", height=420, on_select="rerun",
+    order = f3.selectbox("Sort by", list(VOCAB_SORTS), key="inspect-sort")
+    only_special = f4.checkbox("Added/special only", key="inspect-special")
+    view = sort_vocab(filter_vocab(df, query, scripts, only_special), order)
+    n_pages = page_count(len(view))
+    if n_pages > 1:
+        if st.session_state.get("inspect-page", 1) > n_pages:  # a narrower search than the page kept
+            st.session_state["inspect-page"] = 1
+        number = st.number_input(f"Page (of {n_pages:,})", 1, n_pages, key="inspect-page")
+    else:
+        number = 1
+    shown, _ = vocab_page(view, number)
+    first = (number - 1) * VOCAB_PAGE_ROWS
+    st.caption(
+        f"{len(view):,} of {len(df):,} tokens"
+        + (f"; rows {first + 1:,}–{first + len(shown):,} shown" if n_pages > 1 else "")
+    )
+    picked = st.dataframe(shown, hide_index=True, width="stretch", height=420, on_select="rerun",
                           selection_mode="single-row", key="inspect-vocab")  # fmt: skip
     rows = picked.selection.rows if picked is not None else []
-    if tok.model_type == "BPE" and rows:
-        row = view.iloc[rows[0]]
+    if tok.model_type == "BPE" and rows and rows[0] < len(shown):
+        row = shown.iloc[rows[0]]
         if st.button(f"Open the merge tree of {row['readable']!r} (id {row['id']})", key="inspect-open-tree"):
             links.open_merge_tree(name, int(row["id"]))
     elif tok.model_type == "BPE":

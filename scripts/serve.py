@@ -55,10 +55,21 @@ def leave_legacy_pages_mode() -> None:
     PagesManager.uses_pages_directory = False
 
 
+def warm_pages() -> None:
+    """Start computing the embedded default's first-view analyses in the background (`ui.warmup`): the server
+    opens its port at once, and the first visitor of Load & inspect, Token health or Token reuse reads them."""
+    try:
+        warmup = importlib.import_module("ui.warmup")
+        warmup.warm_in_background(importlib.import_module("ui.loaders").load_default)
+    except Exception as e:  # noqa: BLE001 (as in warm())
+        print(f"[serve] background warm-up skipped: {e}", file=sys.stderr)
+
+
 def main(argv: list[str]) -> None:
-    """Warm the process, then `streamlit run app.py` with these options."""
+    """Warm the process, start the pages' background warm-up, then `streamlit run app.py` with these options."""
     warm()
     leave_legacy_pages_mode()
+    warm_pages()
     sys.argv = ["streamlit", "run", str(ROOT / "app.py"), *argv]
     cli.main()
 

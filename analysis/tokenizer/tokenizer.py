@@ -48,6 +48,10 @@ def bytes_to_unicode() -> dict[int, str]:
 
 BYTE_TO_CHAR: dict[int, str] = bytes_to_unicode()
 CHAR_TO_BYTE: dict[str, int] = {c: b for b, c in BYTE_TO_CHAR.items()}
+#: byte-level characters → the byte they stand for as a latin-1 character (`str.translate` maps a whole token in C)
+BYTE_LEVEL_TABLE = str.maketrans({c: chr(b) for c, b in CHAR_TO_BYTE.items()})
+#: the byte-level alphabet: a token is byte-level text when all its characters are in it
+BYTE_LEVEL_ALPHABET = frozenset(CHAR_TO_BYTE)
 SPIECE_UNDERLINE = "\u2581"
 
 
@@ -613,8 +617,8 @@ class LoadedTokenizer:
     def token_bytes(self, token: str) -> bytes:
         """The UTF-8 bytes a raw vocabulary string stands for (byte-level map, `▁`, `<0xNN>`, `##`)."""
         if self.is_byte_level:
-            if all(c in CHAR_TO_BYTE for c in token):
-                return bytes(CHAR_TO_BYTE[c] for c in token)
+            if BYTE_LEVEL_ALPHABET.issuperset(token):
+                return token.translate(BYTE_LEVEL_TABLE).encode("latin-1")
             return token.encode("utf-8")  # added tokens are stored as plain text
         if len(token) == 6 and token.startswith("<0x") and token.endswith(">"):
             try:

@@ -18,18 +18,20 @@ from pandas.arrays import ArrowStringArray
 from analysis.core.cache import memoize
 from analysis.core.unicode import deciding_script, text_script
 
-from .tokenizer import CHAR_TO_BYTE, SPIECE_UNDERLINE, LoadedTokenizer, readable_from_bytes
+from .tokenizer import (
+    BYTE_LEVEL_ALPHABET,
+    BYTE_LEVEL_TABLE,
+    CHAR_TO_BYTE,
+    SPIECE_UNDERLINE,
+    LoadedTokenizer,
+    readable_from_bytes,
+)
 
 #: The script label of tokens that are only partial UTF-8 (byte fragments such as `⟨E2 80⟩`).
 BYTES_SCRIPT = "Bytes"
 #: The script label of special added tokens (`<s>`, `<|endoftext|>`, `[CLS]`).
 SPECIAL_SCRIPT = "Special"
 COLUMNS = ["id", "token", "readable", "bytes", "length", "script", "special", "added"]
-
-
-# byte-level characters → the byte they stand for, as a latin-1 character (str.translate works in C)
-_BYTE_LEVEL_TABLE = str.maketrans({c: chr(b) for c, b in CHAR_TO_BYTE.items()})
-_BYTE_LEVEL_ALPHABET = frozenset(CHAR_TO_BYTE)
 
 
 def vocab_table(tok: LoadedTokenizer) -> pd.DataFrame:
@@ -124,7 +126,7 @@ def _build_vectorised(tok: LoadedTokenizer) -> pd.DataFrame:
     if tok.is_byte_level:
         outside = pc.match_substring_regex(raw, "[^" + re.escape("".join(CHAR_TO_BYTE)) + "]")
         byte_rows = np.flatnonzero(outside.to_numpy(zero_copy_only=False)).tolist()
-        latin = [t.translate(_BYTE_LEVEL_TABLE) for t in tokens]
+        latin = [t.translate(BYTE_LEVEL_TABLE) for t in tokens]
         for k in byte_rows:  # not byte-level text (added tokens): kept as its own characters
             latin[k] = ""
         bs = [s.encode("latin-1") for s in latin]
@@ -236,8 +238,8 @@ def _token_bytes_function(tok: LoadedTokenizer):
     if tok.is_byte_level:
 
         def byte_level(t: str) -> bytes:
-            if _BYTE_LEVEL_ALPHABET.issuperset(t):
-                return t.translate(_BYTE_LEVEL_TABLE).encode("latin-1")
+            if BYTE_LEVEL_ALPHABET.issuperset(t):
+                return t.translate(BYTE_LEVEL_TABLE).encode("latin-1")
             return t.encode("utf-8")
 
         return byte_level

@@ -44,6 +44,44 @@ def filter_vocab(
     return view
 
 
+#: rows of the vocabulary table the page sends to the browser at once: a 150k-row table is 7 MB of Arrow that
+#: the browser parses and lays out before the page is idle (about 2 s); search, filters and sorting act on all rows
+VOCAB_PAGE_ROWS = 1_000
+
+#: the vocabulary table's orders: label → (column, ascending)
+VOCAB_SORTS: dict[str, tuple[str, bool]] = {
+    "id": ("id", True),
+    "bytes, longest first": ("bytes", False),
+    "characters, longest first": ("length", False),
+    "readable form, A→Z": ("readable", True),
+}
+
+
+def sort_vocab(view: pd.DataFrame, order: str) -> pd.DataFrame:
+    """`view` in one of the :data:`VOCAB_SORTS` orders (ties by id; a stable sort, so equal keys keep id order)."""
+    if order not in VOCAB_SORTS:
+        raise ValueError(f"unknown order {order!r}; one of {', '.join(VOCAB_SORTS)}")
+    column, ascending = VOCAB_SORTS[order]
+    if column == "id":
+        return view.sort_values("id", kind="stable")
+    return view.sort_values("id", kind="stable").sort_values(column, ascending=ascending, kind="stable")
+
+
+def page_count(n_rows: int, rows: int = VOCAB_PAGE_ROWS) -> int:
+    """Pages of `rows` rows that `n_rows` rows fill (at least 1: an empty view has one empty page)."""
+    if rows < 1:
+        raise ValueError("rows must be at least 1")
+    return max(1, -(-n_rows // rows))
+
+
+def vocab_page(view: pd.DataFrame, page: int, rows: int = VOCAB_PAGE_ROWS) -> tuple[pd.DataFrame, int]:
+    """Page `page` (1-based, clamped to the pages there are) of `view`, `rows` rows a page, and the number of
+    pages (at least 1, so an empty view has one empty page)."""
+    n_pages = page_count(len(view), rows)
+    page = min(max(1, int(page)), n_pages)
+    return view.iloc[(page - 1) * rows : page * rows], n_pages
+
+
 @memoize(maxsize=4)
 def _readables(tok: LoadedTokenizer) -> list[tuple[int, str, str]]:
     """(id, raw, readable) for the model vocabulary, sorted by id."""

@@ -35,8 +35,23 @@ def test_default_opens_on_embedded_tokenizer(at):
     assert metrics["Model"] == "BPE"
     assert metrics["Vocabulary (incl. added)"] == "151,646"
     assert metrics["Merges"] == "151,387"
-    # vocabulary table and script chart are there
+    # vocabulary table (a page of it) and script chart are there
     assert len(at.dataframe) >= 2
+    table = at.dataframe[1].value
+    assert table["id"].tolist() == list(range(1_000))
+    assert any(c.value == "151,646 of 151,646 tokens; rows 1–1,000 shown" for c in at.caption)
+    at.number_input(key="inspect-page").set_value(152).run()
+    assert at.dataframe[1].value["id"].tolist() == list(range(151_000, 151_646))
+    at.selectbox(key="inspect-sort").set_value("bytes, longest first").run()
+    longest = at.dataframe[1].value
+    assert at.number_input(key="inspect-page").value == 152 and len(longest) == 646
+    at.number_input(key="inspect-page").set_value(1).run()
+    longest = at.dataframe[1].value
+    assert longest["bytes"].is_monotonic_decreasing and longest["bytes"].iloc[0] >= 100
+    at.text_input(key="inspect-q").input("^ĠToken").run()  # a narrower search: back to its one page
+    narrow = at.dataframe[1].value
+    assert 0 < len(narrow) < 1_000 and narrow["token"].str.startswith("ĠToken").all()
+    assert "inspect-page" not in [n.key for n in at.number_input]
     spec = json.loads(at.get("plotly_chart")[0].proto.spec)
     assert spec["data"][0]["type"] == "bar"
 

@@ -14,7 +14,12 @@ from support import ROOT, load_shared
 
 from analysis.bpe import stt
 from analysis.core.cache import clear_memory
+from analysis.methods import reuse
 from analysis.methods.pruning import orders
+from analysis.tokenizer import vocab_table
+from analysis.views import vocab_views
+from ui import warmup
+from ui.loaders import load_default
 
 
 def _forget() -> None:
@@ -73,3 +78,28 @@ def test_token_health_second_session_reads_the_stt_from_disk(
     second = _session("pages/token_health.py", "th-tok")
     assert [(m.label, m.value) for m in second.metric] == metrics
     assert second.dataframe[0].value[["id", "category", "pieces"]].equals(table[["id", "category", "pieces"]])
+
+
+@pytest.mark.slow
+def test_the_servers_background_warm_up_is_what_the_first_views_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`scripts/serve.py` computes the embedded default's first-view analyses in the background: the first session
+    of Load & inspect, Token health and Token reuse then computes none of them (every memo lookup is a hit)."""
+    monkeypatch.setenv("TOKLAB_CACHE", str(tmp_path))
+    _forget()
+    assert warmup.warm_in_background(load_default).join(300) is None
+    memos = {"vocabulary table": vocab_table._table, "STT": stt._stt_report, "STT table": vocab_views._stt_table,
+             "classes": reuse.classify_vocab, "shared symbols": reuse.all_shared_symbol_ids}  # fmt: skip
+    warmed = {k: m.cache_info() for k, m in memos.items()}
+    assert all(info["size"] >= 1 for info in warmed.values()), warmed
+    for page in ("pages/inspect.py", "pages/token_health.py", "pages/reuse.py"):
+        at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=180)
+        at.switch_page(page).run()
+        assert not at.exception, [e.message for e in at.exception]
+    after = {k: m.cache_info() for k, m in memos.items()}
+    assert {k: v["misses"] for k, v in after.items()} == {k: v["misses"] for k, v in warmed.items()}
+    assert after["vocabulary table"]["hits"] > warmed["vocabulary table"]["hits"]
+    assert after["classes"]["hits"] > warmed["classes"]["hits"]
+    assert after["shared symbols"]["hits"] > warmed["shared symbols"]["hits"]
+    assert after["STT table"]["hits"] > warmed["STT table"]["hits"]

@@ -3,11 +3,23 @@ of Token health."""
 
 from __future__ import annotations
 
+import pandas as pd
+import pytest
 from support import load_shared
 
 from analysis import LoadedTokenizer
 from analysis.tokenizer.vocab_table import vocab_table
-from analysis.views.vocab_views import filter_stt, filter_vocab, search_tokens, stt_table, would_be_ranks
+from analysis.views.vocab_views import (
+    VOCAB_SORTS,
+    filter_stt,
+    filter_vocab,
+    page_count,
+    search_tokens,
+    sort_vocab,
+    stt_table,
+    vocab_page,
+    would_be_ranks,
+)
 
 
 def _toy() -> LoadedTokenizer:
@@ -35,6 +47,34 @@ def test_filter_vocab_regex_literal_fallback_scripts_and_specials():
     assert len(cyrl) > 100 and set(cyrl["script"]) == {"Cyrillic"}
     assert set(filter_vocab(df, special_only=True)["id"]) == {0, 1, 2}
     assert len(vocab_table(load_shared("llama-2"))) == 32000  # the cached table is untouched
+
+
+def test_vocab_pages_cover_the_view_once_in_every_order():
+    df = vocab_table(load_shared("llama-2"))
+    assert page_count(0) == 1 and page_count(1000) == 1 and page_count(1001) == 2
+    with pytest.raises(ValueError):
+        page_count(5, 0)
+    for order, (column, ascending) in VOCAB_SORTS.items():
+        view = sort_vocab(df, order)
+        pages = [vocab_page(view, k, 7_000)[0] for k in range(1, page_count(len(view), 7_000) + 1)]
+        assert [len(p) for p in pages] == [7_000] * 4 + [4_000]
+        joined = pd.concat(pages)
+        assert sorted(joined["id"]) == list(range(32_000))  # every token once
+        keys = list(joined[column])
+        assert keys == sorted(keys, reverse=not ascending)
+        if column != "id":  # ties keep id order
+            for _, group in joined.groupby(column, sort=False):
+                assert list(group["id"]) == sorted(group["id"])
+    longest = sort_vocab(df, "bytes, longest first").iloc[0]
+    assert longest["bytes"] == df["bytes"].max()
+    # a page past the end is the last page; page 0 is the first
+    assert vocab_page(df, 99, 10_000)[0]["id"].tolist() == list(range(30_000, 32_000))
+    assert vocab_page(df, 0, 10_000)[0]["id"].iloc[0] == 0
+    with pytest.raises(ValueError, match="unknown order"):
+        sort_vocab(df, "length")
+    assert list(vocab_table(load_shared("llama-2"))["id"]) == list(
+        range(32_000)
+    )  # the cached table is untouched
 
 
 def test_search_tokens_ids_exact_first_and_substrings():

@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from analysis.core.cache import DiskCache
+from analysis.core.cache import DiskCache, memoize
 from analysis.tokenizer.tokenizer import LoadedTokenizer
 
 from . import orders as _orders
@@ -116,21 +116,36 @@ def _from_doc(doc: Any, tok: LoadedTokenizer, method: str) -> PruneOrder | None:
     return PruneOrder(method, ids, tok.content_hash, keys)
 
 
+class _NotStored(LookupError):
+    """No usable stored order under a key (a miss is not remembered: the order may be stored later)."""
+
+
+@memoize(maxsize=16)
+def _read_order(key: str, tok: LoadedTokenizer, method: str) -> PruneOrder:
+    """The order stored under `key`, read from disk once per process (raises :class:`_NotStored` on a miss)."""
+    order = _from_doc(_STORE.get(key), tok, method)
+    if order is None:
+        raise _NotStored(key)
+    return order
+
+
 def stored_order(
     tok: LoadedTokenizer, method: str, texts: Sequence[str] | None = None, **inputs: Any
 ) -> PruneOrder:
     """:func:`~.orders.compute_order` through the disk store: read back when this tokenizer content and these
     inputs (:func:`~.orders.compute_order`'s keywords) were ordered before (by any process), else computed and
-    stored."""
+    stored. Orders read or computed in this process are also kept in memory (the last 16)."""
     for k in ("allowed_scripts", "forbidden_scripts"):  # read twice (key, computation): no one-shot iterators
         if k in inputs:
             inputs[k] = tuple(inputs[k])
     key = order_key(tok, method, texts, **inputs)
-    order = _from_doc(_STORE.get(key), tok, method)
-    if order is not None:
-        return order
+    try:
+        return _read_order(key, tok, method)
+    except _NotStored:
+        pass
     order = _orders.compute_order(tok, method, texts, **inputs)
     doc = _to_doc(order)
     if doc is not None:
         _STORE.put(key, doc)
+    _read_order.cache_put((key, tok, method), order)
     return order

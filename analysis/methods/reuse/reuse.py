@@ -98,7 +98,15 @@ def is_shared_symbol(text: str) -> bool:
 
 def shared_symbol_ids(tok: LoadedTokenizer, ids: Iterable[int]) -> list[int]:
     """The ids among `ids` whose standalone text is a shared symbol (:func:`is_shared_symbol`)."""
-    return sorted(i for i in ids if is_shared_symbol(standalone_text(tok, tok.id_to_token[i])))
+    shared = all_shared_symbol_ids(tok)
+    return sorted(i for i in set(ids) if i in shared)
+
+
+@memoize(maxsize=4)
+def all_shared_symbol_ids(tok: LoadedTokenizer) -> frozenset[int]:
+    """Every id of the vocabulary (added tokens included) whose standalone text is a shared symbol; cached per
+    tokenizer, so any target, threshold or preserved set reads it instead of testing the tokens again."""
+    return frozenset(i for i, t in tok.id_to_token.items() if is_shared_symbol(standalone_text(tok, t)))
 
 
 def language_role(lines: Sequence[str], target_blocks: Iterable[str], reusable_blocks: Iterable[str]) -> str:

@@ -443,6 +443,11 @@ def test_protecting_shared_symbols_keeps_oriya_and_gurmukhi():
     assert rt.info["protected_count"] > 0 and rt.info["reusable_count"] == 16632 - rt.info["protected_count"]
     assert all(reuse.is_shared_symbol(reuse.standalone_text(tok, tok.id_to_token[i])) for i in danda + heart)
     assert not reuse.is_shared_symbol("мир") and not reuse.is_shared_symbol("\ufffd")
+    # the per-tokenizer set is the per-id test, on the reusable ids and on the whole vocabulary
+    each = {i for i, t in tok.id_to_token.items() if reuse.is_shared_symbol(reuse.standalone_text(tok, t))}
+    assert reuse.all_shared_symbol_ids(tok) == each and len(each) > 1000
+    assert reuse.shared_symbol_ids(tok, plain.reusable_ids) == sorted(each & set(plain.reusable_ids))
+    assert reuse.shared_symbol_ids(tok, [*danda, *danda]) == danda
     for text in ("Great work ✔ ❤", *flores_lines("ory_Orya")[:20], *flores_lines("pan_Guru")[:20]):
         assert rt.decode(rt.encode(text)) == text
     rows = reuse_measures.collateral(rt, ["ory_Orya", "pan_Guru", "rus_Cyrl"])
