@@ -162,10 +162,16 @@ def _check_merges(model: dict, vocab: dict[str, int], name: str) -> None:
         return
     prefix = model.get("continuing_subword_prefix") or ""
     cut = len(prefix.encode("utf-8")) if isinstance(prefix, str) else 0
-    if not cut and all(type(m) is str for m in raw):
-        made = [m.replace(" ", "", 1) for m in raw]  # fast path: "a b" → "ab"
-        if set(made) <= vocab.keys():
-            return
+    if not cut:  # fast path: every merged string ("a b" → "ab", ["a", "b"] → "ab") is in the vocabulary
+        try:
+            if all(type(m) is str for m in raw):
+                made = {m.replace(" ", "", 1) for m in raw}
+            else:
+                made = {a + b for a, b in raw}
+            if made <= vocab.keys():
+                return
+        except (TypeError, ValueError):  # a malformed merge: the full check below names it
+            pass
     try:
         merges = parse_merges(raw)
     except TokenizerLoadError as e:

@@ -104,6 +104,31 @@ def test_parse_merges_both_forms_and_errors():
             parse_merges(bad)
 
 
+@pytest.mark.parametrize(
+    "merges, message",
+    [
+        (
+            [["a", "b"], ["ab", "c"]],
+            None,
+        ),  # the list form's fast path: every merged string is in the vocabulary
+        (["a b", "ab c"], None),
+        ([["a", "b"], ["b", "c"]], "not in the vocabulary"),  # "bc" is not
+        ([["a", "b", "c"]], "merge #0"),  # malformed: named, not a TypeError from the fast path
+        ([["a", ["b"]]], "merge #0"),
+        ([[1, 2]], "merge #0"),
+    ],
+)
+def test_check_document_merges_in_list_form(merges, message):
+    vocab = {"a": 0, "b": 1, "c": 2, "ab": 3, "abc": 4}
+    doc = {"version": "1.0", "added_tokens": [], "model": {"type": "BPE", "vocab": vocab, "merges": merges}}
+    if message is None:
+        tok = LoadedTokenizer.from_document(doc, name="toy")
+        assert tok.tokenizer.encode("abc").tokens == ["abc"]
+    else:
+        with pytest.raises(TokenizerLoadError, match=message):
+            LoadedTokenizer.from_document(doc, name="toy")
+
+
 def _words(n: int = 40) -> list[str]:
     langs = ["eng_Latn", "deu_Latn", "rus_Cyrl", "zho_Hans", "arb_Arab", "hin_Deva", "est_Latn", "jpn_Jpan"]
     return sorted({w for lang in langs for line in flores_lines(lang, n) for w in line.split()})

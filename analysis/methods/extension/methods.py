@@ -182,7 +182,7 @@ def append_to_model(
     added: list[str] = []
     ids: list[int] = []
     for t in tokens:
-        if t in vocab or t in added_contents or t in added:
+        if t in vocab or t in added_contents:  # a token added earlier in this loop is in `vocab` already
             continue
         vocab[t] = nid
         added.append(t)
