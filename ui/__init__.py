@@ -3,7 +3,8 @@
 Modules: `errors` (the error boundary app.py runs every page in), `library` (this session's tokenizers and the
 sidebar), `loaders` (shared cached loads), `pickers` (tokenizer and model pickers that know what a page needs),
 `links` (URLs between pages, the allow-listed `?t=` reader), `caching` (cache wrappers keyed by content),
-`spans` (token spans), `trees` (merge-tree chart and text), `progress` (the engine's progress protocol as a bar).
+`spans` (token spans), `trees` (merge-tree chart and text), `progress` (the engine's progress protocol as a bar),
+`warmup` (the embedded default's whole-vocabulary analyses, computed in the background as the server starts).
 
 Importing this package also leaves Streamlit's legacy "pages/ folder" mode — the one workaround for keeping the
 folder named `pages/` (see `_leave_legacy_pages_mode`).

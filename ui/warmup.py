@@ -44,19 +44,21 @@ def first_view_work(tok: LoadedTokenizer) -> list[tuple[str, Callable[[], object
 
 
 def warm_first_views(tok: LoadedTokenizer) -> list[str]:
-    """Import the pages' modules and run :func:`first_view_work` for `tok`; returns what failed (a failure only
-    costs that page's first visit its time: the page computes it and shows its own error)."""
+    """Run :func:`first_view_work` for `tok`, importing the pages' modules after the first item (Load & inspect's
+    vocabulary table, the page a visitor meets first); returns what failed (a failure only costs that page's first
+    visit its time: the page computes it and shows its own error)."""
     failed = []
-    for name in PAGE_MODULES:
-        try:
-            importlib.import_module(name)
-        except Exception as e:  # noqa: BLE001 (the page that imports it will show the error)
-            failed.append(f"import {name}: {e}")
-    for what, call in first_view_work(tok):
+    for what, call in first_view_work(tok):  # the vocabulary table is always there, second
         try:
             call()
         except Exception as e:  # noqa: BLE001 (see the docstring)
             failed.append(f"{what}: {e}")
+        if what == "vocabulary table":
+            for name in PAGE_MODULES:
+                try:
+                    importlib.import_module(name)
+                except Exception as e:  # noqa: BLE001 (the page that imports it will show the error)
+                    failed.append(f"import {name}: {e}")
     return failed
 
 
