@@ -7,7 +7,7 @@ import json
 import sys
 from pathlib import Path
 
-from e2e_support import wait_idle
+from e2e_support import mark, wait_idle, wait_rerun
 from playwright.sync_api import Page, expect
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "badinput"))
@@ -15,15 +15,20 @@ from bad_files import sparse_ids_doc, tokenizer_doc  # noqa: E402
 
 
 def _upload(page: Page, name: str, data: bytes) -> None:
-    """Open the Upload tab of Load & inspect, give the file to its uploader and add it to the library."""
+    """Open the Upload tab of Load & inspect, give the file to its uploader and add it to the library.
+
+    Each step waits for the run it starts (`mark` / `wait_rerun`): a click on "Add upload to library" sent before
+    the upload's own run has carried the file to the script found no file (cold run I, stop 31)."""
     wait_idle(page)
     page.get_by_role("tab", name="Upload").click()
+    since = mark(page)
     page.locator('[data-testid="stMain"] [data-testid="stFileUploaderDropzoneInput"]').set_input_files(
         files=[{"name": name, "mimeType": "application/json", "buffer": data}]
     )
-    wait_idle(page)
+    wait_rerun(page, since)
+    since = mark(page)
     page.get_by_role("button", name="Add upload to library").click()
-    wait_idle(page)
+    wait_rerun(page, since)
 
 
 def test_hostile_uploads_in_a_real_browser(page: Page, app_url, artifacts):
