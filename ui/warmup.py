@@ -30,11 +30,25 @@ PAGE_MODULES = ("analysis.methods.pruning", "analysis.methods.extension", "analy
                 "ui.export_check", "ui.model_check", "ui.corpus_jobs", "ui.trees", "ui.progress")  # fmt: skip
 
 
+def import_page_modules() -> None:
+    """Import :data:`PAGE_MODULES` (raises ImportError naming every module that failed)."""
+    failed = []
+    for name in PAGE_MODULES:
+        try:
+            importlib.import_module(name)
+        except Exception as e:  # noqa: BLE001 (the page that imports it will show the error)
+            failed.append(f"{name}: {e}")
+    if failed:
+        raise ImportError("; ".join(failed))
+
+
 def first_view_work(tok: LoadedTokenizer) -> list[tuple[str, Callable[[], object]]]:
-    """(what, call) for each per-tokenizer analysis a page's first view reads, in the navigation's order."""
+    """(what, call) for each per-tokenizer analysis a page's first view reads, in the order visitors meet them:
+    Load & inspect's vocabulary table first, then the pages' modules, then the rest."""
     work: list[tuple[str, Callable[[], object]]] = [
         ("id lookup", lambda: tok.id_to_token),
         ("vocabulary table", lambda: vocab_table(tok)),
+        ("page modules", import_page_modules),
     ]
     if tok.model_type == "BPE":
         work.append(("Self-Tokenization Test", lambda: (stt_report(tok), stt_table(tok))))
@@ -44,21 +58,14 @@ def first_view_work(tok: LoadedTokenizer) -> list[tuple[str, Callable[[], object
 
 
 def warm_first_views(tok: LoadedTokenizer) -> list[str]:
-    """Run :func:`first_view_work` for `tok`, importing the pages' modules after the first item (Load & inspect's
-    vocabulary table, the page a visitor meets first); returns what failed (a failure only costs that page's first
-    visit its time: the page computes it and shows its own error)."""
+    """Run :func:`first_view_work` for `tok`; returns what failed (a failure only costs that page's first visit its
+    time: the page computes it and shows its own error)."""
     failed = []
-    for what, call in first_view_work(tok):  # the vocabulary table is always there, second
+    for what, call in first_view_work(tok):
         try:
             call()
         except Exception as e:  # noqa: BLE001 (see the docstring)
             failed.append(f"{what}: {e}")
-        if what == "vocabulary table":
-            for name in PAGE_MODULES:
-                try:
-                    importlib.import_module(name)
-                except Exception as e:  # noqa: BLE001 (the page that imports it will show the error)
-                    failed.append(f"import {name}: {e}")
     return failed
 
 

@@ -19,7 +19,6 @@ from analysis.core.cache import memoize
 from analysis.core.unicode import deciding_script, text_script
 
 from .tokenizer import (
-    BYTE_LEVEL_ALPHABET,
     BYTE_LEVEL_TABLE,
     CHAR_TO_BYTE,
     SPIECE_UNDERLINE,
@@ -235,14 +234,8 @@ def script_counts(tok: LoadedTokenizer) -> pd.Series:
 
 def _token_bytes_function(tok: LoadedTokenizer):
     """A fast equivalent of `tok.token_bytes` with the tokenizer's flags looked up once."""
-    if tok.is_byte_level:
-
-        def byte_level(t: str) -> bytes:
-            if BYTE_LEVEL_ALPHABET.issuperset(t):
-                return t.translate(BYTE_LEVEL_TABLE).encode("latin-1")
-            return t.encode("utf-8")
-
-        return byte_level
+    if tok.is_byte_level:  # already one C-level translate per token
+        return tok.token_bytes
     sp = tok.is_sentencepiece_style
     prefix = tok.continuing_subword_prefix or ""
     suffix = tok.end_of_word_suffix or ""

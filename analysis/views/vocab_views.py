@@ -62,9 +62,8 @@ def sort_vocab(view: pd.DataFrame, order: str) -> pd.DataFrame:
     if order not in VOCAB_SORTS:
         raise ValueError(f"unknown order {order!r}; one of {', '.join(VOCAB_SORTS)}")
     column, ascending = VOCAB_SORTS[order]
-    if column == "id":
-        return view.sort_values("id", kind="stable")
-    return view.sort_values("id", kind="stable").sort_values(column, ascending=ascending, kind="stable")
+    by_id = view if view["id"].is_monotonic_increasing else view.sort_values("id", kind="stable")
+    return by_id if column == "id" else by_id.sort_values(column, ascending=ascending, kind="stable")
 
 
 def page_count(n_rows: int, rows: int = VOCAB_PAGE_ROWS) -> int:
