@@ -67,8 +67,25 @@ def open_gguf(path: str | os.PathLike, *, vocab_only: bool = True, n_ctx: int = 
 
 def llama_tokenize(llm: Any, text: str, *, add_special: bool = True) -> list[int]:
     """llama.cpp's ids for `text`: special tokens in the text parsed as such (as Hugging Face does), BOS/EOS
-    added per the file's `add_bos_token`/`add_eos_token` when `add_special`."""
-    return list(llm.tokenize(text.encode("utf-8"), add_bos=add_special, special=True))
+    added per the file's `add_bos_token`/`add_eos_token` when `add_special`.
+
+    Calls `llama_tokenize` once, into a buffer sized from the text: `Llama.tokenize` allocates the model's whole
+    training context per call and, for a vocabulary-only file (context 0), tokenizes every text twice (the first
+    call only learns the length) — half of an export check's time went there."""
+    data = text.encode("utf-8")
+    vocab = getattr(getattr(llm, "_model", None), "vocab", None)
+    if vocab is None:  # not the llama-cpp-python this project pins: its public call
+        return list(llm.tokenize(data, add_bos=add_special, special=True))
+    llama_cpp = require_llama_cpp()
+    cap = len(data) + 8  # a token spells at least one byte, bar BOS/EOS and a SentencePiece space prefix
+    while True:
+        buf = (llama_cpp.llama_token * cap)()
+        n = llama_cpp.llama_tokenize(vocab, data, len(data), buf, cap, add_special, True)
+        if n >= 0:
+            return buf[:n]
+        if -n <= cap:
+            raise ModelLoadError(f"llama.cpp could not tokenize a text of {len(data)} bytes (returned {n})")
+        cap = -n
 
 
 def llama_logprobs(llm: Any, ids: list[int]) -> np.ndarray:

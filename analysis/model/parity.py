@@ -125,9 +125,11 @@ def _compare(
     spm = tok.is_sentencepiece_style
     enc = tok.tokenizer
     norm = enc.normalizer
-    for text in texts:
+    texts = list(texts)
+    batch = enc.encode_batch(texts, add_special_tokens=True)  # one Rust call for the lot, on every core
+    for text, hf_encoding in zip(texts, batch, strict=True):
         entry.lines += 1
-        hf = enc.encode(text, add_special_tokens=True).ids
+        hf = hf_encoding.ids
         ll = llama_tokenize(llm, text)
         if hf == ll:
             entry.identical += 1
