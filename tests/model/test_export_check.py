@@ -13,7 +13,7 @@ import pytest
 
 from analysis.cli import main
 from analysis.model.export_check import check_export, roundtrip_before_after
-from analysis.model.llamacpp import llama_cpp_available
+from analysis.model.llamacpp import llama_cpp_available, llama_tokenize, open_gguf
 from analysis.model.parity import tokenization_parity
 from analysis.model.preflight import (
     check_chat_template,
@@ -126,6 +126,22 @@ def test_roundtrip_before_after_finds_a_broken_language(smol):
     rt = roundtrip_before_after(smol, edited, langs=["eng_Latn", "hin_Deva"], max_lines=20)
     assert rt.languages == 2
     assert [e["lang"] for e in rt.broken] in ([], ["hin_Deva"])  # removal may keep bytes reachable: then none
+
+
+@needs_llama_cpp
+@pytest.mark.parametrize("name", ["llama-3.1", "mistral-7b-v0.3"])
+def test_llama_tokenize_equals_llama_cpp_pythons_own_call(tmp_path, name):
+    """The one-call tokenization gives what `Llama.tokenize` gives (which calls llama.cpp twice for a
+    vocabulary-only file): empty text, special tokens in the text, a long line, without BOS/EOS too."""
+    tok = load(TOKENIZERS / name)
+    p = tmp_path / f"{name}.gguf"
+    p.write_bytes(gguf_bytes_vocab_only(gguf_vocab(tok), name))
+    llm = open_gguf(p)
+    special = tok.added_tokens[0].content
+    for text in ["", " ", f"{special}Tere hommikust!{special}", "ⓐ日本語 " * 2000, "x" * 5000]:
+        for add in (True, False):
+            want = list(llm.tokenize(text.encode("utf-8"), add_bos=add, special=True))
+            assert llama_tokenize(llm, text, add_special=add) == want, (name, text[:40], add)
 
 
 @pytest.mark.slow
