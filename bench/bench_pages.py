@@ -62,21 +62,16 @@ def pages() -> list[tuple[str, str]]:
     ]
 
 
-#: A page's first view drawn: connected, the script finished, the "Running…" widget gone, nothing stale, no element
-#: still waiting for its front-end code (Streamlit shows a skeleton until a lazily loaded component — a data grid, a
-#: code block — has arrived), a title in the main area and the sidebar's library drawn.
-DRAWN_JS = """() => {
-  const app = document.querySelector('[data-testid="stApp"]');
-  if (!app || app.getAttribute('data-test-connection-state') !== 'CONNECTED') return false;
-  if (app.getAttribute('data-test-script-state') !== 'notRunning') return false;
-  const status = document.querySelector('[data-testid="stStatusWidget"]');
-  if (status && status.offsetParent !== null) return false;
-  if (document.querySelector('[data-testid="stElementContainer"][data-stale="true"]')) return false;
-  if (document.querySelector('[data-testid="stSkeleton"], [data-testid="stAppSkeleton"]')) return false;
-  if (!document.querySelector('[data-testid="stMain"] h1')) return false;
-  const side = document.querySelector('[data-testid="stSidebar"]');
-  return !!side && [...side.querySelectorAll('h3')].some(h => h.textContent.trim() === 'Tokenizer library');
-}"""
+ROOT_TESTS = Path(__file__).resolve().parents[1] / "tests"
+sys.path[:0] = [str(ROOT_TESTS), str(ROOT_TESTS / "e2e")]
+from e2e_support import _IDLE_JS as APP_IDLE_JS  # noqa: E402 - the browser tests' one "run drawn" condition
+
+#: A page's first view drawn: the browser tests' idle condition (connected, script finished, "Running…" gone,
+#: nothing stale, the sidebar's library drawn), plus no element still waiting for its front-end code (Streamlit
+#: shows a skeleton until a lazily loaded component — a data grid, a code block — has arrived) and a title.
+DRAWN_JS = f"""() => ({APP_IDLE_JS})()
+  && !document.querySelector('[data-testid="stSkeleton"], [data-testid="stAppSkeleton"]')
+  && !!document.querySelector('[data-testid="stMain"] h1')"""
 
 
 def idle(page: Page, timeout: int = 600_000) -> None:
