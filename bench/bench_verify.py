@@ -39,15 +39,23 @@ from analysis.core.paths import shared_assets  # noqa: E402
 from analysis.methods.undertrained import analyze, verify_result  # noqa: E402
 
 
-def build_model(params: float, tokenizer_dir: Path, out: Path) -> dict:
-    """A random Llama with roughly `params` parameters and the tokenizer's vocabulary, saved to `out`."""
+def build_model(
+    params: float,
+    tokenizer_dir: Path,
+    out: Path,
+    *,
+    hidden: int = 2048,
+    inter: int = 5632,
+    heads: int = 16,
+    device: str = "cuda",
+) -> dict:
+    """A random Llama with roughly `params` parameters and the tokenizer's vocabulary, built on `device` and saved
+    to `out` as bf16 safetensors with the tokenizer's files."""
     import torch  # noqa: PLC0415 - heavy, only when the bench runs
     from transformers import LlamaConfig, LlamaForCausalLM  # noqa: PLC0415
 
     tok = load(tokenizer_dir)
     vocab = tok.vocab_size
-    hidden = 2048
-    inter = 5632
     per_layer = 4 * hidden * hidden + 3 * hidden * inter
     layers = max(1, int(round((params - 2 * vocab * hidden) / per_layer)))
     cfg = LlamaConfig(
@@ -55,15 +63,15 @@ def build_model(params: float, tokenizer_dir: Path, out: Path) -> dict:
         hidden_size=hidden,
         intermediate_size=inter,
         num_hidden_layers=layers,
-        num_attention_heads=16,
-        num_key_value_heads=16,
+        num_attention_heads=heads,
+        num_key_value_heads=heads,
         max_position_embeddings=2048,
         tie_word_embeddings=False,
         bos_token_id=None,
         eos_token_id=None,
     )
     torch.manual_seed(0)
-    with torch.device("cuda"):
+    with torch.device(device):
         model = LlamaForCausalLM(cfg).to(torch.bfloat16)
     n = sum(p.numel() for p in model.parameters())
     model.save_pretrained(out, safe_serialization=True)
@@ -71,7 +79,8 @@ def build_model(params: float, tokenizer_dir: Path, out: Path) -> dict:
         if f.name.startswith("tokenizer"):
             shutil.copy(f, out / f.name)
     del model
-    torch.cuda.empty_cache()
+    if device.startswith("cuda"):
+        torch.cuda.empty_cache()
     return {"params": n, "layers": layers, "vocab": vocab, "hidden": hidden}
 
 

@@ -35,6 +35,8 @@ WINDOW = 1024
 STRIDE = 512
 #: Default budget of one batch: padded positions × vocabulary rows of float32 logits (≈ 600 MB).
 LOGIT_BUDGET = 150_000_000
+#: On a GPU the budget grows up to this many times :data:`LOGIT_BUDGET` (:func:`gpu_logit_budget`).
+GPU_BUDGET_SCALE = 4
 LN2 = math.log(2.0)
 
 
@@ -144,10 +146,31 @@ def rows_of(module: Any) -> int:
     return int(weight.shape[0])
 
 
-def batch_tokens_for(model: Any, logit_budget: int = LOGIT_BUDGET) -> int:
-    """Padded positions per batch so that the float32 logits stay within `logit_budget` elements."""
+def gpu_logit_budget(free_bytes: int) -> int:
+    """The logit budget of one batch on a GPU with `free_bytes` free: a tenth of the free memory at 6 bytes per
+    logit (the model's bf16 logits and their float32 copy), between :data:`LOGIT_BUDGET` and
+    :data:`GPU_BUDGET_SCALE` times it (fewer, fuller batches: less launch and loop overhead per token)."""
+    return max(LOGIT_BUDGET, min(GPU_BUDGET_SCALE * LOGIT_BUDGET, free_bytes // 60))
+
+
+def logit_budget_for(model: Any) -> int:
+    """:data:`LOGIT_BUDGET` for a model in CPU memory; :func:`gpu_logit_budget` of the free memory of the GPU
+    that holds its first parameter."""
+    param = next(iter(model.parameters()), None)
+    if param is None or param.device.type != "cuda":
+        return LOGIT_BUDGET
+    import torch  # noqa: PLC0415 - heavy, only when a model runs
+
+    free, _total = torch.cuda.mem_get_info(param.device)
+    return gpu_logit_budget(int(free))
+
+
+def batch_tokens_for(model: Any, logit_budget: int | None = None) -> int:
+    """Padded positions per batch so that the float32 logits stay within `logit_budget` elements (default
+    :func:`logit_budget_for` the model's device)."""
     vocab = rows_of(model.get_output_embeddings())
-    return max(64, logit_budget // max(vocab, 1))
+    budget = logit_budget if logit_budget is not None else logit_budget_for(model)
+    return max(64, budget // max(vocab, 1))
 
 
 def cpu_threads() -> int:

@@ -382,6 +382,7 @@ def compare(
             heads[name] = _extra_rows(edited, extra)
     uses = {name: {i: NewTokenUse(i, vocab.tokens[i]) for i in new} for name, _ in variants}
     logp_sums = {name: np.zeros(len(new)) for name, _ in variants}
+    max_probs = {name: np.zeros(len(new)) for name, _ in variants}  # per new id (order of `new`): its best p
     new_pos = {i: r for r, i in enumerate(new)}
     budget = batch_tokens or min(batch_tokens_for(original), batch_tokens_for(edited))
     total = sum(len(v) for v in texts.values())
@@ -422,7 +423,7 @@ def compare(
                         ref.add([(d, pos) for _, pos in rows], _take(logp[[r for r, _ in rows]], shared_o))
                     if shared_states and d in mapped:
                         _on_old_text(sc, at_target, p_removed, all_shared, removed_t, shared_o, n_shared, heads, accs,
-                                     uses, new_cols, new, d in kept)  # fmt: skip
+                                     uses, max_probs, new_cols, new, d in kept)  # fmt: skip
                 ref.close()
                 for name, prepare in variants:
                     if not changed and shared_states:
@@ -430,8 +431,8 @@ def compare(
                     if prepare is not None:
                         prepare()
                     _read_edited(edited, changed, nw, old, o2e, align, ref, accs[name], uses[name],
-                                 logp_sums[name], new_pos, new_t, shared_e, device_edited, window, stride,
-                                 budget, mass_on_old=not shared_states)  # fmt: skip
+                                 logp_sums[name], max_probs[name], new_pos, new_t, shared_e, device_edited, window,
+                                 stride, budget, mass_on_old=not shared_states)  # fmt: skip
                 done += len(group)
                 report(progress, done, total, f"{lang}: lines read")
             n_bytes = sum(len(s.encode("utf-8")) for s in lines)
@@ -458,6 +459,7 @@ def compare(
     for name, _ in variants:
         for r, i in enumerate(new):
             u = uses[name][i]
+            u.max_prob = max(u.max_prob, float(max_probs[name][r]))
             if u.occurrences:
                 u.mean_log2_prob = float(logp_sums[name][r] / u.occurrences / LN2)
         run.new_tokens[name] = list(uses[name].values())
@@ -475,6 +477,7 @@ def _on_old_text(
     heads: dict[str, _Head],
     accs: dict[str, _Acc],
     uses: dict[str, dict[int, NewTokenUse]],
+    max_probs: dict[str, np.ndarray],
     new_cols: Any,
     new: list[int],
     kept: bool,
@@ -482,7 +485,8 @@ def _on_old_text(
     """Every variant of the edited model on one segment of old-tokenized text, from the original's states: its
     log-probabilities are the original's shifted by its own log-partition (the shared rows are the original's)
     plus the rows only it has. Always the mass on new ids; for a line whose tokenization did not change
-    (`kept`) also its bits, the KL at every position and the new tokens' use."""
+    (`kept`) also its bits, the KL at every position and the new tokens' use (each new id's best probability
+    goes to `max_probs`, one array per variant in the order of `new`)."""
     import torch  # noqa: PLC0415 - heavy, only when models run
 
     logp = sc.logp
@@ -516,12 +520,11 @@ def _on_old_text(
         if len(new):
             if top_sh is None:  # the largest log-probability among the shared ids (an argmax rival)
                 top_sh = (logp if all_shared else _take(logp, shared_o)).max(1).values
-            best = lp_new.max(0).values.exp().cpu().numpy()
+            np.maximum(
+                max_probs[name], lp_new.max(0).values.exp().double().cpu().numpy(), out=max_probs[name]
+            )
             zmax, zarg = z.max(1)
             u = uses[name]
-            for r, i in enumerate(new):
-                if best[r] > u[i].max_prob:
-                    u[i].max_prob = float(best[r])
             wins = (zmax > top_sh).cpu().numpy()
             col_to_new = {int(c): i for c, i in zip(new_cols.tolist(), new)}
             for win, c in zip(wins, zarg.cpu().numpy()):
@@ -540,6 +543,7 @@ def _read_edited(
     acc: _Acc,
     uses: dict[int, NewTokenUse],
     logp_sum: np.ndarray,
+    max_prob: np.ndarray,
     new_pos: dict[int, int],
     new_t: Any,
     shared_e: Any,
@@ -551,8 +555,8 @@ def _read_edited(
     mass_on_old: bool = True,
 ) -> None:
     """One variant of the edited model on the lines `group`: its own tokenization (bits, KL at aligned
-    positions, the new tokens' use), then, with `mass_on_old`, the old tokenization mapped to its ids (mass on
-    new ids)."""
+    positions, the new tokens' use; each new id's best probability goes to `max_prob`, in the order of
+    `new_pos`), then, with `mass_on_old`, the old tokenization mapped to its ids (mass on new ids)."""
     import torch  # noqa: PLC0415 - heavy, only when models run
 
     if not group:
@@ -573,12 +577,8 @@ def _read_edited(
             acc.kl_n += len(pairs)
         if len(new_t):
             sub = logp[:, new_t.to(logp.device)]
-            best = sub.max(0).values.exp().cpu().numpy()
+            np.maximum(max_prob, sub.max(0).values.exp().double().cpu().numpy(), out=max_prob)
             arg = logp.argmax(1).cpu().numpy()
-            for r, i in enumerate(new_pos):
-                u = uses[i]
-                if best[r] > u.max_prob:
-                    u.max_prob = float(best[r])
             for a in arg:
                 if int(a) in uses:
                     uses[int(a)].argmax_count += 1

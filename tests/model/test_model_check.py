@@ -23,7 +23,15 @@ from analysis.cli import build_parser, main
 from analysis.commands.model_check import _check
 from analysis.errors import DataError
 from analysis.methods.extension import ExtendResult, export_extension, plan
-from analysis.model.bpb import bits_per_byte, prefix_token, segments
+from analysis.model.bpb import (
+    GPU_BUDGET_SCALE,
+    LOGIT_BUDGET,
+    batch_tokens_for,
+    bits_per_byte,
+    gpu_logit_budget,
+    prefix_token,
+    segments,
+)
 from analysis.model.check import compare, kl_from_mass
 from analysis.model.model_check import RowSwap, heldout_texts, load_pair, model_check, resolve_pair
 from analysis.model.models import load_causal_lm
@@ -102,6 +110,18 @@ def test_bpb_equals_plain_transformers_and_windows_stay_close(pair):
     windowed = bits_per_byte(model, tok, lines, window=16, stride=8)  # every line longer than the window
     assert windowed.tokens == got.tokens and windowed.bpb != got.bpb
     assert abs(windowed.bpb - got.bpb) < 0.05 * got.bpb  # a 1-layer model gains little from far context
+
+
+def test_batches_hold_the_logit_budget_on_the_cpu_and_grow_with_a_gpus_free_memory(pair):
+    model = load_causal_lm(pair[0]).model
+    vocab = model.get_output_embeddings().weight.shape[0]
+    assert batch_tokens_for(model) == max(64, LOGIT_BUDGET // vocab)  # CPU weights: the fixed budget
+    assert batch_tokens_for(model, 64 * vocab * 3) == 64 * 3
+    assert gpu_logit_budget(0) == LOGIT_BUDGET  # never below the CPU's
+    assert (
+        gpu_logit_budget(60 * 2 * LOGIT_BUDGET) == 2 * LOGIT_BUDGET
+    )  # a tenth of free memory, 6 bytes a logit
+    assert gpu_logit_budget(10**14) == GPU_BUDGET_SCALE * LOGIT_BUDGET  # capped
 
 
 def test_aligned_positions_are_same_token_same_bytes():
