@@ -191,13 +191,15 @@ def cpu_threads() -> int:
 @dataclass
 class Scored:
     """One segment's scored predictions: log-probabilities (one row per target, one column per vocabulary row),
-    the log-partition of each row's raw logits (``logits = logp + lse``), and the LM head's input there (the
-    final hidden state) when asked for."""
+    the log-partition of each row's raw logits (``logits = logp + lse``), the target ids (a tensor on the same
+    device: no host-to-device copy per segment), and the LM head's input there (the final hidden state) when
+    asked for."""
 
     seg: Segment
     logp: Any
     lse: Any
     hidden: Any = None
+    targets: Any = None
 
 
 class HeadInput:
@@ -249,14 +251,17 @@ def iter_scored(
                 x[r, : len(s.ids)] = torch.as_tensor(s.ids)
                 mask[r, : len(s.ids)] = 1
             with torch.inference_mode():
-                logits = model(input_ids=x.to(device), attention_mask=mask.to(device)).logits.float()
+                xd = x.to(device)
+                logits = model(input_ids=xd, attention_mask=mask.to(device)).logits.float()
                 lse = torch.logsumexp(logits, dim=-1, keepdim=True)
                 logp = logits.sub_(lse)  # in place: one float32 copy of the batch's logits (padding included)
+                xd = xd.to(logp.device)
                 h = hook.value if hook is not None else None
                 for r, s in enumerate(group):
                     rows = slice(s.first, len(s.ids) - 1)
-                    yield Scored(s, logp[r, rows], lse[r, rows, 0], None if h is None else h[r, rows])
-            del logits, logp, lse, h
+                    yield Scored(s, logp[r, rows], lse[r, rows, 0], None if h is None else h[r, rows],
+                                 xd[r, s.first + 1 : len(s.ids)])  # fmt: skip
+            del logits, logp, lse, h, xd
             done += len(group)
             report(progress, done, len(segs), "segments scored")
     finally:
@@ -354,13 +359,13 @@ def bits_per_byte(
     check_vocab(model, tok)
     prefix = prefix_token(tok, model.config)
     seqs = encode_lines(tok, lines, prefix)
-    nats = 0.0
-    for seg, logp in iter_logprobs(
+    terms = []  # each segment's −Σ ln p, a tensor on the model's device: summed after the loop, one transfer
+    for sc in iter_scored(
         model, segments(seqs, window=window, stride=stride), device=device, batch_tokens=batch_tokens,
         progress=progress,
     ):  # fmt: skip
-        t = torch.as_tensor(seg.targets, device=logp.device)
-        nats -= float(logp.gather(1, t[:, None]).double().sum())
+        terms.append(sc.logp.gather(1, sc.targets[:, None]).double().sum())
+    nats = -float(torch.stack(terms).sum()) if terms else 0.0
     return BitsPerByte(
         bits=nats / LN2,
         bytes=sum(len(s.encode("utf-8")) for s in lines),

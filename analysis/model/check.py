@@ -136,7 +136,8 @@ class NewTokenUse:
 
 @dataclass
 class _Acc:
-    """Running sums of one variant on one language."""
+    """Running sums of one variant (or of the original) on one language. Terms that are tensors on a device
+    wait in `pending` and are added by :meth:`settle`, once per language: no device synchronisation per line."""
 
     bits: float = 0.0
     tokens: int = 0
@@ -144,6 +145,59 @@ class _Acc:
     mass_new_n: int = 0
     kl: float = 0.0
     kl_n: int = 0
+    mass_removed: float = 0.0
+    mass_removed_n: int = 0
+    pending: dict[str, list[Any]] = field(default_factory=dict)
+
+    def add(self, name: str, term: Any) -> None:
+        """Add the 0-d tensor `term` to the field `name` at the next :meth:`settle`."""
+        self.pending.setdefault(name, []).append(term)
+
+    def settle(self) -> _Acc:
+        """Add the pending terms to their fields (one transfer per field); returns self."""
+        import torch  # noqa: PLC0415 - heavy, only when models run
+
+        for name, terms in self.pending.items():
+            setattr(self, name, getattr(self, name) + float(torch.stack(terms).sum()))
+        self.pending = {}
+        return self
+
+
+class _NewOnDevice:
+    """The new ids' running measures on old-tokenized text, per variant, kept on the device of the logits: each
+    new id's best probability and how often it is the argmax; read once, after the run (:meth:`into`)."""
+
+    def __init__(self, new_cols: Any, n_extra: int, names: Sequence[str]) -> None:
+        self._cols_cpu, self._n_extra, self._names = new_cols, n_extra, list(names)
+        self.device: Any = None
+
+    def on(self, device: Any) -> _NewOnDevice:
+        """Itself, its tensors allocated on `device` at the first call."""
+        import torch  # noqa: PLC0415 - heavy, only when models run
+
+        if self.device is None:
+            with torch.inference_mode():
+                self.cols = self._cols_cpu.to(device)
+                #: column of the extra rows → position in the new ids (−1: a padding row)
+                self.col_pos = torch.full((self._n_extra,), -1, dtype=torch.long, device=device)
+                self.col_pos[self.cols] = torch.arange(len(self.cols), device=device)
+                self.best = {n: torch.zeros(len(self.cols), device=device) for n in self._names}
+                self.argmax = {
+                    n: torch.zeros(len(self.cols), dtype=torch.long, device=device) for n in self._names
+                }
+            self.device = device
+        return self
+
+    def into(
+        self, max_probs: dict[str, np.ndarray], uses: dict[str, dict[int, NewTokenUse]], new: list[int]
+    ) -> None:
+        """Merge the measures into `max_probs` (per variant, order of `new`) and the argmax counts of `uses`."""
+        if self.device is None:
+            return
+        for name in self._names:
+            np.maximum(max_probs[name], self.best[name].double().cpu().numpy(), out=max_probs[name])
+            for i, c in zip(new, self.argmax[name].cpu().tolist()):
+                uses[name][i].argmax_count += int(c)
 
 
 @dataclass
@@ -383,6 +437,7 @@ def compare(
     uses = {name: {i: NewTokenUse(i, vocab.tokens[i]) for i in new} for name, _ in variants}
     logp_sums = {name: np.zeros(len(new)) for name, _ in variants}
     max_probs = {name: np.zeros(len(new)) for name, _ in variants}  # per new id (order of `new`): its best p
+    on_device = _NewOnDevice(new_cols, len(extra), [name for name, _ in variants])
     new_pos = {i: r for r, i in enumerate(new)}
     budget = batch_tokens or min(batch_tokens_for(original), batch_tokens_for(edited))
     total = sum(len(v) for v in texts.values())
@@ -393,7 +448,7 @@ def compare(
             old = encode_lines(original_tok, lines, p_o)
             nw = [[p_e.id, *ids] for ids in vocab.encode(lines)]
             accs = {name: _Acc() for name, _ in variants}
-            bits_o, mass_rm, mass_rm_n, tokens_o = 0.0, 0.0, 0, sum(len(s) - 1 for s in old)
+            orig, tokens_o = _Acc(), sum(len(s) - 1 for s in old)
             for group in _groups(old, budget):
                 if should_stop and should_stop():
                     raise Cancelled("stopped")
@@ -410,20 +465,21 @@ def compare(
                                       hidden=shared_states):  # fmt: skip
                     d = group[sc.seg.doc]
                     logp = sc.logp
-                    t = torch.as_tensor(sc.seg.targets, device=logp.device)
-                    at_target = logp.gather(1, t[:, None])[:, 0]
-                    bits_o -= float(at_target.double().sum()) / LN2
+                    at_target = logp.gather(1, sc.targets[:, None])[:, 0]
+                    orig.add("bits", -at_target.double().sum() / LN2)
                     p_removed = None
                     if len(removed):
-                        p_removed = logp[:, removed_t.to(logp.device)].exp().sum(1)
-                        mass_rm += float(p_removed.double().sum())
-                        mass_rm_n += logp.shape[0]
+                        if removed_t.device != logp.device:
+                            removed_t = removed_t.to(logp.device)
+                        p_removed = logp[:, removed_t].exp().sum(1)
+                        orig.add("mass_removed", p_removed.double().sum())
+                        orig.mass_removed_n += logp.shape[0]
                     rows = [(r, pos) for r, pos in enumerate(sc.seg.target_positions) if (d, pos) in want]
                     if rows:
                         ref.add([(d, pos) for _, pos in rows], _take(logp[[r for r, _ in rows]], shared_o))
                     if shared_states and d in mapped:
                         _on_old_text(sc, at_target, p_removed, all_shared, removed_t, shared_o, n_shared, heads, accs,
-                                     uses, max_probs, new_cols, new, d in kept)  # fmt: skip
+                                     on_device.on(logp.device), new, d in kept)  # fmt: skip
                 ref.close()
                 for name, prepare in variants:
                     if not changed and shared_states:
@@ -436,26 +492,28 @@ def compare(
                 done += len(group)
                 report(progress, done, total, f"{lang}: lines read")
             n_bytes = sum(len(s.encode("utf-8")) for s in lines)
+            orig.settle()
             for name, _ in variants:
-                a = accs[name]
+                a = accs[name].settle()
                 run.languages.setdefault(name, []).append(
                     LanguageCheck(
                         lang=lang,
                         variant=name,
                         lines=len(lines),
                         bytes=n_bytes,
-                        bits_original=bits_o,
+                        bits_original=orig.bits,
                         bits_edited=a.bits,
                         tokens_original=tokens_o,
                         tokens_edited=a.tokens,
                         mass_new_on_old_text=a.mass_new / a.mass_new_n if a.mass_new_n else None,
                         kl_unchanged=a.kl / a.kl_n if a.kl_n else None,
                         unchanged_positions=a.kl_n,
-                        mass_removed=mass_rm / mass_rm_n if mass_rm_n else None,
+                        mass_removed=orig.mass_removed / orig.mass_removed_n if orig.mass_removed_n else None,
                     )
                 )
     except Cancelled:
         run.complete = False
+    on_device.into(max_probs, uses, new)
     for name, _ in variants:
         for r, i in enumerate(new):
             u = uses[name][i]
@@ -476,9 +534,7 @@ def _on_old_text(
     n_shared: int,
     heads: dict[str, _Head],
     accs: dict[str, _Acc],
-    uses: dict[str, dict[int, NewTokenUse]],
-    max_probs: dict[str, np.ndarray],
-    new_cols: Any,
+    on_device: _NewOnDevice,
     new: list[int],
     kept: bool,
 ) -> None:
@@ -486,7 +542,8 @@ def _on_old_text(
     log-probabilities are the original's shifted by its own log-partition (the shared rows are the original's)
     plus the rows only it has. Always the mass on new ids; for a line whose tokenization did not change
     (`kept`) also its bits, the KL at every position and the new tokens' use (each new id's best probability
-    goes to `max_probs`, one array per variant in the order of `new`)."""
+    and argmax count go to `on_device`). Nothing here waits for the device: sums go to the accumulators'
+    pending terms."""
     import torch  # noqa: PLC0415 - heavy, only when models run
 
     logp = sc.logp
@@ -507,29 +564,26 @@ def _on_old_text(
         z = z.to(logp.device) - sc.lse[:, None]  # … in the original's log-probability units
         lse_e = torch.logaddexp(lse_sh, torch.logsumexp(z, 1))  # the edited model's log-partition, same units
         if len(new):
-            lp_new = z[:, new_cols.to(z.device)] - lse_e[:, None]
-            acc.mass_new += float(lp_new.exp().sum(1).double().sum())
+            lp_new = z[:, on_device.cols] - lse_e[:, None]
+            acc.add("mass_new", lp_new.exp().sum(1).double().sum())
             acc.mass_new_n += logp.shape[0]
         if not kept:
             continue
-        acc.bits -= float((at_target - lse_e).double().sum()) / LN2
+        acc.add("bits", -(at_target - lse_e).double().sum() / LN2)
         acc.tokens += logp.shape[0]
         # KL(p_o renormalised over the shared ids ‖ p_e) = Σ p_ren (lp_o − lse_sh − lp_o + lse_e) = lse_e − lse_sh
-        acc.kl += float((lse_e - lse_sh).double().sum())
+        acc.add("kl", (lse_e - lse_sh).double().sum())
         acc.kl_n += logp.shape[0]
         if len(new):
             if top_sh is None:  # the largest log-probability among the shared ids (an argmax rival)
                 top_sh = (logp if all_shared else _take(logp, shared_o)).max(1).values
-            np.maximum(
-                max_probs[name], lp_new.max(0).values.exp().double().cpu().numpy(), out=max_probs[name]
-            )
             zmax, zarg = z.max(1)
-            u = uses[name]
-            wins = (zmax > top_sh).cpu().numpy()
-            col_to_new = {int(c): i for c, i in zip(new_cols.tolist(), new)}
-            for win, c in zip(wins, zarg.cpu().numpy()):
-                if win and int(c) in col_to_new:
-                    u[col_to_new[int(c)]].argmax_count += 1
+            pos = on_device.col_pos[zarg]  # the argmax extra row's place among the new ids (−1: padding)
+            wins = (zmax > top_sh) & (pos >= 0)  # it beats every shared id and is a new id
+            with torch.inference_mode():
+                best = on_device.best[name]
+                torch.maximum(best, lp_new.max(0).values.exp(), out=best)
+                on_device.argmax[name].index_add_(0, pos.clamp(min=0), wins.long())
 
 
 def _read_edited(
