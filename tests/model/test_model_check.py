@@ -179,10 +179,19 @@ def test_one_pass_per_model_equals_the_three_pass_reading(pair):
     texts = {"est_Latn": flores_lines("est_Latn")[900:903], "eng_Latn": flores_lines("eng_Latn")[900:902]}
     swap = RowSwap(original, edited)
     variants = swap.variants(["mean"])
-    runs = [compare(original.model, original.tok, edited.model, edited.tok, texts, variants=variants,
-                    shared_states=shared) for shared in (None, False)]  # fmt: skip
+    # loud rows: the new ids' output rows are 4 × a frequent token's, so that they win the argmax and both
+    # readings' argmax counts and best probabilities are compared on non-zero values
+    e, w, b = swap.exported
+    loud = (e, 4 * edited.model.get_output_embeddings().weight.detach()[[13] * len(swap.ids)].clone(), b)
+    variants.append(("loud", lambda: swap.write(loud)))
+    try:
+        runs = [compare(original.model, original.tok, edited.model, edited.tok, texts, variants=variants,
+                        shared_states=shared) for shared in (None, False)]  # fmt: skip
+    finally:
+        swap.write(swap.exported)
     assert runs[0].shared_states and not runs[1].shared_states
-    for name in ("exported", "mean"):
+    assert sum(u.argmax_count for u in runs[0].new_tokens["loud"]) > 0
+    for name in ("exported", "mean", "loud"):
         for fast, slow in zip(runs[0].languages[name], runs[1].languages[name]):
             a, b = fast.to_json(), slow.to_json()
             assert {k: v for k, v in a.items() if not isinstance(v, float)} == {
