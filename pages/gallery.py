@@ -1,5 +1,7 @@
 """Example gallery: precomputed results for the bundled example tokenizers (STT, compression on every FLORES-200
-language), read from the disk store, so that a first look takes seconds, not minutes."""
+language), read from the disk store, so that a first look takes seconds, not minutes. Its first view holds only
+static elements (tables, an SVG chart), which need no front-end module loaded on demand; the interactive chart and
+tables come on request."""
 
 from __future__ import annotations
 
@@ -10,6 +12,12 @@ import streamlit as st
 from analysis.views.gallery import Gallery, read_gallery
 from ui.gallery import start_build
 from ui.palette import tokenizer_colours
+from ui.svg import box_plot
+
+
+def _fmt(v: float | int | None, spec: str) -> str:
+    """`v` formatted, or an em dash when missing."""
+    return "—" if v is None else format(v, spec)
 
 
 def overview(g: Gallery) -> None:
@@ -18,18 +26,16 @@ def overview(g: Gallery) -> None:
         {
             "Tokenizer": e.name,
             "Model": f"{e.model_type} ({e.flavour})",
-            "Vocabulary": e.vocab_size,
-            "Bytes/token, mean": e.summary.get("mean"),
-            "Bytes/token, median": e.summary.get("median"),
-            "Gini (bytes/token)": e.summary.get("gini"),
-            "Parity vs English, mean": e.parity.get("mean"),
-            "STT-unreachable": e.stt.get("unreachable") if e.stt else None,
+            "Vocabulary": _fmt(e.vocab_size, ","),
+            "Bytes/token, mean": _fmt(e.summary.get("mean"), ".3f"),
+            "Bytes/token, median": _fmt(e.summary.get("median"), ".3f"),
+            "Gini (bytes/token)": _fmt(e.summary.get("gini"), ".3f"),
+            "Parity vs English, mean": _fmt(e.parity.get("mean"), ".3f"),
+            "STT-unreachable": _fmt(e.stt.get("unreachable") if e.stt else None, ","),
         }
         for e in sorted(g.entries, key=lambda e: -(e.summary.get("mean") or 0))
     ]
-    num = {c: st.column_config.NumberColumn(format="%.3f") for c in
-           ("Bytes/token, mean", "Bytes/token, median", "Gini (bytes/token)", "Parity vs English, mean")}  # fmt: skip
-    st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch", column_config=num, key="gal-table")
+    st.table(pd.DataFrame(rows).set_index("Tokenizer"))
     st.caption(f"Bytes/token on the {g.entries[0].languages} FLORES-200 languages (higher = fewer tokens); parity = "
                "a sentence's tokens ÷ its English translation's tokens, English itself left out; STT-unreachable = "
                "tokens the merges can never build (BPE only). Open *Compression* or *Token health* for the details.")  # fmt: skip
@@ -38,12 +44,19 @@ def overview(g: Gallery) -> None:
 def per_language(g: Gallery) -> None:
     """Bytes/token per language: one box per tokenizer, and the languages that fare worst overall."""
     names = [e.name for e in g.entries]
-    df = pd.DataFrame([{"tokenizer": e.name, "language": lang, "bytes/token": v}
-                       for e in g.entries for lang, v in e.bytes_per_token.items()])  # fmt: skip
-    fig = px.box(df, x="tokenizer", y="bytes/token", points="outliers", hover_name="language", color="tokenizer", log_y=True,
-                 color_discrete_map=tokenizer_colours(names), category_orders={"tokenizer": names})  # fmt: skip
-    fig.update_layout(height=420, showlegend=False, margin=dict(l=10, r=10, t=30, b=10))
-    st.plotly_chart(fig, key="gal-box")
+    colours = tokenizer_colours(names)
+    if st.toggle("Interactive chart (zoom, hover)", key="gal-interactive"):
+        df = pd.DataFrame([{"tokenizer": e.name, "language": lang, "bytes/token": v}
+                           for e in g.entries for lang, v in e.bytes_per_token.items()])  # fmt: skip
+        fig = px.box(df, x="tokenizer", y="bytes/token", points="outliers", hover_name="language", color="tokenizer",
+                     log_y=True, color_discrete_map=colours, category_orders={"tokenizer": names})  # fmt: skip
+        fig.update_layout(height=420, showlegend=False, margin=dict(l=10, r=10, t=30, b=10))
+        st.plotly_chart(fig, key="gal-box")
+    else:  # drawn with the page: no chart module to load first
+        groups = [(e.name, list(e.bytes_per_token.items())) for e in g.entries]
+        svg = box_plot(groups, colours, title="Bytes per token on every FLORES-200 language, per tokenizer",
+                       y_label="bytes/token")  # fmt: skip
+        st.markdown(svg, unsafe_allow_html=True)  # st.html's sanitiser keeps HTML only: it drops every SVG
     med = g.medians()
     worst = sorted(med, key=med.get)[:10]
     st.markdown("**The ten languages with the fewest bytes per token** (median over these tokenizers): "
@@ -64,8 +77,13 @@ def demo_models(g: Gallery) -> None:
                         "By class: " + ", ".join(f"{k} {v:,}" for k, v in m.classes.items()))  # fmt: skip
             df = pd.DataFrame(m.candidates).rename(columns={"id": "Id", "token": "Token", "round_trip": "Round trip",
                                                             "class": "Class", m.main: m.main.capitalize()})  # fmt: skip
-            st.dataframe(df, hide_index=True, width="stretch", height=min(400, 35 * (len(df) + 1) + 3),
-                         key=f"gal-model-{m.key}")  # fmt: skip
+            shown = df.head(10).copy()
+            shown[m.main.capitalize()] = shown[m.main.capitalize()].map(lambda v: f"{v:.4g}")
+            st.table(shown.astype(str).set_index("Id"))
+            if len(df) > len(shown) and st.toggle(f"All {len(df)} stored candidates (sortable table)",
+                                                  key=f"gal-model-all-{m.key}"):  # fmt: skip
+                st.dataframe(df, hide_index=True, width="stretch", height=min(400, 35 * (len(df) + 1) + 3),
+                             key=f"gal-model-{m.key}")  # fmt: skip
 
 
 def page() -> None:

@@ -66,4 +66,8 @@ def test_gallery_first_view(page: Page, app_url, artifacts):
     ready = page.get_by_text("The ten languages with the fewest bytes per token")  # the store has entries
     waiting = page.get_by_text(re.compile(r"example tokenizers (and \d+ of \d+ demo models )?ready"))
     expect(waiting.or_(ready).first).to_be_visible()
+    if ready.is_visible():  # a stored gallery: its chart is drawn with the page, as an SVG image
+        expect(
+            page.get_by_role("img", name="Bytes per token on every FLORES-200 language, per tokenizer")
+        ).to_be_visible()
     screenshot(page, artifacts / "gallery.png")

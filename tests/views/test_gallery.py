@@ -14,6 +14,7 @@ from analysis.measure import metrics as mx
 from analysis.methods.undertrained import analyze
 from analysis.model.demo_models import demo_model, weights_path
 from analysis.texts import flores as fl
+from ui.svg import Box
 
 LANGS = ("eng_Latn", "est_Latn", "zho_Hans")
 FOLDERS = {"gpt2": TOKENIZERS / "gpt2", "bert-base-uncased": TOKENIZERS / "bert-base-uncased"}
@@ -68,10 +69,18 @@ def test_gallery_page_reads_the_store_and_never_computes(small_world, monkeypatc
     monkeypatch.setattr(gallery, "compute_entry", lambda *a, **k: pytest.fail("the page computed"))
     at.run()
     assert not at.exception, [e.message for e in at.exception]
-    table = at.dataframe[0].value.set_index("Tokenizer")
+    # the first view: static elements only (a table and an SVG chart: no front-end module to load first)
+    assert not at.dataframe and not at.get("plotly_chart")
+    table = at.table[0].value
     e = next(e for e in built.entries if e.name == "gpt2")
-    assert table.loc["gpt2", "Bytes/token, mean"] == pytest.approx(e.summary["mean"])
-    assert table.loc["gpt2", "STT-unreachable"] == 0
+    assert table.loc["gpt2", "Bytes/token, mean"] == f"{e.summary['mean']:.3f}"
+    assert table.loc["gpt2", "STT-unreachable"] == "0"
+    svg = next(m.value for m in at.markdown if m.value.startswith("<svg"))
+    assert svg.count("<rect") == len(built.entries) == 2  # a box per tokenizer
+    outliers = sum(len(Box.of(list(x.bytes_per_token.items())).outliers) for x in built.entries)
+    assert svg.count("<circle") == outliers
+    at.toggle(key="gal-interactive").set_value(True).run()  # the interactive chart on request
+    assert not at.exception and len(at.get("plotly_chart")) == 1
 
 
 @pytest.mark.slow
@@ -94,8 +103,12 @@ def test_demo_model_candidates_are_stored_shown_and_never_recomputed(small_world
     at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=120)
     at.switch_page("pages/gallery.py").run()
     assert not at.exception, [e.message for e in at.exception]
-    shown = next(d.value for d in at.dataframe if "Token" in d.value.columns)
-    assert list(shown["Id"]) == [c["id"] for c in m.candidates]
+    shown = next(t.value for t in at.table if "Token" in t.value.columns)  # the first ten, a static table
+    assert list(shown.index) == [str(c["id"]) for c in m.candidates[:10]]
+    assert list(shown["Token"]) == [c["token"] for c in m.candidates[:10]]
+    at.toggle(key="gal-model-all-minilm").set_value(True).run()  # all stored candidates, sortable, on request
+    every = next(d.value for d in at.dataframe if "Token" in d.value.columns)
+    assert list(every["Id"]) == [c["id"] for c in m.candidates]
     assert main(["gallery", "--json"]) == 0
 
 

@@ -1,0 +1,145 @@
+"""Static charts drawn as inline SVG: for a page's first view, where a chart should appear with the page itself.
+
+A Plotly chart needs Plotly's front-end module (4.7 MB of JavaScript, 1.0–1.4 s to load and compile in a new
+browser on two cores) before it draws anything; an SVG string shown with ``st.html`` needs nothing. These charts
+are static: the values show as native tooltips (``<title>``), and the page offers the interactive Plotly version
+on request. Text and axes use ``currentColor``, so the chart follows the app's light or dark theme.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from html import escape
+
+import numpy as np
+
+#: Tick multipliers of a log axis, densest first (thinned when the range is wide).
+_LOG_STEPS = ((1, 1.5, 2, 3, 4, 5, 6, 8), (1, 2, 3, 5), (1, 2, 5), (1,))
+
+
+@dataclass(frozen=True)
+class Box:
+    """Tukey's box of one group: quartiles (linear interpolation, as Plotly's default), the whiskers at the most
+    extreme values within 1.5 × IQR of the box, and the points beyond them (label, value)."""
+
+    q1: float
+    median: float
+    q3: float
+    low: float
+    high: float
+    outliers: tuple[tuple[str, float], ...]
+
+    @classmethod
+    def of(cls, points: Sequence[tuple[str, float]]) -> Box:
+        """The box of `points` (label, value); non-finite values are left out. ValueError when none is left."""
+        pts = [(lab, float(v)) for lab, v in points if v is not None and math.isfinite(float(v))]
+        if not pts:
+            raise ValueError("a box needs at least one finite value")
+        vals = np.array([v for _, v in pts])
+        q1, med, q3 = (float(x) for x in np.percentile(vals, [25, 50, 75]))
+        lo_fence, hi_fence = q1 - 1.5 * (q3 - q1), q3 + 1.5 * (q3 - q1)
+        inside = vals[(vals >= lo_fence) & (vals <= hi_fence)]
+        outliers = tuple(
+            sorted(((lab, v) for lab, v in pts if v < lo_fence or v > hi_fence), key=lambda p: p[1])
+        )
+        return cls(q1, med, q3, float(inside.min()), float(inside.max()), outliers)
+
+
+def log_ticks(lo: float, hi: float, most: int = 9) -> list[float]:
+    """Tick values for a log axis over [lo, hi] (lo > 0): 1-1.5-2-3… per decade, thinned to at most `most`."""
+    if not (lo > 0 and hi >= lo):
+        raise ValueError("a log axis needs 0 < lo <= hi")
+    for steps in _LOG_STEPS:
+        ticks = [
+            m * 10.0**k
+            for k in range(math.floor(math.log10(lo)), math.floor(math.log10(hi)) + 1)
+            for m in steps
+            if lo <= m * 10.0**k <= hi
+        ]
+        if len(ticks) <= most:
+            return ticks if ticks else [lo, hi]
+    return [lo, hi]
+
+
+def box_plot(
+    groups: Sequence[tuple[str, Sequence[tuple[str, float]]]],
+    colours: dict[str, str],
+    *,
+    title: str,
+    y_label: str,
+    width: int = 860,
+    height: int = 380,
+) -> str:
+    """An SVG box plot on a log axis: one box per (name, points) group, in the order given, coloured by
+    `colours`; every outlier a dot whose tooltip names its label and value. `title` is the chart's accessible
+    name. Groups without a finite value are drawn as an empty slot."""
+    boxes = {}
+    for name, pts in groups:
+        try:
+            boxes[name] = Box.of(pts)
+        except ValueError:
+            continue
+    values = [v for b in boxes.values() for v in (b.low, b.high, *(v for _, v in b.outliers))]
+    positive = [v for v in values if v > 0]
+    lo, hi = (min(positive), max(positive)) if positive else (1.0, 10.0)
+    lo, hi = lo / 1.08, hi * 1.08
+    left, right, top = 56, 12, 12
+    slot = (width - left - right) / max(1, len(groups))
+    rotate = any(len(name) * 7 > slot for name, _ in groups)  # names that do not fit their slot are slanted
+    longest = max((len(name) for name, _ in groups), default=0)
+    bottom = min(150, 24 + int(longest * 7 * 0.5)) if rotate else 46
+    if rotate:  # the first slanted name reaches left of its slot: room for it
+        left = max(left, int(longest * 7 * 0.87 - slot / 2) + 8)
+        slot = (width - left - right) / max(1, len(groups))
+    height += bottom - 46
+    plot_h = height - top - bottom
+
+    def y(v: float) -> float:
+        v = max(v, lo)
+        return top + plot_h * (1 - (math.log(v) - math.log(lo)) / (math.log(hi) - math.log(lo)))
+
+    out = [
+        f'<svg class="tl-svg-chart" role="img" aria-label="{escape(title)}" viewBox="0 0 {width} {height}" '
+        f'style="width:100%;max-width:{width}px;height:auto;font:12px sans-serif;color:inherit" '
+        'xmlns="http://www.w3.org/2000/svg">',
+        f"<title>{escape(title)}</title>",
+    ]
+    for t in log_ticks(lo, hi):
+        ty = y(t)
+        out.append(f'<line x1="{left}" x2="{width - right}" y1="{ty:.1f}" y2="{ty:.1f}" stroke="currentColor" '
+                   'stroke-opacity="0.12"/>')  # fmt: skip
+        out.append(
+            f'<text x="{left - 6}" y="{ty + 4:.1f}" text-anchor="end" fill="currentColor">{t:g}</text>'
+        )
+    out.append(f'<text transform="translate(14 {top + plot_h / 2:.0f}) rotate(-90)" text-anchor="middle" '
+               f'fill="currentColor">{escape(y_label)} (log scale)</text>')  # fmt: skip
+    for i, (name, _) in enumerate(groups):
+        cx = left + slot * (i + 0.5)
+        colour = escape(colours.get(name, "#0072B2"))
+        ly = height - bottom + 18
+        turn = (
+            f' transform="rotate(-30 {cx:.1f} {ly})" text-anchor="end"' if rotate else ' text-anchor="middle"'
+        )
+        out.append(f'<text x="{cx:.1f}" y="{ly}"{turn} fill="currentColor">{escape(name)}</text>')
+        b = boxes.get(name)
+        if b is None:
+            continue
+        half = min(28.0, slot * 0.3)
+        tip = escape(
+            f"{name}: median {b.median:.3f}, quartiles {b.q1:.3f}–{b.q3:.3f}, whiskers {b.low:.3f}–{b.high:.3f}"
+        )
+        out.append(f'<g><title>{tip}</title>'
+                   f'<line x1="{cx:.1f}" x2="{cx:.1f}" y1="{y(b.high):.1f}" y2="{y(b.low):.1f}" stroke="{colour}"/>'
+                   f'<line x1="{cx - half / 2:.1f}" x2="{cx + half / 2:.1f}" y1="{y(b.high):.1f}" y2="{y(b.high):.1f}" stroke="{colour}"/>'
+                   f'<line x1="{cx - half / 2:.1f}" x2="{cx + half / 2:.1f}" y1="{y(b.low):.1f}" y2="{y(b.low):.1f}" stroke="{colour}"/>'
+                   f'<rect x="{cx - half:.1f}" y="{y(b.q3):.1f}" width="{2 * half:.1f}" '
+                   f'height="{max(1.0, y(b.q1) - y(b.q3)):.1f}" fill="{colour}" fill-opacity="0.35" stroke="{colour}"/>'
+                   f'<line x1="{cx - half:.1f}" x2="{cx + half:.1f}" y1="{y(b.median):.1f}" y2="{y(b.median):.1f}" '
+                   f'stroke="{colour}" stroke-width="2.5"/></g>')  # fmt: skip
+        for lab, v in b.outliers:
+            out.append(f'<circle cx="{cx:.1f}" cy="{y(v):.1f}" r="3" fill="none" stroke="{colour}">'
+                       f"<title>{escape(lab)}: {v:.3f}</title></circle>")  # fmt: skip
+    out.append("</svg>")
+    return "".join(out)
