@@ -65,12 +65,12 @@ def pages() -> list[tuple[str, str]]:
 ROOT_TESTS = Path(__file__).resolve().parents[1] / "tests"
 sys.path[:0] = [str(ROOT_TESTS), str(ROOT_TESTS / "e2e")]
 from e2e_support import _IDLE_JS as APP_IDLE_JS  # noqa: E402 - the browser tests' one "run drawn" condition
+from e2e_support import NO_SKELETON_JS  # noqa: E402 - and their "no placeholder left" condition
 
 #: A page's first view drawn: the browser tests' idle condition (connected, script finished, "Running…" gone,
 #: nothing stale, the sidebar's library drawn), plus no element still waiting for its front-end code (Streamlit
 #: shows a skeleton until a lazily loaded component — a data grid, a code block — has arrived) and a title.
-DRAWN_JS = f"""() => ({APP_IDLE_JS})()
-  && !document.querySelector('[data-testid="stSkeleton"], [data-testid="stAppSkeleton"]')
+DRAWN_JS = f"""() => ({APP_IDLE_JS})() && ({NO_SKELETON_JS})()
   && !!document.querySelector('[data-testid="stMain"] h1')"""
 
 

@@ -25,6 +25,11 @@ RUN_TIMEOUT_MS = 180_000
 #: `st.rerun()` starts leaves the previous run's elements stale until it ends, and the first run of a fresh
 #: server's deep link (`ui/__init__.py` hands it to app.py with a rerun) draws no library, so neither of those
 #: short "not running" gaps between two runs passes.
+#: No placeholder left (Streamlit shows one until an element's lazily loaded front-end code has arrived).
+NO_SKELETON_JS = (
+    """() => !document.querySelector('[data-testid="stSkeleton"], [data-testid="stAppSkeleton"]')"""
+)
+
 _IDLE_JS = """() => {
   const app = document.querySelector('[data-testid="stApp"]');
   if (!app || app.getAttribute('data-test-connection-state') !== 'CONNECTED') return false;
@@ -220,6 +225,8 @@ def screenshot(page: Page, path: Path, max_height: int = 9000) -> Path:
         # charts re-layout to the new size on the next frames: wait for two of them, then for the app to be idle
         page.evaluate("() => new Promise(r => requestAnimationFrame(() => requestAnimationFrame(r)))")
         wait_idle(page)
+        # an element whose front-end code is still loading shows a grey placeholder: the shot waits for the code
+        page.wait_for_function(NO_SKELETON_JS, polling="raf", timeout=60_000)
         page.screenshot(path=str(path))
     finally:
         page.set_viewport_size(size)
