@@ -57,15 +57,16 @@ def _free_port() -> int:
 
 
 @contextmanager
-def serve(log_name: str) -> Iterator[str]:
+def serve(log_name: str, env: dict[str, str] | None = None) -> Iterator[str]:
     """Start the app as `scripts/start.sh` does (`scripts/serve.py`: a warm process, then `streamlit run app.py`) on a
-    free 127.0.0.1 port (log in `log_name`) and yield its URL; stop it after."""
+    free 127.0.0.1 port (log in `log_name`; `env` added to this process's environment) and yield its URL; stop it
+    after."""
     if not Path(CHROMIUM).exists():
         pytest.fail(f"{CHROMIUM} not found: install Debian chromium (bash .ci/run does)")
     port = _free_port()
     log_path = ROOT / log_name
     log = open(log_path, "w")
-    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", **(env or {})}
     proc = subprocess.Popen(
         [
             sys.executable,
@@ -125,6 +126,12 @@ def app_url(browser: Browser, browser_context_args: dict) -> Iterator[str]:
         finally:
             context.close()
         yield url
+
+
+@pytest.fixture
+def serve_app():
+    """:func:`serve` itself, for a test that needs a server with an environment of its own."""
+    return serve
 
 
 @pytest.fixture

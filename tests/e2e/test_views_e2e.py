@@ -3,11 +3,14 @@ example gallery) and the page frame's top spacing."""
 
 from __future__ import annotations
 
+import os
 import re
+import subprocess
+import sys
 
 from e2e_support import screenshot, wait_idle
 from playwright.sync_api import Page, expect
-from support import load_shared
+from support import FLORES, ROOT, TOKENIZERS, load_shared
 
 
 def test_vocabulary_diff_journey(page: Page, app_url, artifacts):
@@ -71,3 +74,45 @@ def test_gallery_first_view(page: Page, app_url, artifacts):
             page.get_by_role("img", name="Bytes per token on every FLORES-200 language, per tokenizer")
         ).to_be_visible()
     screenshot(page, artifacts / "gallery.png")
+
+
+CHART = "Bytes per token on every FLORES-200 language, per tokenizer"
+
+
+def test_a_stored_gallery_is_drawn_with_its_chart_and_no_chart_module(
+    page: Page, serve_app, tmp_path, artifacts
+):
+    """A server whose gallery is stored (two example tokenizers, three FLORES languages, built by the CLI): the
+    first view draws the box plot as an SVG image in the page (Streamlit's HTML element would strip SVG: only a
+    real browser shows that it survives) and loads no Plotly or data-grid code; the toggle brings the Plotly chart."""
+    examples, flores = tmp_path / "examples", tmp_path / "flores"
+    examples.mkdir()
+    flores.mkdir()
+    for name in ("gpt2", "llama-3.1"):
+        (examples / name).symlink_to(TOKENIZERS / name, target_is_directory=True)
+    for code in ("eng_Latn", "est_Latn", "zho_Hans"):
+        (flores / f"{code}.devtest").symlink_to(FLORES / "devtest" / f"{code}.devtest")
+    env = {
+        "TOKLAB_TOKENIZER_DIRS": str(examples),
+        "TOKLAB_FLORES": str(flores),
+        "TOKLAB_CACHE": str(tmp_path / "cache"),
+        "TOKLAB_MODELS": str(tmp_path / "no-models"),
+    }
+    built = subprocess.run([sys.executable, "-m", "analysis", "gallery"], cwd=ROOT, env={**os.environ, **env},
+                           capture_output=True, text=True, timeout=600)  # fmt: skip
+    assert built.returncode == 0, built.stderr[-2000:]
+    modules: list[str] = []
+    page.on("request", lambda r: modules.append(r.url.rsplit("/", 1)[-1]))
+    with serve_app("streamlit-e2e-gallery.log", env) as url:
+        page.goto(url + "/gallery")
+        wait_idle(page, 120_000)
+        chart = page.get_by_role("img", name=CHART)
+        expect(chart).to_be_visible()
+        assert chart.locator("rect").count() == 2  # a box per stored tokenizer
+        expect(page.get_by_text("The ten languages with the fewest bytes per token")).to_be_visible()
+        heavy = [m for m in modules if m.startswith(("PlotlyChart.", "DataFrame."))]
+        assert not heavy, heavy
+        screenshot(page, artifacts / "gallery_stored.png")
+        page.get_by_text("Interactive chart (zoom, hover)").click()
+        wait_idle(page)
+        expect(page.locator('[data-testid="stPlotlyChart"] .main-svg').first).to_be_visible(timeout=60_000)
