@@ -42,6 +42,7 @@ sys.path.insert(0, str(ROOT))
 from bench_model_check import plain_loop  # noqa: E402
 from bench_verify import build_model  # noqa: E402
 
+from analysis.core.outputs import atomic_write_text, json_document  # noqa: E402
 from analysis.core.paths import shared_assets  # noqa: E402
 from analysis.model.bpb import batch_tokens_for, bits_per_byte, encode_lines, prefix_token  # noqa: E402
 from analysis.model.model_check import heldout_texts, load_pair, model_check, training_texts  # noqa: E402
@@ -79,15 +80,18 @@ def main() -> int:
     on_gpu = args.device.startswith("cuda")
     summary: dict = {"device": torch.cuda.get_device_name(0) if on_gpu else "cpu"}
 
-    def save(part: str) -> None:
+    def save(part: str | None = None) -> None:
+        """Print `part`'s figures (or, without one, the whole summary) and write the summary to `--json-out`."""
         summary["elapsed_s"] = round(time.perf_counter() - start, 1)
-        print(
-            f"[{summary['elapsed_s']:.0f} s] {part}: {json.dumps(summary.get(part), default=str)}", flush=True
-        )
-        if args.json_out:
-            Path(args.json_out).write_text(
-                json.dumps(summary, indent=2, default=str) + "\n", encoding="utf-8"
+        if part is None:
+            print(json_document(summary), end="")
+        else:
+            print(
+                f"[{summary['elapsed_s']:.0f} s] {part}: {json.dumps(summary.get(part), default=str)}",
+                flush=True,
             )
+        if args.json_out:
+            atomic_write_text(args.json_out, json_document(summary))
 
     def sync() -> None:
         if on_gpu:
@@ -216,10 +220,7 @@ def main() -> int:
             save("warmup")
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    summary["elapsed_s"] = round(time.perf_counter() - start, 1)
-    print(json.dumps(summary, indent=2, default=str))
-    if args.json_out:
-        Path(args.json_out).write_text(json.dumps(summary, indent=2, default=str) + "\n", encoding="utf-8")
+    save()
     return 0
 
 

@@ -157,8 +157,9 @@ class _Acc:
         """Add the pending terms to their fields (one transfer per field); returns self."""
         import torch  # noqa: PLC0415 - heavy, only when models run
 
-        for name, terms in self.pending.items():
-            setattr(self, name, getattr(self, name) + float(torch.stack(terms).sum()))
+        for name, terms in self.pending.items():  # terms of one field may come from two models' devices
+            total = torch.stack([t.to(terms[0].device) for t in terms]).sum()
+            setattr(self, name, getattr(self, name) + float(total))
         self.pending = {}
         return self
 
@@ -611,17 +612,16 @@ def _read_edited(
     """One variant of the edited model on the lines `group`: its own tokenization (bits, KL at aligned
     positions, the new tokens' use; each new id's best probability goes to `max_prob`, in the order of
     `new_pos`), then, with `mass_on_old`, the old tokenization mapped to its ids (mass on new ids)."""
-    import torch  # noqa: PLC0415 - heavy, only when models run
 
     if not group:
         return
     back = {d: {q: p for p, q in align[d]} for d in group}
     segs = segments([nw[d] for d in group], window=window, stride=stride)
-    for seg, logp in iter_logprobs(edited, segs, device=device, batch_tokens=budget):
+    for sc in iter_scored(edited, segs, device=device, batch_tokens=budget):
+        seg, logp = sc.seg, sc.logp
         d = group[seg.doc]
-        t = torch.as_tensor(seg.targets, device=logp.device)
-        at_target = logp.gather(1, t[:, None])[:, 0]
-        acc.bits -= float(at_target.double().sum()) / LN2
+        at_target = logp.gather(1, sc.targets[:, None])[:, 0]
+        acc.add("bits", -at_target.double().sum() / LN2)
         acc.tokens += len(seg.targets)
         pairs = [(r, (d, back[d][pos])) for r, pos in enumerate(seg.target_positions) if pos in back[d]]
         pairs = [(r, ref.row[key]) for r, key in pairs if key in ref.row]
@@ -650,7 +650,7 @@ def _read_edited(
     segs = segments(mapped, window=window, stride=stride)
     for _seg, logp in iter_logprobs(edited, segs, device=device, batch_tokens=budget):
         m = logp[:, new_t.to(logp.device)].exp().sum(1).double()
-        acc.mass_new += float(m.sum())
+        acc.add("mass_new", m.sum())
         acc.mass_new_n += int(m.numel())
 
 

@@ -20,16 +20,16 @@ from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
 #: The longest a page's run may take before a helper gives up (a cold, loaded 2-core machine).
 RUN_TIMEOUT_MS = 180_000
 
-#: True when the app has finished a whole run: connected, no script running, no status widget, the sidebar
-#: library (the frame draws it last, in every run) present and current, and no element left stale. A rerun that
-#: `st.rerun()` starts leaves the previous run's elements stale until it ends, and the first run of a fresh
-#: server's deep link (`ui/__init__.py` hands it to app.py with a rerun) draws no library, so neither of those
-#: short "not running" gaps between two runs passes.
 #: No placeholder left (Streamlit shows one until an element's lazily loaded front-end code has arrived).
 NO_SKELETON_JS = (
     """() => !document.querySelector('[data-testid="stSkeleton"], [data-testid="stAppSkeleton"]')"""
 )
 
+#: True when the app has finished a whole run: connected, no script running, no status widget, the sidebar
+#: library (the frame draws it last, in every run) present and current, and no element left stale. A rerun that
+#: `st.rerun()` starts leaves the previous run's elements stale until it ends, and the first run of a fresh
+#: server's deep link (`ui/__init__.py` hands it to app.py with a rerun) draws no library, so neither of those
+#: short "not running" gaps between two runs passes.
 _IDLE_JS = """() => {
   const app = document.querySelector('[data-testid="stApp"]');
   if (!app || app.getAttribute('data-test-connection-state') !== 'CONNECTED') return false;
