@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 import pytest
 from streamlit.runtime.pages_manager import PagesManager
-from support import flores_lines, load_shared
+from support import flores_lines, load_shared, share_the_cores
 
 from analysis import LoadedTokenizer
 
@@ -63,22 +63,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 os.environ.setdefault("TOKLAB_GALLERY_AUTOSTART", "0")
 
 
-def share_the_cores(environ: dict[str, str] | os._Environ = os.environ) -> int:
-    """Give each pytest-xdist worker its share of the cores: the thread pools of torch (OpenMP), BLAS and the
-    Rust tokenizers (Rayon) default to one thread per core in *every* process, so two workers on two cores ran
-    four or more busy threads, each pool spinning while it waited for a core. Each worker, and every process it
-    starts (CLI runs, servers, job workers), gets ``cores // workers`` threads instead, unless the variable is
-    already set. Measured on the model, undertrained, pruning and corpus-command tests with 2 workers on 2 cores:
-    195 s instead of 231–239 s. Returns the threads per worker (0 outside pytest-xdist: nothing is set)."""
-    workers = int(environ.get("PYTEST_XDIST_WORKER_COUNT") or 0)
-    if workers < 2:
-        return 0
-    n = max(1, len(os.sched_getaffinity(0)) // workers)
-    for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "RAYON_NUM_THREADS"):
-        environ.setdefault(var, str(n))
-    return n
-
-
+# each pytest-xdist worker (and every process it starts) gets its share of the cores
 share_the_cores()
 
 

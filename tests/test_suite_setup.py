@@ -1,4 +1,4 @@
-"""The suite's own set-up (tests/conftest.py): how a pytest-xdist worker shares the machine's cores."""
+"""The suite's own set-up (tests/conftest.py, tests/support.py): how a pytest-xdist worker shares the cores."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import os
 import subprocess
 import sys
 
-from conftest import share_the_cores
+from support import share_the_cores
 
 
 def test_each_worker_gets_its_share_of_the_cores_and_keeps_what_was_set():
