@@ -25,11 +25,11 @@ def test_each_worker_gets_its_share_of_the_cores_and_keeps_what_was_set():
 
 def test_torch_in_a_process_the_worker_starts_uses_the_share():
     """What every CLI run, server and job worker of the suite inherits: torch sizes its pool from the variable."""
-    env = {"PYTEST_XDIST_WORKER_COUNT": "2"}
+    env = {"PYTEST_XDIST_WORKER_COUNT": "2"}  # what a worker sets when nothing was set before it
     share_the_cores(env)
     got = subprocess.run(
         [sys.executable, "-c", "import torch; print(torch.get_num_threads())"],
-        env={**os.environ, "OMP_NUM_THREADS": env["OMP_NUM_THREADS"]},
+        env={**os.environ, **{k: v for k, v in env.items() if k.endswith("_NUM_THREADS")}},
         capture_output=True,
         text=True,
         check=True,

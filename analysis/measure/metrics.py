@@ -6,8 +6,8 @@ share one row schema and one content-keyed cache; the cross-language summaries (
 read those rows.
 
 Every metric is corpus-level: sums over sentences, then one ratio (never a mean of per-sentence ratios).
-Texts are encoded with ``tok.tokenizer.encode_batch(lines, add_special_tokens=False)`` (Rust, parallel),
-so no BOS/EOS tokens are counted, and ignore_merges is used exactly as the tokenizer has it.
+Texts are encoded with ``tok.tokenizer.encode_batch_fast(lines, add_special_tokens=False)`` (Rust, parallel; the
+ids of ``encode_batch`` without its character offsets, 20–30 % faster), so no BOS/EOS tokens are counted, and ignore_merges is used exactly as the tokenizer has it.
 
 Per tokenizer × language (:func:`corpus_stats`):
 
@@ -218,7 +218,7 @@ def _rust_tokenizer(tok: LoadedTokenizer):
 
 def encode_ids(tok: LoadedTokenizer, lines: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
     """Encode lines without special tokens; return (flat token ids, tokens per line) as int64 arrays."""
-    enc = _rust_tokenizer(tok).encode_batch(list(lines), add_special_tokens=False)
+    enc = _rust_tokenizer(tok).encode_batch_fast(list(lines), add_special_tokens=False)
     ids = [e.ids for e in enc]
     lens = np.fromiter(map(len, ids), dtype=np.int64, count=len(ids))
     flat = np.fromiter(itertools.chain.from_iterable(ids), dtype=np.int64, count=int(lens.sum()))
@@ -475,7 +475,7 @@ def bytes_per_token(tok: LoadedTokenizer, lines: Sequence[str]) -> float:
     lines = [s for s in lines if s]
     if not lines:
         raise DataError("no non-empty lines to measure")
-    enc = _rust_tokenizer(tok).encode_batch(lines, add_special_tokens=False)
+    enc = _rust_tokenizer(tok).encode_batch_fast(lines, add_special_tokens=False)
     n_tok = sum(len(e.ids) for e in enc)
     n_bytes = sum(len(s.encode("utf-8")) for s in lines)
     return n_bytes / n_tok if n_tok else float("nan")

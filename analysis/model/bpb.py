@@ -324,7 +324,7 @@ class BitsPerByte:
 
 def encode_lines(tok: LoadedTokenizer, lines: Sequence[str], prefix: Prefix) -> list[list[int]]:
     """prefix + the tokenizer's ids (no special tokens added) of every line."""
-    encs = tok.tokenizer.encode_batch(list(lines), add_special_tokens=False)
+    encs = tok.tokenizer.encode_batch_fast(list(lines), add_special_tokens=False)
     return [[prefix.id, *e.ids] for e in encs]
 
 

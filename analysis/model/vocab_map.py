@@ -65,7 +65,7 @@ class EditedVocab:
         new = new_ids(original, edited)
 
         def encode(lines: list[str]) -> list[list[int]]:
-            return [e.ids for e in edited.tokenizer.encode_batch(lines, add_special_tokens=False)]
+            return [e.ids for e in edited.tokenizer.encode_batch_fast(lines, add_special_tokens=False)]
 
         return cls(edited.name, edited, encode, o2e, new, removed_ids(original, edited), byte_lengths(edited),
                    {i: edited.id_to_token[i] for i in new})  # fmt: skip

@@ -112,6 +112,22 @@ def test_renyi_on_ids_matches_strings_and_vocab_modes():
 
 
 # ------------------------------------------------------------------------------------------ per-token metrics
+@pytest.mark.parametrize(
+    "name", ["gpt2", "llama-2", "llama-3.1", "qwen3", "bert-base-uncased", "pegasus-unigram", "gemma"]
+)
+def test_encode_ids_are_encode_batchs_ids_in_every_script(name):
+    """The metrics encode with `encode_batch_fast` (no character offsets): the same ids as `encode_batch`, one
+    line at a time, on every model type, normalizer and script (byte-level, SentencePiece with byte fallback,
+    WordPiece, Unigram; Latin, Cyrillic, Arabic, Devanagari, Han, Thai, Ge'ez, emoji and combining marks)."""
+    tok = load_shared(name)
+    lines = [x for lang in ("eng_Latn", "rus_Cyrl", "arb_Arab", "hin_Deva", "zho_Hans", "tha_Thai", "amh_Ethi")
+             for x in flores_lines(lang, 8)] + ["e\u0301 🧪 \t  tab", "  leading", "x" * 3000]  # fmt: skip
+    flat, lens = mx.encode_ids(tok, lines)
+    want = [tok.tokenizer.encode(x, add_special_tokens=False).ids for x in lines]
+    assert lens.tolist() == [len(w) for w in want]
+    assert flat.tolist() == [i for w in want for i in w]
+
+
 def test_no_special_tokens_and_counts():
     tok = load_shared("llama-2")  # its post-processor adds <s>
     lines = flores_lines("deu_Latn", 30)

@@ -100,7 +100,7 @@ def _encode(rt: ReuseTokenizer, lines: Sequence[str]) -> dict[str, Any]:
     # the old tokenizer's encoding of a line: already there when R-BPE encoded the whole line with it
     # (no token from the new tokenizer: no target segment, so the whole line was one old-tokenizer segment)
     redo = [k for k, (_, tags) in enumerate(tagged) if not tags or max(tags) >= 0]
-    again = iter(rt.old.tokenizer.encode_batch([lines[k] for k in redo], add_special_tokens=False))
+    again = iter(rt.old.tokenizer.encode_batch_fast([lines[k] for k in redo], add_special_tokens=False))
     todo = set(redo)
     old = [next(again).ids if k in todo else ids for k, (ids, _) in enumerate(tagged)]
     return {

@@ -456,9 +456,9 @@ class ReuseTokenizer:
         oth = [s for ss in segs for s, is_t in ss if not is_t]
         n2o = self._n2o
         tgt_ids = iter(
-            [[n2o[i] for i in e.ids] for e in self.new.encode_batch(tgt, add_special_tokens=False)]
+            [[n2o[i] for i in e.ids] for e in self.new.encode_batch_fast(tgt, add_special_tokens=False)]
         )
-        oth_ids = iter([e.ids for e in self.old.tokenizer.encode_batch(oth, add_special_tokens=False)])
+        oth_ids = iter([e.ids for e in self.old.tokenizer.encode_batch_fast(oth, add_special_tokens=False)])
         out = []
         for ss in segs:
             ids: list[int] = []
@@ -474,8 +474,8 @@ class ReuseTokenizer:
         tgt = [s for ss in segs for s, is_t in ss if is_t]
         oth = [s for ss in segs for s, is_t in ss if not is_t]
         n2o = self._n2o
-        tgt_ids = iter([e.ids for e in self.new.encode_batch(tgt, add_special_tokens=False)])
-        oth_ids = iter([e.ids for e in self.old.tokenizer.encode_batch(oth, add_special_tokens=False)])
+        tgt_ids = iter([e.ids for e in self.new.encode_batch_fast(tgt, add_special_tokens=False)])
+        oth_ids = iter([e.ids for e in self.old.tokenizer.encode_batch_fast(oth, add_special_tokens=False)])
         out = []
         for ss in segs:
             ids: list[int] = []
