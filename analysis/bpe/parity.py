@@ -171,7 +171,9 @@ def train_plain_bpe(
 def sentence_tokens(tok: tokenizers.Tokenizer, lines: Sequence[str]) -> np.ndarray:
     """Tokens per line (no special tokens)."""
     return np.fromiter(
-        (len(e.ids) for e in tok.encode_batch_fast(list(lines), add_special_tokens=False)), np.int64, len(lines)
+        (len(e.ids) for e in tok.encode_batch_fast(list(lines), add_special_tokens=False)),
+        np.int64,
+        len(lines),
     )
 
 

@@ -119,7 +119,9 @@ class Preview:
         rows = {}
         for k in names:
             lines = self.texts[k] if k != "__sentence__" else [self.sentence]
-            rows[k] = [e.ids for e in ext.tokenizer.tokenizer.encode_batch_fast(lines, add_special_tokens=False)]
+            rows[k] = [
+                e.ids for e in ext.tokenizer.tokenizer.encode_batch_fast(lines, add_special_tokens=False)
+            ]
         return rows, dict(zip(ext.added, ext.added_ids)), ext.added
 
     def extension(self, method: str, n: int) -> Extension:
@@ -182,7 +184,9 @@ class Preview:
             rows = {}
             for k in list(self.texts) + ["__sentence__"]:
                 lines = self.texts[k] if k != "__sentence__" else ([self.sentence] if self.sentence else [])
-                rows[k] = [e.ids for e in tk.encode_batch_fast(lines, add_special_tokens=False)] if lines else []
+                rows[k] = (
+                    [e.ids for e in tk.encode_batch_fast(lines, add_special_tokens=False)] if lines else []
+                )
             self._real["__base__"] = rows  # type: ignore[assignment]
         return self._real["__base__"]  # type: ignore[return-value]
 
