@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 import pytest
 from streamlit.runtime.pages_manager import PagesManager
-from support import flores_lines, load_shared, share_the_cores
+from support import flores_lines, load_shared, share_the_cores, tag_xdist_groups
 
 from analysis import LoadedTokenizer
 
@@ -45,6 +45,7 @@ def pytest_unconfigure(config: pytest.Config) -> None:
         shutil.rmtree(os.environ.pop(_RUN_CACHE), ignore_errors=True)
 
 
+@pytest.hookimpl(trylast=True)  # after tests/e2e/conftest.py has marked its journeys as one group
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """`TOKLAB_TEST_ORDER=shuffle:SEED` runs the collected tests in a seeded random order (`reverse` backwards):
     the check that no test depends on another having run first (`bash scripts/test.sh` with it set)."""
@@ -57,6 +58,10 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     # workers, so no worker is left with a minute-long test while the other has finished (pytest-xdist hands out
     # work in collection order; its one big group, the browser journeys, goes first anyway)
     items.sort(key=lambda item: item.get_closest_marker("slow") is None)
+    # under `--dist loadgroup` (a worker's option), each group (the browser journeys, each page's walks) runs
+    # on one worker: see support.tag_xdist_groups for why pytest-xdist no longer does this by itself
+    if getattr(config.option, "loadgroup", False):
+        tag_xdist_groups(items)
 
 
 # the app builds the example gallery in the background at a server's first start: never inside the test suite

@@ -64,3 +64,27 @@ def share_the_cores(environ: dict[str, str] | os._Environ = os.environ) -> int:
     for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "RAYON_NUM_THREADS"):
         environ.setdefault(var, str(n))
     return n
+
+
+def tag_xdist_groups(items: list[pytest.Item]) -> int:
+    """Give every item with an ``xdist_group`` mark the ``@group`` suffix that `--dist loadgroup` schedules by;
+    returns how many were tagged.
+
+    pytest-xdist 3.8 adds the suffix itself by assigning ``item._nodeid``, but pytest 9.2 builds ``nodeid`` from
+    ``item._id`` (a structured ``NodeId``), so that assignment changes nothing and every group was silently spread
+    over both workers: each worker started its own server and browser for the browser journeys (25 s of set-up
+    each, at the same time), and a page's walks did not share what they computed. An item that already carries
+    a suffix is left as it is."""
+    tagged = 0
+    for item in items:
+        names = sorted({str(m.args[0] if m.args else m.kwargs.get("name", "default"))
+                        for m in item.iter_markers("xdist_group")})  # fmt: skip
+        if not names or "@" in item.nodeid.rpartition("]")[2]:
+            continue
+        nodeid = f"{item.nodeid}@{'_'.join(names)}"
+        if hasattr(item, "_id"):  # pytest ≥ 9.2
+            item._id = type(item._id).parse(nodeid)
+        else:
+            item._nodeid = nodeid
+        tagged += 1
+    return tagged
