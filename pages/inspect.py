@@ -29,6 +29,7 @@ from ui.export_check import export_check_section
 from ui.library import add_to_library, library, shown_source, take_selection, upload_to_library
 from ui.loaders import example_tokenizers, load_hub_cached, load_path_cached
 from ui.pickers import server_path_input
+from ui.svg import bar_chart
 
 FLAGS = [
     "ignore_merges",
@@ -174,9 +175,16 @@ def vocabulary(name: str, tok: LoadedTokenizer) -> None:
     by_script = (
         df.groupby("script", observed=True).size().sort_values(ascending=False).reset_index(name="tokens")
     )
-    st.plotly_chart(
-        px.bar(by_script, x="script", y="tokens", title="Vocabulary by script", log_y=True), width="stretch"
-    )
+    if st.toggle("Interactive chart", key="inspect-plotly", help="Plotly: zoom, pan, hover, save as PNG"):
+        st.plotly_chart(
+            px.bar(by_script, x="script", y="tokens", title="Vocabulary by script", log_y=True),
+            width="stretch",
+        )
+    else:  # static first: no chart module to load (ui/svg.py)
+        st.markdown("**Vocabulary by script**")
+        svg = bar_chart([str(s) for s in by_script["script"]], [("tokens", by_script["tokens"].tolist())], {},
+                        title="Vocabulary by script", y_label="tokens", log_y=True)  # fmt: skip
+        st.markdown(svg, unsafe_allow_html=True)  # st.html's sanitiser drops SVG
 
 
 def pipeline_demo(tok: LoadedTokenizer) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from urllib.parse import quote
 
+import numpy as np
 import pandas as pd
 import plotly.express as px
 import streamlit as st
@@ -18,9 +19,11 @@ from analysis.views.vocab_views import UNREACHABLE, filter_stt, stt_table, would
 from ui import links
 from ui.caching import cache_data
 from ui.errors import try_step
+from ui.palette import OKABE_ITO
 from ui.pickers import BPE, pick_tokenizer
 from ui.progress import progress, start_now
 from ui.spans import pieces_html
+from ui.svg import bar_chart
 
 LABELS = {
     "reachable": "Reachable",
@@ -126,16 +129,38 @@ def replay_now(tok: LoadedTokenizer, view: pd.DataFrame) -> bool:
 
 
 def charts(tok: LoadedTokenizer, view: pd.DataFrame, replay: bool) -> None:
-    """The filtered tokens by id and by script; unreachable ones against the rank of their would-be merge."""
+    """The filtered tokens by id and by script (static SVG first, Plotly on request); unreachable ones against the
+    rank of their would-be merge."""
+    interactive = st.toggle(
+        "Interactive charts", key="th-plotly", help="Plotly: zoom, pan, hover, save as PNG"
+    )
     c1, c2 = st.columns(2)
-    hist = px.histogram(view, x="id", color="category", nbins=60, title="By id (≈ merge order)",
-                        labels={"id": "token id"})  # fmt: skip
-    hist.update_layout(height=340, margin={"t": 50, "b": 10}, bargap=0.05)
-    c1.plotly_chart(hist, width="stretch", key="th-hist")
-    by_script = view.groupby(["script", "category"]).size().reset_index(name="tokens")
-    bar = px.bar(by_script, x="script", y="tokens", color="category", title="By script")
-    bar.update_layout(height=340, margin={"t": 50, "b": 10}, xaxis={"categoryorder": "total descending"})
-    c2.plotly_chart(bar, width="stretch", key="th-script")
+    if interactive:
+        hist = px.histogram(view, x="id", color="category", nbins=60, title="By id (≈ merge order)",
+                            labels={"id": "token id"})  # fmt: skip
+        hist.update_layout(height=340, margin={"t": 50, "b": 10}, bargap=0.05)
+        c1.plotly_chart(hist, width="stretch", key="th-hist")
+        by_script = view.groupby(["script", "category"]).size().reset_index(name="tokens")
+        bar = px.bar(by_script, x="script", y="tokens", color="category", title="By script")
+        bar.update_layout(height=340, margin={"t": 50, "b": 10}, xaxis={"categoryorder": "total descending"})
+        c2.plotly_chart(bar, width="stretch", key="th-script")
+    else:
+        present = [c for c in CATEGORIES if (view["category"] == c).any()]
+        colours = {SHORT[c]: OKABE_ITO[k % len(OKABE_ITO)] for k, c in enumerate(CATEGORIES)}
+        ids = view["id"].to_numpy()
+        span = int(ids.max() - ids.min()) + 1 if len(ids) else 1
+        edges = np.histogram_bin_edges(ids, bins=min(60, span)) if len(ids) else np.array([0.0, 1.0])
+        hist_series = [(SHORT[c], np.histogram(ids[(view["category"] == c).to_numpy()], edges)[0].tolist())
+                       for c in present]  # fmt: skip
+        c1.markdown("**By id (≈ merge order)**")
+        c1.markdown(bar_chart([f"{int(e):,}" for e in edges[:-1]], hist_series, colours, title="Tokens by id",
+                              y_label="tokens", label_every=max(1, (len(edges) - 1) // 6), legend=True, width=560), unsafe_allow_html=True)  # fmt: skip
+        table = view.groupby(["script", "category"]).size().unstack(fill_value=0)
+        table = table.loc[table.sum(axis=1).sort_values(ascending=False).index]
+        script_series = [(SHORT[c], table[c].tolist()) for c in present if c in table]
+        c2.markdown("**By script**")
+        c2.markdown(bar_chart([str(s) for s in table.index], script_series, colours, title="Tokens by script",
+                              y_label="tokens", legend=True, width=560), unsafe_allow_html=True)  # fmt: skip
     ids = (
         tuple(int(i) for i in view.loc[view["category"].isin(UNREACHABLE), "id"].head(3000)) if replay else ()
     )

@@ -1,7 +1,8 @@
 """Static charts drawn as inline SVG: for a page's first view, where a chart should appear with the page itself.
 
 A Plotly chart needs Plotly's front-end module (4.7 MB of JavaScript, 1.0–1.4 s to load and compile in a new
-browser on two cores) before it draws anything; an SVG string shown with ``st.html`` needs nothing. These charts
+browser on two cores) before it draws anything; an SVG string shown with ``st.markdown(svg, unsafe_allow_html=True)``
+needs nothing (``st.html``'s sanitiser drops SVG). These charts
 are static: the values show as native tooltips (``<title>``), and the page offers the interactive Plotly version
 on request. Text and axes use ``currentColor``, so the chart follows the app's light or dark theme.
 """
@@ -141,5 +142,121 @@ def box_plot(
         for lab, v in b.outliers:
             out.append(f'<circle cx="{cx:.1f}" cy="{y(v):.1f}" r="3" fill="none" stroke="{colour}">'
                        f"<title>{escape(lab)}: {v:.3f}</title></circle>")  # fmt: skip
+    out.append("</svg>")
+    return "".join(out)
+
+
+def nice_ticks(hi: float, most: int = 6) -> list[float]:
+    """Tick values 0, step, 2·step… up to `hi` (> 0) on a linear axis, with a 1-2-5 step giving at most `most`."""
+    if not hi > 0:
+        return [0.0]
+    raw = hi / most
+    mag = 10.0 ** math.floor(math.log10(raw))
+    step = next(m * mag for m in (1, 2, 5, 10) if m * mag >= raw)
+    return [k * step for k in range(int(hi // step) + 1)]
+
+
+def bar_chart(
+    x: Sequence[str],
+    series: Sequence[tuple[str, Sequence[float]]],
+    colours: dict[str, str],
+    *,
+    title: str,
+    y_label: str,
+    log_y: bool = False,
+    label_every: int = 1,
+    legend: bool | None = None,
+    width: int = 860,
+    height: int = 320,
+) -> str:
+    """An SVG bar chart: one bar per `x` label, stacked from the (name, values) `series` in the order given
+    (values aligned with `x`), coloured by `colours`, a legend above when there are several series; every
+    segment's tooltip names its bar, series and value. `log_y` (one series only: stacks on a log axis mislead)
+    draws the bars on a log axis. `label_every` shows every n-th x label (a histogram's many bins;
+    slanted labels are thinned further until they fit); `legend` (default: several series) names the series. ValueError for
+    misaligned series or a log axis with several series."""
+    if any(len(v) != len(x) for _, v in series):
+        raise ValueError("every series needs one value per bar")
+    if log_y and len(series) > 1:
+        raise ValueError("a log axis takes one series (stacked bars on a log axis mislead)")
+    totals = [sum(float(v[i]) for _, v in series) for i in range(len(x))]
+    top_v = max(totals, default=0.0)
+    legend = len(series) > 1 if legend is None else legend
+    left, right, top = 64, 12, 12 + (22 if legend else 0)
+    slot = (width - left - right) / max(1, len(x))
+    every = max(1, label_every)
+    rotate = any(len(lab) * 7 > slot * every for lab in x[::every])
+    longest = 0
+    if rotate:  # slanted labels need about 14 px each: thin them (every bar keeps its name in its tooltip)
+        every = max(every, math.ceil(14 / slot))
+        longest = max((len(lab) for lab in x[::every]), default=0)
+        left = max(left, int(longest * 7 * 0.71 - slot / 2) + 8)  # the first label reaches left of its bar
+        slot = (width - left - right) / max(1, len(x))
+    bottom = min(130, 24 + int(longest * 7 * 0.71)) if rotate else 40
+    height += bottom - 40
+    plot_h = height - top - bottom
+    if log_y:
+        positive = [t for t in totals if t > 0]
+        lo, hi = (min(positive) / 1.5, max(positive) * 1.08) if positive else (1.0, 10.0)
+
+        def y(v: float) -> float:
+            v = max(v, lo)
+            return top + plot_h * (1 - (math.log(v) - math.log(lo)) / (math.log(hi) - math.log(lo)))
+
+        ticks = log_ticks(lo, hi)
+    else:
+        hi = top_v * 1.05 if top_v > 0 else 1.0
+
+        def y(v: float) -> float:
+            return top + plot_h * (1 - v / hi)
+
+        whole = all(float(v).is_integer() for _, vs in series for v in vs)  # counts: no tick between integers
+        ticks = [t for t in nice_ticks(hi) if not whole or float(t).is_integer()]
+    out = [
+        f'<svg class="tl-svg-chart" role="img" aria-label="{escape(title)}" viewBox="0 0 {width} {height}" '
+        f'style="width:100%;max-width:{width}px;height:auto;font:12px sans-serif;color:inherit" '
+        'xmlns="http://www.w3.org/2000/svg">',
+        f"<title>{escape(title)}</title>",
+    ]
+    for t in ticks:
+        ty = y(t)
+        out.append(f'<line x1="{left}" x2="{width - right}" y1="{ty:.1f}" y2="{ty:.1f}" stroke="currentColor" '
+                   'stroke-opacity="0.12"/>')  # fmt: skip
+        out.append(
+            f'<text x="{left - 6}" y="{ty + 4:.1f}" text-anchor="end" fill="currentColor">{t:,.10g}</text>'
+        )
+    axis = f"{y_label} (log scale)" if log_y else y_label
+    out.append(f'<text transform="translate(14 {top + plot_h / 2:.0f}) rotate(-90)" text-anchor="middle" '
+               f'fill="currentColor">{escape(axis)}</text>')  # fmt: skip
+    if legend:
+        lx = left
+        for name, _ in series:
+            colour = escape(colours.get(name, "#0072B2"))
+            out.append(f'<rect x="{lx}" y="6" width="11" height="11" fill="{colour}"/>'
+                       f'<text x="{lx + 15}" y="16" fill="currentColor">{escape(name)}</text>')  # fmt: skip
+            lx += 30 + 7 * len(name)
+    base = y(lo) if log_y else y(0.0)
+    for i, lab in enumerate(x):
+        bx = left + slot * i + slot * 0.1
+        bw = max(1.0, slot * 0.8)
+        acc = 0.0
+        for name, values in series:
+            v = float(values[i])
+            if v <= 0:
+                continue
+            y0, y1 = (base if acc == 0 else y(acc)), y(acc + v)
+            acc += v
+            colour = escape(colours.get(name, "#0072B2"))
+            tip = escape(f"{lab}: {name} {v:,.10g}" if legend else f"{lab}: {v:,.10g}")
+            out.append(f'<rect x="{bx:.1f}" y="{y1:.1f}" width="{bw:.1f}" height="{max(0.5, y0 - y1):.1f}" '
+                       f'fill="{colour}"><title>{tip}</title></rect>')  # fmt: skip
+        if i % every == 0:
+            cx, ly = left + slot * (i + 0.5), height - bottom + 16
+            turn = (
+                f' transform="rotate(-45 {cx:.1f} {ly})" text-anchor="end"'
+                if rotate
+                else ' text-anchor="middle"'
+            )
+            out.append(f'<text x="{cx:.1f}" y="{ly}"{turn} fill="currentColor">{escape(lab)}</text>')
     out.append("</svg>")
     return "".join(out)

@@ -52,6 +52,9 @@ def test_default_opens_on_embedded_tokenizer(at):
     narrow = at.dataframe[1].value
     assert 0 < len(narrow) < 1_000 and narrow["token"].str.startswith("ĠToken").all()
     assert "inspect-page" not in [n.key for n in at.number_input]
+    assert not at.get("plotly_chart")  # static first: the chart is SVG
+    assert any(m.value.startswith('<svg class="tl-svg-chart"') for m in at.markdown)
+    at.toggle(key="inspect-plotly").set_value(True).run()
     spec = json.loads(at.get("plotly_chart")[0].proto.spec)
     assert spec["data"][0]["type"] == "bar"
 

@@ -5,6 +5,7 @@ Streamlit's) are emptied between the sessions, as a restart would."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -103,3 +104,31 @@ def test_the_servers_background_warm_up_is_what_the_first_views_read(
     assert after["classes"]["hits"] > warmed["classes"]["hits"]
     assert after["shared symbols"]["hits"] > warmed["shared symbols"]["hits"]
     assert after["STT table"]["hits"] > warmed["STT table"]["hits"]
+
+
+def _svgs(at: AppTest) -> list[str]:
+    return [m.value for m in at.markdown if m.value.startswith("<svg")]
+
+
+def test_inspect_and_token_health_draw_static_charts_first_and_plotly_on_request():
+    """Their first views load no chart module: the charts are SVG (ui/svg.py) whose tooltips carry the counts
+    the tables hold; the toggle swaps in the interactive Plotly charts."""
+    tok = load_shared("llama-2")
+    at = _session("pages/inspect.py", "inspect-tok")
+    assert not at.get("plotly_chart") and len(_svgs(at)) == 1
+    by_script = vocab_table.vocab_table(tok)["script"].value_counts()
+    tips = dict(re.findall(r"<title>([^<:]+): ([\d,]+)</title></rect>", _svgs(at)[0]))
+    assert {k: int(v.replace(",", "")) for k, v in tips.items()} == by_script.to_dict()
+    at.toggle(key="inspect-plotly").set_value(True).run()
+    assert len(at.get("plotly_chart")) == 1 and not _svgs(at)
+
+    at = _session("pages/token_health.py", "th-tok")
+    assert not at.get("plotly_chart") and len(_svgs(at)) == 2
+    shown = int(
+        re.search(r"([\d,]+) of [\d,]+ ids", " ".join(c.value for c in at.caption)).group(1).replace(",", "")
+    )
+    for svg in _svgs(at):  # both charts count every id of the filtered view once
+        counts = re.findall(r"<title>[^<]*? ([\d,]+)</title></rect>", svg)
+        assert sum(int(c.replace(",", "")) for c in counts) == shown
+    at.toggle(key="th-plotly").set_value(True).run()
+    assert len(at.get("plotly_chart")) == 2 and not _svgs(at)

@@ -1,4 +1,5 @@
-"""ui/svg.py: the static box plot that the gallery's first view draws without a chart module."""
+"""ui/svg.py: the static charts that first views draw without a chart module (the gallery's box plot, the bars of
+Load & inspect and Token health)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import re
 import numpy as np
 import pytest
 
-from ui.svg import Box, box_plot, log_ticks
+from ui.svg import Box, bar_chart, box_plot, log_ticks, nice_ticks
 
 
 def test_a_box_is_tukeys_box_of_the_finite_values():
@@ -49,3 +50,40 @@ def test_the_box_plot_draws_a_box_per_group_an_outlier_per_dot_and_escapes_every
         float(v) for v in re.findall(r'cy="(-?[\d.]+)"', svg)
     ]
     assert ys and all(0 <= v <= height for v in ys)
+
+
+_RECT = re.compile(
+    r'<rect x="([\d.]+)" y="([\d.]+)" width="([\d.]+)" height="([\d.]+)" fill="([^"]+)"><title>([^<]*)'
+)
+
+
+def test_stacked_bars_are_proportional_to_their_values_with_one_tooltip_per_segment():
+    svg = bar_chart(["a", "b", "c"], [("x", [10, 0, 5]), ("y", [30, 20, 0])], {"x": "#111111", "y": "#222222"},
+                    title="t", y_label="tokens")  # fmt: skip
+    rects = [(float(x), float(h), fill, tip) for x, _, _, h, fill, tip in _RECT.findall(svg)]
+    assert [tip for *_, tip in rects] == ["a: x 10", "a: y 30", "b: y 20", "c: x 5"]  # no segment for a zero
+    assert {fill for _, _, fill, _ in rects} == {"#111111", "#222222"}
+    heights: dict[float, float] = {}
+    for x, h, _, _ in rects:
+        heights[x] = heights.get(x, 0.0) + h
+    a, b, c = (heights[x] for x in sorted(heights))
+    assert a / b == pytest.approx(40 / 20, rel=0.02) and a / c == pytest.approx(40 / 5, rel=0.02)
+    assert "x</text>" in svg and "y</text>" in svg  # the legend names both series
+
+
+def test_bar_chart_ticks_labels_and_refusals():
+    assert nice_ticks(7) == [0, 2, 4, 6] and nice_ticks(0.9)[-1] <= 0.9 and nice_ticks(0) == [0.0]
+    svg = bar_chart(["x"], [("n", [3])], {}, title="t", y_label="n")
+    ticks = re.findall(r'text-anchor="end" fill="currentColor">([^<]+)</text>', svg)
+    assert ticks == ["0", "1", "2", "3"]  # counts: no tick between whole numbers
+    labels = [f"script number {k}" for k in range(80)]
+    many = bar_chart(labels, [("n", list(range(1, 81)))], {}, title="t", y_label="n", log_y=True)
+    shown = sum(f">{lab}</text>" in many for lab in labels)
+    assert 10 <= shown <= 860 // 14 and many.count("<rect") == 80  # slanted labels thinned; every bar drawn
+    assert "(log scale)" in many
+    hostile = bar_chart(["<script>x</script>"], [("<b>", [1])], {}, title="<i>", y_label="&")
+    assert "<script>" not in hostile and "<b>" not in hostile and "&lt;script&gt;" in hostile
+    with pytest.raises(ValueError):
+        bar_chart(["a", "b"], [("x", [1])], {}, title="t", y_label="n")
+    with pytest.raises(ValueError):
+        bar_chart(["a"], [("x", [1]), ("y", [2])], {}, title="t", y_label="n", log_y=True)

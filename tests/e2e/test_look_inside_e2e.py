@@ -78,5 +78,9 @@ def test_add_an_example_and_load_a_folder(page: Page, app_url, artifacts):
     page.get_by_role("button", name="Load examples").click()
     expect(page.get_by_text("128,256", exact=True)).to_be_visible(timeout=60_000)
     wait_idle(page)
-    expect(page.locator('[data-testid="stPlotlyChart"] .main-svg').first).to_be_visible(timeout=60_000)
+    # the first view's chart is static SVG (no chart module); the toggle brings the interactive Plotly chart
+    expect(page.locator('svg.tl-svg-chart[aria-label="Vocabulary by script"]')).to_be_visible(timeout=60_000)
     screenshot(page, artifacts / "look_inspect_llama31.png")
+    page.get_by_text("Interactive chart", exact=True).click()
+    wait_idle(page)
+    expect(page.locator('[data-testid="stPlotlyChart"] .main-svg').first).to_be_visible(timeout=60_000)
