@@ -27,6 +27,7 @@ from ui.model_check import model_check_section
 from ui.pickers import BYTE_LEVEL_BPE, pick_model, pick_tokenizer, server_path_input
 from ui.progress import progress
 from ui.spans import token_spans_html
+from ui.svg import bar_chart
 
 TARGETS = {"arabic": "arb_Arab", "hebrew": "heb_Hebr", "cyrillic": "rus_Cyrl", "devanagari": "hin_Deva",
            "thai": "tha_Thai", "greek": "ell_Grek", "armenian": "hye_Armn", "georgian": "kat_Geor",
@@ -107,11 +108,21 @@ def classes_chart(vc: reuse.VocabClasses, plan: reuse.ReusePlan) -> None:
         "reused" if k in plan.selected else "preserved" if k in plan.preserved_classes else "kept"
         for k, _ in top
     ]
-    fig = go.Figure(go.Bar(x=[k for k, _ in top], y=[v for _, v in top], marker_color=[COLOURS[s] for s in status],
-                           customdata=status, hovertemplate="%{x}: %{y:,} tokens (%{customdata})<extra></extra>"))  # fmt: skip
-    fig.update_layout(title="Tokens per Unicode class (40 largest; red = reused, green = preserved)", yaxis_type="log",
-                      yaxis_title="tokens", height=380, margin=dict(t=40, b=10))  # fmt: skip
-    st.plotly_chart(fig, width="stretch", key="reuse-classes-chart")
+    title = "Tokens per Unicode class (40 largest; red = reused, green = preserved)"
+    if st.toggle("Interactive chart", key="reuse-plotly", help="Plotly: zoom, pan, hover, save as PNG"):
+        fig = go.Figure(go.Bar(x=[k for k, _ in top], y=[v for _, v in top], marker_color=[COLOURS[s] for s in status],
+                               customdata=status, hovertemplate="%{x}: %{y:,} tokens (%{customdata})<extra></extra>"))  # fmt: skip
+        fig.update_layout(
+            title=title, yaxis_type="log", yaxis_title="tokens", height=380, margin=dict(t=40, b=10)
+        )
+        st.plotly_chart(fig, width="stretch", key="reuse-classes-chart")
+    else:  # static first: no chart module to load (ui/svg.py)
+        st.markdown(f"**{title}**")
+        series = [(s, [v if got == s else 0 for (_, v), got in zip(top, status)]) for s in COLOURS]
+        svg = bar_chart(
+            [k for k, _ in top], series, COLOURS, title=title, y_label="tokens", log_y=True, legend=True
+        )
+        st.markdown(svg, unsafe_allow_html=True)  # st.html's sanitiser drops SVG
     st.caption(
         f"{len(vc.counts())} classes; {len(vc.unclassified):,} tokens unclassified (whitespace, General Punctuation); "
         f"{len(vc.special_ids) + len(vc.byte_ids):,} special and single-byte ids are never reused."

@@ -146,6 +146,11 @@ def box_plot(
     return "".join(out)
 
 
+def _short(label: str, most: int = 22) -> str:
+    """An axis label cut to `most` characters (the bar's tooltip keeps the whole name)."""
+    return label if len(label) <= most else label[: most - 1] + "…"
+
+
 def nice_ticks(hi: float, most: int = 6) -> list[float]:
     """Tick values 0, step, 2·step… up to `hi` (> 0) on a linear axis, with a 1-2-5 step giving at most `most`."""
     if not hi > 0:
@@ -171,14 +176,15 @@ def bar_chart(
 ) -> str:
     """An SVG bar chart: one bar per `x` label, stacked from the (name, values) `series` in the order given
     (values aligned with `x`), coloured by `colours`, a legend above when there are several series; every
-    segment's tooltip names its bar, series and value. `log_y` (one series only: stacks on a log axis mislead)
+    segment's tooltip names its bar, series and value. `log_y` (one nonzero value per bar: stacks on a log axis
+    mislead)
     draws the bars on a log axis. `label_every` shows every n-th x label (a histogram's many bins;
     slanted labels are thinned further until they fit); `legend` (default: several series) names the series. ValueError for
     misaligned series or a log axis with several series."""
     if any(len(v) != len(x) for _, v in series):
         raise ValueError("every series needs one value per bar")
-    if log_y and len(series) > 1:
-        raise ValueError("a log axis takes one series (stacked bars on a log axis mislead)")
+    if log_y and any(sum(float(v[i]) > 0 for _, v in series) > 1 for i in range(len(x))):
+        raise ValueError("a log axis takes one value per bar (stacked bars on a log axis mislead)")
     totals = [sum(float(v[i]) for _, v in series) for i in range(len(x))]
     top_v = max(totals, default=0.0)
     legend = len(series) > 1 if legend is None else legend
@@ -189,8 +195,9 @@ def bar_chart(
     longest = 0
     if rotate:  # slanted labels need about 14 px each: thin them (every bar keeps its name in its tooltip)
         every = max(every, math.ceil(14 / slot))
-        longest = max((len(lab) for lab in x[::every]), default=0)
-        left = max(left, int(longest * 7 * 0.71 - slot / 2) + 8)  # the first label reaches left of its bar
+        longest = max((len(_short(lab)) for lab in x[::every]), default=0)
+        first = len(_short(x[0])) if len(x) else 0
+        left = max(left, int(first * 7 * 0.71 - slot / 2) + 8)  # the first label reaches left of its bar
         slot = (width - left - right) / max(1, len(x))
     bottom = min(130, 24 + int(longest * 7 * 0.71)) if rotate else 40
     height += bottom - 40
@@ -257,6 +264,6 @@ def bar_chart(
                 if rotate
                 else ' text-anchor="middle"'
             )
-            out.append(f'<text x="{cx:.1f}" y="{ly}"{turn} fill="currentColor">{escape(lab)}</text>')
+            out.append(f'<text x="{cx:.1f}" y="{ly}"{turn} fill="currentColor">{escape(_short(lab))}</text>')
     out.append("</svg>")
     return "".join(out)

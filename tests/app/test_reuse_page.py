@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 from contextlib import redirect_stdout
 
 import pytest
@@ -32,8 +33,16 @@ def _page() -> AppTest:
 @pytest.mark.slow
 def test_page_trains_previews_and_exports():
     at = _page()
+    assert not at.get("plotly_chart")  # static first: the classes chart is SVG, one bar per class
+    svg = next(m.value for m in at.markdown if m.value.startswith('<svg class="tl-svg-chart"'))
+    assert "Cyrillic: reused" in svg
+    at.toggle(key="reuse-plotly").set_value(True).run()
     spec = json.loads(at.get("plotly_chart")[0].proto.spec)
     assert spec["data"][0]["type"] == "bar" and "Cyrillic" in spec["data"][0]["x"]
+    bars = dict(zip(spec["data"][0]["x"], spec["data"][0]["y"]))
+    tips = dict(re.findall(r"<title>([^<:]+): \w+ ([\d,]+)</title></rect>", svg))
+    assert {k: int(v.replace(",", "")) for k, v in tips.items()} == bars  # the same 40 classes and counts
+    at.toggle(key="reuse-plotly").set_value(False).run()
     metrics = {m.label: m.value for m in at.metric}
     assert int(metrics["Reusable ids"].replace(",", "")) > 10000
     # shared symbols (✔, ❤, the danda) are protected by default: the page's own sample stays intact

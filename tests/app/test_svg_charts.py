@@ -87,3 +87,5 @@ def test_bar_chart_ticks_labels_and_refusals():
         bar_chart(["a", "b"], [("x", [1])], {}, title="t", y_label="n")
     with pytest.raises(ValueError):
         bar_chart(["a"], [("x", [1]), ("y", [2])], {}, title="t", y_label="n", log_y=True)
+    coloured = bar_chart(["a", "b"], [("x", [1, 0]), ("y", [0, 200])], {}, title="t", y_label="n", log_y=True)
+    assert coloured.count("<rect") == 2 + 2  # one value per bar may sit on a log axis (and a legend of two)
