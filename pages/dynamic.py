@@ -34,6 +34,7 @@ from analysis.tokenizer.defaults import SAMPLE_TEXT
 from ui.caching import cache_resource
 from ui.pickers import pick_model, pick_tokenizer
 from ui.spans import token_spans_html
+from ui.svg import line_chart
 
 NO_FLORES = "FLORES-200 was not found: set TOKLAB_FLORES (or TOKLAB_ASSETS to the shared assets folder)."
 BOUNDARY_HELP = {
@@ -112,17 +113,25 @@ def curve(full: DynamicResult, k: int, target: float) -> None:
         need_rel = full.merges_for_reduction(target, relative_to_max=True)
         c1.metric(f"Merges for {target:g}% of max.", "—" if need_rel is None else f"{need_rel:,}",
                   help="the paper's scale: 100% = the boundary-level (word / pre-token) length")  # fmt: skip
-    fig = go.Figure(
-        go.Scatter(x=list(range(n_max + 1)), y=full.merges2seqlen, mode="lines", name="avg length")
-    )
-    fig.add_vline(x=k, line_dash="dot", annotation_text=f"k = {k}")
-    if need is not None:
-        fig.add_trace(
-            go.Scatter(x=[need], y=[full.merges2seqlen[need]], mode="markers", name=f"{target:g}% target")
+    if c2.toggle("Interactive chart", key="dyn-plotly", help="Plotly: zoom, pan, hover, save as PNG"):
+        fig = go.Figure(
+            go.Scatter(x=list(range(n_max + 1)), y=full.merges2seqlen, mode="lines", name="avg length")
         )
-    fig.update_layout(xaxis_title="merges k", yaxis_title="average sequence length", height=340,
-                      margin=dict(t=30, b=10))  # fmt: skip
-    c2.plotly_chart(fig, width="stretch", key="dyn-curve")
+        fig.add_vline(x=k, line_dash="dot", annotation_text=f"k = {k}")
+        if need is not None:
+            fig.add_trace(
+                go.Scatter(x=[need], y=[full.merges2seqlen[need]], mode="markers", name=f"{target:g}% target")
+            )
+        fig.update_layout(xaxis_title="merges k", yaxis_title="average sequence length", height=340,
+                          margin=dict(t=30, b=10))  # fmt: skip
+        c2.plotly_chart(fig, width="stretch", key="dyn-curve")
+    else:  # static first: no chart module to load (ui/svg.py)
+        point = (
+            None if need is None else (need, full.merges2seqlen[need], f"{target:g}% target: {need:,} merges")
+        )
+        c2.markdown(line_chart(list(range(n_max + 1)), full.merges2seqlen, title="Average sequence length by merges",
+                               x_label="merges k", y_label="average sequence length", vline=(k, f"k = {k}"),
+                               marker=point), unsafe_allow_html=True)  # fmt: skip
     c2.caption("Each merge joins the batch's most frequent adjacent pair, so the average number of tokens per "
                "example drops fastest over the first merges and then slowly, once the pairs left occur only once or "
                "twice; the dotted line is the chosen k, the marker the merges the target needs.")  # fmt: skip

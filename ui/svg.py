@@ -267,3 +267,79 @@ def bar_chart(
             out.append(f'<text x="{cx:.1f}" y="{ly}"{turn} fill="currentColor">{escape(_short(lab))}</text>')
     out.append("</svg>")
     return "".join(out)
+
+
+def _ticks_between(lo: float, hi: float) -> list[float]:
+    """Round tick values inside [lo, hi] (lo < hi), a 1-2-5 step apart."""
+    steps = nice_ticks(hi - lo)
+    step = steps[1] - steps[0] if len(steps) > 1 else hi - lo
+    first = math.ceil(lo / step) * step
+    return [first + k * step for k in range(int((hi - first) // step) + 1)]
+
+
+def line_chart(
+    xs: Sequence[float],
+    ys: Sequence[float],
+    *,
+    title: str,
+    x_label: str,
+    y_label: str,
+    vline: tuple[float, str] | None = None,
+    marker: tuple[float, float, str] | None = None,
+    most_points: int = 600,
+    width: int = 640,
+    height: int = 300,
+) -> str:
+    """An SVG line chart of `ys` against `xs` (increasing), on linear axes fitted to the data, thinned to at most
+    `most_points` vertices (evenly spaced, the last kept); `vline` (x, label) draws a dotted vertical line,
+    `marker` (x, y, label) a dot with its tooltip. ValueError for misaligned or empty data."""
+    if len(xs) != len(ys) or not len(xs):
+        raise ValueError("a line needs as many x as y values, at least one")
+    step = max(1, math.ceil(len(xs) / most_points))
+    keep = list(range(0, len(xs), step))
+    if keep[-1] != len(xs) - 1:
+        keep.append(len(xs) - 1)
+    x0, x1 = float(xs[0]), float(xs[-1]) if float(xs[-1]) > float(xs[0]) else float(xs[0]) + 1
+    lo, hi = float(min(ys)), float(max(ys))
+    pad = (hi - lo) * 0.05 or max(abs(hi), 1.0) * 0.05
+    lo, hi = lo - pad, hi + pad
+    left, right, top, bottom = 64, 16, 12, 44
+    plot_w, plot_h = width - left - right, height - top - bottom
+
+    def px_(v: float) -> float:
+        return left + plot_w * (float(v) - x0) / (x1 - x0)
+
+    def py(v: float) -> float:
+        return top + plot_h * (1 - (float(v) - lo) / (hi - lo))
+
+    out = [
+        f'<svg class="tl-svg-chart" role="img" aria-label="{escape(title)}" viewBox="0 0 {width} {height}" '
+        f'style="width:100%;max-width:{width}px;height:auto;font:12px sans-serif;color:inherit" '
+        'xmlns="http://www.w3.org/2000/svg">',
+        f"<title>{escape(title)}</title>",
+    ]
+    for v in _ticks_between(lo, hi):
+        out.append(f'<line x1="{left}" x2="{width - right}" y1="{py(v):.1f}" y2="{py(v):.1f}" '
+                   'stroke="currentColor" stroke-opacity="0.12"/>'
+                   f'<text x="{left - 6}" y="{py(v) + 4:.1f}" text-anchor="end" fill="currentColor">{v:,.4g}</text>')  # fmt: skip
+    for v in _ticks_between(x0, x1):
+        out.append(f'<text x="{px_(v):.1f}" y="{height - bottom + 16}" text-anchor="middle" '
+                   f'fill="currentColor">{v:,.10g}</text>')  # fmt: skip
+    out.append(f'<text x="{left + plot_w / 2:.0f}" y="{height - 6}" text-anchor="middle" '
+               f'fill="currentColor">{escape(x_label)}</text>')  # fmt: skip
+    out.append(f'<text transform="translate(14 {top + plot_h / 2:.0f}) rotate(-90)" text-anchor="middle" '
+               f'fill="currentColor">{escape(y_label)}</text>')  # fmt: skip
+    points = " ".join(f"{px_(xs[i]):.1f},{py(ys[i]):.1f}" for i in keep)
+    out.append(f'<polyline points="{points}" fill="none" stroke="#0072B2" stroke-width="2">'
+               f"<title>{escape(y_label)}: {float(ys[0]):,.4g} → {float(ys[-1]):,.4g}</title></polyline>")  # fmt: skip
+    if vline is not None:
+        vx = px_(vline[0])
+        out.append(f'<line class="tl-vline" x1="{vx:.1f}" x2="{vx:.1f}" y1="{top}" y2="{top + plot_h}" '
+                   'stroke="currentColor" stroke-dasharray="3 3"/>'
+                   f'<text x="{vx + 4:.1f}" y="{top + 12}" fill="currentColor">{escape(vline[1])}</text>')  # fmt: skip
+    if marker is not None:
+        mx, my, label = marker
+        out.append(f'<circle class="tl-marker" cx="{px_(mx):.1f}" cy="{py(my):.1f}" r="5" fill="#D55E00">'
+                   f"<title>{escape(label)}</title></circle>")  # fmt: skip
+    out.append("</svg>")
+    return "".join(out)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 from contextlib import redirect_stdout
 
 import pytest
@@ -54,8 +55,17 @@ def test_dynamic_page():
     assert metrics["Tokens after"] == f"{sum(res.lengths_after):,}"
     table = at.dataframe[0].value
     assert len(table) == 25 and list(table["merged (raw)"]) == [m.merged for m in res.merges]
+    assert not at.get("plotly_chart")  # static first: the curve is SVG, one vertex per merge count here
+    svg = next(m.value for m in at.markdown if m.value.startswith('<svg class="tl-svg-chart"'))
+    ys = [float(p.split(",")[1]) for p in re.search(r'<polyline points="([^"]+)"', svg).group(1).split()]
+    assert len(ys) > 25 and ys == sorted(ys)  # the average length only falls: its y coordinate only grows
+    assert 'class="tl-vline"' in svg
+    at.toggle(key="dyn-plotly").set_value(True).run()
     spec = json.loads(at.get("plotly_chart")[0].proto.spec)
     assert spec["data"][0]["y"][:26] == pytest.approx(res.merges2seqlen)
+    assert len(ys) <= 601 <= len(spec["data"][0]["y"]) or len(ys) == len(
+        spec["data"][0]["y"]
+    )  # thinned to 600
     assert len([h for h in at.get("html") if "tl-spans" in h.proto.body]) >= 2 and at.get("download_button")
     full = dynamic_tokenize(load_shared("llama-2"), texts, 5000, "pretokens")
     at.number_input(key="dyn-target").set_value(15.0).run()

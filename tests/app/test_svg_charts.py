@@ -8,7 +8,7 @@ import re
 import numpy as np
 import pytest
 
-from ui.svg import Box, bar_chart, box_plot, log_ticks, nice_ticks
+from ui.svg import Box, bar_chart, box_plot, line_chart, log_ticks, nice_ticks
 
 
 def test_a_box_is_tukeys_box_of_the_finite_values():
@@ -89,3 +89,22 @@ def test_bar_chart_ticks_labels_and_refusals():
         bar_chart(["a"], [("x", [1]), ("y", [2])], {}, title="t", y_label="n", log_y=True)
     coloured = bar_chart(["a", "b"], [("x", [1, 0]), ("y", [0, 200])], {}, title="t", y_label="n", log_y=True)
     assert coloured.count("<rect") == 2 + 2  # one value per bar may sit on a log axis (and a legend of two)
+
+
+def test_a_line_chart_thins_its_points_and_draws_the_chosen_k_and_the_target():
+    ys = [100 / (1 + k) for k in range(2001)]
+    svg = line_chart(list(range(2001)), ys, title="t", x_label="merges k", y_label="<len>", vline=(500, "k = 500"),
+                     marker=(30, ys[30], "10% target: 30 merges"), most_points=400)  # fmt: skip
+    pts = [
+        tuple(map(float, p.split(",")))
+        for p in re.search(r'<polyline points="([^"]+)"', svg).group(1).split()
+    ]
+    assert 300 <= len(pts) <= 402 and pts[-1][0] > pts[0][0]  # thinned, the last point kept
+    assert all(
+        a[0] < b[0] and a[1] <= b[1] for a, b in zip(pts, pts[1:])
+    )  # falling values: y coordinate grows
+    vx = float(re.search(r'class="tl-vline" x1="([\d.]+)"', svg).group(1))
+    assert pts[0][0] + (pts[-1][0] - pts[0][0]) * 0.25 == pytest.approx(vx, abs=0.2)  # x = 500 of 0…2000
+    assert "<title>10% target: 30 merges</title>" in svg and "&lt;len&gt;" in svg and "<len>" not in svg
+    with pytest.raises(ValueError):
+        line_chart([1, 2], [1], title="t", x_label="x", y_label="y")
