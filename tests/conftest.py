@@ -58,7 +58,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     # workers, so no worker is left with a minute-long test while the other has finished (pytest-xdist hands out
     # work in collection order; its one big group, the browser journeys, goes first anyway)
     items.sort(key=lambda item: item.get_closest_marker("slow") is None)
-    # under `--dist loadgroup` (a worker's option), each group (the browser journeys, each page's walks) runs
+    # under `--dist loadgroup` (a worker's option), each group (the browser journeys) runs
     # on one worker: see support.tag_xdist_groups for why pytest-xdist no longer does this by itself
     if getattr(config.option, "loadgroup", False):
         tag_xdist_groups(items)

@@ -73,7 +73,7 @@ def tag_xdist_groups(items: list[pytest.Item]) -> int:
     pytest-xdist 3.8 adds the suffix itself by assigning ``item._nodeid``, but pytest 9.2 builds ``nodeid`` from
     ``item._id`` (a structured ``NodeId``), so that assignment changes nothing and every group was silently spread
     over both workers: each worker started its own server and browser for the browser journeys (25 s of set-up
-    each, at the same time), and a page's walks did not share what they computed. An item that already carries
+    each, at the same time). An item that already carries
     a suffix is left as it is."""
     tagged = 0
     for item in items:
