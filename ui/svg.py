@@ -175,12 +175,11 @@ def bar_chart(
     height: int = 320,
 ) -> str:
     """An SVG bar chart: one bar per `x` label, stacked from the (name, values) `series` in the order given
-    (values aligned with `x`), coloured by `colours`, a legend above when there are several series; every
-    segment's tooltip names its bar, series and value. `log_y` (one nonzero value per bar: stacks on a log axis
-    mislead)
-    draws the bars on a log axis. `label_every` shows every n-th x label (a histogram's many bins;
-    slanted labels are thinned further until they fit); `legend` (default: several series) names the series. ValueError for
-    misaligned series or a log axis with several series."""
+    (values aligned with `x`), coloured by `colours`; every segment's tooltip names its bar, series and value.
+    `log_y` draws the bars on a log axis (one nonzero value per bar: stacks on a log axis mislead). `label_every`
+    shows every n-th x label (a histogram's many bins; slanted labels are thinned further until they fit, and cut
+    at 22 characters). `legend` (default: when there are several series) names the series above the bars.
+    ValueError for misaligned series or a stack on a log axis."""
     if any(len(v) != len(x) for _, v in series):
         raise ValueError("every series needs one value per bar")
     if log_y and any(sum(float(v[i]) > 0 for _, v in series) > 1 for i in range(len(x))):
