@@ -48,6 +48,16 @@ class Box:
         return cls(q1, med, q3, float(inside.min()), float(inside.max()), outliers)
 
 
+def _open(title: str, width: int, height: int) -> list[str]:
+    """The opening of every chart: the scalable `<svg>` element (theme colours, the chart's class) and its title."""
+    return [
+        f'<svg class="tl-svg-chart" role="img" aria-label="{escape(title)}" viewBox="0 0 {width} {height}" '
+        f'style="width:100%;max-width:{width}px;height:auto;font:12px sans-serif;color:inherit" '
+        'xmlns="http://www.w3.org/2000/svg">',
+        f"<title>{escape(title)}</title>",
+    ]
+
+
 def log_ticks(lo: float, hi: float, most: int = 9) -> list[float]:
     """Tick values for a log axis over [lo, hi] (lo > 0): 1-1.5-2-3… per decade, thinned to at most `most`."""
     if not (lo > 0 and hi >= lo):
@@ -101,12 +111,7 @@ def box_plot(
         v = max(v, lo)
         return top + plot_h * (1 - (math.log(v) - math.log(lo)) / (math.log(hi) - math.log(lo)))
 
-    out = [
-        f'<svg class="tl-svg-chart" role="img" aria-label="{escape(title)}" viewBox="0 0 {width} {height}" '
-        f'style="width:100%;max-width:{width}px;height:auto;font:12px sans-serif;color:inherit" '
-        'xmlns="http://www.w3.org/2000/svg">',
-        f"<title>{escape(title)}</title>",
-    ]
+    out = _open(title, width, height)
     for t in log_ticks(lo, hi):
         ty = y(t)
         out.append(f'<line x1="{left}" x2="{width - right}" y1="{ty:.1f}" y2="{ty:.1f}" stroke="currentColor" '
@@ -218,12 +223,7 @@ def bar_chart(
 
         whole = all(float(v).is_integer() for _, vs in series for v in vs)  # counts: no tick between integers
         ticks = [t for t in nice_ticks(hi) if not whole or float(t).is_integer()]
-    out = [
-        f'<svg class="tl-svg-chart" role="img" aria-label="{escape(title)}" viewBox="0 0 {width} {height}" '
-        f'style="width:100%;max-width:{width}px;height:auto;font:12px sans-serif;color:inherit" '
-        'xmlns="http://www.w3.org/2000/svg">',
-        f"<title>{escape(title)}</title>",
-    ]
+    out = _open(title, width, height)
     for t in ticks:
         ty = y(t)
         out.append(f'<line x1="{left}" x2="{width - right}" y1="{ty:.1f}" y2="{ty:.1f}" stroke="currentColor" '
@@ -311,12 +311,7 @@ def line_chart(
     def py(v: float) -> float:
         return top + plot_h * (1 - (float(v) - lo) / (hi - lo))
 
-    out = [
-        f'<svg class="tl-svg-chart" role="img" aria-label="{escape(title)}" viewBox="0 0 {width} {height}" '
-        f'style="width:100%;max-width:{width}px;height:auto;font:12px sans-serif;color:inherit" '
-        'xmlns="http://www.w3.org/2000/svg">',
-        f"<title>{escape(title)}</title>",
-    ]
+    out = _open(title, width, height)
     for v in _ticks_between(lo, hi):
         out.append(f'<line x1="{left}" x2="{width - right}" y1="{py(v):.1f}" y2="{py(v):.1f}" '
                    'stroke="currentColor" stroke-opacity="0.12"/>'
