@@ -132,3 +132,38 @@ def test_inspect_and_token_health_draw_static_charts_first_and_plotly_on_request
         assert sum(int(c.replace(",", "")) for c in counts) == shown
     at.toggle(key="th-plotly").set_value(True).run()
     assert len(at.get("plotly_chart")) == 2 and not _svgs(at)
+
+
+#: A page whose slow part is behind `start_now`, on a tokenizer of the vocabulary size in the query string.
+SLOW_PART_APP = """
+from types import SimpleNamespace
+
+import streamlit as st
+
+from ui.progress import start_now
+
+size = int(st.query_params.get("size", "1"))
+tok = SimpleNamespace(vocab_size=size, content_hash=f"h{size}")
+if start_now(tok, "slow-go", "Compute it", "it takes a while"):
+    st.markdown("computed")
+"""
+
+
+@pytest.mark.parametrize("size", [1_000, 150_000])
+def test_a_large_vocabularys_slow_part_waits_for_its_button_and_is_remembered(size):
+    """`ui.progress.start_now`: up to AUTO_START_VOCAB tokens the slow part runs in the first view; above it the
+    page shows why it waits and a button, and once pressed the part runs on every later run for that tokenizer
+    (Prune's pruning and first merge tree, Token health's replay on a 150k vocabulary use it)."""
+    at = AppTest.from_string(SLOW_PART_APP, default_timeout=30)
+    at.query_params["size"] = str(size)
+    at.run()
+    shown = [m.value for m in at.markdown]
+    if size <= 100_000:
+        assert "computed" in shown and not at.button
+        return
+    assert "computed" not in shown and [b.label for b in at.button] == ["Compute it"]
+    assert any("150,000 tokens: it takes a while, so it starts on the button." == c.value for c in at.caption)
+    at.button(key="slow-go").click().run()
+    assert "computed" in [m.value for m in at.markdown]
+    at.run()  # remembered for this tokenizer: no button again
+    assert "computed" in [m.value for m in at.markdown] and not at.button

@@ -28,6 +28,7 @@ from support import ROOT, load_shared
 
 from analysis.core import paths
 from analysis.tokenizer.export import library_zip
+from ui.library import _SELECT_NEXT
 
 # the events of the interpreter that touch a path (os.stat and friends have none: they only look)
 _EVENTS = {"open", "os.listdir", "os.scandir", "os.mkdir", "os.remove", "os.rmdir", "os.rename", "os.replace",
@@ -235,7 +236,8 @@ def _view_bytes(at: AppTest) -> bytes:
 @pytest.mark.parametrize(("page_file", "mode"), _page_params())
 def test_a_hostile_walk_reaches_and_shows_no_server_path(page_file, mode, tmp_path, monkeypatch):
     """One walk of a page (a fresh session each, so the two test workers share the pages between them), with an
-    example tokenizer in the library (its source is a folder of the shared assets), checking after every run:
+    example tokenizer in the library (its source is a folder of the shared assets) and chosen in the page's picker,
+    checking after every run:
 
     - no field reaches the typed folder outside the roots (no open, listing, creation, rename or deletion under
       it, and afterwards it holds exactly what it held);
@@ -258,6 +260,11 @@ def test_a_hostile_walk_reaches_and_shows_no_server_path(page_file, mode, tmp_pa
     at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=300)
     at.run()
     at.session_state["toklab_library"] = {**at.session_state["toklab_library"], "gpt2": load_shared("gpt2")}
+    # the page's tokenizer picker starts on it: its source is the server path a download could leak, and its
+    # 50k vocabulary keeps every job small (on the embedded default's 151k, Prune's and Extend's walks took 15-23 s
+    # each, mostly zipping and re-reading its exports); the slow parts that wait for a button on a large vocabulary
+    # (ui.progress.start_now) run at once here, and test_first_views checks that waiting
+    at.session_state[_SELECT_NEXT] = "gpt2"
     leaks: list[str] = []
     scanned: dict[str, bytes] = {}
     echo = typed.encode() if typed else None
