@@ -8,7 +8,9 @@ every animation frame).
 Pages that compute on a button (Compression, Under-trained tokens, Extend…) are timed to their first view, before
 the button. The first pass (`cold`) is the first visit of each page on a fresh server (imports, first loads and
 disk-cache reads included); the second pass (`warm`) visits them again in new sessions (the median of `--visits`
-visits).
+visits). Both open each page in a new browser profile (a first-time visitor: Streamlit's front-end code is
+fetched, parsed and compiled again); the third (`new tab`) opens it in a new tab of one profile that has loaded
+the app before (a returning user: a new session, the front-end code from the browser's caches).
 
 `warm − Home` is a page's own cost: Home computes nothing, so its time is the floor of any first view in a new
 browser context (loading and starting Streamlit's front end, the websocket, the frame).
@@ -81,14 +83,23 @@ def idle(page: Page, timeout: int = 600_000) -> None:
 
 
 def first_render(browser, url: str) -> float:
-    """Seconds from the request to the drawn page (:func:`idle`), in a new browser session."""
+    """Seconds from the request to the drawn page (:func:`idle`), in a new browser profile (a new context: no
+    HTTP or compiled-code cache, as a first-time visitor's browser) and a new Streamlit session."""
     ctx = browser.new_context(viewport={"width": 1280, "height": 900})
+    dt = render_in_tab(ctx, url)
+    ctx.close()
+    return dt
+
+
+def render_in_tab(ctx, url: str) -> float:
+    """Seconds from the request to the drawn page in a new tab of the browser context `ctx` (a new Streamlit
+    session; the browser's caches as `ctx` left them)."""
     page = ctx.new_page()
     t0 = time.perf_counter()
     page.goto(url)
     idle(page)
     dt = time.perf_counter() - t0
-    ctx.close()
+    page.close()
     return dt
 
 
@@ -177,18 +188,33 @@ def main() -> None:
                 r["warm_s"] = statistics.median(
                     first_render(browser, base + r["path"]) for _ in range(args.visits)
                 )
+            # a returning visitor: one browser profile that has loaded the app once, a new tab (a new session)
+            # per visit, so Streamlit's front-end code comes from the browser's caches
+            ctx = browser.new_context(viewport={"width": 1280, "height": 900})
+            render_in_tab(ctx, base + "/")
+            for r in rows:
+                r["tab_s"] = statistics.median(
+                    render_in_tab(ctx, base + r["path"]) for _ in range(args.visits)
+                )
+            ctx.close()
             updates = [] if args.no_playground else playground_updates(browser, base, args.repeat)
             browser.close()
     finally:
         proc.terminate()
         proc.wait(15)
     home = next((r["warm_s"] for r in rows if r["page"] == "Home"), None)
-    print(f"{'page':<24} {'cold (s)':>9} {'warm (s)':>9} {'warm − Home (s)':>16}")
+    print(f"{'page':<24} {'cold (s)':>9} {'warm (s)':>9} {'warm − Home (s)':>16} {'new tab (s)':>12}")
     for r in rows:
         if home is not None:  # the page's own cost: Home computes nothing, so its time is the browser's floor
             r["over_home_s"] = r["warm_s"] - home
         over = f"{r['over_home_s']:>+16.2f}" if home is not None else ""
-        print(f"{r['page']:<24} {r['cold_s']:>9.2f} {r['warm_s']:>9.2f} {over}")
+        print(f"{r['page']:<24} {r['cold_s']:>9.2f} {r['warm_s']:>9.2f} {over} {r['tab_s']:>12.2f}")
+    print(
+        "cold: a fresh server; warm: the server warm; both in a new browser profile (a first-time visitor)."
+    )
+    print(
+        "new tab: the server warm, a new session in a browser that has loaded the app before (a returning user)."
+    )
     print("target: every page's first view ≤ 2 s, fresh server (cold) and warm")
     if updates:
         print(f"Playground update (3 tokenizers): median {statistics.median(updates):.2f} s, max {max(updates):.2f} s "
