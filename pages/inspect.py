@@ -193,7 +193,8 @@ def pipeline_demo(tok: LoadedTokenizer) -> None:
     sample = st.text_area("Sample text", SAMPLE_TEXT, key="inspect-sample", height=100)
     normalized, pieces = pre_tokens(tok, sample)
     st.markdown(f"**Normalizer** ({' → '.join(describe_component(tok.normalizer)) or 'none'}):")
-    st.code(normalized, language=None)
+    # monospace, as typed: st.code would load a 1.6 MB syntax highlighter into the first view for a plain string
+    st.text(normalized)
     st.markdown(f"**Pre-tokens** ({len(pieces)}):")
     table = pd.DataFrame({"pre-token": [p for p, _ in pieces], "readable": [tok.readable(p) for p, _ in pieces],
                           "offsets": [f"{a}–{b}" for _, (a, b) in pieces]})  # fmt: skip

@@ -18,7 +18,9 @@ from analysis.core.cache import clear_memory
 from analysis.methods import reuse
 from analysis.methods.pruning import orders
 from analysis.tokenizer import vocab_table
+from analysis.tokenizer.defaults import SAMPLE_TEXT
 from analysis.views import vocab_views
+from analysis.views.playground import pre_tokens
 from ui import warmup
 from ui.loaders import load_default
 
@@ -111,11 +113,13 @@ def _svgs(at: AppTest) -> list[str]:
 
 
 def test_inspect_and_token_health_draw_static_charts_first_and_plotly_on_request():
-    """Their first views load no chart module: the charts are SVG (ui/svg.py) whose tooltips carry the counts
+    """Their first views load no chart module (and Load & inspect no syntax highlighter): the charts are SVG (ui/svg.py) whose tooltips carry the counts
     the tables hold; the toggle swaps in the interactive Plotly charts."""
     tok = load_shared("llama-2")
     at = _session("pages/inspect.py", "inspect-tok")
     assert not at.get("plotly_chart") and len(_svgs(at)) == 1
+    # nor the syntax highlighter (1.6 MB) for the normalized sample: plain monospace text
+    assert not at.code and pre_tokens(tok, SAMPLE_TEXT)[0] in [t.value for t in at.text]
     by_script = vocab_table.vocab_table(tok)["script"].value_counts()
     tips = dict(re.findall(r"<title>([^<:]+): ([\d,]+)</title></rect>", _svgs(at)[0]))
     assert {k: int(v.replace(",", "")) for k, v in tips.items()} == by_script.to_dict()
