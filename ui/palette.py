@@ -4,8 +4,9 @@ symbol per tokenizer as a second cue."""
 
 from __future__ import annotations
 
-#: Okabe–Ito, "Color Universal Design" (2008): distinguishable with every common colour-vision deficiency.
-OKABE_ITO = ["#0072B2", "#E69F00", "#009E73", "#D55E00", "#CC79A7", "#56B4E9", "#000000", "#F0E442"]
+#: Okabe–Ito, "Color Universal Design" (2008): distinguishable with every common colour-vision deficiency; its
+#: black is a mid grey here, which shows on Streamlit's dark theme as well as on the light one.
+OKABE_ITO = ["#0072B2", "#E69F00", "#009E73", "#D55E00", "#CC79A7", "#56B4E9", "#999999", "#F0E442"]
 SYMBOLS = ["circle", "diamond", "square", "triangle-up", "cross", "triangle-down", "x", "star"]
 
 

@@ -14,7 +14,7 @@ from analysis.bpe import collapse_tree, layout_forest
 from analysis.bpe import merge_tree as base_merge_tree
 
 #: node kind → (colour, marker symbol, hover note, legend entry); Okabe–Ito colours, distinct for colour-blind eyes
-_STYLE = {
+NODE_STYLES = {
     "merged": ("#0072B2", "circle", "", "made by a merge (its rank below the token)"),
     "atomic": ("#999999", "circle", "", "alphabet symbol (no merge)"),
     "unreachable": (
@@ -29,7 +29,7 @@ _STYLE = {
         "<br>collapsed: raise the depth to expand",
         "collapsed subtree (…)",
     ),
-    "added": ("#000000", "square", "", "added / special token"),
+    "added": ("#009E73", "square", "", "added / special token"),
     "merge_skipped": (
         "#CC79A7",
         "diamond",
@@ -63,7 +63,7 @@ def _label_and_hover(tok: LoadedTokenizer, n: dict, kind: str) -> tuple[str, str
     if kind == "collapsed":
         label += " …"
     made = "atomic (no merge)" if rank is None and kind != "unreachable" else f"merge rank #{rank}"
-    hover = f"<b>{html.escape(repr(readable))}</b><br>id {n.get('id')} · raw {html.escape(repr(raw))}<br>{made}{_STYLE[kind][2]}"
+    hover = f"<b>{html.escape(repr(readable))}</b><br>id {n.get('id')} · raw {html.escape(repr(raw))}<br>{made}{NODE_STYLES[kind][2]}"
     return label, hover
 
 
@@ -128,15 +128,15 @@ def merge_tree_figure(tok: LoadedTokenizer, trees: list[dict], max_depth: int) -
             hoverinfo="text",
             marker={
                 "size": 12,
-                "color": [_STYLE[k][0] for k in kinds],
-                "symbol": [_STYLE[k][1] for k in kinds],
+                "color": [NODE_STYLES[k][0] for k in kinds],
+                "symbol": [NODE_STYLES[k][1] for k in kinds],
                 "line": {"width": 1, "color": "white"},
             },
             showlegend=False,
         )
     )
-    for kind in [k for k in _STYLE if k in kinds]:  # legend: one entry per kind of node on screen
-        colour, symbol, _, text = _STYLE[kind]
+    for kind in [k for k in NODE_STYLES if k in kinds]:  # legend: one entry per kind of node on screen
+        colour, symbol, _, text = NODE_STYLES[kind]
         fig.add_trace(
             go.Scatter(
                 x=[None],

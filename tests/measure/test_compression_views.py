@@ -14,6 +14,7 @@ from analysis.measure import metrics as mx
 from analysis.texts.flores import languages
 from ui.language_charts import dot_plot, ordered_languages
 from ui.palette import OKABE_ITO, tokenizer_colours
+from ui.trees import NODE_STYLES
 
 
 def _rows(names=("A", "B"), codes=None) -> list[dict]:
@@ -87,3 +88,20 @@ def test_every_chart_without_explicit_colours_uses_the_same_palette():
     """Streamlit's chart theme colours every series that has no colour of its own: Okabe–Ito, not two blues."""
     config = tomllib.loads((ROOT / ".streamlit" / "config.toml").read_text(encoding="utf-8"))
     assert config["theme"]["chartCategoricalColors"] == OKABE_ITO
+
+
+def _luminance(colour: str) -> float:
+    """WCAG relative luminance of a #RRGGBB colour."""
+    c = [int(colour[i : i + 2], 16) / 255 for i in (1, 3, 5)]
+    r, g, b = (x / 12.92 if x <= 0.03928 else ((x + 0.055) / 1.055) ** 2.4 for x in c)
+    return 0.2126 * r + 0.7152 * g + 0.0722 * b
+
+
+def test_no_series_colour_vanishes_on_the_light_or_the_dark_theme():
+    """The app follows the browser's light or dark theme: every palette colour (and the merge trees' node colours)
+    stands out from both backgrounds (WCAG contrast ratio ≥ 1.25; Okabe–Ito's black had 1.11 on the dark one)."""
+    backgrounds = {"light": "#FFFFFF", "dark": "#0E1117"}  # Streamlit's two themes
+    for colour in [*OKABE_ITO, *(style[0] for style in NODE_STYLES.values())]:
+        for theme, bg in backgrounds.items():
+            hi, lo = sorted((_luminance(colour), _luminance(bg)), reverse=True)
+            assert (hi + 0.05) / (lo + 0.05) >= 1.25, (colour, theme)
