@@ -32,6 +32,7 @@ from analysis.texts.flores import available_codes
 from analysis.texts.flores import lines as flores_lines
 from analysis.tokenizer.defaults import SAMPLE_TEXT
 from ui.caching import cache_resource
+from ui.charts import interactive_toggle, show_svg
 from ui.pickers import pick_model, pick_tokenizer
 from ui.spans import token_spans_html
 from ui.svg import line_chart
@@ -113,7 +114,7 @@ def curve(full: DynamicResult, k: int, target: float) -> None:
         need_rel = full.merges_for_reduction(target, relative_to_max=True)
         c1.metric(f"Merges for {target:g}% of max.", "—" if need_rel is None else f"{need_rel:,}",
                   help="the paper's scale: 100% = the boundary-level (word / pre-token) length")  # fmt: skip
-    if c2.toggle("Interactive chart", key="dyn-plotly", help="Plotly: zoom, pan, hover, save as PNG"):
+    if interactive_toggle("dyn-plotly", container=c2):
         fig = go.Figure(
             go.Scatter(x=list(range(n_max + 1)), y=full.merges2seqlen, mode="lines", name="avg length")
         )
@@ -125,13 +126,13 @@ def curve(full: DynamicResult, k: int, target: float) -> None:
         fig.update_layout(xaxis_title="merges k", yaxis_title="average sequence length", height=340,
                           margin=dict(t=30, b=10))  # fmt: skip
         c2.plotly_chart(fig, width="stretch", key="dyn-curve")
-    else:  # static first: no chart module to load (ui/svg.py)
+    else:  # static first: no chart module to load (ui/charts.py)
         point = (
             None if need is None else (need, full.merges2seqlen[need], f"{target:g}% target: {need:,} merges")
         )
-        c2.markdown(line_chart(list(range(n_max + 1)), full.merges2seqlen, title="Average sequence length by merges",
-                               x_label="merges k", y_label="average sequence length", vline=(k, f"k = {k}"),
-                               marker=point), unsafe_allow_html=True)  # fmt: skip
+        show_svg(line_chart(list(range(n_max + 1)), full.merges2seqlen, title="Average sequence length by merges",
+                            x_label="merges k", y_label="average sequence length", vline=(k, f"k = {k}"),
+                            marker=point), container=c2)  # fmt: skip
     c2.caption("Each merge joins the batch's most frequent adjacent pair, so the average number of tokens per "
                "example drops fastest over the first merges and then slowly, once the pairs left occur only once or "
                "twice; the dotted line is the chosen k, the marker the merges the target needs.")  # fmt: skip

@@ -10,6 +10,7 @@ import plotly.express as px
 import streamlit as st
 
 from analysis.views.gallery import Gallery, read_gallery
+from ui.charts import interactive_toggle, show_svg
 from ui.gallery import start_build
 from ui.palette import tokenizer_colours
 from ui.svg import box_plot
@@ -45,18 +46,17 @@ def per_language(g: Gallery) -> None:
     """Bytes/token per language: one box per tokenizer, and the languages that fare worst overall."""
     names = [e.name for e in g.entries]
     colours = tokenizer_colours(names)
-    if st.toggle("Interactive chart (zoom, hover)", key="gal-interactive"):
+    if interactive_toggle("gal-interactive"):
         df = pd.DataFrame([{"tokenizer": e.name, "language": lang, "bytes/token": v}
                            for e in g.entries for lang, v in e.bytes_per_token.items()])  # fmt: skip
         fig = px.box(df, x="tokenizer", y="bytes/token", points="outliers", hover_name="language", color="tokenizer",
                      log_y=True, color_discrete_map=colours, category_orders={"tokenizer": names})  # fmt: skip
         fig.update_layout(height=420, showlegend=False, margin=dict(l=10, r=10, t=30, b=10))
         st.plotly_chart(fig, key="gal-box")
-    else:  # drawn with the page: no chart module to load first
+    else:  # drawn with the page: no chart module to load first (ui/charts.py)
         groups = [(e.name, list(e.bytes_per_token.items())) for e in g.entries]
-        svg = box_plot(groups, colours, title="Bytes per token on every FLORES-200 language, per tokenizer",
-                       y_label="bytes/token")  # fmt: skip
-        st.markdown(svg, unsafe_allow_html=True)  # st.html's sanitiser keeps HTML only: it drops every SVG
+        show_svg(box_plot(groups, colours, title="Bytes per token on every FLORES-200 language, per tokenizer",
+                          y_label="bytes/token"))  # fmt: skip
     med = g.medians()
     worst = sorted(med, key=med.get)[:10]
     st.markdown("**The ten languages with the fewest bytes per token** (median over these tokenizers): "

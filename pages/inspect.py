@@ -24,6 +24,7 @@ from analysis.views.vocab_views import (
     vocab_page,
 )
 from ui import links
+from ui.charts import interactive_toggle, show_svg
 from ui.errors import try_step
 from ui.export_check import export_check_section
 from ui.library import add_to_library, library, shown_source, take_selection, upload_to_library
@@ -175,16 +176,15 @@ def vocabulary(name: str, tok: LoadedTokenizer) -> None:
     by_script = (
         df.groupby("script", observed=True).size().sort_values(ascending=False).reset_index(name="tokens")
     )
-    if st.toggle("Interactive chart", key="inspect-plotly", help="Plotly: zoom, pan, hover, save as PNG"):
+    if interactive_toggle("inspect-plotly"):
         st.plotly_chart(
             px.bar(by_script, x="script", y="tokens", title="Vocabulary by script", log_y=True),
             width="stretch",
         )
-    else:  # static first: no chart module to load (ui/svg.py)
-        st.markdown("**Vocabulary by script**")
+    else:  # static first: no chart module to load (ui/charts.py)
         svg = bar_chart([str(s) for s in by_script["script"]], [("tokens", by_script["tokens"].tolist())], {},
                         title="Vocabulary by script", y_label="tokens", log_y=True)  # fmt: skip
-        st.markdown(svg, unsafe_allow_html=True)  # st.html's sanitiser drops SVG
+        show_svg(svg, heading="Vocabulary by script")
 
 
 def pipeline_demo(tok: LoadedTokenizer) -> None:

@@ -21,6 +21,7 @@ from analysis.methods.reuse import measures as rm
 from analysis.methods.reuse.model import export_model, read_for_model_check
 from analysis.texts.corpora import iter_bytes
 from analysis.texts.flores import ENGLISH, FLORES_TRAIN_LINES, split_lines
+from ui.charts import interactive_toggle, show_svg
 from ui.errors import try_step
 from ui.export_check import export_check_section
 from ui.model_check import model_check_section
@@ -109,20 +110,19 @@ def classes_chart(vc: reuse.VocabClasses, plan: reuse.ReusePlan) -> None:
         for k, _ in top
     ]
     title = "Tokens per Unicode class (40 largest; red = reused, green = preserved)"
-    if st.toggle("Interactive chart", key="reuse-plotly", help="Plotly: zoom, pan, hover, save as PNG"):
+    if interactive_toggle("reuse-plotly"):
         fig = go.Figure(go.Bar(x=[k for k, _ in top], y=[v for _, v in top], marker_color=[COLOURS[s] for s in status],
                                customdata=status, hovertemplate="%{x}: %{y:,} tokens (%{customdata})<extra></extra>"))  # fmt: skip
         fig.update_layout(
             title=title, yaxis_type="log", yaxis_title="tokens", height=380, margin=dict(t=40, b=10)
         )
         st.plotly_chart(fig, width="stretch", key="reuse-classes-chart")
-    else:  # static first: no chart module to load (ui/svg.py)
-        st.markdown(f"**{title}**")
+    else:  # static first: no chart module to load (ui/charts.py)
         series = [(s, [v if got == s else 0 for (_, v), got in zip(top, status)]) for s in COLOURS]
         svg = bar_chart(
             [k for k, _ in top], series, COLOURS, title=title, y_label="tokens", log_y=True, legend=True
         )
-        st.markdown(svg, unsafe_allow_html=True)  # st.html's sanitiser drops SVG
+        show_svg(svg, heading=title)
     st.caption(
         f"{len(vc.counts())} classes; {len(vc.unclassified):,} tokens unclassified (whitespace, General Punctuation); "
         f"{len(vc.special_ids) + len(vc.byte_ids):,} special and single-byte ids are never reused."

@@ -18,6 +18,7 @@ from analysis.texts.corpora import MAX_UPLOAD_CHARS, upload_lines
 from analysis.views.vocab_views import UNREACHABLE, filter_stt, stt_table, would_be_ranks
 from ui import links
 from ui.caching import cache_data
+from ui.charts import interactive_toggle, show_svg
 from ui.errors import try_step
 from ui.palette import OKABE_ITO
 from ui.pickers import BPE, pick_tokenizer
@@ -131,9 +132,7 @@ def replay_now(tok: LoadedTokenizer, view: pd.DataFrame) -> bool:
 def charts(tok: LoadedTokenizer, view: pd.DataFrame, replay: bool) -> None:
     """The filtered tokens by id and by script (static SVG first, Plotly on request); unreachable ones against the
     rank of their would-be merge."""
-    interactive = st.toggle(
-        "Interactive charts", key="th-plotly", help="Plotly: zoom, pan, hover, save as PNG"
-    )
+    interactive = interactive_toggle("th-plotly", charts=2)
     c1, c2 = st.columns(2)
     if interactive:
         hist = px.histogram(view, x="id", color="category", nbins=60, title="By id (≈ merge order)",
@@ -152,15 +151,14 @@ def charts(tok: LoadedTokenizer, view: pd.DataFrame, replay: bool) -> None:
         edges = np.histogram_bin_edges(ids, bins=min(60, span)) if len(ids) else np.array([0.0, 1.0])
         hist_series = [(SHORT[c], np.histogram(ids[(view["category"] == c).to_numpy()], edges)[0].tolist())
                        for c in present]  # fmt: skip
-        c1.markdown("**By id (≈ merge order)**")
-        c1.markdown(bar_chart([f"{int(e):,}" for e in edges[:-1]], hist_series, colours, title="Tokens by id",
-                              y_label="tokens", label_every=max(1, (len(edges) - 1) // 6), legend=True, width=560), unsafe_allow_html=True)  # fmt: skip
+        show_svg(bar_chart([f"{int(e):,}" for e in edges[:-1]], hist_series, colours, title="Tokens by id",
+                           y_label="tokens", label_every=max(1, (len(edges) - 1) // 6), legend=True, width=560),
+                 heading="By id (≈ merge order)", container=c1)  # fmt: skip
         table = view.groupby(["script", "category"]).size().unstack(fill_value=0)
         table = table.loc[table.sum(axis=1).sort_values(ascending=False).index]
         script_series = [(SHORT[c], table[c].tolist()) for c in present if c in table]
-        c2.markdown("**By script**")
-        c2.markdown(bar_chart([str(s) for s in table.index], script_series, colours, title="Tokens by script",
-                              y_label="tokens", legend=True, width=560), unsafe_allow_html=True)  # fmt: skip
+        show_svg(bar_chart([str(s) for s in table.index], script_series, colours, title="Tokens by script",
+                           y_label="tokens", legend=True, width=560), heading="By script", container=c2)  # fmt: skip
     ids = (
         tuple(int(i) for i in view.loc[view["category"].isin(UNREACHABLE), "id"].head(3000)) if replay else ()
     )

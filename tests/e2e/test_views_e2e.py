@@ -113,6 +113,6 @@ def test_a_stored_gallery_is_drawn_with_its_chart_and_no_chart_module(
         heavy = [m for m in modules if m.startswith(("PlotlyChart.", "DataFrame."))]
         assert not heavy, heavy
         screenshot(page, artifacts / "gallery_stored.png")
-        page.get_by_text("Interactive chart (zoom, hover)").click()
+        page.get_by_text("Interactive chart", exact=True).click()
         wait_idle(page)
         expect(page.locator('[data-testid="stPlotlyChart"] .main-svg').first).to_be_visible(timeout=60_000)
