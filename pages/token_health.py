@@ -24,7 +24,7 @@ from ui.palette import OKABE_ITO
 from ui.pickers import BPE, pick_tokenizer
 from ui.progress import progress, start_now
 from ui.spans import pieces_html
-from ui.svg import bar_chart
+from ui.svg import bar_chart, id_bins
 
 LABELS = {
     "reachable": "Reachable",
@@ -147,12 +147,11 @@ def charts(tok: LoadedTokenizer, view: pd.DataFrame, replay: bool) -> None:
         present = [c for c in CATEGORIES if (view["category"] == c).any()]
         colours = {SHORT[c]: OKABE_ITO[k % len(OKABE_ITO)] for k, c in enumerate(CATEGORIES)}
         ids = view["id"].to_numpy()
-        span = int(ids.max() - ids.min()) + 1 if len(ids) else 1
-        edges = np.histogram_bin_edges(ids, bins=min(60, span)) if len(ids) else np.array([0.0, 1.0])
+        labels, edges = id_bins(ids)
         hist_series = [(SHORT[c], np.histogram(ids[(view["category"] == c).to_numpy()], edges)[0].tolist())
                        for c in present]  # fmt: skip
-        show_svg(bar_chart([f"{int(e):,}" for e in edges[:-1]], hist_series, colours, title="Tokens by id",
-                           y_label="tokens", label_every=max(1, (len(edges) - 1) // 6), legend=True, width=560),
+        show_svg(bar_chart(labels, hist_series, colours, title="Tokens by id",
+                           y_label="tokens", label_every=max(1, len(labels) // 6), legend=True, width=560),
                  heading="By id (≈ merge order)", container=c1)  # fmt: skip
         table = view.groupby(["script", "category"]).size().unstack(fill_value=0)
         table = table.loc[table.sum(axis=1).sort_values(ascending=False).index]

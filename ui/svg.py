@@ -166,6 +166,23 @@ def nice_ticks(hi: float, most: int = 6) -> list[float]:
     return [k * step for k in range(int(hi // step) + 1)]
 
 
+def id_bins(ids: Sequence[int] | np.ndarray, most: int = 60) -> tuple[list[str], np.ndarray]:
+    """Histogram bins of token ids for :func:`bar_chart`: at most `most` bins of one whole width (one id per bin
+    when the ids span at most `most`), as (labels, edges) for ``np.histogram(ids, edges)``. A label names its bin's
+    ids ("151,643", or "0–2,527" for a wider bin), so no two bins share a label (equal-width float bins over three
+    ids were labelled 151,643, 151,643, 151,644)."""
+    ids = np.asarray(ids, dtype=np.int64)
+    if not ids.size:
+        return ["0"], np.array([0, 1])
+    lo, hi = int(ids.min()), int(ids.max())
+    width = max(1, math.ceil((hi - lo + 1) / most))
+    n = math.ceil((hi - lo + 1) / width)
+    edges = lo + width * np.arange(n + 1, dtype=np.int64)
+    if width == 1:
+        return [f"{int(a):,}" for a in edges[:-1]], edges
+    return [f"{int(a):,}–{int(a) + width - 1:,}" for a in edges[:-1]], edges
+
+
 def bar_chart(
     x: Sequence[str],
     series: Sequence[tuple[str, Sequence[float]]],

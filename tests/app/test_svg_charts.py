@@ -8,7 +8,7 @@ import re
 import numpy as np
 import pytest
 
-from ui.svg import Box, bar_chart, box_plot, line_chart, log_ticks, nice_ticks
+from ui.svg import Box, bar_chart, box_plot, id_bins, line_chart, log_ticks, nice_ticks
 
 
 def test_a_box_is_tukeys_box_of_the_finite_values():
@@ -108,3 +108,22 @@ def test_a_line_chart_thins_its_points_and_draws_the_chosen_k_and_the_target():
     assert "<title>10% target: 30 merges</title>" in svg and "&lt;len&gt;" in svg and "<len>" not in svg
     with pytest.raises(ValueError):
         line_chart([1, 2], [1], title="t", x_label="x", y_label="y")
+
+
+def test_id_bins_have_whole_widths_distinct_labels_and_count_every_id():
+    """Token health's "by id" histogram: three special ids were three float bins labelled 151,643, 151,643, 151,644."""
+    labels, edges = id_bins([151643, 151644, 151645])
+    assert labels == ["151,643", "151,644", "151,645"]
+    assert np.histogram([151643, 151644, 151645], edges)[0].tolist() == [1, 1, 1]
+    ids = np.arange(151_646)
+    labels, edges = id_bins(ids)
+    widths = set(np.diff(edges).tolist())
+    assert len(labels) == 60 and widths == {2528} and len(set(labels)) == len(labels)
+    assert labels[0] == "0–2,527" and labels[-1] == "149,152–151,679"
+    assert np.histogram(ids, edges)[0].sum() == ids.size
+    labels, edges = id_bins([7])
+    assert labels == ["7"] and edges.tolist() == [7, 8] and id_bins([])[0] == ["0"]
+    labels, edges = id_bins(np.arange(100, 161))  # 61 ids: two per bin
+    assert (
+        len(labels) == 31 and labels[-1] == "160–161" and np.histogram(np.arange(100, 161), edges)[0][-1] == 1
+    )
