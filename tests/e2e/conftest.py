@@ -114,8 +114,8 @@ def shared_context(browser: Browser, browser_context_args: dict) -> Iterator[Bro
     """One browser context (one browser profile) for every journey, as a user's browser keeps one: each test
     opens its own tab in it, so each is a new Streamlit session, while Streamlit's front-end code stays in the
     profile's HTTP and compiled-code caches. A new context per test parsed and compiled that code again on every
-    page load: 2.9 s of chromium CPU per load against 1.1 s in a shared one (5 pages, 2026-11-27), and chromium
-    was the journeys' largest CPU user (70 s of 124 s over 12 of them).
+    page load: 2.9 s of chromium CPU per load against 1.1 s in a shared one (5 pages, 2026-11-27); over the 24
+    journeys (one process, idle) 262 → 252 s, as most of chromium's work is drawing the app's reruns.
 
     Actions wait up to `EXPECT_TIMEOUT_MS` like `expect` (30 s is too short for a click that waits for a page's
     first run on a cold, loaded machine), and every page it opens is followed by a `RunTracker` (so that
