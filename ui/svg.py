@@ -16,6 +16,10 @@ from html import escape
 
 import numpy as np
 
+from ui.palette import OKABE_ITO
+
+#: A series without a colour of its own, and a line chart's line and marker: the palette's blue and vermillion.
+LINE, MARK = OKABE_ITO[0], OKABE_ITO[3]
 #: Tick multipliers of a log axis, densest first (thinned when the range is wide).
 _LOG_STEPS = ((1, 1.5, 2, 3, 4, 5, 6, 8), (1, 2, 3, 5), (1, 2, 5), (1,))
 
@@ -123,7 +127,7 @@ def box_plot(
                f'fill="currentColor">{escape(y_label)} (log scale)</text>')  # fmt: skip
     for i, (name, _) in enumerate(groups):
         cx = left + slot * (i + 0.5)
-        colour = escape(colours.get(name, "#0072B2"))
+        colour = escape(colours.get(name, LINE))
         ly = height - bottom + 18
         turn = (
             f' transform="rotate(-30 {cx:.1f} {ly})" text-anchor="end"' if rotate else ' text-anchor="middle"'
@@ -254,7 +258,7 @@ def bar_chart(
     if legend:
         lx = left
         for name, _ in series:
-            colour = escape(colours.get(name, "#0072B2"))
+            colour = escape(colours.get(name, LINE))
             out.append(f'<rect x="{lx}" y="6" width="11" height="11" fill="{colour}"/>'
                        f'<text x="{lx + 15}" y="16" fill="currentColor">{escape(name)}</text>')  # fmt: skip
             lx += 30 + 7 * len(name)
@@ -269,7 +273,7 @@ def bar_chart(
                 continue
             y0, y1 = (base if acc == 0 else y(acc)), y(acc + v)
             acc += v
-            colour = escape(colours.get(name, "#0072B2"))
+            colour = escape(colours.get(name, LINE))
             tip = escape(f"{lab}: {name} {v:,.10g}" if legend else f"{lab}: {v:,.10g}")
             out.append(f'<rect x="{bx:.1f}" y="{y1:.1f}" width="{bw:.1f}" height="{max(0.5, y0 - y1):.1f}" '
                        f'fill="{colour}"><title>{tip}</title></rect>')  # fmt: skip
@@ -341,7 +345,7 @@ def line_chart(
     out.append(f'<text transform="translate(14 {top + plot_h / 2:.0f}) rotate(-90)" text-anchor="middle" '
                f'fill="currentColor">{escape(y_label)}</text>')  # fmt: skip
     points = " ".join(f"{px_(xs[i]):.1f},{py(ys[i]):.1f}" for i in keep)
-    out.append(f'<polyline points="{points}" fill="none" stroke="#0072B2" stroke-width="2">'
+    out.append(f'<polyline points="{points}" fill="none" stroke="{LINE}" stroke-width="2">'
                f"<title>{escape(y_label)}: {float(ys[0]):,.4g} → {float(ys[-1]):,.4g}</title></polyline>")  # fmt: skip
     if vline is not None:
         vx = px_(vline[0])
@@ -350,7 +354,7 @@ def line_chart(
                    f'<text x="{vx + 4:.1f}" y="{top + 12}" fill="currentColor">{escape(vline[1])}</text>')  # fmt: skip
     if marker is not None:
         mx, my, label = marker
-        out.append(f'<circle class="tl-marker" cx="{px_(mx):.1f}" cy="{py(my):.1f}" r="5" fill="#D55E00">'
+        out.append(f'<circle class="tl-marker" cx="{px_(mx):.1f}" cy="{py(my):.1f}" r="5" fill="{MARK}">'
                    f"<title>{escape(label)}</title></circle>")  # fmt: skip
     out.append("</svg>")
     return "".join(out)

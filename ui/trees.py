@@ -12,26 +12,27 @@ import streamlit as st
 from analysis import AnalysisError, LoadedTokenizer
 from analysis.bpe import collapse_tree, layout_forest
 from analysis.bpe import merge_tree as base_merge_tree
+from ui.palette import OKABE_ITO
 
 #: node kind → (colour, marker symbol, hover note, legend entry); Okabe–Ito colours, distinct for colour-blind eyes
 NODE_STYLES = {
-    "merged": ("#0072B2", "circle", "", "made by a merge (its rank below the token)"),
-    "atomic": ("#999999", "circle", "", "alphabet symbol (no merge)"),
+    "merged": (OKABE_ITO[0], "circle", "", "made by a merge (its rank below the token)"),
+    "atomic": (OKABE_ITO[6], "circle", "", "alphabet symbol (no merge)"),
     "unreachable": (
-        "#D55E00",
+        OKABE_ITO[3],
         "x",
         "<br>UNREACHABLE: BPE builds the pieces below instead",
         "unreachable token",
     ),
     "collapsed": (
-        "#E69F00",
+        OKABE_ITO[1],
         "triangle-down",
         "<br>collapsed: raise the depth to expand",
         "collapsed subtree (…)",
     ),
-    "added": ("#009E73", "square", "", "added / special token"),
+    "added": (OKABE_ITO[2], "square", "", "added / special token"),
     "merge_skipped": (
-        "#CC79A7",
+        OKABE_ITO[4],
         "diamond",
         "<br>whole pre-token in the vocabulary: merges skipped (ignore_merges)",
         "whole pre-token (merges skipped)",
