@@ -55,6 +55,9 @@ ENV_VAR = "TOKLAB_FLORES"
 OFFICIAL_URL = "https://dl.fbaipublicfiles.com/nllb/flores200_dataset.tar.gz"
 FLORES_PLUS_REPO = "openlanguagedata/flores_plus"
 ENGLISH = "eng_Latn"
+#: what :func:`extract_archive` unpacks at most (far above the official archive: two text files per language)
+MAX_ARCHIVE_BYTES = 2 << 30
+MAX_ARCHIVE_MEMBERS = 100_000
 
 #: FLORES+ / requested code → FLORES-200 file name (the inverse is used when a FLORES+ source lacks a code).
 ALIASES: dict[str, str] = {
@@ -547,6 +550,42 @@ def flores_cache_dir() -> Path:
     return d
 
 
+def _extract_plain(tf: tarfile.TarFile, dest: Path, archive: Path) -> None:
+    """Extract the regular files and folders of `tf` under `dest`, and nothing else: no links, devices or FIFOs,
+    no absolute or ``..`` names, no owners or modes from the archive. The same on every Python 3.11 (the
+    ``filter="data"`` argument of :meth:`tarfile.TarFile.extractall` is missing before 3.11.4, e.g. on Debian 12's
+    3.11.2). The declared sizes are added up before anything is written: more than
+    :data:`MAX_ARCHIVE_BYTES` or :data:`MAX_ARCHIVE_MEMBERS` is refused."""
+    plan: list[tuple[tarfile.TarInfo, Path]] = []
+    total = 0
+    for n, mb in enumerate(tf, start=1):
+        if n > MAX_ARCHIVE_MEMBERS:
+            raise DataError(
+                f"{archive} holds more than {MAX_ARCHIVE_MEMBERS:,} entries: not a FLORES archive"
+            )
+        if not (mb.isfile() or mb.isdir()):
+            continue
+        parts = [p for p in mb.name.replace("\\", "/").split("/") if p not in ("", ".")]
+        if mb.name.startswith(("/", "\\")) or ".." in parts or not parts:
+            raise DataError(f"{archive} holds an entry outside its folder ({mb.name!r}): refused")
+        total += mb.size if mb.isfile() else 0
+        if total > MAX_ARCHIVE_BYTES:
+            raise DataError(
+                f"{archive} unpacks to more than {MAX_ARCHIVE_BYTES >> 20:,} MiB: not a FLORES archive"
+            )
+        plan.append((mb, dest.joinpath(*parts)))
+    for mb, target in plan:
+        if mb.isdir():
+            target.mkdir(parents=True, exist_ok=True)
+            continue
+        target.parent.mkdir(parents=True, exist_ok=True)
+        src = tf.extractfile(mb)
+        if src is None:
+            continue
+        with src, open(target, "wb") as out:
+            shutil.copyfileobj(src, out, 1 << 20)
+
+
 def extract_archive(archive: Path) -> Path:
     """Extract a FLORES `.tar.gz` once into the cache (keyed by its SHA-256) and return the folder."""
     m = hashlib.sha256()
@@ -564,8 +603,7 @@ def extract_archive(archive: Path) -> Path:
     tmp.mkdir(parents=True)
     try:
         with tarfile.open(archive) as tf:
-            members = [mb for mb in tf.getmembers() if mb.isfile() or mb.isdir()]
-            tf.extractall(tmp, members=members, filter="data")
+            _extract_plain(tf, tmp, archive)
     except (tarfile.TarError, OSError, EOFError) as e:
         shutil.rmtree(tmp, ignore_errors=True)
         raise DataError(f"{archive} is not a readable .tar.gz archive: {e}") from e

@@ -134,6 +134,41 @@ def test_bad_sources(tmp_path):
     assert not (tmp_path / "cache" / "escape.devtest").exists()
 
 
+def _tar(path, entries):
+    with tarfile.open(path, "w:gz") as tf:
+        for info, payload in entries:
+            tf.addfile(info, io.BytesIO(payload) if payload is not None else None)
+    return path
+
+
+def _file(name, payload=b"x\n"):
+    info = tarfile.TarInfo(name)
+    info.size = len(payload)
+    return info, payload
+
+
+def test_extraction_keeps_plain_files_only_and_checks_sizes_first(tmp_path, monkeypatch):
+    link = tarfile.TarInfo("flores200_dataset/devtest/link.devtest")
+    link.type, link.linkname = tarfile.SYMTYPE, "/etc/passwd"
+    fifo = tarfile.TarInfo("flores200_dataset/devtest/pipe.devtest")
+    fifo.type = tarfile.FIFOTYPE
+    mode = _file("flores200_dataset/devtest/eng_Latn.devtest", b"a\nb\n")
+    mode[0].mode, mode[0].uid = 0o4777, 12345
+    folder = fl.extract_archive(_tar(tmp_path / "ok.tar.gz", [mode, (link, None), (fifo, None)]))
+    got = sorted(p.name for p in (folder / "flores200_dataset" / "devtest").iterdir())
+    assert got == ["eng_Latn.devtest"]  # the link and the FIFO are not written
+    out = folder / "flores200_dataset" / "devtest" / "eng_Latn.devtest"
+    assert out.read_bytes() == b"a\nb\n" and not out.stat().st_mode & 0o4000  # no setuid from the archive
+    with pytest.raises(DataError, match="outside its folder"):
+        fl.extract_archive(_tar(tmp_path / "abs.tar.gz", [_file("/tmp/abs.devtest")]))
+    monkeypatch.setattr(fl, "MAX_ARCHIVE_BYTES", 10)
+    big = _tar(tmp_path / "big.tar.gz", [_file("d/a.devtest", b"x" * 6), _file("d/b.devtest", b"y" * 6)])
+    with pytest.raises(DataError, match="unpacks to more than"):
+        fl.extract_archive(big)
+    assert not any(p.name.startswith("extract-") for p in fl.flores_cache_dir().iterdir() if p.is_dir()
+                   and (p / "d").exists())  # fmt: skip
+
+
 def test_env_var_default(tmp_path, monkeypatch):
     tree = _make_tree(tmp_path / "tree", codes=("deu_Latn",))
     monkeypatch.setenv("TOKLAB_FLORES", str(tree))
