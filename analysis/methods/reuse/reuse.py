@@ -649,67 +649,84 @@ class ReuseTokenizer:
         return segs
 
     def _window_segments_bytes(self, ids: list[int]) -> list[list[Any]]:
-        """:meth:`_window_segments` on token bytes: each segment keeps an incremental UTF-8 decoder, so testing
-        "segment + window decodes without U+FFFD" costs the window, not the whole segment (same segments)."""
+        """:meth:`_window_segments` on token bytes, in linear time (the same segments).
+
+        A segment's bytes are decoded lazily: tokens appended to it are buffered and fed to its incremental UTF-8
+        decoder in one call only when a window is tested against it (feeding a stream in one chunk or many gives
+        the same output). "Segment + window decodes without U+FFFD" is then a strict decoding of the decoder's
+        pending bytes (at most 3) and the window's: it fails exactly where the replacing decoder would write
+        U+FFFD, and a decoded U+FFFD (one in the text itself) counts too. The window's bytes grow with it."""
         o2n, reused, repl = self.old_to_new, self.reused_ids, self.replacement_ids
         table, _ = self._byte_table()
-        segs: list[list[Any]] = []  # [mapped, ids, decoder, saw U+FFFD]
+        # a segment: [mapped, ids, decoder, saw U+FFFD, ids not yet fed to the decoder]
+        segs: list[list[Any]] = []
 
-        def feed(seg: list[Any], toks: Sequence[int]) -> None:
-            if REPLACEMENT in seg[2].decode(b"".join([table[t] for t in toks])):  # type: ignore[misc]
-                seg[3] = True
-            seg[1].extend(toks)
+        def flush(seg: list[Any]) -> None:
+            if seg[4]:
+                if not seg[3] and REPLACEMENT in seg[2].decode(b"".join([table[t] for t in seg[4]])):
+                    seg[3] = True
+                seg[4] = []
 
-        def start(mapped: bool, toks: Sequence[int]) -> None:
-            segs.append([mapped, [], codecs.getincrementaldecoder("utf-8")(errors="replace"), False])
-            feed(segs[-1], toks)
-
-        def clean_after(seg: list[Any] | None, win: Sequence[int]) -> bool:
-            data = b"".join([table[t] for t in win])  # type: ignore[misc]
-            if seg is None:
-                return REPLACEMENT not in data.decode("utf-8", errors="replace")
-            if seg[3]:
+        def clean_after(seg: list[Any] | None, data: bytes) -> bool:
+            if seg is not None:
+                flush(seg)
+                if seg[3]:
+                    return False
+                data = seg[2].getstate()[0] + data
+            try:
+                return REPLACEMENT not in data.decode("utf-8")
+            except UnicodeDecodeError:
                 return False
-            state = seg[2].getstate()
-            out = seg[2].decode(data, final=True)
-            seg[2].setstate(state)
-            return REPLACEMENT not in out
 
         i, n = 0, len(ids)
+        cur: list[Any] | None = None
         while i < n:
             t = ids[i]
             if t in repl:
                 accepted = 0
+                data = b""
+                all_mapped = True
                 for w in range(1, 5):
                     if i + w > n:
                         break
-                    win = ids[i : i + w]
-                    cur = segs[-1] if segs else None
-                    if any(x not in o2n for x in win) or (cur is not None and not cur[0]):
-                        if any(x in reused for x in win):
+                    x = ids[i + w - 1]
+                    data += table[x]  # type: ignore[operator]
+                    if x not in o2n:
+                        all_mapped = False
+                    if not all_mapped or (cur is not None and not cur[0]):
+                        if any(y in reused for y in ids[i : i + w]):
                             continue
                         prefix = cur if cur is not None and not cur[0] else None
                         mapped = False
                     else:
                         prefix = cur if cur is not None and cur[0] else None
                         mapped = True
-                    if clean_after(prefix, win):
-                        if prefix is not None:
-                            feed(prefix, win)
-                        else:
-                            start(mapped, win)
+                    if clean_after(prefix, data):
+                        win = ids[i : i + w]
+                        if prefix is None:
+                            cur = [
+                                mapped,
+                                [],
+                                codecs.getincrementaldecoder("utf-8")(errors="replace"),
+                                False,
+                                [],
+                            ]
+                            segs.append(cur)
+                        cur[1].extend(win)
+                        cur[4].extend(win)
                         accepted = w
                         break
                 if accepted:
                     i += accepted
                     continue
             m = t in o2n
-            if segs and segs[-1][0] == m:
-                feed(segs[-1], [t])
-            else:
-                start(m, [t])
+            if cur is None or cur[0] != m:
+                cur = [m, [], codecs.getincrementaldecoder("utf-8")(errors="replace"), False, []]
+                segs.append(cur)
+            cur[1].append(t)
+            cur[4].append(t)
             i += 1
-        return [[m, toks] for m, toks, _, _ in segs]
+        return [[s[0], s[1]] for s in segs]
 
     # ---------------------------------------------------------------- save / load
     def mapping_document(self) -> dict[str, Any]:

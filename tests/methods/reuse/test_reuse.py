@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import copy
 import json
 import os
 import subprocess
@@ -251,6 +252,23 @@ def test_one_decoding_of_the_whole_line_gives_the_run_by_run_text(llama_rt, monk
     fast = [llama_rt.decode(ids) for ids in seqs]
     monkeypatch.setattr(reuse.ReuseTokenizer, "_whole_text", lambda self, ids: None)
     assert fast == [llama_rt.decode(ids) for ids in seqs]
+
+
+def test_the_window_pass_on_bytes_groups_as_the_window_pass_on_the_decoders(llama_rt):
+    """`_window_segments_bytes` (lazy incremental UTF-8 decoding) finds the same segments as the window pass that
+    asks the Rust decoders, on lines of byte-heavy scripts, cut lines, emoji, a literal U+FFFD and bare byte
+    tokens around reused ids."""
+    lines = [x for lang in ("bod_Tibt", "mya_Mymr", "zho_Hans", "arb_Arab", "amh_Ethi", "kor_Hang")
+             for x in flores_lines(lang)[FLORES_TRAIN_LINES : FLORES_TRAIN_LINES + 8]]  # fmt: skip
+    lines += ["ab😀c مرحبا ✓", "ب😀🙂", "x \ufffd مرحبا \ufffd", "🧑‍🔬مرحبا"]
+    seqs = [ids for x in llama_rt.encode_batch(lines) for ids in (x, x[1:], x[:-1], x[2:-3])]
+    repl, reused = sorted(llama_rt.replacement_ids)[:40], sorted(llama_rt.reused_ids)[:40]
+    seqs += [[repl[k % 40], reused[k % 40], repl[(3 * k) % 40], repl[(7 * k) % 40]] for k in range(40)]
+    generic = copy.copy(llama_rt)
+    generic._fast = False  # every run through the tokenizers' decoders: the reference window pass
+    for ids in seqs:
+        assert llama_rt._fast_text(ids, True) is not None
+        assert llama_rt._window_segments_bytes(ids) == generic._window_segments(ids, False), ids
 
 
 def test_the_before_side_is_the_old_tokenizers_encoding_of_every_line(llama_rt):
