@@ -8,6 +8,7 @@ be compared byte for byte.
 
 from __future__ import annotations
 
+import heapq
 import math
 from collections import Counter
 from dataclasses import dataclass
@@ -27,7 +28,15 @@ def _key(k: Any) -> Any:
 
 
 def _top(counts: dict, n: int) -> list:
-    return [[_key(k), c] for k, c in sorted(counts.items(), key=lambda kv: (-kv[1], str(kv[0])))[:n]]
+    """The `n` most frequent entries, ties by their text: only the entries at or above the n-th largest count are
+    sorted (a corpus has millions of words; each sort key formats its word)."""
+    if n <= 0:
+        return []
+    items = counts.items()
+    if len(counts) > n:
+        cut = heapq.nlargest(n, counts.values())[-1]
+        items = [(k, c) for k, c in items if c >= cut]
+    return [[_key(k), c] for k, c in sorted(items, key=lambda kv: (-kv[1], str(kv[0])))[:n]]
 
 
 def _finite_rows(groups: dict) -> dict:
