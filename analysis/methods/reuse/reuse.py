@@ -658,14 +658,20 @@ class ReuseTokenizer:
         U+FFFD, and a decoded U+FFFD (one in the text itself) counts too. The window's bytes grow with it."""
         o2n, reused, repl = self.old_to_new, self.reused_ids, self.replacement_ids
         table, _ = self._byte_table()
-        # a segment: [mapped, ids, decoder, saw U+FFFD, ids not yet fed to the decoder]
+        # a segment: [mapped, ids, decoder, saw U+FFFD, how many of its ids the decoder has been fed]
         segs: list[list[Any]] = []
 
+        def start(mapped: bool) -> list[Any]:
+            segs.append([mapped, [], codecs.getincrementaldecoder("utf-8")(errors="replace"), False, 0])
+            return segs[-1]
+
         def flush(seg: list[Any]) -> None:
-            if seg[4]:
-                if not seg[3] and REPLACEMENT in seg[2].decode(b"".join([table[t] for t in seg[4]])):
+            if seg[4] < len(seg[1]):
+                if not seg[3] and REPLACEMENT in seg[2].decode(
+                    b"".join([table[t] for t in seg[1][seg[4] :]])
+                ):
                     seg[3] = True
-                seg[4] = []
+                seg[4] = len(seg[1])
 
         def clean_after(seg: list[Any] | None, data: bytes) -> bool:
             if seg is not None:
@@ -702,18 +708,8 @@ class ReuseTokenizer:
                         prefix = cur if cur is not None and cur[0] else None
                         mapped = True
                     if clean_after(prefix, data):
-                        win = ids[i : i + w]
-                        if prefix is None:
-                            cur = [
-                                mapped,
-                                [],
-                                codecs.getincrementaldecoder("utf-8")(errors="replace"),
-                                False,
-                                [],
-                            ]
-                            segs.append(cur)
-                        cur[1].extend(win)
-                        cur[4].extend(win)
+                        cur = prefix if prefix is not None else start(mapped)
+                        cur[1].extend(ids[i : i + w])
                         accepted = w
                         break
                 if accepted:
@@ -721,10 +717,8 @@ class ReuseTokenizer:
                     continue
             m = t in o2n
             if cur is None or cur[0] != m:
-                cur = [m, [], codecs.getincrementaldecoder("utf-8")(errors="replace"), False, []]
-                segs.append(cur)
+                cur = start(m)
             cur[1].append(t)
-            cur[4].append(t)
             i += 1
         return [[s[0], s[1]] for s in segs]
 
