@@ -20,10 +20,12 @@ big model that needs no download — saved as bf16 safetensors in a temporary fo
    languages' segments (the check's one forward loop, :func:`analysis.model.bpb.iter_scored`, nothing else), and
    the same check a second time in the same process (shapes, kernels and the allocator's blocks already seen).
    On an H200 (30 languages) these gave 14.3 s forward alone, 29.8 s for the first check and 18.0 s for the second.
+   `--sdpa` limits the attention kernels PyTorch may choose (e.g. ``efficient,math``: no cuDNN attention, which
+   builds a graph for every new batch shape) for the whole run, to tell whether that is what a first pass pays.
 
     python bench/bench_model_check_gpu.py [--params 1.5e9] [--n 1000] [--steps 1000] [--objectives ntp,distill]
                                           [--langs all] [--lines 212] [--json-out FILE] [--deadline 540]
-                                          [--diagnose]
+                                          [--diagnose] [--sdpa efficient,math]
 
 The summary (one JSON document) is printed at the end and written to `--json-out` after every part, so that a
 run stopped at its time limit still leaves what it measured.
@@ -32,6 +34,7 @@ run stopped at its time limit still leaves what it measured.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import shutil
@@ -44,8 +47,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+import torch  # noqa: E402
 from bench_model_check import plain_loop  # noqa: E402
 from bench_verify import build_model  # noqa: E402
+from torch.nn.attention import SDPBackend, sdpa_kernel  # noqa: E402
 
 from analysis.core.outputs import atomic_write_text, json_document  # noqa: E402
 from analysis.core.paths import shared_assets  # noqa: E402
@@ -60,6 +65,14 @@ from analysis.model.bpb import (  # noqa: E402
 from analysis.model.model_check import heldout_texts, load_pair, model_check, training_texts  # noqa: E402
 from analysis.model.warmup import WarmupConfig, warm_up  # noqa: E402
 from analysis.texts.flores import available_codes  # noqa: E402
+
+#: --sdpa names → the attention kernels PyTorch may pick
+SDPA_BACKENDS = {
+    "math": SDPBackend.MATH,
+    "flash": SDPBackend.FLASH_ATTENTION,
+    "efficient": SDPBackend.EFFICIENT_ATTENTION,
+    "cudnn": SDPBackend.CUDNN_ATTENTION,
+}
 
 
 def main() -> int:
@@ -83,8 +96,10 @@ def main() -> int:
     ap.add_argument("--cap-warmup", type=float, default=330.0, help="a warm-up stops after this many seconds")
     ap.add_argument("--json-out", default=None)
     ap.add_argument("--diagnose", action="store_true", help="part 4: forward alone, and part 2 a second time")
+    ap.add_argument(
+        "--sdpa", default="", help="attention kernels allowed: math,flash,efficient,cudnn (default: any)"
+    )
     args = ap.parse_args()
-    import torch  # noqa: PLC0415 - heavy, only when the bench runs
 
     start = time.perf_counter()
     if args.device.startswith("cuda") and not torch.cuda.is_available():
@@ -110,6 +125,12 @@ def main() -> int:
         if on_gpu:
             torch.cuda.synchronize()
 
+    kernels = contextlib.ExitStack()
+    if args.sdpa:
+        kernels.enter_context(
+            sdpa_kernel([SDPA_BACKENDS[x.strip()] for x in args.sdpa.split(",") if x.strip()])
+        )
+        summary["sdpa"] = args.sdpa
     tmp = Path(tempfile.mkdtemp(prefix="bench-model-check-gpu-"))
     try:
         t = time.perf_counter()
@@ -235,6 +256,7 @@ def main() -> int:
                 torch.cuda.empty_cache()
             save("warmup")
     finally:
+        kernels.close()
         shutil.rmtree(tmp, ignore_errors=True)
     save()
     return 0
