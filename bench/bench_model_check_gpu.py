@@ -17,9 +17,12 @@ big model that needs no download — saved as bf16 safetensors in a temporary fo
    `--cap-warmup`: the figures then say how far it got), and a warm-up that would not finish before `--deadline`
    seconds since the start is skipped and says so;
 4. with `--diagnose`, where part 2's time goes: the original model's forward passes alone over the same
-   languages' segments (the check's one forward loop, :func:`analysis.model.bpb.iter_scored`, nothing else), and
-   the same check a second time in the same process (shapes, kernels and the allocator's blocks already seen).
-   On an H200 (30 languages) these gave 14.3 s forward alone, 29.8 s for the first check and 18.0 s for the second.
+   languages' lines (the check's one forward loop, :func:`analysis.model.bpb.iter_scored`, nothing else; each
+   language's segments batched by length as :func:`analysis.model.bpb.bits_per_byte` does, so the batches are
+   not the check's, which batches within groups of consecutive lines), then the same check a second time in the
+   same process (its batch shapes, kernels and the allocator's blocks already seen once). A diagnostic run on an
+   H200 (30 languages; forward first, then the check twice) gave 14.3 s forward alone, 29.8 s for the first check
+   and 18.0 s for the second.
    `--sdpa` limits the attention kernels PyTorch may choose (e.g. ``efficient,math``: no cuDNN attention, which
    builds a graph for every new batch shape) for the whole run, to tell whether that is what a first pass pays.
 
@@ -42,6 +45,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -62,7 +66,13 @@ from analysis.model.bpb import (  # noqa: E402
     prefix_token,
     segments,
 )
-from analysis.model.model_check import heldout_texts, load_pair, model_check, training_texts  # noqa: E402
+from analysis.model.model_check import (  # noqa: E402
+    Loaded,
+    heldout_texts,
+    load_pair,
+    model_check,
+    training_texts,
+)
 from analysis.model.warmup import WarmupConfig, warm_up  # noqa: E402
 from analysis.texts.flores import available_codes  # noqa: E402
 
@@ -100,6 +110,9 @@ def main() -> int:
         "--sdpa", default="", help="attention kernels allowed: math,flash,efficient,cudnn (default: any)"
     )
     args = ap.parse_args()
+    unknown = [x for x in args.sdpa.split(",") if x.strip() and x.strip() not in SDPA_BACKENDS]
+    if unknown:
+        ap.error(f"--sdpa: unknown kernel {unknown[0]!r}; choose from {', '.join(SDPA_BACKENDS)}")
 
     start = time.perf_counter()
     if args.device.startswith("cuda") and not torch.cuda.is_available():
@@ -262,7 +275,7 @@ def main() -> int:
     return 0
 
 
-def diagnose(original, edited, texts: dict[str, list[str]], sync) -> dict:
+def diagnose(original: Loaded, edited: Loaded, texts: dict[str, list[str]], sync: Callable[[], None]) -> dict:
     """Part 4: the original model's forward loop alone over every language's segments (as the check cuts and
     batches them per language), then the whole check again; seconds of each."""
     prefix = prefix_token(original.tok, original.model.config)
