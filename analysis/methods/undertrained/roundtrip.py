@@ -83,7 +83,8 @@ def round_trip_categories(tok: LoadedTokenizer) -> RoundTrip:
         dec = tk.decode_batch([[pid, i] for i in ids], skip_special_tokens=False)
         pre = tk.decode([pid], skip_special_tokens=False)
         dec = [d[len(pre) :] if d.startswith(pre) else d[1:] for d in dec]
-        enc = tk.encode_batch_fast([tk.decode([pid]) + d for d in dec], add_special_tokens=False)
+        lead = tk.decode([pid])  # once, not once per id
+        enc = tk.encode_batch_fast([lead + d for d in dec], add_special_tokens=False)
         reenc = [e.ids[1:] if e.ids[:1] == [pid] else e.ids for e in enc]
     else:
         dec = tk.decode_batch([[i] for i in ids], skip_special_tokens=False)
