@@ -63,3 +63,15 @@ def test_the_launcher_never_enters_the_legacy_pages_mode():
     )
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.strip().splitlines()[-1] == "False"
+
+
+def test_the_server_skips_the_full_collection_after_every_run():
+    """Streamlit, as the server reads its options from the repository root, does not run a full garbage collection
+    after each script run (0.3 s a click once torch is imported; see .streamlit/config.toml)."""
+    probe = "from streamlit import config; config.get_config_options(force_reparse=True); "
+    probe += "print(config.get_option('runner.postScriptGC'))"
+    done = subprocess.run(
+        [sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip() == "False"

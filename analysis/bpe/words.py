@@ -27,10 +27,12 @@ from .trainer import no_cyclic_gc
 
 
 def _deterministic_tokenizer(tok: LoadedTokenizer):
-    """A private Rust tokenizer with BPE dropout off (runtime flag)."""
+    """A Rust tokenizer with BPE dropout off, for read-only use: the shared one, or a private copy with the
+    runtime flag switched off."""
+    if not tok.dropout:
+        return tok.tokenizer
     tk = tok.fresh_tokenizer()
-    if tok.dropout:
-        tk.model.dropout = None  # type: ignore[attr-defined]
+    tk.model.dropout = None  # type: ignore[attr-defined]
     return tk
 
 

@@ -7,8 +7,9 @@ import json
 import re
 
 import pytest
-from support import ALL_TOKENIZERS, BPE_TOKENIZERS, flores_lines, load_shared
+from support import ALL_TOKENIZERS, ASSETS, BPE_TOKENIZERS, flores_lines, load_shared
 
+import analysis.tokenizer.tokenizer as view
 import analysis.tokenizer.vocab_table as vocab_table_module
 from analysis import LoadedTokenizer, TokenizerLoadError
 from analysis.core.unicode import text_script as script_of
@@ -336,3 +337,44 @@ def test_script_labels_of_compatibility_and_marks():
     assert script_of("\u0301a") == "Latin"  # a combining mark does not decide
     assert script_of("ᱚᱞ") == "Ol Chiki" and script_of("ᐊ") == "Canadian Aboriginal"
     assert script_of("—…") == "Punctuation/Symbols" and script_of("") == "Empty"
+
+
+def test_views_of_the_same_bytes_share_one_rust_tokenizer_and_one_check(monkeypatch):
+    """A second load of the same tokenizer.json bytes reuses the first one's Rust tokenizer and skips the document
+    check it passed; other bytes are built and checked on their own; private copies stay private."""
+    text = (ASSETS / "tokenizers" / "gpt2" / "tokenizer.json").read_text(encoding="utf-8")
+    first = LoadedTokenizer.from_json_text(text, "a")
+    checks: list[str] = []
+    real_check = view.check_document
+    monkeypatch.setattr(
+        view, "check_document", lambda doc, name: checks.append(name) or real_check(doc, name)
+    )
+    again = LoadedTokenizer.from_json_text(text, "b")
+    assert again.tokenizer is first.tokenizer and checks == []
+    assert again.fresh_tokenizer() is not first.tokenizer
+    assert (
+        again.vocab == first.vocab
+        and again.fresh_tokenizer().encode("héllo wörld").ids == first.tokenizer.encode("héllo wörld").ids
+    )
+    doc = first.document()
+    doc["model"]["vocab"]["zzzz-not-in-gpt2"] = max(doc["model"]["vocab"].values()) + 1
+    other = LoadedTokenizer.from_json_text(json.dumps(doc), "c")
+    assert checks == ["c"] and other.tokenizer is not first.tokenizer
+    assert other.tokenizer.token_to_id("zzzz-not-in-gpt2") is not None
+    assert first.tokenizer.token_to_id("zzzz-not-in-gpt2") is None
+
+
+def test_a_refused_document_is_refused_again_and_the_shared_tokenizers_stay_bounded(monkeypatch):
+    bad = json.dumps({"model": {"type": "BPE", "vocab": {"a": 0, "b": 0}, "merges": []}})
+    for _ in range(2):  # nothing about a refused document is remembered
+        with pytest.raises(TokenizerLoadError, match="share id 0"):
+            LoadedTokenizer.from_json_text(bad, "bad")
+    monkeypatch.setattr(view, "_SHARED", view._Shared())
+    monkeypatch.setattr(view, "SHARED_MAX_COUNT", 2)
+    doc = load_shared("gpt2").document()
+    views = []
+    for k in range(3):
+        doc["model"]["vocab"][f"zz{k}"] = len(doc["model"]["vocab"])
+        views.append(LoadedTokenizer.from_document(json.loads(json.dumps(doc)), f"v{k}"))
+    assert len(view._SHARED._built) == 2 and views[0].digest not in view._SHARED._built
+    assert LoadedTokenizer.from_json_text(views[0].to_json(), "again").tokenizer is not views[0].tokenizer

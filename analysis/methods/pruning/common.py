@@ -120,8 +120,8 @@ def mix_texts(
 
 
 def _counting_tokenizer(tok: LoadedTokenizer):
-    """A private Rust tokenizer with ignore_merges off and no dropout (for counting and metrics)."""
-    return tok.fresh_tokenizer(merges_only=True)
+    """A Rust tokenizer with ignore_merges off and no dropout, for counting and metrics (read-only use)."""
+    return tok.merges_only_tokenizer()
 
 
 def token_counts(
