@@ -16,6 +16,8 @@ from typing import Any
 import numpy as np
 import pytest
 from streamlit.runtime.pages_manager import PagesManager
+from streamlit.runtime.scriptrunner.script_cache import ScriptCache
+from streamlit.testing.v1 import app_test, local_script_runner
 from support import flores_lines, load_shared, share_the_cores, tag_xdist_groups
 
 from analysis import LoadedTokenizer
@@ -98,6 +100,30 @@ def apptest_runs_like_a_warm_server() -> Iterator[None]:
         yield
     finally:
         PagesManager.__init__ = original  # type: ignore[method-assign]
+
+
+#: page bytecode compiled by any AppTest of this process, by (path, modification time, size)
+_BYTECODE: dict[tuple[str, int, int], Any] = {}
+
+
+class _ProcessScriptCache(ScriptCache):
+    """Streamlit's bytecode cache, shared by every AppTest of the process: each AppTest makes a new `ScriptCache`,
+    so every test compiled app.py and its pages again (Streamlit's "magic" rewrite parses each file): 35 s of the
+    two workers' time in a whole run. A file changed on disk is compiled again."""
+
+    def get_bytecode(self, script_path: str) -> Any:
+        """The compiled script, from the process-wide table or compiled now."""
+        path = os.path.abspath(script_path)
+        st = os.stat(path)
+        key = (path, st.st_mtime_ns, st.st_size)
+        code = _BYTECODE.get(key)
+        if code is None:
+            code = _BYTECODE[key] = super().get_bytecode(path)
+        return code
+
+
+app_test.ScriptCache = _ProcessScriptCache  # type: ignore[misc]
+local_script_runner.ScriptCache = _ProcessScriptCache  # type: ignore[misc]
 
 
 # ------------------------------------------------------------------------------- tiny models, shared by the

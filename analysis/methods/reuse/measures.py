@@ -21,6 +21,7 @@ Each row gives the share of its ids that were reused, whether every line round-t
 
 from __future__ import annotations
 
+import hashlib
 import re
 import unicodedata
 from collections.abc import Sequence
@@ -29,6 +30,7 @@ from typing import Any
 
 import numpy as np
 
+from analysis.core.cache import DiskCache
 from analysis.core.progress import Progress, report
 from analysis.errors import DataError
 from analysis.measure.metrics import continued_words, premium, text_counts, token_facts
@@ -48,6 +50,10 @@ TABLE2_LANGS = {
 }
 SPLITS = ("heldout", "all")
 EXAMPLE_CHARS = 90
+#: The collateral tables kept on disk: one document per R-BPE tokenizer, languages, split, reference and FLORES
+#: texts (a second session, a rerun or the CLI after the page reads it back). Bump when a row changes.
+COLLATERAL_VERSION = 1
+_COLLATERAL = DiskCache("reuse-collateral", COLLATERAL_VERSION)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -199,6 +205,28 @@ def collateral(
     data = flores.dataset()
     codes = data.resolve_many(langs)
     ref_code = data.resolve(reference) if reference in data else None
+    key = _collateral_key(rt, data, codes, split, ref_code)
+    stored = _COLLATERAL.get(key)
+    if isinstance(stored, list) and [r.get("lang") if isinstance(r, dict) else None for r in stored] == codes:
+        report(progress, len(codes), len(codes), "collateral: read back from the disk store")
+        return stored
+    rows = _collateral_rows(rt, codes, split, ref_code, progress)
+    _COLLATERAL.put(key, rows)  # best effort: a full or read-only store only costs the next caller the time
+    return rows
+
+
+def _collateral_key(rt: ReuseTokenizer, data: Any, codes: Sequence[str], split: str, ref: str | None) -> str:
+    """The disk-store key of one collateral table: the tokenizer, and per language its code and texts' hash."""
+    h = hashlib.sha256(f"{rt.content_hash}|{split}|{flores.FLORES_TRAIN_LINES}|{ref}".encode())
+    for code in [*codes, *([ref] if ref else [])]:
+        h.update(f"|{code}:{data.data_hash(code)}".encode())
+    return h.hexdigest()[:32]
+
+
+def _collateral_rows(
+    rt: ReuseTokenizer, codes: Sequence[str], split: str, ref_code: str | None, progress: Progress | None
+) -> list[dict[str, Any]]:
+    """:func:`collateral`'s rows, computed."""
     ref = _encode(rt, _lines(ref_code, split)) if ref_code else None
     reusable = rt.info.get("reusable_blocks", [])
     rows = []

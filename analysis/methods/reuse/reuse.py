@@ -45,11 +45,13 @@ from __future__ import annotations
 
 import codecs
 import gzip
+import hashlib
 import json
 import re
 from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -734,6 +736,16 @@ class ReuseTokenizer:
             "replacement_ids": sorted(self.replacement_ids),
             "info": self.info,
         }
+
+    @cached_property
+    def content_hash(self) -> str:
+        """SHA-256 (16 hex digits) of everything encoding and decoding read: the old tokenizer's bytes, the new
+        tokenizer and the mapping document (id maps, target blocks, replacement ids, build info). The key of what
+        is computed from this tokenizer (the collateral table's disk store)."""
+        h = hashlib.sha256(self.old.digest.encode("ascii"))
+        h.update(b"\0" + self.new.to_str().encode("utf-8") + b"\0")
+        h.update(json.dumps(self.mapping_document(), ensure_ascii=False, sort_keys=True).encode("utf-8"))
+        return h.hexdigest()[:16]
 
     def files(self) -> dict[str, bytes]:
         """Relative path → bytes of the saved folder (old_tokenizer/, new_tokenizer/, the mapping JSON)."""

@@ -421,6 +421,35 @@ def test_report_schema_with_collateral(llama_rt):
 
 
 # ------------------------------------------------------------------------------- what the reuse breaks
+def test_the_collateral_table_is_stored_and_read_back_per_tokenizer_and_text(llama_rt, tmp_path, monkeypatch):
+    """A second request for the same table (same R-BPE tokenizer, languages, split, reference, FLORES texts) reads
+    the disk store; another tokenizer, other languages or a damaged store file compute it again."""
+    monkeypatch.setenv("TOKLAB_CACHE", str(tmp_path))
+    langs = ["eng_Latn", "rus_Cyrl", "ory_Orya"]
+    computed: list[list[str]] = []
+    real = reuse_measures._collateral_rows
+    monkeypatch.setattr(
+        reuse_measures,
+        "_collateral_rows",
+        lambda rt, codes, *a: computed.append(list(codes)) or real(rt, codes, *a),
+    )
+    first = reuse_measures.collateral(llama_rt, langs)
+    again = reuse_measures.collateral(llama_rt, langs)
+    assert computed == [langs] and again == json.loads(json.dumps(first))  # the same rows, as JSON keeps them
+    reuse_measures.collateral(llama_rt, langs[:2])
+    reuse_measures.collateral(llama_rt, langs, split="all")
+    assert computed == [langs, langs[:2], langs]
+    other = copy.copy(llama_rt)  # the same tokenizers with one more reused id: another content hash
+    other.__dict__.pop("content_hash", None)
+    other.reused_ids = llama_rt.reused_ids | {0}
+    assert other.content_hash != llama_rt.content_hash
+    reuse_measures.collateral(other, langs)
+    assert len(computed) == 4
+    for p in (tmp_path / "store" / "reuse-collateral").glob("*.json"):
+        p.write_text("{not json", encoding="utf-8")
+    assert reuse_measures.collateral(llama_rt, langs) == again and len(computed) == 5
+
+
 def test_collateral_rows(llama_rt):
     rows = reuse_measures.collateral(llama_rt, ["eng_Latn", "rus_Cyrl", "ory_Orya", "arb_Arab"])
     by = {r["lang"]: r for r in rows}
