@@ -1,7 +1,9 @@
 """Benchmark: loading Llama-3.1 from a folder with `analysis.load` vs `tokenizers.Tokenizer.from_file` alone.
 
 Both run in the same process, interleaved (A, B, A, B, ...), and the medians are compared.
-Target: analysis.load takes at most 1.5x the time of the bare Rust load.
+Target: a first load (the process has not seen these bytes: `clear_shared()` before each) takes at most 1.5x the
+time of the bare Rust load; loading the same bytes again (a second session, test or reload) at most 0.1x, as it
+shares the first view's Rust tokenizer and document check.
 Also printed (not part of the target): the first `.summary()` (parses the JSON document for the
 summary card) and the Python memory the loaded view holds (tracemalloc).
 
@@ -25,9 +27,11 @@ sys.path.insert(0, str(ROOT))
 import tokenizers  # noqa: E402
 
 from analysis import load  # noqa: E402
+from analysis.tokenizer.tokenizer import clear_shared  # noqa: E402
 
 ASSETS = Path(os.environ.get("TOKLAB_ASSETS", ROOT.parent / "shared" / "assets"))
 TARGET = 1.5
+TARGET_AGAIN = 0.1
 
 
 def _time(fn) -> float:
@@ -52,12 +56,18 @@ def main() -> int:
     tokenizers.Tokenizer.from_file(path)
     load(folder)
 
-    ours, base = [], []
+    ours, base, again = [], [], []
     for _ in range(args.repeat):
         base.append(_time(lambda: tokenizers.Tokenizer.from_file(path)))
+        clear_shared()
         ours.append(_time(lambda: load(folder)))
-    mo, mb = statistics.median(ours), statistics.median(base)
-    ratio = mo / mb
+        first = load(
+            folder
+        )  # a view the process keeps (as a server's cache does) while the same file loads again
+        again.append(_time(lambda: load(folder)))
+        del first
+    mo, mb, ma = statistics.median(ours), statistics.median(base), statistics.median(again)
+    ratio, ratio_again = mo / mb, ma / mb
 
     tok = load(folder)
     t0 = time.perf_counter()
@@ -79,10 +89,17 @@ def main() -> int:
     print(
         f"analysis.load(folder)          : median {mo:.3f} s  (runs: {', '.join(f'{x:.3f}' for x in ours)})"
     )
+    print(
+        f"analysis.load, the same bytes again: median {ma:.3f} s  (runs: {', '.join(f'{x:.3f}' for x in again)})"
+    )
     print(f"ratio {ratio:.2f}x (target <= {TARGET}x) -> {'OK' if ratio <= TARGET else 'OVER TARGET'}")
+    ok_again = ratio_again <= TARGET_AGAIN
+    print(
+        f"again: ratio {ratio_again:.3f}x (target <= {TARGET_AGAIN}x) -> {'OK' if ok_again else 'OVER TARGET'}"
+    )
     print(f"first .summary() (parses the JSON document): {t_summary:.3f} s (not in the ratio)")
     print(f"Python memory held by the loaded view: {cur / 1e6:.1f} MB (tracemalloc; Rust side not counted)")
-    return 0 if ratio <= TARGET else 1
+    return 0 if ratio <= TARGET and ok_again else 1
 
 
 if __name__ == "__main__":

@@ -473,6 +473,7 @@ TESTS = ROOT / "tests"
 APPTEST_HOMES = ("app", "e2e", "badinput")
 #: Test files outside those folders that still run AppTests, each with the reason.
 APPTEST_ELSEWHERE = {
+    "tests/conftest.py": "runs no AppTest: makes every AppTest of a process share compiled page bytecode",
     "tests/bpe/test_parity.py": "test_compression_page_section: not yet moved to tests/app/",
     "tests/commands/test_cli_inspect.py": "test_page_download_is_the_cli_json: not yet moved to tests/app/",
     "tests/model/test_demo_models.py": "its demo-model page tests: not yet moved to tests/app/",

@@ -388,6 +388,13 @@ class _Shared:
 _SHARED = _Shared()
 
 
+def clear_shared() -> None:
+    """Forget the Rust tokenizers and document checks this process shares between views of the same bytes (the
+    next load of any file builds and checks it again; for benchmarks of a first load)."""
+    global _SHARED
+    _SHARED = _Shared()
+
+
 class LoadedTokenizer:
     """An immutable view of one tokenizer: its `tokenizer.json` document plus derived facts.
 

@@ -147,29 +147,21 @@ def test_llama_tokenize_equals_llama_cpp_pythons_own_call(tmp_path, name):
 @pytest.mark.slow
 @needs_llama_cpp
 @pytest.mark.parametrize("name", ["gpt2", "llama-3.1", "qwen3", "mistral-7b-v0.3", "smollm2-135m-instruct"])
-def test_unedited_tokenizers_match_llama_cpp(tmp_path, name):
-    """Identical ids on a sample of held-out FLORES lines, the code corpora and the added-token strings; every
-    difference is explained as llama.cpp's own (Qwen3's NFC, Mistral's SentencePiece space prefix)."""
-    tok = load(TOKENIZERS / name)
-    p = tmp_path / f"{name}.gguf"
-    p.write_bytes(gguf_bytes_vocab_only(gguf_vocab(tok), name))
-    rep = tokenization_parity(tok, p, langs=SAMPLE, max_lines=30)
-    doc = rep.to_json()
-    assert doc["totals"]["all"]["unexplained"] == 0, [e for e in doc["languages"] if e["unexplained"]]
-    assert doc["totals"]["flores"]["share"] > 0.9 and all("lang" in e for e in doc["languages"])
-    if name in ("gpt2", "llama-3.1", "smollm2-135m-instruct"):
-        assert doc["totals"]["all"]["share"] == 1.0
-
-
-@pytest.mark.slow
-@needs_llama_cpp
-@pytest.mark.parametrize("name", ["gpt2", "llama-3.1", "qwen3", "mistral-7b-v0.3", "smollm2-135m-instruct"])
 def test_unedited_tokenizers_match_llama_cpp_on_all_languages(tmp_path, name):
+    """Identical ids on every held-out FLORES line of all 204 languages, the code corpora and the added-token
+    strings; every difference is explained as llama.cpp's own (Qwen3's NFC, Mistral's SentencePiece space
+    prefix). (A separate run on 8 languages × 30 lines re-tested this path with less data: dropped.)"""
     tok = load(TOKENIZERS / name)
     p = tmp_path / f"{name}.gguf"
     p.write_bytes(gguf_bytes_vocab_only(gguf_vocab(tok), name))
     doc = tokenization_parity(tok, p).to_json()
     assert doc["totals"]["flores"]["groups"] == 204 and doc["totals"]["all"]["unexplained"] == 0
+    assert {e["kind"] for e in doc["languages"]} >= {"flores", "code"} and all(
+        "lang" in e for e in doc["languages"]
+    )
+    assert doc["totals"]["flores"]["share"] > 0.9
+    if name in ("gpt2", "llama-3.1", "smollm2-135m-instruct"):
+        assert doc["totals"]["all"]["share"] == 1.0
 
 
 @pytest.mark.slow
