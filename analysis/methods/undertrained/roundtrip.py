@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 from tokenizers import Tokenizer, decoders
 
+from analysis.core.cache import memoize
 from analysis.tokenizer.tokenizer import SPIECE_UNDERLINE, LoadedTokenizer
 
 OK = "OK"
@@ -61,8 +62,12 @@ def special_ids(tok: LoadedTokenizer) -> set[int]:
     return ids
 
 
+@memoize(maxsize=4)
 def round_trip_categories(tok: LoadedTokenizer) -> RoundTrip:
-    """magikarp's round trip for every id < vocab_size: decode([id]) then encode without specials (§2.2)."""
+    """magikarp's round trip for every id < vocab_size: decode([id]) then encode without specials (§2.2).
+
+    Kept per tokenizer content for the process (the analysis and the verifier of one run, a second session on the
+    same model): the result is shared, read-only."""
     tk = decode_tokenizer(tok)
     n = tok.vocab_size
     id_to_tok = tok.id_to_token
