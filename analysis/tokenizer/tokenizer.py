@@ -352,6 +352,8 @@ class _Shared:
         self._lock = threading.Lock()
         self._built: OrderedDict[str, tuple[int, tokenizers.Tokenizer]] = OrderedDict()
         self._checked: OrderedDict[str, None] = OrderedDict()
+        #: read-only views computed from a kept tokenizer (its vocabulary, added tokens, id → token), by digest
+        self._views: dict[str, dict[str, Any]] = {}
 
     def tokenizer(
         self, digest: str, size: int, build: Callable[[], tokenizers.Tokenizer]
@@ -369,8 +371,23 @@ class _Shared:
                 self._built.move_to_end(digest)
                 total = sum(n for n, _ in self._built.values())
                 while len(self._built) > SHARED_MAX_COUNT or total > SHARED_MAX_BYTES:
-                    total -= self._built.popitem(last=False)[1][0]
+                    gone, (n, _) = self._built.popitem(last=False)
+                    self._views.pop(gone, None)
+                    total -= n
         return tok
+
+    def view(self, digest: str, name: str, build: Callable[[], Any]) -> Any:
+        """A read-only view of a kept tokenizer (`name`: vocab, added tokens, …), computed once while the tokenizer
+        is kept; `build()`'s value, not kept, for one that is not."""
+        with self._lock:
+            views = self._views.get(digest) if digest in self._built else None
+            if views is not None and name in views:
+                return views[name]
+        value = build()
+        with self._lock:
+            if digest in self._built:
+                self._views.setdefault(digest, {})[name] = value
+        return value
 
     def was_checked(self, digest: str) -> bool:
         """Whether a document with these bytes passed :func:`check_document` in this process."""
@@ -561,12 +578,17 @@ class LoadedTokenizer:
 
     @cached_property
     def vocab(self) -> dict[str, int]:
-        """The model vocabulary, token → id (added-only tokens excluded)."""
-        return self.tokenizer.get_vocab(with_added_tokens=False)
+        """The model vocabulary, token → id (added-only tokens excluded; shared by the views of the same bytes:
+        never mutate it)."""
+        tok = self.tokenizer
+        return _SHARED.view(self.digest, "vocab", lambda: tok.get_vocab(with_added_tokens=False))
 
     @cached_property
     def added_tokens(self) -> list[AddedToken]:
-        """The `added_tokens` entries, with ids as the Rust library resolved them."""
+        """The `added_tokens` entries, with ids as the Rust library resolved them (shared: never mutate it)."""
+        return _SHARED.view(self.digest, "added_tokens", self._read_added_tokens)
+
+    def _read_added_tokens(self) -> list[AddedToken]:
         out = []
         for a in self._doc.get("added_tokens") or []:
             tid = self.tokenizer.token_to_id(a["content"])
@@ -648,7 +670,10 @@ class LoadedTokenizer:
 
     @cached_property
     def id_to_token(self) -> dict[int, str]:
-        """id → raw token string over the model vocabulary and the added tokens."""
+        """id → raw token string over the model vocabulary and the added tokens (shared: never mutate it)."""
+        return _SHARED.view(self.digest, "id_to_token", self._read_id_to_token)
+
+    def _read_id_to_token(self) -> dict[int, str]:
         out = {i: t for t, i in self.vocab.items()}
         for a in self.added_tokens:
             out[a.id] = a.content

@@ -351,6 +351,9 @@ def test_views_of_the_same_bytes_share_one_rust_tokenizer_and_one_check(monkeypa
     )
     again = LoadedTokenizer.from_json_text(text, "b")
     assert again.tokenizer is first.tokenizer and checks == []
+    assert (
+        again.vocab is first.vocab and again.id_to_token is first.id_to_token
+    )  # read-only views, shared too
     assert again.fresh_tokenizer() is not first.tokenizer
     assert (
         again.vocab == first.vocab
@@ -377,4 +380,12 @@ def test_a_refused_document_is_refused_again_and_the_shared_tokenizers_stay_boun
         doc["model"]["vocab"][f"zz{k}"] = len(doc["model"]["vocab"])
         views.append(LoadedTokenizer.from_document(json.loads(json.dumps(doc)), f"v{k}"))
     assert len(view._SHARED._built) == 2 and views[0].digest not in view._SHARED._built
+    assert (
+        views[2].id_to_token[len(doc["model"]["vocab"]) - 1] == "zz2"
+        and views[2].digest in view._SHARED._views
+    )
+    assert (
+        views[0].id_to_token[len(doc["model"]["vocab"]) - 3] == "zz0"
+        and views[0].digest not in view._SHARED._views
+    )
     assert LoadedTokenizer.from_json_text(views[0].to_json(), "again").tokenizer is not views[0].tokenizer
