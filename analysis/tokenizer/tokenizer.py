@@ -22,6 +22,7 @@ from typing import Any
 
 import tokenizers
 
+from analysis.core.cache import SingleFlight
 from analysis.core.inputs import parse_json
 from analysis.errors import TokenizerLoadError, is_rust_panic
 
@@ -350,6 +351,7 @@ class _Shared:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
+        self._flight = SingleFlight()  # two views of the same new bytes at once build it once
         self._built: OrderedDict[str, tuple[int, tokenizers.Tokenizer]] = OrderedDict()
         self._checked: OrderedDict[str, None] = OrderedDict()
         #: read-only views computed from a kept tokenizer (its vocabulary, added tokens, id → token), by digest
@@ -364,7 +366,18 @@ class _Shared:
             if got is not None:
                 self._built.move_to_end(digest)
                 return got[1]
-        tok = build()  # outside the lock: building takes up to seconds; a racing twin is simply built twice
+        # outside the lock (building takes up to seconds); a twin arriving meanwhile (the server's warm-up and a
+        # first visitor, two sessions opening one upload) waits for this build instead of building it again
+        return self._flight.run(digest, lambda: self._build_and_keep(digest, size, build))
+
+    def _build_and_keep(
+        self, digest: str, size: int, build: Callable[[], tokenizers.Tokenizer]
+    ) -> tokenizers.Tokenizer:
+        with self._lock:
+            got = self._built.get(digest)  # kept by a flight that ended between our look and ours starting
+            if got is not None:
+                return got[1]
+        tok = build()
         if size <= SHARED_MAX_BYTES:
             with self._lock:
                 self._built[digest] = (size, tok)

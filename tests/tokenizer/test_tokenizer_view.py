@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import json
 import re
+import sys
+import threading
+import time
 
 import pytest
 from support import ALL_TOKENIZERS, ASSETS, BPE_TOKENIZERS, flores_lines, load_shared
@@ -389,3 +392,44 @@ def test_a_refused_document_is_refused_again_and_the_shared_tokenizers_stay_boun
         and views[0].digest not in view._SHARED._views
     )
     assert LoadedTokenizer.from_json_text(views[0].to_json(), "again").tokenizer is not views[0].tokenizer
+
+
+def _waiting_on_a_future(thread: threading.Thread) -> bool:
+    """Whether `thread` is blocked in `Future.result()` (read from its live stack, not from timing)."""
+    frame = sys._current_frames().get(thread.ident)
+    while frame is not None:
+        if frame.f_code.co_name == "result" and "concurrent" in frame.f_code.co_filename:
+            return True
+        frame = frame.f_back
+    return False
+
+
+def test_two_views_of_the_same_new_bytes_at_once_build_one_tokenizer():
+    """The server's warm-up and a first visitor (or two sessions opening one upload) loading the same new file at
+    the same moment share one build: the second waits for the first's instead of building its own."""
+    shared = view._Shared()
+    started, release = threading.Event(), threading.Event()
+    builds: list[str] = []
+    tok = load_shared("gpt2").tokenizer
+
+    def build(who: str):
+        builds.append(who)
+        started.set()
+        assert release.wait(60), "the first build was never released"
+        return tok
+
+    got: list = []
+    first = threading.Thread(target=lambda: got.append(shared.tokenizer("d" * 64, 10, lambda: build("1"))))
+    first.start()
+    assert started.wait(60)
+    second = threading.Thread(target=lambda: got.append(shared.tokenizer("d" * 64, 10, lambda: build("2"))))
+    second.start()
+    deadline = time.monotonic() + 60  # the twin either waits for the first build or (the bug) starts its own
+    while "2" not in builds and not _waiting_on_a_future(second):
+        assert time.monotonic() < deadline, "the second view neither waited nor built"
+        time.sleep(0.01)
+    release.set()
+    first.join(60)
+    second.join(60)
+    assert builds == ["1"] and got == [tok, tok]
+    assert shared.tokenizer("d" * 64, 10, lambda: build("3")) is tok and builds == ["1"]  # kept
