@@ -172,14 +172,25 @@ def _verify(
     res: ut.UndertrainedResult, model: str, src: ModelSource, tok: LoadedTokenizer, k: int, bs: int, dev: str,
     spread: bool, max_memory: str, refs: bool,
 ) -> None:  # fmt: skip
-    """Place the LM (cached) and verify the first `k` candidates into `res.verifications`, with a progress bar."""
-    bar = st.progress(0.0, text="Loading the model…")
-    t0 = time.perf_counter()
-    lm = _placed_lm(model, src.fingerprint(), dev, spread, max_memory.strip())
-    load = time.perf_counter() - t0  # once per model and placement: later runs reuse the placed model
-    ut.verify_result(res, src, tok, k, batch_size=bs, lm=lm, include_references=refs,
+    """Verify the first `k` candidates into `res.verifications`, with a progress bar: those in the disk store are
+    read back; the LM is placed (cached per server) only when a candidate is not there."""
+    bar = st.progress(0.0, text="Reading stored verifications…")
+    loaded: dict[str, float] = {}
+
+    def place() -> ut.PlacedLM:
+        bar.progress(0.0, text="Loading the model…")
+        t0 = time.perf_counter()
+        lm = _placed_lm(model, src.fingerprint(), dev, spread, max_memory.strip())
+        # once per model and placement: later runs reuse the placed model
+        loaded["s"] = time.perf_counter() - t0
+        return lm
+
+    ut.verify_result(res, src, tok, k, batch_size=bs, lm=place, include_references=refs,
+                     device=None if dev == "auto" else dev, device_map="auto" if spread else None,
+                     max_memory=ut.parse_max_memory(max_memory.strip()),
                      progress=lambda d, t, m="": bar.progress(d / max(1, t), text=f"Verified {d}/{t}"))  # fmt: skip
-    res.timings["load_lm"] = load
+    if "s" in loaded:
+        res.timings["load_lm"] = loaded["s"]
     bar.empty()
 
 
@@ -194,9 +205,9 @@ def placement(res: ut.UndertrainedResult) -> None:
     m[0].metric("Verified on", p.get("device") or p["input_device"], help=p.get("reason"))
     m[1].metric("Device map", ", ".join(f"{d}: {n}" for d, n in dm.items()) if dm else "one device",
                 help="modules per device (accelerate's device_map=auto)" if dm else None)  # fmt: skip
-    m[2].metric(
-        "Per candidate", "—" if per is None else f"{per * 1e3:.0f} ms", help="three prompts per candidate"
-    )
+    stored = res.timings.get("verify_stored") or 0
+    m[2].metric("Per candidate", "—" if per is None else f"{per * 1e3:.0f} ms",
+                help="three prompts per candidate" + (f"; {stored} read back from the disk store" if stored else ""))  # fmt: skip
     load = res.timings.get("load_lm")
     m[3].metric("Model load", "—" if load is None else f"{load:.1f} s",
                 help="loading and placing the model, once per model and placement (not part of the per-candidate "

@@ -4,6 +4,8 @@ trip, candidates), :func:`verify_result` (verification of the first candidates),
 
 from __future__ import annotations
 
+import hashlib
+import json
 import math
 import time
 from collections.abc import Callable, Iterable
@@ -13,10 +15,11 @@ from typing import Any
 import numpy as np
 
 from analysis.bpe import stt_report
-from analysis.core.progress import Progress
+from analysis.core.cache import DiskCache
+from analysis.core.progress import Progress, report
 from analysis.core.unicode import text_script
 from analysis.errors import DataError, ModelLoadError, UnsupportedTokenizerError
-from analysis.model.models import plan_placement
+from analysis.model.models import Placement, plan_placement
 from analysis.model.weights import (
     EmbeddingWeights,
     Matrix,
@@ -39,7 +42,7 @@ from .indicators import (
 )
 from .references import References, auto_references, user_references
 from .roundtrip import PADDING_ROW, RoundTrip, round_trip_categories, special_ids
-from .verification import Verification, Verifier, load_lm
+from .verification import TEMPLATES, PromptResult, Verification, Verifier, load_lm, verdict_for
 
 
 @dataclass
@@ -300,9 +303,47 @@ def place_lm(
 
     A CUDA device or a GPU memory cap on a machine without CUDA is a DataError (before anything is loaded)."""
     src = model if isinstance(model, ModelSource) else resolve_model(model)
-    plan = plan_placement(src, device=device, device_map=device_map, max_memory=max_memory)
+    return _place(src, plan_placement(src, device=device, device_map=device_map, max_memory=max_memory))
+
+
+def _place(src: ModelSource, plan: Placement) -> PlacedLM:
     net, dev = load_lm(src, device=plan.device, device_map=plan.device_map, max_memory=plan.max_memory)
     return PlacedLM(net, dev, {**plan.to_json(), "device_map_summary": _device_map_summary(net)})
+
+
+#: Verification results kept on disk (the measured probabilities and outputs of each candidate's prompts), by
+#: model files, tokenizer, prompts, placement and batch size: a second session or CLI run on the same model reads
+#: them instead of loading it, and a stopped run resumes there. Bump when the prompts' construction changes.
+VERIFIED_STORE_VERSION = 1
+_VERIFIED = DiskCache("undertrained-verified", VERIFIED_STORE_VERSION)
+
+
+def _verified_key(src: ModelSource, tok: LoadedTokenizer, where: dict[str, Any], batch_size: int) -> str:
+    """The disk-store key of one model's verifications: its files (path, size, mtime), the tokenizer's bytes, the
+    prompt templates, where the model runs (device, device map, memory caps: the dtype follows the device) and
+    the batch size."""
+    parts = {
+        "model": src.fingerprint(),
+        "tokenizer": tok.digest,
+        "templates": TEMPLATES,
+        "where": {k: where.get(k) for k in ("device", "device_map", "max_memory")},
+        "batch_size": batch_size,
+    }
+    return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()[:32]
+
+
+def _stored_verification(doc: Any) -> Verification | None:
+    """A verification read back from the store (its verdict recomputed from the stored probabilities), or None
+    for anything that is not one."""
+    try:
+        prompts = [
+            PromptResult(str(p["test_name"]), bool(p["encodeable"]), str(p["output"]), float(p["max_prob"]))
+            for p in doc["prompts"]
+        ]
+        mp = float(doc["max_prob"])
+        return Verification(int(doc["id"]), mp, verdict_for(mp, any(p.encodeable for p in prompts)), prompts)
+    except (KeyError, TypeError, ValueError):
+        return None
 
 
 def verify_result(
@@ -317,15 +358,20 @@ def verify_result(
     batch_size: int = 8,
     progress: Progress | None = None,
     should_stop: Callable[[], bool] | None = None,
-    lm: PlacedLM | tuple[Any, str] | None = None,
+    lm: PlacedLM | tuple[Any, str] | Callable[[], PlacedLM] | None = None,
     include_references: bool = False,
 ) -> list[Verification]:
     """Verify the first `k` candidates of a result (stored in `result.verifications`); returns them.
 
     The model is placed by :func:`place_lm` (`device`, `device_map`, `max_memory`), or `lm` is one placed
-    already (a :class:`PlacedLM`, or a bare ``(model, device)`` pair whose placement is not recorded).
-    Candidates are batched on the device holding the input embeddings. `result.placement` records where the
-    model went and `result.timings` the per-candidate cost (``verify_per_candidate``, seconds).
+    already (a :class:`PlacedLM`, or a bare ``(model, device)`` pair whose placement is not recorded), or a
+    function placing it as `device`, `device_map` and `max_memory` say (called only when a candidate is missing
+    from the store). Candidates are batched on the device holding the input embeddings.
+
+    Verifications of the same model files, tokenizer and placement are kept in the disk store: candidates found
+    there are read back (``timings["verify_stored"]`` counts them) and the model is loaded only for the others.
+    `result.placement` records where the model went (for stored ones, where it went when they were computed) and
+    `result.timings` the per-candidate cost (``verify_per_candidate``, seconds, of the candidates computed now).
     The reference tokens are skipped unless `include_references` (see `UndertrainedResult.verification_queue`).
     """
     src = model if isinstance(model, ModelSource) else resolve_model(model)
@@ -334,8 +380,37 @@ def verify_result(
             f"{src.label} has no LM head: verification is not possible (the indicators still work)"
         )
     t0 = time.perf_counter()
+    plan = None
+    if isinstance(lm, PlacedLM):
+        where = lm.placement
+    elif isinstance(lm, tuple):
+        where = {"device": lm[1], "device_map": None, "max_memory": None}
+    else:
+        plan = plan_placement(src, device=device, device_map=device_map, max_memory=max_memory)
+        where = plan.to_json()
+    key = _verified_key(src, tok, where, batch_size)
+    stored = _VERIFIED.get(key)
+    stored = stored if isinstance(stored, dict) and isinstance(stored.get("verifications"), dict) else {}
+    known = dict(stored.get("verifications", {}))
+    todo = result.verification_queue(k, include_references=include_references)
+    done: list[Verification] = []
+    for i in todo:
+        v = _stored_verification(known.get(str(i)))
+        if v is not None and v.id == i:
+            result.verifications[i] = v
+            done.append(v)
+    todo = [i for i in todo if i not in result.verifications]
+    result.timings["verify_stored"] = len(done)
+    if done:
+        result.placement.update(stored.get("placement") or {})
+        report(progress, len(done), len(done) + len(todo), "candidates read back from the disk store")
+    if not todo:
+        result.placement.setdefault("input_device", where.get("device"))
+        return done
     if lm is None:
-        lm = place_lm(src, device=device, device_map=device_map, max_memory=max_memory)
+        lm = _place(src, plan)  # type: ignore[arg-type]
+    elif callable(lm):
+        lm = lm()
     if isinstance(lm, PlacedLM):
         result.placement.update(lm.placement)
         net, dev = lm.model, lm.device
@@ -343,20 +418,25 @@ def verify_result(
         net, dev = lm
     t1 = time.perf_counter()
     ver = Verifier(net, tok, device=dev, round_trip=result.round_trip)
-    todo = result.verification_queue(k, include_references=include_references)
-    out = ver.verify(
-        todo,
-        batch_size=batch_size,
-        progress=progress,
-        should_stop=should_stop,
-        on_result=lambda v: result.verifications.__setitem__(v.id, v),
-    )
+    placement_doc = {**result.placement, "input_device": dev}
+
+    def keep(v: Verification) -> None:
+        result.verifications[v.id] = v
+        known[str(v.id)] = v.as_dict()
+
+    try:
+        out = ver.verify(
+            todo, batch_size=batch_size, progress=progress, should_stop=should_stop, on_result=keep
+        )
+    finally:  # also what a stopped or failed run finished: the next run resumes from there
+        if len(known) > len(stored.get("verifications", {})):
+            _VERIFIED.put(key, {"placement": placement_doc, "verifications": known})
     result.timings["load_lm"] = t1 - t0
     result.timings["verify"] = time.perf_counter() - t1
     if out:
         result.timings["verify_per_candidate"] = result.timings["verify"] / len(out)
     result.placement["input_device"] = dev
-    return out
+    return done + out
 
 
 def _device_map_summary(model: Any) -> dict[str, int] | None:
