@@ -350,7 +350,8 @@ def test_smollm2_cli_pipeline_with_verification(tmp_path):
     assert sum(c["max_prob"] < 0.01 for c in verified) >= 3
     by_token = {c["token"]: c for c in verified}
     assert all(by_token[t]["verdict"].endswith("_verified") for t in ("MetaInfoClass", "swigfaiss"))
-    t = doc["timings_s"]  # computed here, or read back from the run's disk store when another test computed them
+    # computed here, or read back from the run's disk store when another test computed them
+    t = doc["timings_s"]
     assert t.get("verify_per_candidate", 0) > 0 or t["verify_stored"] == 4
     assert (tmp_path / "health.csv").stat().st_size > 1000
 
