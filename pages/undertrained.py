@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import dataclasses
-import time
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 import plotly.express as px
@@ -58,8 +58,13 @@ def _own_tokenizer(model: str, fingerprint: str) -> LoadedTokenizer:
 @st.cache_resource(show_spinner=False, max_entries=2)
 def _placed_lm(model: str, fingerprint: str, device: str, spread: bool, max_memory: str) -> ut.PlacedLM:
     """The verification model, placed as asked (`undertrained.place_lm`), shared while its files are unchanged."""
-    return ut.place_lm(model, device=None if device == "auto" else device, device_map="auto" if spread else None,
-                       max_memory=ut.parse_max_memory(max_memory))  # fmt: skip
+    return ut.place_lm(model, **_placement_args(device, spread, max_memory))
+
+
+def _placement_args(device: str, spread: bool, max_memory: str) -> dict[str, Any]:
+    """The page's device choice, spread toggle and memory caps as `place_lm` / `verify_result` keywords."""
+    return {"device": None if device == "auto" else device, "device_map": "auto" if spread else None,
+            "max_memory": ut.parse_max_memory(max_memory)}  # fmt: skip
 
 
 def cuda_missing(choice: str, what: str) -> bool:
@@ -175,22 +180,14 @@ def _verify(
     """Verify the first `k` candidates into `res.verifications`, with a progress bar: those in the disk store are
     read back; the LM is placed (cached per server) only when a candidate is not there."""
     bar = st.progress(0.0, text="Reading stored verifications…")
-    loaded: dict[str, float] = {}
 
-    def place() -> ut.PlacedLM:
+    def place() -> ut.PlacedLM:  # verify_result times it as `load_lm`
         bar.progress(0.0, text="Loading the model…")
-        t0 = time.perf_counter()
-        lm = _placed_lm(model, src.fingerprint(), dev, spread, max_memory.strip())
-        # once per model and placement: later runs reuse the placed model
-        loaded["s"] = time.perf_counter() - t0
-        return lm
+        return _placed_lm(model, src.fingerprint(), dev, spread, max_memory.strip())
 
     ut.verify_result(res, src, tok, k, batch_size=bs, lm=place, include_references=refs,
-                     device=None if dev == "auto" else dev, device_map="auto" if spread else None,
-                     max_memory=ut.parse_max_memory(max_memory.strip()),
+                     **_placement_args(dev, spread, max_memory.strip()),
                      progress=lambda d, t, m="": bar.progress(d / max(1, t), text=f"Verified {d}/{t}"))  # fmt: skip
-    if "s" in loaded:
-        res.timings["load_lm"] = loaded["s"]
     bar.empty()
 
 
