@@ -36,6 +36,7 @@ from ui.charts import interactive_toggle, show_svg
 from ui.pickers import pick_model, pick_tokenizer
 from ui.spans import token_spans_html
 from ui.svg import line_chart
+from ui.tables import static_table
 
 NO_FLORES = "FLORES-200 was not found: set TOKLAB_FLORES (or TOKLAB_ASSETS to the shared assets folder)."
 BOUNDARY_HELP = {
@@ -161,7 +162,7 @@ def merges_table(tok: LoadedTokenizer, res: DynamicResult) -> None:
         for j, s in enumerate(res.merges)
     ]  # fmt: skip
     st.subheader(f"Merges ({len(rows)})")
-    st.dataframe(pd.DataFrame(rows, columns=MERGE_COLUMNS), hide_index=True, width="stretch")
+    static_table(pd.DataFrame(rows, columns=MERGE_COLUMNS), height=400)
 
 
 def download(tok: LoadedTokenizer, report: DynamicReport, k: int) -> None:
@@ -268,7 +269,7 @@ def batches_section(tok: LoadedTokenizer, texts: list[str], boundary: str, speci
         seed = c2.number_input("Seed", 0, 10**6, 0, key="dyn-seed")
         runs = _batches(tok, tuple(texts), int(size), int(seed), boundary, special)
         doc = paths.public_document(runs.to_json())
-        st.dataframe(pd.DataFrame(doc["batches"]), hide_index=True, key="dyn-batches-table")
+        static_table(pd.DataFrame(doc["batches"]), height=400)
         st.download_button("Download the batches (JSON)", json_document(doc), file_name="dynamic_batches.json",
                            mime="application/json", key="dyn-batches-download",
                            help="the document `python -m analysis dynamic … --batch-size B --sample-merges "

@@ -31,6 +31,7 @@ from ui.library import add_to_library, library, shown_source, take_selection, up
 from ui.loaders import example_tokenizers, load_hub_cached, load_path_cached
 from ui.pickers import server_path_input
 from ui.svg import bar_chart
+from ui.tables import static_table
 
 FLAGS = [
     "ignore_merges",
@@ -120,7 +121,7 @@ def summary(tok: LoadedTokenizer) -> None:
     with left:
         st.markdown("**Flags**")
         flags = pd.DataFrame({"flag": FLAGS, "value": [str(getattr(s, k)) for k in FLAGS]})
-        st.dataframe(flags, hide_index=True, width="stretch")
+        static_table(flags)
         st.caption(f"Source: `{shown_source(tok)}` · content hash `{s.content_hash}`")
         note = switched_off_note(tok)
         if note:
@@ -198,7 +199,7 @@ def pipeline_demo(tok: LoadedTokenizer) -> None:
     st.markdown(f"**Pre-tokens** ({len(pieces)}):")
     table = pd.DataFrame({"pre-token": [p for p, _ in pieces], "readable": [tok.readable(p) for p, _ in pieces],
                           "offsets": [f"{a}–{b}" for _, (a, b) in pieces]})  # fmt: skip
-    st.dataframe(table, hide_index=True, width="stretch")
+    static_table(table, height=400)
 
 
 def page() -> None:

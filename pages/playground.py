@@ -15,6 +15,7 @@ from ui.errors import try_step
 from ui.library import library, source_of
 from ui.pickers import pick_tokenizers
 from ui.spans import token_spans_html, visible_whitespace
+from ui.tables import static_table
 
 #: The only query parameters read, as plain strings (never unpickled or evaluated).
 ALLOWED = ("t", "text", "textid", "ws", "bytes", "special")
@@ -91,7 +92,7 @@ def comparison_table(names: list[str], results: list[EncodingView]) -> None:
         }
         for n, r in zip(names, results)
     ]
-    st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch")
+    static_table(pd.DataFrame(rows))
 
 
 def diff_table(names: list[str], text: str, results: list[EncodingView]) -> None:
@@ -104,7 +105,7 @@ def diff_table(names: list[str], text: str, results: list[EncodingView]) -> None
     rows = [{"text": visible_whitespace(d.text).replace("\n", "")}
             | {n: " | ".join(visible_whitespace(p).replace("\n", "") for p in pieces) for n, pieces in zip(names, d.pieces)}
             for d in diff]  # fmt: skip
-    st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch", height=min(400, 35 * len(rows) + 40))
+    static_table(pd.DataFrame(rows), height=400)
     st.caption("Each row is a stretch between two boundaries every tokenizer shares; `|` separates its tokens "
                "(`·` is a space). Stretches all tokenizers split alike are left out.")  # fmt: skip
 

@@ -37,6 +37,7 @@ from ui.model_check import model_check_section
 from ui.pickers import BPE, pick_model, pick_tokenizer, server_path_input
 from ui.progress import start_now
 from ui.spans import token_spans_html
+from ui.tables import static_table
 from ui.trees import merge_tree_text
 
 SCRIPTS = ["Latin", "Cyrillic", "Greek", "Arabic", "Hebrew", "Han", "Hiragana", "Katakana", "Hangul", "Thai",
@@ -190,11 +191,12 @@ def next_tokens(tok: LoadedTokenizer, order: P.PruneOrder, n: int) -> None:
     nxt = list(order.ids[n : n + 25])
     if not nxt:
         return
-    st.markdown("**Next tokens to be removed** (after these N):")
-    st.dataframe(pd.DataFrame([{"id": i, "token": tok.readable(tok.id_to_token[i]), "raw": tok.id_to_token[i],
-                                "order key": order.keys.get(i)} for i in nxt]), hide_index=True, key="prune-next-table",
-                 column_config={"order key": st.column_config.Column(help="the value the order sorts by (e.g. a "
-                                "frequency or a score)")})  # fmt: skip
+    st.markdown(
+        "**Next tokens to be removed** (after these N; *order key*: the value the order sorts by, e.g. a "
+        "frequency or a score):"
+    )
+    static_table(pd.DataFrame([{"id": i, "token": tok.readable(tok.id_to_token[i]), "raw": tok.id_to_token[i],
+                                "order key": order.keys.get(i)} for i in nxt]))  # fmt: skip
     pick = st.selectbox("Merge tree of", nxt, format_func=lambda i: f"{tok.readable(tok.id_to_token[i])!r} [{i}]",
                         key="prune-tree-pick")  # fmt: skip
     if not trees_now(tok):

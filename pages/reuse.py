@@ -29,6 +29,7 @@ from ui.pickers import BYTE_LEVEL_BPE, pick_model, pick_tokenizer, server_path_i
 from ui.progress import progress
 from ui.spans import token_spans_html
 from ui.svg import bar_chart
+from ui.tables import static_table
 
 TARGETS = {"arabic": "arb_Arab", "hebrew": "heb_Hebr", "cyrillic": "rus_Cyrl", "devanagari": "hin_Deva",
            "thai": "tha_Thai", "greek": "ell_Grek", "armenian": "hye_Armn", "georgian": "kat_Geor",
@@ -134,8 +135,9 @@ def classes_chart(vc: reuse.VocabClasses, plan: reuse.ReusePlan) -> None:
     m4.metric("Protected ids", f"{len(plan.protected_ids):,}")
     with st.expander("Reusable classes (smallest first) and the class rule"):
         st.markdown(CLASS_RULE)
-        st.dataframe(pd.DataFrame({"class": list(plan.selected), "tokens": list(plan.selected.values())}),
-                     hide_index=True, key="reuse-selected-table")  # fmt: skip
+        static_table(
+            pd.DataFrame({"class": list(plan.selected), "tokens": list(plan.selected.values())}), height=400
+        )
 
 
 def before_after(tok: LoadedTokenizer, rt: reuse.ReuseTokenizer, target: str) -> None:

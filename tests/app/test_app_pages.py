@@ -11,6 +11,7 @@ import sys
 import zipfile
 
 import pytest
+from app_support import static_tables
 from streamlit.runtime.pages_manager import PagesManager
 from streamlit.runtime.scriptrunner import script_runner
 from streamlit.testing.v1 import AppTest
@@ -36,20 +37,23 @@ def test_default_opens_on_embedded_tokenizer(at):
     assert metrics["Vocabulary (incl. added)"] == "151,646"
     assert metrics["Merges"] == "151,387"
     # vocabulary table (a page of it) and script chart are there
-    assert len(at.dataframe) >= 2
-    table = at.dataframe[1].value
+    # the one grid is the vocabulary; the flags and the pre-tokens are static tables drawn with the page
+    assert len(at.dataframe) == 1
+    flags, pre = static_tables(at)
+    assert flags.set_index("flag").loc["byte_fallback", "value"] == "False" and len(pre) > 5
+    table = at.dataframe[0].value
     assert table["id"].tolist() == list(range(1_000))
     assert any(c.value == "151,646 of 151,646 tokens; rows 1–1,000 shown" for c in at.caption)
     at.number_input(key="inspect-page").set_value(152).run()
-    assert at.dataframe[1].value["id"].tolist() == list(range(151_000, 151_646))
+    assert at.dataframe[0].value["id"].tolist() == list(range(151_000, 151_646))
     at.selectbox(key="inspect-sort").set_value("bytes, longest first").run()
-    longest = at.dataframe[1].value
+    longest = at.dataframe[0].value
     assert at.number_input(key="inspect-page").value == 152 and len(longest) == 646
     at.number_input(key="inspect-page").set_value(1).run()
-    longest = at.dataframe[1].value
+    longest = at.dataframe[0].value
     assert longest["bytes"].is_monotonic_decreasing and longest["bytes"].iloc[0] >= 100
     at.text_input(key="inspect-q").input("^ĠToken").run()  # a narrower search: back to its one page
-    narrow = at.dataframe[1].value
+    narrow = at.dataframe[0].value
     assert 0 < len(narrow) < 1_000 and narrow["token"].str.startswith("ĠToken").all()
     assert "inspect-page" not in [n.key for n in at.number_input]
     assert not at.get("plotly_chart")  # static first: the chart is SVG
@@ -74,10 +78,10 @@ def test_load_from_folder_and_search(at, monkeypatch):
     assert at.selectbox(key="inspect-pick").value == "llama-2"
     metrics = {m.label: m.value for m in at.metric}
     assert metrics["Vocabulary (incl. added)"] == "32,000"
-    flags = at.dataframe[0].value
+    flags = static_tables(at)[0]
     assert flags.set_index("flag").loc["byte_fallback", "value"] == "True"
     at.text_input(key="inspect-q").input("^<0x4").run()
-    table = at.dataframe[1].value
+    table = at.dataframe[0].value
     assert len(table) == 16 and table["token"].str.startswith("<0x4").all()
 
 
@@ -108,7 +112,7 @@ def test_playground_side_by_side_from_url():
     app.switch_page("pages/playground.py").run()
     assert not app.exception, [e.message for e in app.exception]
     assert app.multiselect(key="pg-toks").value == ["gpt2", "Qwen (embedded)", "llama-2", "bert-base-uncased"]
-    table = app.dataframe[0].value.set_index("tokenizer")
+    table = static_tables(app)[0].set_index("tokenizer")
     gpt2 = load_shared("gpt2").tokenizer.encode("Hello world, tere maailm", add_special_tokens=False)
     assert table.loc["gpt2", "tokens"] == len(gpt2.ids)
     assert table.loc["bert-base-uncased", "tokens"] > 0

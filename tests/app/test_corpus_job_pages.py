@@ -9,6 +9,7 @@ import time
 
 import numpy as np
 import pytest
+from app_support import static_tables
 from download_support import record_downloads, without_timings
 from streamlit.testing.v1 import AppTest
 from support import FLORES, ROOT, TOKENIZERS, load_shared
@@ -77,9 +78,7 @@ def test_prune_frequency_order_from_a_background_corpus_job(server_paths):
     assert np.array_equal(counts, ref) and ref.sum() > 50_000
     order = P.compute_order(load_shared("gpt2"), "frequency", counts=ref)
     n = int(at.number_input(key="prune-n").value)
-    table = next(
-        d.value for d in at.dataframe if list(d.value.columns) == ["id", "token", "raw", "order key"]
-    )
+    table = next(d for d in static_tables(at) if list(d.columns) == ["id", "token", "raw", "order key"])
     assert table["id"].tolist() == list(order.ids[n : n + 25])
 
 

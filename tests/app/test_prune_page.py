@@ -9,6 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from app_support import static_tables
 from streamlit.testing.v1 import AppTest
 from support import ROOT, SMOLLM, load_shared, need_smollm
 
@@ -74,7 +75,7 @@ def test_prune_page_under_trained_first_order() -> None:
     at.selectbox(key="prune-ut-kind").select("SmolLM2-135M-Instruct (GGUF, fetched)").run()
     assert not at.exception, [e.message for e in at.exception]
     assert any("can prune up to" in m.value for m in at.markdown)
-    shown = at.dataframe[0].value
+    shown = static_tables(at)[0]
     # the same order from the library: lowest indicator first among leaves
     res = ut.analyze(str(SMOLLM), tok)
     order = P.compute_order(tok, "score", scores=res.main_values[: res.n_tokens].astype("float64"))

@@ -10,6 +10,7 @@ import re
 from contextlib import redirect_stdout
 
 import pytest
+from app_support import static_tables
 from download_support import record_downloads, without
 from streamlit.testing.v1 import AppTest
 from support import ROOT, TOKENIZERS, load_shared
@@ -36,6 +37,9 @@ def test_page_trains_previews_and_exports():
     assert not at.get("plotly_chart")  # static first: the classes chart is SVG, one bar per class
     svg = next(m.value for m in at.markdown if m.value.startswith('<svg class="tl-svg-chart"'))
     assert "Cyrillic: reused" in svg
+    assert not at.dataframe, "the first view is static: no grid module to load"
+    selected = next(t for t in static_tables(at) if list(t.columns) == ["class", "tokens"])
+    assert "Cyrillic" in set(selected["class"]) and (selected["tokens"] > 0).all()
     at.toggle(key="reuse-plotly").set_value(True).run()
     spec = json.loads(at.get("plotly_chart")[0].proto.spec)
     assert spec["data"][0]["type"] == "bar" and "Cyrillic" in spec["data"][0]["x"]
