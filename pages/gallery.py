@@ -1,6 +1,6 @@
 """Example gallery: precomputed results for the bundled example tokenizers (STT, compression on every FLORES-200
 language), read from the disk store, so that a first look takes seconds, not minutes. Its first view holds only
-static elements (tables, an SVG chart), which need no front-end module loaded on demand; the interactive chart and
+static elements (HTML tables, an SVG chart), which need no front-end module loaded on demand; the interactive chart and
 tables come on request."""
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from ui.charts import interactive_toggle, show_svg
 from ui.gallery import start_build
 from ui.palette import tokenizer_colours
 from ui.svg import box_plot
+from ui.tables import static_table
 
 
 def _fmt(v: float | int | None, spec: str) -> str:
@@ -36,7 +37,7 @@ def overview(g: Gallery) -> None:
         }
         for e in sorted(g.entries, key=lambda e: -(e.summary.get("mean") or 0))
     ]
-    st.table(pd.DataFrame(rows).set_index("Tokenizer"))
+    static_table(pd.DataFrame(rows))
     st.caption(f"Bytes/token on the {g.entries[0].languages} FLORES-200 languages (higher = fewer tokens); parity = "
                "a sentence's tokens ÷ its English translation's tokens, English itself left out; STT-unreachable = "
                "tokens the merges can never build (BPE only). Open *Compression* or *Token health* for the details.")  # fmt: skip
@@ -79,7 +80,7 @@ def demo_models(g: Gallery) -> None:
                                                             "class": "Class", m.main: m.main.capitalize()})  # fmt: skip
             shown = df.head(10).copy()
             shown[m.main.capitalize()] = shown[m.main.capitalize()].map(lambda v: f"{v:.4g}")
-            st.table(shown.astype(str).set_index("Id"))
+            static_table(shown.astype(str))
             if len(df) > len(shown) and st.toggle(f"All {len(df)} stored candidates (sortable table)",
                                                   key=f"gal-model-all-{m.key}"):  # fmt: skip
                 st.dataframe(df, hide_index=True, width="stretch", height=min(400, 35 * (len(df) + 1) + 3),

@@ -11,11 +11,10 @@ import sys
 import zipfile
 
 import pytest
-from app_support import static_tables
 from streamlit.runtime.pages_manager import PagesManager
 from streamlit.runtime.scriptrunner import script_runner
 from streamlit.testing.v1 import AppTest
-from support import ROOT, TOKENIZERS, load_shared
+from support import ROOT, TOKENIZERS, load_shared, static_tables
 
 from analysis import DataError
 from analysis.views import playground

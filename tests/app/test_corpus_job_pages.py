@@ -9,10 +9,9 @@ import time
 
 import numpy as np
 import pytest
-from app_support import static_tables
 from download_support import record_downloads, without_timings
 from streamlit.testing.v1 import AppTest
-from support import FLORES, ROOT, TOKENIZERS, load_shared
+from support import FLORES, ROOT, TOKENIZERS, load_shared, static_tables
 
 from analysis.cli import main
 from analysis.jobs import ExecutorConfig, compute, train_from_words

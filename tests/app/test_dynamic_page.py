@@ -11,10 +11,9 @@ import re
 from contextlib import redirect_stdout
 
 import pytest
-from app_support import static_tables
 from download_support import record_downloads, without
 from streamlit.testing.v1 import AppTest
-from support import ROOT, TOKENIZERS, flores_lines, load_shared
+from support import ROOT, TOKENIZERS, flores_lines, load_shared, static_tables
 
 from analysis.cli import main
 from analysis.core.paths import public_document

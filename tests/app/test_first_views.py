@@ -10,9 +10,8 @@ from pathlib import Path
 
 import pytest
 import streamlit as st
-from app_support import static_tables
 from streamlit.testing.v1 import AppTest
-from support import ROOT, load_shared
+from support import ROOT, load_shared, static_tables
 
 from analysis.bpe import stt
 from analysis.core.cache import clear_memory

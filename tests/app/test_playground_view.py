@@ -5,10 +5,9 @@ from __future__ import annotations
 
 import logging
 
-from app_support import static_tables
 from streamlit.elements.lib import policies
 from streamlit.testing.v1 import AppTest
-from support import ROOT, load_shared
+from support import ROOT, load_shared, static_tables
 
 from analysis.views.playground import boundary_diff, compare_encodings
 

@@ -9,9 +9,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from app_support import static_tables
 from streamlit.testing.v1 import AppTest
-from support import ROOT, SMOLLM, load_shared, need_smollm
+from support import ROOT, SMOLLM, load_shared, need_smollm, static_tables
 
 from analysis.methods import pruning as P
 from analysis.methods import undertrained as ut

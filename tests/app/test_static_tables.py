@@ -5,8 +5,8 @@ from __future__ import annotations
 import math
 
 import pandas as pd
-from app_support import static_tables
 from streamlit.testing.v1 import AppTest
+from support import static_tables
 
 from ui.tables import MAX_ROWS, cell_text, table_html
 
