@@ -306,7 +306,7 @@ def page() -> None:
     if tok is None:
         return
     c1, c2 = st.columns([1, 2])
-    method = c1.selectbox("Pruning order", P.ORDERS, index=P.ORDERS.index("leaf-frequency"), key="prune-order",
+    method = c1.selectbox("Pruning order", P.ORDERS, index=P.ORDERS.index(P.FIRST_VIEW_ORDER), key="prune-order",
                           format_func=P.ORDER_LABELS.__getitem__)  # fmt: skip
     scores = scores_from_model(tok) if method == "score" else None
     if method == "score" and scores is None:
@@ -314,14 +314,14 @@ def page() -> None:
     langs_all = available_codes()
     langs = c2.multiselect(
         "Text mix: FLORES-200 languages (equal byte shares) — also the languages of the bytes/token curve",
-        langs_all, default=[c for c in ("est_Latn", "eng_Latn") if c in langs_all], key="prune-langs",
+        langs_all, default=[c for c in P.FIRST_VIEW_LANGUAGES if c in langs_all], key="prune-langs",
     )  # fmt: skip
     c3, c4, c5 = st.columns(3)
-    n_train = int(c3.number_input("FLORES lines per language for frequencies (rest = held out)", 50, 1000, 800, 50,
-                                  key="prune-ntrain"))  # fmt: skip
+    n_train = int(c3.number_input("FLORES lines per language for frequencies (rest = held out)", 50, 1000,
+                                  P.FIRST_VIEW_TRAIN_LINES, 50, key="prune-ntrain"))  # fmt: skip
     uploads = c4.file_uploader("Extra texts for the mix (.txt, .gz, .jsonl, .zip)", accept_multiple_files=True,
                                key="prune-upload")  # fmt: skip
-    scripts = tuple(c5.multiselect("Scripts to keep (script order)", SCRIPTS, default=["Latin"], key="prune-scripts",
+    scripts = tuple(c5.multiselect("Scripts to keep (script order)", SCRIPTS, default=list(P.FIRST_VIEW_SCRIPTS), key="prune-scripts",
                                    disabled=method != "script"))  # fmt: skip
     from_corpus, counts = corpus_counts(tok) if method in ("frequency", "leaf-frequency") else (False, None)
     if from_corpus and counts is None:

@@ -2,7 +2,7 @@
 
 Most pages open on the embedded default, and their first view needs an analysis of its whole vocabulary that does
 not depend on any widget: the vocabulary table (Load & inspect), the Self-Tokenization Test table (Token health),
-the Unicode-block classes and shared symbols (Token reuse), plus the modules the pages import. Each is cached in this process by
+the Unicode-block classes and shared symbols (Token reuse), Prune's default order, plus the modules the pages import. Each is cached in this process by
 content (`analysis.core.cache.memoize`, single flight), so computing them in a background thread once the server
 has started means the first visitor of each page reads them instead of waiting for them; a visitor who arrives
 while one is still being computed waits for that same computation, never a second one.
@@ -18,7 +18,8 @@ import threading
 from collections.abc import Callable
 
 from analysis.bpe import stt_report
-from analysis.methods import reuse
+from analysis.methods import pruning, reuse
+from analysis.texts.flores import available_codes, split_lines
 from analysis.tokenizer.tokenizer import LoadedTokenizer
 from analysis.tokenizer.vocab_table import vocab_table
 from analysis.views.vocab_views import stt_table
@@ -42,6 +43,18 @@ def import_page_modules() -> None:
         raise ImportError("; ".join(failed))
 
 
+def prune_first_view_order(tok: LoadedTokenizer) -> pruning.PruneOrder | None:
+    """The order Prune's first view shows for `tok` (the page's defaults, :data:`pruning.FIRST_VIEW_ORDER` on the
+    FLORES mix), through the disk store, so it is in this process's memory when the page asks; None without
+    FLORES."""
+    langs = [c for c in pruning.FIRST_VIEW_LANGUAGES if c in available_codes()]
+    if not langs:
+        return None
+    texts = pruning.mix_texts([split_lines(c, pruning.FIRST_VIEW_TRAIN_LINES)[0] for c in langs], by="lines")
+    return pruning.stored_order(tok, pruning.FIRST_VIEW_ORDER, texts, counts=None,
+                                allowed_scripts=pruning.FIRST_VIEW_SCRIPTS, scores=None)  # fmt: skip
+
+
 def first_view_work(tok: LoadedTokenizer) -> list[tuple[str, Callable[[], object]]]:
     """(what, call) for each per-tokenizer analysis a page's first view reads, in the order visitors meet them:
     Load & inspect's vocabulary table first, then the pages' modules, then the rest."""
@@ -52,6 +65,7 @@ def first_view_work(tok: LoadedTokenizer) -> list[tuple[str, Callable[[], object
     ]
     if tok.model_type == "BPE":
         work.append(("Self-Tokenization Test", lambda: (stt_report(tok), stt_table(tok))))
+        work.append(("pruning order", lambda: prune_first_view_order(tok)))
     work.append(("Unicode-block classes", lambda: reuse.classify_vocab(tok, reuse.DEFAULT_RULES)))
     work.append(("shared symbols", lambda: reuse.all_shared_symbol_ids(tok)))
     return work

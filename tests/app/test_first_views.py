@@ -16,7 +16,7 @@ from support import ROOT, load_shared, static_tables
 from analysis.bpe import stt
 from analysis.core.cache import clear_memory
 from analysis.methods import reuse
-from analysis.methods.pruning import orders
+from analysis.methods.pruning import orders, stored
 from analysis.tokenizer import vocab_table
 from analysis.tokenizer.defaults import SAMPLE_TEXT
 from analysis.views import vocab_views
@@ -89,15 +89,16 @@ def test_the_servers_background_warm_up_is_what_the_first_views_read(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """`scripts/serve.py` computes the embedded default's first-view analyses in the background: the first session
-    of Load & inspect, Token health and Token reuse then computes none of them (every memo lookup is a hit)."""
+    of Load & inspect, Token health, Token reuse and Prune then computes none of them (every memo lookup is a hit)."""
     monkeypatch.setenv("TOKLAB_CACHE", str(tmp_path))
     _forget()
     assert warmup.warm_in_background(load_default).join(300) is None
     memos = {"vocabulary table": vocab_table._table, "STT": stt._stt_report, "STT table": vocab_views._stt_table,
-             "classes": reuse.classify_vocab, "shared symbols": reuse.all_shared_symbol_ids}  # fmt: skip
+             "classes": reuse.classify_vocab, "shared symbols": reuse.all_shared_symbol_ids,
+             "pruning order": stored._read_order}  # fmt: skip
     warmed = {k: m.cache_info() for k, m in memos.items()}
     assert all(info["size"] >= 1 for info in warmed.values()), warmed
-    for page in ("pages/inspect.py", "pages/token_health.py", "pages/reuse.py"):
+    for page in ("pages/inspect.py", "pages/token_health.py", "pages/reuse.py", "pages/prune.py"):
         at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=180)
         at.switch_page(page).run()
         assert not at.exception, [e.message for e in at.exception]
@@ -107,6 +108,8 @@ def test_the_servers_background_warm_up_is_what_the_first_views_read(
     assert after["classes"]["hits"] > warmed["classes"]["hits"]
     assert after["shared symbols"]["hits"] > warmed["shared symbols"]["hits"]
     assert after["STT table"]["hits"] > warmed["STT table"]["hits"]
+    assert after["pruning order"]["hits"] > warmed["pruning order"]["hits"]
+    assert any("can prune up to" in m.value for m in at.markdown)  # Prune's first view shows that order
 
 
 def _svgs(at: AppTest) -> list[str]:

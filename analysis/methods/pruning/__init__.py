@@ -28,6 +28,10 @@ from analysis.bpe import unreachable_ids
 from analysis.measure.metrics import bytes_per_token
 
 from .common import (
+    FIRST_VIEW_LANGUAGES,
+    FIRST_VIEW_ORDER,
+    FIRST_VIEW_SCRIPTS,
+    FIRST_VIEW_TRAIN_LINES,
     alphabet_ids,
     check_prunable,
     mix_texts,
@@ -61,6 +65,10 @@ from .stored import ORDER_STORE_VERSION, order_key, stored_order
 
 __all__ = [
     "CORPUS_ORDERS",
+    "FIRST_VIEW_LANGUAGES",
+    "FIRST_VIEW_ORDER",
+    "FIRST_VIEW_SCRIPTS",
+    "FIRST_VIEW_TRAIN_LINES",
     "ORDER_STORE_VERSION",
     "ORDERS",
     "ORDER_DESCRIPTIONS",

@@ -83,6 +83,15 @@ def post_processor_tokens(pp: dict | None) -> set[str]:
     return out
 
 
+#: What the Prune page opens with, in one place for the page and the server's warm-up of its first view
+#: (`ui/warmup.py`): the leaf-frequency order on an equal mix of the first `FIRST_VIEW_TRAIN_LINES` FLORES-200
+#: devtest lines of each language (the rest held out for the curves), Latin the script the script order keeps.
+FIRST_VIEW_ORDER = "leaf-frequency"
+FIRST_VIEW_LANGUAGES = ("est_Latn", "eng_Latn")
+FIRST_VIEW_TRAIN_LINES = 800
+FIRST_VIEW_SCRIPTS = ("Latin",)
+
+
 def mix_texts(
     parts: Sequence[Sequence[str]], weights: Sequence[float] | None = None, *, by: str = "bytes"
 ) -> list[str]:
