@@ -17,14 +17,16 @@ import streamlit as st
 #: The rows a static table shows at most; a longer frame shows its first rows and says how many it left out.
 MAX_ROWS = 500
 
-#: Streamlit's grid, approximately: its font size, thin borders, a header row that stays at the top while the table
-#: scrolls inside its box. Cells keep their whitespace (tokens are shown as they are).
+#: Streamlit's grid, approximately, in either theme (greys with alpha, the text colour inherited): its font size,
+#: thin borders, a header row that stays at the top while the table scrolls inside its box (blurred under it, so
+#: it needs no opaque colour of its own). Cells keep their whitespace (tokens are shown as they are).
 CSS = """<style>
-.tl-table-box{overflow:auto;border:1px solid rgba(49,51,63,.1);border-radius:.5rem;margin-bottom:.5rem}
+.tl-table-box{overflow:auto;border:1px solid rgba(128,128,128,.25);border-radius:.5rem;margin-bottom:.5rem}
 .tl-table{border-collapse:collapse;width:100%;font-size:.875rem;line-height:1.4}
-.tl-table th{position:sticky;top:0;background:#f8f9fb;font-weight:400;color:rgba(49,51,63,.6);text-align:left}
-.tl-table th,.tl-table td{padding:.25rem .5rem;border-bottom:1px solid rgba(49,51,63,.1);white-space:pre}
-.tl-table td.tl-num{text-align:right;font-variant-numeric:tabular-nums}
+.tl-table th{position:sticky;top:0;background:rgba(128,128,128,.1);backdrop-filter:blur(8px);font-weight:400;
+text-align:left;color:#808495}
+.tl-table th,.tl-table td{padding:.25rem .5rem;border-bottom:1px solid rgba(128,128,128,.2);white-space:pre}
+.tl-table .tl-num{text-align:right;font-variant-numeric:tabular-nums}
 </style>"""
 
 
@@ -46,7 +48,10 @@ def table_html(df: pd.DataFrame, *, height: int | None = None, max_rows: int = M
     """The HTML of `df` as a static table (no index; numbers right-aligned), in a box of at most `height` pixels that
     scrolls; at most `max_rows` rows."""
     numeric = [pd.api.types.is_numeric_dtype(t) and not pd.api.types.is_bool_dtype(t) for t in df.dtypes]
-    head = "".join(f"<th>{html.escape(str(c))}</th>" for c in df.columns)
+    head = "".join(
+        f"<th{' class=tl-num' if num else ''}>{html.escape(str(c))}</th>"
+        for c, num in zip(df.columns, numeric)
+    )
     rows = []
     for values in df.head(max_rows).itertuples(index=False, name=None):
         cells = "".join(

@@ -16,7 +16,11 @@ def test_cells_show_their_values_escaped_and_tokens_with_their_whitespace():
         {"id": [7, 12_345], "token": ["<b>&amp;", "  two spaces "], "bytes/token": [3.14159265, 2.0]}
     )
     out = table_html(df)
-    assert "<th>bytes/token</th>" in out and "<b>" not in out.split("</style>")[1]
+    assert (
+        "<th>token</th>" in out
+        and "<th class=tl-num>bytes/token</th>" in out
+        and "<b>" not in out.split("</style>")[1]
+    )
     assert "<td>&lt;b&gt;&amp;amp;</td>" in out and "<td>  two spaces </td>" in out
     assert "<td class=tl-num>12345</td>" in out and "<td class=tl-num>3.14159</td>" in out
     assert "white-space:pre" in out  # tokens are shown as they are, spaces included
