@@ -65,8 +65,9 @@ def test_token_health_filters_and_table_agree_after_switching_tokenizer(page: Pa
     # the next interaction keeps them in agreement: a search within the shown categories finds rows
     search = page.get_by_label("Search (readable or raw form)")
     search.fill("việ")
+    since = mark(page)  # a new search text: Enter reruns the app
     search.press("Enter")
-    wait_idle(page, SLOW)
+    wait_rerun(page, since, SLOW)
     assert _chips(page, "Categories") == chips
     expect(page.get_by_text(re.compile(r"^[1-9][\d,]* of 128,256 ids$"))).to_be_visible(timeout=SLOW)
 

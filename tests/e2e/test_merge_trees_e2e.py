@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from e2e_support import screenshot, wait_idle
+from e2e_support import mark, screenshot, wait_idle, wait_rerun
 from playwright.sync_api import Page, expect
 
 SLOW = 240_000  # first STT / vocabulary structure of Llama-3.1 on a busy 2-core machine
@@ -20,8 +20,9 @@ def test_merge_tree_and_unreachable_filter(page: Page, app_url, artifacts):
     # search a token: ' việc' is one of the 588 tokens the merges cannot build
     box = page.get_by_label("Search a token")
     box.fill(" việc")
+    since = mark(page)  # each search below changes the text: Enter always reruns the app; wait for that run
     box.press("Enter")
-    wait_idle(page, SLOW)
+    wait_rerun(page, since, SLOW)
     expect(page.locator('[data-testid="stMetricValue"]').filter(has_text=re.compile(r"^NO$"))).to_be_visible(
         timeout=SLOW
     )
@@ -36,12 +37,16 @@ def test_merge_tree_and_unreachable_filter(page: Page, app_url, artifacts):
 
     # a reachable token: its tree is drawn and the tokens built on it are listed
     box.fill(" Token")
+    since = mark(page)
     box.press("Enter")
-    wait_idle(page, SLOW)
+    wait_rerun(
+        page, since, SLOW
+    )  # (a bare wait_idle could return before the rerun was asked for: both headings)
     expect(page.locator('[data-testid="stMetricValue"]').filter(has_text=re.compile(r"^yes$"))).to_be_visible(
         timeout=SLOW
     )
     # one heading once the rerun has finished (until then the previous token's "(0)" heading may still be shown)
+    expect(page.get_by_text("Tokens built on it (0)", exact=True)).to_have_count(0, timeout=SLOW)
     built = page.get_by_text(re.compile(r"^Tokens built on it \(\d+\)$"))
     expect(built).to_have_count(1, timeout=SLOW)
     expect(built).to_be_visible()
@@ -53,8 +58,9 @@ def test_merge_tree_and_unreachable_filter(page: Page, app_url, artifacts):
     expect(page.get_by_text("588 of 128,256 ids")).to_be_visible(timeout=SLOW)
     search = page.get_by_label("Search (readable or raw form)")
     search.fill("việ")
+    since = mark(page)
     search.press("Enter")
-    wait_idle(page, SLOW)
+    wait_rerun(page, since, SLOW)
     caption = page.get_by_text("of 128,256 ids")
     expect(caption).not_to_have_text("588 of 128,256 ids", timeout=SLOW)  # the search's rerun has finished
     shown = int(caption.inner_text().split(" of ")[0].replace(",", ""))

@@ -8,7 +8,7 @@ import re
 import subprocess
 import sys
 
-from e2e_support import screenshot, wait_idle
+from e2e_support import mark, screenshot, wait_idle, wait_rerun
 from playwright.sync_api import Page, expect
 from support import FLORES, ROOT, TOKENIZERS, load_shared
 
@@ -56,8 +56,9 @@ def test_playground_updates_while_typing_and_decodes_ids(page: Page, app_url, ar
     page.get_by_text("Decode ids → text").click()
     ids_box = page.get_by_label("Token ids")
     ids_box.fill("15496 11 995")
+    since = mark(page)  # new ids in an empty box: committing them reruns the app
     ids_box.press("Control+Enter")
-    wait_idle(page)
+    wait_rerun(page, since)
     expect(page.locator('[data-testid="stCode"]').filter(has_text="Hello, world").first).to_be_visible()
     screenshot(page, artifacts / "playground_decode.png")
 
