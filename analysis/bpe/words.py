@@ -9,7 +9,9 @@ per text unit; segmented words are kept as tuples of vocabulary ids where they t
 
 from __future__ import annotations
 
+import codecs
 import re
+import string
 import unicodedata
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
@@ -67,10 +69,17 @@ _OLD_LETTERS = "\u024f"
 
 
 def _byte_map() -> dict[int, str]:
-    """GPT-2's byte → printable character table (the ByteLevel pre-tokenizer's), as a str.translate table."""
+    """GPT-2's byte → printable character table (the ByteLevel pre-tokenizer's)."""
     keep = [*range(ord("!"), ord("~") + 1), *range(ord("¡"), ord("¬") + 1), *range(ord("®"), ord("ÿ") + 1)]
     extra = iter(range(256, 512))
     return {b: chr(b) if b in keep else chr(next(extra)) for b in range(256)}
+
+
+#: ASCII punctuation but the apostrophe (contractions): characters a byte-level pattern keeps together as one
+#: run, apart from the letters before them (``[^\s\p{L}\p{N}]+``)
+_SUFFIX_PUNCT = "".join(c for c in string.punctuation if c != "'")
+#: pieces the one-token and suffix rules are checked on against the real pre-tokenizer
+_CHECK_PIECES = (" word", " éàõž", " Ġx", " ÿĀ", " word,", " end).", ' Ærø?!"', " x%-", "word.")
 
 
 class _ChunkPretokenizer:
@@ -81,14 +90,20 @@ class _ChunkPretokenizer:
     Cut before every space that follows a non-space character, each such position is a pre-token boundary, and
     the pre-tokens between two of them are those of the piece alone (no match looks past it), so the text's
     pre-token counts are the sum, over distinct pieces, of the piece's pre-tokens times its count. A piece that
-    is a space and old letters (:data:`_OLD_LETTERS`) is one pre-token whose byte-level form is a table lookup;
-    any other piece goes through the real pre-tokenizer, once per distinct piece.
+    is a space and old letters (:data:`_OLD_LETTERS`) is one pre-token, and one followed by a run of ASCII
+    punctuation (:data:`_SUFFIX_PUNCT`) two; their byte-level forms come from one table decode for all of them
+    (checked against the real pre-tokenizer when built). Any other piece goes through the real pre-tokenizer,
+    once per distinct piece.
     """
 
     def __init__(self, pre: Any, prefix_space: bool) -> None:
         self.pre = pre
         self.prefix_space = prefix_space
-        self.table = _byte_map()
+        table = _byte_map()
+        #: the byte → character table as a 256-character string, for codecs.charmap_decode
+        self.decoding = "".join(table[b] for b in range(256))
+        #: what a line break becomes: the separator of the batched decode (no rule-handled piece holds one)
+        self.separator = table[ord("\n")]
 
     @classmethod
     def of(cls, tok: LoadedTokenizer) -> _ChunkPretokenizer | None:
@@ -116,78 +131,157 @@ class _ChunkPretokenizer:
         return out if out.check() else None
 
     def check(self) -> bool:
-        """Whether the byte table and the one-token rule agree with the real pre-tokenizer on a few pieces."""
-        for piece in (" word", " éàõž", " Ġx", " ÿĀ"):
-            if [p for p, _ in self.pre.pre_tokenize_str(piece)] != [self.one(piece)]:
+        """Whether the byte table and the piece rules agree with the real pre-tokenizer on a few pieces."""
+        for piece in _CHECK_PIECES:
+            ref = Counter(p for p, _ in self.pre.pre_tokenize_str(piece))
+            as_lead: Counter = Counter()
+            self.count_pieces(Counter([piece]), Counter(), as_lead)
+            as_tail: Counter = Counter()
+            if piece[:1] == " ":
+                self.count_pieces(Counter(), Counter([piece[1:]]), as_tail)
+            if as_lead != ref or (piece[:1] == " " and as_tail != ref):
                 return False
         return True
 
-    def one(self, piece: str) -> str:
-        """The byte-level form of a piece that is one pre-token."""
-        return piece.encode("utf-8", "surrogatepass").decode("latin-1").translate(self.table)
-
-    def count(self, chunks: Counter, into: Counter) -> None:
-        """Add the pre-tokens of every distinct piece, times its count, to `into`."""
+    def count_pieces(self, lead: Counter, tail: Counter, into: Counter) -> None:
+        """Add the pre-tokens of every distinct piece, times its count, to `into`: `lead` holds whole pieces,
+        `tail` pieces without their one leading space."""
+        simple: list[str] = []  # pieces (and punctuation runs) that are one pre-token each
+        times: list[int] = []
+        other: list[tuple[str, int]] = []  # through the real pre-tokenizer
+        add, add_n = simple.append, times.append
+        punct, old = _SUFFIX_PUNCT, _OLD_LETTERS
+        for w, n in tail.items():
+            if not n:  # a word counted as a piece's first word only (see PretokenCounter.add)
+                continue
+            if w.isalpha():
+                if max(w) <= old:
+                    add(" " + w)
+                    add_n(n)
+                    continue
+            else:
+                core = w.rstrip(punct)
+                if core and core.isalpha() and max(core) <= old:
+                    add(" " + core)
+                    add(w[len(core) :])
+                    add_n(n)
+                    add_n(n)
+                    continue
+            other.append((" " + w, n))
+        for piece, n in lead.items():
+            word = piece[1:] if piece[:1] == " " else piece
+            if word.isalpha() and max(word) <= old and (word is not piece or not self.prefix_space):
+                add(piece)
+                add_n(n)
+            else:
+                other.append((piece, n))
+        get = into.get
+        if simple:
+            joined = "\n".join(simple).encode("utf-8", "surrogatepass")
+            for p, n in zip(
+                codecs.charmap_decode(joined, "strict", self.decoding)[0].split(self.separator), times
+            ):
+                into[p] = get(p, 0) + n
         first = itemgetter(0)
         pre_tokenize = self.pre.pre_tokenize_str
-        one = self.one
-        get = into.get
-        for piece, n in chunks.items():
-            word = piece[1:] if piece[:1] == " " else piece
-            if word.isalpha() and max(word) <= _OLD_LETTERS and (word is not piece or not self.prefix_space):
-                p = one(piece)
+        for piece, n in other:
+            for p in map(first, pre_tokenize(piece)):
                 into[p] = get(p, 0) + n
-            else:
-                for p in map(first, pre_tokenize(piece)):
-                    into[p] = get(p, 0) + n
 
 
 _SP_CHUNK = re.compile(SPIECE_UNDERLINE + "*[^" + SPIECE_UNDERLINE + "]+|" + SPIECE_UNDERLINE + "+")
 
 
+class PretokenCounter:
+    """Pre-token counts (added tokens split out, normalizer, pre-tokenizer) over units added batch by batch.
+
+    With `sp_chunks` (SentencePiece-style vocabularies, where no piece holds `▁` after another character), each
+    pre-token is further cut before every `▁` run, which never changes the model's segmentation. With a
+    space-safe byte-level pre-tokenizer (:class:`_ChunkPretokenizer`) the distinct space-separated pieces are
+    counted first, over every batch, and pre-tokenized once each when the counts are taken (:meth:`take`).
+    """
+
+    def __init__(self, tok: LoadedTokenizer, *, sp_chunks: bool = False, nfkc: bool = False) -> None:
+        tk = tok.tokenizer
+        if tk.pre_tokenizer is None and not sp_chunks:
+            raise UnsupportedTokenizerError(f"{tok.name}: continued training needs a pre-tokenizer")
+        self.norm = tk.normalizer
+        self.pre = tk.pre_tokenizer
+        self.sp_chunks = sp_chunks
+        self.nfkc = nfkc
+        self.split = added_token_splitter(tok)
+        self.by_piece = None if sp_chunks else _chunk_pretokenizer(tok)
+        self.counts: Counter = Counter()
+        self.lead: Counter = Counter()  # (by_piece) whole pieces
+        self.tail: Counter = Counter()  # (by_piece) pieces after one space, without it
+        self.units = 0
+        self.chars = 0
+
+    @property
+    def size(self) -> int:
+        """The distinct keys held (pieces and pre-tokens): what a corpus job's spill threshold bounds."""
+        return len(self.counts) + len(self.lead) + len(self.tail)
+
+    def add(self, units: Iterable[str]) -> None:
+        """Count the pre-tokens of more text units (empty and whitespace-only units are skipped)."""
+        counts, lead, tail = self.counts, self.lead, self.tail
+        norm, pre, split, nfkc = self.norm, self.pre, self.split, self.nfkc
+        chunk = _SP_CHUNK.findall
+        first = itemgetter(0)
+        by_piece = self.by_piece is not None
+        pieces_of = _SPACE_CUT.split
+        n_units = n_chars = 0
+        for unit in units:
+            if not unit or unit.isspace():
+                continue
+            n_units += 1
+            n_chars += len(unit)
+            if nfkc:
+                unit = unicodedata.normalize("NFKC", unit)
+            for part in split(unit):
+                if norm is not None:
+                    part = norm.normalize_str(part)
+                if by_piece:
+                    # the only whitespace is single spaces, none first: the pieces are the split's words, all
+                    # but the first after one space (a trailing space is the piece " ")
+                    if part.isprintable() and "  " not in part and part[:1] != " ":
+                        words = part.split(" ")
+                        tail.update(words)
+                        w0 = words[0]
+                        tail[w0] -= 1
+                        lead[w0] += 1
+                    else:
+                        lead.update(pieces_of(part))
+                    continue
+                pieces = list(map(first, pre.pre_tokenize_str(part))) if pre is not None else [part]
+                if self.sp_chunks:
+                    for p in pieces:
+                        counts.update(chunk(p))
+                else:
+                    counts.update(pieces)
+        self.units += n_units
+        self.chars += n_chars
+
+    def take(self) -> Counter:
+        """The pre-token counts of the units added since the last take (the counter starts again empty)."""
+        if self.by_piece is not None and (self.lead or self.tail):
+            self.by_piece.count_pieces(self.lead, self.tail, self.counts)
+        out = self.counts
+        self.counts, self.lead, self.tail = Counter(), Counter(), Counter()
+        return out
+
+
 def count_pretokens(
     tok: LoadedTokenizer, units: Iterable[str], *, sp_chunks: bool = False, nfkc: bool = False
 ) -> tuple[Counter, int, int]:
-    """Counter of pre-token strings over the text (added tokens split out, normalizer, pre-tokenizer).
+    """(Counter of pre-token strings over the text, units, characters): a :class:`PretokenCounter` in one go.
 
     With `sp_chunks` (SentencePiece-style vocabularies, where no piece holds `▁` after another character),
     each pre-token is further cut before every `▁` run, which never changes the model's segmentation.
     """
-    tk = tok.tokenizer
-    norm = tk.normalizer
-    pre = tk.pre_tokenizer
-    if pre is None and not sp_chunks:
-        raise UnsupportedTokenizerError(f"{tok.name}: continued training needs a pre-tokenizer")
-    split = added_token_splitter(tok)
-    counts: Counter = Counter()
-    n_units = n_chars = 0
-    chunk = _SP_CHUNK.findall
-    first = itemgetter(0)
-    by_piece = None if sp_chunks else _chunk_pretokenizer(tok)
-    pieces_of = _SPACE_CUT.split
-    distinct: Counter = Counter()  # (by_piece) distinct space-separated pieces
-    for unit in units:
-        if not unit or unit.isspace():
-            continue
-        n_units += 1
-        n_chars += len(unit)
-        if nfkc:
-            unit = unicodedata.normalize("NFKC", unit)
-        for part in split(unit):
-            if norm is not None:
-                part = norm.normalize_str(part)
-            if by_piece is not None:
-                distinct.update(pieces_of(part))
-                continue
-            pieces = list(map(first, pre.pre_tokenize_str(part))) if pre is not None else [part]
-            if sp_chunks:
-                for p in pieces:
-                    counts.update(chunk(p))
-            else:
-                counts.update(pieces)
-    if by_piece is not None:
-        by_piece.count(distinct, counts)
-    return counts, n_units, n_chars
+    counter = PretokenCounter(tok, sp_chunks=sp_chunks, nfkc=nfkc)
+    counter.add(units)
+    return counter.take(), counter.units, counter.chars
 
 
 @memoize(maxsize=4)

@@ -37,7 +37,7 @@ from __future__ import annotations
 
 import importlib
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -56,7 +56,6 @@ from analysis.texts.stat import (
     Emit,
     Stat,
     chunks,
-    emit_bounded,
     memory_options,
     merge_globals,
     word_bucket,
@@ -68,6 +67,25 @@ from analysis.tokenizer.tokenizer import LoadedTokenizer
 # --------------------------------------------------------------------------------------------------
 # Pre-token counts and training words
 # --------------------------------------------------------------------------------------------------
+def _count_bounded(
+    counter: words.PretokenCounter,
+    texts: Iterable[str],
+    opts: dict,
+    emit: Emit,
+    on_chunk: Callable[[list[str]], Any] | None = None,
+) -> None:
+    """Feed the texts to the pre-token counter chunk by chunk (`on_chunk` sees each chunk first); emit its
+    counts whenever it holds `max_keys` distinct keys, and at the end."""
+    max_keys = opts.get("max_keys", MAX_KEYS)
+    for chunk in chunks(texts, opts.get("chunk_units", CHUNK_UNITS)):
+        if on_chunk is not None:
+            on_chunk(chunk)
+        counter.add(chunk)
+        if counter.size >= max_keys:
+            emit(counter.take())
+    emit(counter.take())
+
+
 @dataclass
 class PretokenCounts:
     """Pre-token frequencies over a corpus (the tokenizer's added-token split, normalizer and pre-tokenizer)."""
@@ -90,16 +108,9 @@ class Pretokens(Stat):
 
     def map(self, tok: LoadedTokenizer, docs: Iterable[Doc], opts: dict, emit: Emit) -> dict:
         """count_pretokens over chunks of units; spill when the counter grows past MAX_KEYS."""
-        acc: Counter = Counter()
-        units = chars = 0
-        for chunk in chunks((d.text for d in docs), opts.get("chunk_units", CHUNK_UNITS)):
-            c, n, ch = words.count_pretokens(tok, chunk, sp_chunks=opts["sp_chunks"], nfkc=opts["nfkc"])
-            acc.update(c)
-            units += n
-            chars += ch
-            acc = emit_bounded(acc, emit, opts.get("max_keys", MAX_KEYS))
-        emit(acc)
-        return {"units": units, "chars": chars}
+        counter = words.PretokenCounter(tok, sp_chunks=opts["sp_chunks"], nfkc=opts["nfkc"])
+        _count_bounded(counter, (d.text for d in docs), opts, emit)
+        return {"units": counter.units, "chars": counter.chars}
 
     def bucket(self, key: Any, k: int) -> int:
         """By the pre-token string."""
@@ -158,18 +169,14 @@ class Words(Stat):
         sp = opts["mode"] == "sentencepiece"
         nfkc = bool(opts.get("nfkc")) if sp else False
         hist: Counter = Counter()
-        acc: Counter = Counter()
-        units = chars = 0
-        for chunk in chunks((d.text for d in docs), opts.get("chunk_units", CHUNK_UNITS)):
-            if sp and opts.get("coverage"):
-                hist.update(training.char_counts(chunk, nfkc))
-            c, n, ch = words.count_pretokens(tok, chunk, sp_chunks=sp, nfkc=nfkc)
-            acc.update(c)
-            units += n
-            chars += ch
-            acc = emit_bounded(acc, emit, opts.get("max_keys", MAX_KEYS))
-        emit(acc)
-        out: dict[str, Any] = {"units": units, "chars": chars}
+        counter = words.PretokenCounter(tok, sp_chunks=sp, nfkc=nfkc)
+        on_chunk = (
+            (lambda chunk: hist.update(training.char_counts(chunk, nfkc)))
+            if sp and opts.get("coverage")
+            else None
+        )
+        _count_bounded(counter, (d.text for d in docs), opts, emit, on_chunk)
+        out: dict[str, Any] = {"units": counter.units, "chars": counter.chars}
         if hist:
             out["histogram"] = dict(hist)
         return out

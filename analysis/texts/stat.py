@@ -138,11 +138,3 @@ def memory_options(opts: dict) -> dict:
                 raise DataError(f"{k} must be positive")
             out[k] = v
     return out
-
-
-def emit_bounded(counter: Counter, emit: Emit, max_keys: int) -> Counter:
-    """Spill: emit the counter and start a new one once it holds `max_keys` keys."""
-    if len(counter) >= max_keys:
-        emit(counter)
-        return Counter()
-    return counter

@@ -22,7 +22,7 @@ from analysis.bpe.training import (
     train_merges,
     training_mode,
 )
-from analysis.bpe.words import _chunk_pretokenizer, added_token_splitter, count_pretokens
+from analysis.bpe.words import PretokenCounter, _chunk_pretokenizer, added_token_splitter, count_pretokens
 from analysis.core.unicode import sentencepiece_script as char_script
 from analysis.errors import DataError, UnsupportedTokenizerError
 from analysis.methods.extension import append_to_model
@@ -164,7 +164,10 @@ def test_byte_level_words_use_current_segmentation():
 #: whitespace runs, tabs, line breaks, no-break spaces, contractions, digits, marks, other scripts, added tokens
 TRICKY = ["  leading", "trailing  ", "a  b   c", "tab\there", "x \ny", "a\r\nb", "nbsp\u00a0word", "\u00a0 lead",
           " it's 'S 'LL", "12345 678", "東京 tōkyō", "e\u0301 combining", "emoji 😀 x", "a\u2003b", "word,  word.",
-          "ǅungla Ǆ", "ʰmod ˆx", "x <|endoftext|> y", "Tere hommikust! Kuidas läheb?"]  # fmt: skip
+          "ǅungla Ǆ", "ʰmod ˆx", "x <|endoftext|> y", "Tere hommikust! Kuidas läheb?",
+          # a word then ASCII punctuation (one rule), and what the rule must leave to the pre-tokenizer
+          'end). "Quote," he said.', "it's. dogs'. rock'n'roll", "x,y a.b.c 3.14 €5 10%", "Ærø?! ǅ. Ŀ;",
+          "naïve… cafés—", "a ,b  . c", "trailing. ", "word-\tnext", "«guillemets» ¿qué?"]  # fmt: skip
 
 
 @pytest.mark.parametrize("name", ["gpt2", "llama-3.1", "qwen3", "smollm2-135m-instruct"])
@@ -184,6 +187,21 @@ def test_pretokens_counted_by_piece_equal_the_pre_tokenizer_per_unit(name):
             part = norm.normalize_str(part) if norm is not None else part
             ref.update(p for p, _ in pre.pre_tokenize_str(part))
     assert count_pretokens(tok, units)[0] == ref
+
+
+@pytest.mark.parametrize("name", ["gpt2", "llama-3.1"])
+def test_pretoken_counter_over_batches_equals_one_call(name):
+    tok = load_shared(name)
+    units = TRICKY + flores_lines("est_Latn")[:200] + flores_lines("vie_Latn")[:50]
+    counter = PretokenCounter(tok)
+    for i in range(0, len(units), 37):
+        counter.add(units[i : i + 37])
+    assert counter.size > 0
+    got = counter.take()
+    ref, n_units, n_chars = count_pretokens(tok, units)
+    assert got == ref and all(n > 0 for n in got.values())
+    assert (counter.units, counter.chars) == (n_units, n_chars)
+    assert counter.size == 0 and counter.take() == Counter()  # taking empties it
 
 
 def test_pretokens_by_piece_only_for_space_safe_pre_tokenizers():
