@@ -79,7 +79,7 @@ def _byte_map() -> dict[int, str]:
 #: run, apart from the letters before them (``[^\s\p{L}\p{N}]+``)
 _SUFFIX_PUNCT = "".join(c for c in string.punctuation if c != "'")
 #: pieces the one-token and suffix rules are checked on against the real pre-tokenizer
-_CHECK_PIECES = (" word", " éàõž", " Ġx", " ÿĀ", " word,", " end).", ' Ærø?!"', " x%-", "word.")
+_CHECK_PIECES = (" word", " éàõž", " Ġx", " ÿĀ", " word,", " end).", ' Ærø?!"', " x%-", "word.", " ==", " ->", ' ",')  # fmt: skip
 
 
 class _ChunkPretokenizer:
@@ -90,10 +90,10 @@ class _ChunkPretokenizer:
     Cut before every space that follows a non-space character, each such position is a pre-token boundary, and
     the pre-tokens between two of them are those of the piece alone (no match looks past it), so the text's
     pre-token counts are the sum, over distinct pieces, of the piece's pre-tokens times its count. A piece that
-    is a space and old letters (:data:`_OLD_LETTERS`) is one pre-token, and one followed by a run of ASCII
-    punctuation (:data:`_SUFFIX_PUNCT`) two; their byte-level forms come from one table decode for all of them
-    (checked against the real pre-tokenizer when built). Any other piece goes through the real pre-tokenizer,
-    once per distinct piece.
+    is a space and old letters (:data:`_OLD_LETTERS`) is one pre-token, one followed by a run of ASCII
+    punctuation (:data:`_SUFFIX_PUNCT`) two, a space and such a run alone one; their byte-level forms come from
+    one table decode for all of them (checked against the real pre-tokenizer when built). Any other piece goes
+    through the real pre-tokenizer, once per distinct piece.
     """
 
     def __init__(self, pre: Any, prefix_space: bool) -> None:
@@ -165,6 +165,10 @@ class _ChunkPretokenizer:
                     add(" " + core)
                     add(w[len(core) :])
                     add_n(n)
+                    add_n(n)
+                    continue
+                if not core and w:  # a space and ASCII punctuation: one pre-token
+                    add(" " + w)
                     add_n(n)
                     continue
             other.append((" " + w, n))

@@ -167,7 +167,7 @@ TRICKY = ["  leading", "trailing  ", "a  b   c", "tab\there", "x \ny", "a\r\nb",
           "ǅungla Ǆ", "ʰmod ˆx", "x <|endoftext|> y", "Tere hommikust! Kuidas läheb?",
           # a word then ASCII punctuation (one rule), and what the rule must leave to the pre-tokenizer
           'end). "Quote," he said.', "it's. dogs'. rock'n'roll", "x,y a.b.c 3.14 €5 10%", "Ærø?! ǅ. Ŀ;",
-          "naïve… cafés—", "a ,b  . c", "trailing. ", "word-\tnext", "«guillemets» ¿qué?"]  # fmt: skip
+          "naïve… cafés—", "a ,b  . c", "x == y -> z += 1 ', '", "a '. ' b", "trailing. ", "word-\tnext", "«guillemets» ¿qué?"]  # fmt: skip
 
 
 @pytest.mark.parametrize("name", ["gpt2", "llama-3.1", "qwen3", "smollm2-135m-instruct"])
