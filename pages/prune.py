@@ -26,7 +26,7 @@ from analysis.methods.pruning.report import (
 )
 from analysis.model.weights import resolve_model
 from analysis.texts.corpora import MAX_UPLOAD_CHARS, shared_corpora, upload_lines
-from analysis.texts.flores import available_codes, split_lines
+from analysis.texts.flores import available_codes
 from analysis.tokenizer.defaults import SAMPLE_TEXT
 from ui.caching import cache_resource
 from ui.corpus_jobs import corpus_panel
@@ -94,18 +94,16 @@ def scores_from_model(tok: LoadedTokenizer) -> np.ndarray | None:
 
 
 def text_mix(langs: list[str], n_train: int, uploads) -> tuple[tuple[str, ...] | None, dict[str, list[str]]]:
-    """The training mix (FLORES training lines + uploads, equal shares) and the held-out FLORES lines."""
-    parts, held = [], {}
-    for lang in langs:
-        train, held[lang] = split_lines(lang, n_train)
-        parts.append(train)
+    """The training mix (FLORES training lines + uploads, equal shares: :func:`pruning.flores_mix`) and the
+    held-out FLORES lines."""
+    extra = []
     for up in uploads or []:  # strict UTF-8, at most MAX_UPLOAD_CHARS characters per upload
         units, cut = upload_lines(up.name, up.getvalue())
-        parts.append(units)
+        extra.append(units)
         if cut:
             st.caption(f"{up.name}: only the first {MAX_UPLOAD_CHARS:,} characters are used for the mix.")
-    texts = tuple(P.mix_texts(parts, by="bytes" if uploads else "lines")) if parts else None
-    return texts, held
+    texts, held = P.flores_mix(langs, n_train, extra)
+    return (tuple(texts) if texts else None), held
 
 
 def corpus_counts(tok: LoadedTokenizer) -> tuple[bool, np.ndarray | None]:

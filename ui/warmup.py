@@ -19,7 +19,7 @@ from collections.abc import Callable
 
 from analysis.bpe import stt_report
 from analysis.methods import pruning, reuse
-from analysis.texts.flores import available_codes, split_lines
+from analysis.texts.flores import available_codes
 from analysis.tokenizer.tokenizer import LoadedTokenizer
 from analysis.tokenizer.vocab_table import vocab_table
 from analysis.views.vocab_views import stt_table
@@ -50,7 +50,7 @@ def prune_first_view_order(tok: LoadedTokenizer) -> pruning.PruneOrder | None:
     langs = [c for c in pruning.FIRST_VIEW_LANGUAGES if c in available_codes()]
     if not langs:
         return None
-    texts = pruning.mix_texts([split_lines(c, pruning.FIRST_VIEW_TRAIN_LINES)[0] for c in langs], by="lines")
+    texts, _ = pruning.flores_mix(langs, pruning.FIRST_VIEW_TRAIN_LINES)
     return pruning.stored_order(tok, pruning.FIRST_VIEW_ORDER, texts, counts=None,
                                 allowed_scripts=pruning.FIRST_VIEW_SCRIPTS, scores=None)  # fmt: skip
 

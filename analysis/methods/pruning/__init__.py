@@ -8,7 +8,8 @@ first = pruned first; pruning N tokens removes the first N.
 module                        what it holds
 ============================  =================================================================================
 :mod:`.common`                supported tokenizers (:func:`check_prunable`), ids never pruned
-                              (:func:`protected_ids`), text mixes (:func:`mix_texts`), :func:`token_counts`
+                              (:func:`protected_ids`), text mixes (:func:`mix_texts`, :func:`flores_mix`),
+                              :func:`token_counts`
 :mod:`.orders`                :class:`PruneOrder` and every order (last-N, frequency, leaf last-N, leaf
                               frequency = Alg. 1, merge-based = Alg. 2, script, score); :func:`compute_order`
 :mod:`.removal`               :func:`prune` / :class:`Pruner` (drop merges, renumber, fix added tokens and the
@@ -34,6 +35,7 @@ from .common import (
     FIRST_VIEW_TRAIN_LINES,
     alphabet_ids,
     check_prunable,
+    flores_mix,
     mix_texts,
     post_processor_tokens,
     protected_ids,
@@ -95,6 +97,7 @@ __all__ = [
     "leaf_order",
     "merge_based_order",
     "merge_counts",
+    "flores_mix",
     "mix_texts",
     "post_processor_tokens",
     "protected_ids",

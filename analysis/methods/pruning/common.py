@@ -9,6 +9,7 @@ import numpy as np
 
 from analysis.bpe import require_bpe
 from analysis.errors import DataError
+from analysis.texts.flores import split_lines
 from analysis.tokenizer.tokenizer import BYTE_TO_CHAR, LoadedTokenizer
 
 
@@ -126,6 +127,22 @@ def mix_texts(
             out.append(ln)
             used += b
     return out
+
+
+def flores_mix(
+    languages: Sequence[str], n_train: int, extra: Sequence[Sequence[str]] = ()
+) -> tuple[list[str], dict[str, list[str]]]:
+    """(the training mix, the held-out lines per language): the first `n_train` FLORES-200 devtest lines of each
+    language (the rest held out) in equal shares of lines, or, with `extra` texts (uploads), all of them in
+    equal shares of bytes (:func:`mix_texts`); an empty mix when there is nothing to mix. The Prune page's mix
+    and the server's warm-up of its first view (`ui/warmup.py`) are the same call."""
+    parts, held = [], {}
+    for lang in languages:
+        train, held[lang] = split_lines(lang, n_train)
+        parts.append(train)
+    parts += [list(p) for p in extra]
+    texts = mix_texts(parts, by="bytes" if extra else "lines") if parts else []
+    return texts, held
 
 
 def _counting_tokenizer(tok: LoadedTokenizer):

@@ -258,6 +258,17 @@ def test_mix_texts_balances_bytes() -> None:
     assert P.mix_texts([et, en[:100]], [3, 1], by="lines") == et[:300] + en[:100]
 
 
+def test_flores_mix_is_the_first_lines_of_each_language_and_holds_out_the_rest() -> None:
+    et, en = flores_lines("est_Latn"), flores_lines("eng_Latn")
+    texts, held = P.flores_mix(["est_Latn", "eng_Latn"], 800)
+    assert texts == et[:800] + en[:800]
+    assert held == {"est_Latn": et[800:], "eng_Latn": en[800:]}
+    upload = ["üks kaks kolm " * 20] * 50  # an upload: equal shares of bytes, the upload's lines kept whole
+    mixed, _ = P.flores_mix(["est_Latn"], 800, [upload])
+    assert mixed == P.mix_texts([et[:800], upload], by="bytes") and upload[0] in mixed
+    assert P.flores_mix([], 800) == ([], {})
+
+
 # ------------------------------------------------------------------------------------- curves
 @pytest.mark.slow
 def test_prune_curve_from_one_order() -> None:
