@@ -64,8 +64,32 @@ _SPACE_SAFE_SPLITS = frozenset(
 )
 #: a cut before every space that follows a non-space character
 _SPACE_CUT = re.compile(r"(?<=\S)(?= )")
-#: letters whose Unicode category has been "letter" since long before any Unicode version a regex engine uses
+#: letters up to here count as old letters (:func:`_old_letter_run`) whatever their Unicode 3.2 category
 _OLD_LETTERS = "\u024f"
+
+
+@memoize(maxsize=1)
+def _old_letter_run() -> re.Pattern:
+    """A run of *old letters*: characters that are letters (category L*) in Unicode 3.2 (2002) and in this
+    Python's Unicode version, or letters up to :data:`_OLD_LETTERS` — letters in any Unicode version a
+    tokenizer's regex engine uses (Latin, Greek, Cyrillic, Arabic, Hebrew, CJK ideographs, Hangul, kana, …;
+    combining marks are not letters)."""
+    old = unicodedata.ucd_3_2_0
+    keep = [
+        c
+        for c in range(0x30000)
+        if unicodedata.category(chr(c))[0] == "L"
+        and (c <= ord(_OLD_LETTERS) or old.category(chr(c))[0] == "L")
+    ]
+    ranges, start, prev = [], keep[0], keep[0]
+    for c in keep[1:]:
+        if c != prev + 1:
+            ranges.append((start, prev))
+            start = c
+        prev = c
+    ranges.append((start, prev))
+    body = "".join(re.escape(chr(a)) + ("" if a == b else "-" + re.escape(chr(b))) for a, b in ranges)
+    return re.compile(f"[{body}]+")
 
 
 def _byte_map() -> dict[int, str]:
@@ -79,7 +103,8 @@ def _byte_map() -> dict[int, str]:
 #: run, apart from the letters before them (``[^\s\p{L}\p{N}]+``)
 _SUFFIX_PUNCT = "".join(c for c in string.punctuation if c != "'")
 #: pieces the one-token and suffix rules are checked on against the real pre-tokenizer
-_CHECK_PIECES = (" word", " éàõž", " Ġx", " ÿĀ", " word,", " end).", ' Ærø?!"', " x%-", "word.", " ==", " ->", ' ",')  # fmt: skip
+_CHECK_PIECES = (" word", " éàõž", " Ġx", " ÿĀ", " Привет", " 東京", " 한국어", " Ελλάδα.", " العربية", " word,",
+                 " end).", ' Ærø?!"', " x%-", "word.", " ==", " ->", ' ",')  # fmt: skip
 
 
 class _ChunkPretokenizer:
@@ -90,7 +115,7 @@ class _ChunkPretokenizer:
     Cut before every space that follows a non-space character, each such position is a pre-token boundary, and
     the pre-tokens between two of them are those of the piece alone (no match looks past it), so the text's
     pre-token counts are the sum, over distinct pieces, of the piece's pre-tokens times its count. A piece that
-    is a space and old letters (:data:`_OLD_LETTERS`) is one pre-token, one followed by a run of ASCII
+    is a space and old letters (:func:`_old_letter_run`) is one pre-token, one followed by a run of ASCII
     punctuation (:data:`_SUFFIX_PUNCT`) two, a space and such a run alone one; their byte-level forms come from
     one table decode for all of them (checked against the real pre-tokenizer when built). Any other piece goes
     through the real pre-tokenizer, once per distinct piece.
@@ -150,31 +175,30 @@ class _ChunkPretokenizer:
         times: list[int] = []
         other: list[tuple[str, int]] = []  # through the real pre-tokenizer
         add, add_n = simple.append, times.append
-        punct, old = _SUFFIX_PUNCT, _OLD_LETTERS
+        punct, letters = _SUFFIX_PUNCT, _old_letter_run().fullmatch
         for w, n in tail.items():
             if not n:  # a word counted as a piece's first word only (see PretokenCounter.add)
                 continue
-            if w.isalpha():
-                if max(w) <= old:
-                    add(" " + w)
-                    add_n(n)
-                    continue
-            else:
-                core = w.rstrip(punct)
-                if core and core.isalpha() and max(core) <= old:
+            if letters(w):
+                add(" " + w)
+                add_n(n)
+                continue
+            core = w.rstrip(punct)
+            if len(core) != len(w):
+                if core and letters(core):
                     add(" " + core)
                     add(w[len(core) :])
                     add_n(n)
                     add_n(n)
                     continue
-                if not core and w:  # a space and ASCII punctuation: one pre-token
+                if not core:  # a space and ASCII punctuation: one pre-token
                     add(" " + w)
                     add_n(n)
                     continue
             other.append((" " + w, n))
         for piece, n in lead.items():
             word = piece[1:] if piece[:1] == " " else piece
-            if word.isalpha() and max(word) <= old and (word is not piece or not self.prefix_space):
+            if letters(word) and (word is not piece or not self.prefix_space):
                 add(piece)
                 add_n(n)
             else:

@@ -174,12 +174,20 @@ TRICKY = ["  leading", "trailing  ", "a  b   c", "tab\there", "x \ny", "a\r\nb",
 def test_pretokens_counted_by_piece_equal_the_pre_tokenizer_per_unit(name):
     tok = load_shared(name)
     assert _chunk_pretokenizer(tok) is not None  # the fast path is taken for these pre-tokenizers
-    units = (
-        TRICKY
-        + flores_lines("est_Latn")[:100]
-        + flores_lines("kor_Hang")[:30]
-        + flores_lines("hin_Deva")[:30]
-    )
+    units = TRICKY + flores_lines("est_Latn")[:100]
+    for code in (
+        "kor_Hang",
+        "hin_Deva",
+        "rus_Cyrl",
+        "zho_Hans",
+        "jpn_Jpan",
+        "arb_Arab",
+        "ell_Grek",
+        "tha_Thai",
+    ):
+        units += flores_lines(code)[
+            :30
+        ]  # letters of other scripts: the old-letter rule and the pre-tokenizer
     split, norm, pre = added_token_splitter(tok), tok.tokenizer.normalizer, tok.tokenizer.pre_tokenizer
     ref: Counter = Counter()
     for unit in units:
