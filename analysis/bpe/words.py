@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from analysis.core.cache import memoize
+from analysis.core.unicode import stable_letter_run
 from analysis.errors import UnsupportedTokenizerError
 from analysis.tokenizer.tokenizer import SPIECE_UNDERLINE, LoadedTokenizer
 
@@ -64,32 +65,6 @@ _SPACE_SAFE_SPLITS = frozenset(
 )
 #: a cut before every space that follows a non-space character
 _SPACE_CUT = re.compile(r"(?<=\S)(?= )")
-#: letters up to here count as old letters (:func:`_old_letter_run`) whatever their Unicode 3.2 category
-_OLD_LETTERS = "\u024f"
-
-
-@memoize(maxsize=1)
-def _old_letter_run() -> re.Pattern:
-    """A run of *old letters*: characters that are letters (category L*) in Unicode 3.2 (2002) and in this
-    Python's Unicode version, or letters up to :data:`_OLD_LETTERS` — letters in any Unicode version a
-    tokenizer's regex engine uses (Latin, Greek, Cyrillic, Arabic, Hebrew, CJK ideographs, Hangul, kana, …;
-    combining marks are not letters)."""
-    old = unicodedata.ucd_3_2_0
-    keep = [
-        c
-        for c in range(0x30000)
-        if unicodedata.category(chr(c))[0] == "L"
-        and (c <= ord(_OLD_LETTERS) or old.category(chr(c))[0] == "L")
-    ]
-    ranges, start, prev = [], keep[0], keep[0]
-    for c in keep[1:]:
-        if c != prev + 1:
-            ranges.append((start, prev))
-            start = c
-        prev = c
-    ranges.append((start, prev))
-    body = "".join(re.escape(chr(a)) + ("" if a == b else "-" + re.escape(chr(b))) for a, b in ranges)
-    return re.compile(f"[{body}]+")
 
 
 def _byte_map() -> dict[int, str]:
@@ -115,7 +90,7 @@ class _ChunkPretokenizer:
     Cut before every space that follows a non-space character, each such position is a pre-token boundary, and
     the pre-tokens between two of them are those of the piece alone (no match looks past it), so the text's
     pre-token counts are the sum, over distinct pieces, of the piece's pre-tokens times its count. A piece that
-    is a space and old letters (:func:`_old_letter_run`) is one pre-token, one followed by a run of ASCII
+    is a space and stable letters (:func:`~analysis.core.unicode.stable_letter_run`) is one pre-token, one followed by a run of ASCII
     punctuation (:data:`_SUFFIX_PUNCT`) two, a space and such a run alone one; their byte-level forms come from
     one table decode for all of them (checked against the real pre-tokenizer when built). Any other piece goes
     through the real pre-tokenizer, once per distinct piece.
@@ -175,10 +150,8 @@ class _ChunkPretokenizer:
         times: list[int] = []
         other: list[tuple[str, int]] = []  # through the real pre-tokenizer
         add, add_n = simple.append, times.append
-        punct, letters = _SUFFIX_PUNCT, _old_letter_run().fullmatch
+        punct, letters = _SUFFIX_PUNCT, stable_letter_run().fullmatch
         for w, n in tail.items():
-            if not n:  # a word counted as a piece's first word only (see PretokenCounter.add)
-                continue
             if letters(w):
                 add(" " + w)
                 add_n(n)
@@ -274,10 +247,8 @@ class PretokenCounter:
                     # but the first after one space (a trailing space is the piece " ")
                     if part.isprintable() and "  " not in part and part[:1] != " ":
                         words = part.split(" ")
-                        tail.update(words)
-                        w0 = words[0]
-                        tail[w0] -= 1
-                        lead[w0] += 1
+                        lead[words[0]] += 1
+                        tail.update(words[1:])
                     else:
                         lead.update(pieces_of(part))
                     continue

@@ -16,6 +16,9 @@ Everything that names the script of a token is built on :func:`script`:
 * :func:`sentencepiece_script` — SentencePiece's rule on top: Hiragana, Katakana and the prolonged sound mark
   ``ー`` count as Han (continued training's "no piece crosses a script" rule);
 * :func:`text_scripts` — the set of scripts of a string (pruning by script).
+
+:func:`stable_letter_run` matches runs of letters whose category every Unicode version a tokenizer's regex engine
+uses agrees on (the fast path of byte-level pre-token counting).
 """
 
 from __future__ import annotations
@@ -181,3 +184,31 @@ def blocks() -> tuple[Block, ...]:
 def block(ch: str) -> str | None:
     """The Unicode block of one character (None outside every block)."""
     return _lookup(_block_table(), ord(ch))
+
+
+#: letters up to here are stable letters (:func:`stable_letter_run`) whatever their Unicode 3.2 category
+STABLE_LATIN_END = "\u024f"
+
+
+@cache
+def stable_letter_run() -> re.Pattern:
+    """A compiled pattern for a run of *stable letters*: characters that are letters (category L*) in Unicode 3.2
+    (2002) and in this Python's Unicode version, or letters up to :data:`STABLE_LATIN_END` — letters in any
+    Unicode version a tokenizer's regex engine uses (Latin, Greek, Cyrillic, Arabic, Hebrew, CJK ideographs,
+    Hangul, kana, …; combining marks are not letters). Built on first use."""
+    old = unicodedata.ucd_3_2_0
+    keep = [
+        c
+        for c in range(0x30000)
+        if unicodedata.category(chr(c))[0] == "L"
+        and (c <= ord(STABLE_LATIN_END) or old.category(chr(c))[0] == "L")
+    ]
+    ranges, start, prev = [], keep[0], keep[0]
+    for c in keep[1:]:
+        if c != prev + 1:
+            ranges.append((start, prev))
+            start = c
+        prev = c
+    ranges.append((start, prev))
+    body = "".join(re.escape(chr(a)) + ("" if a == b else "-" + re.escape(chr(b))) for a, b in ranges)
+    return re.compile(f"[{body}]+")

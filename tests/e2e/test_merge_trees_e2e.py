@@ -37,11 +37,9 @@ def test_merge_tree_and_unreachable_filter(page: Page, app_url, artifacts):
 
     # a reachable token: its tree is drawn and the tokens built on it are listed
     box.fill(" Token")
-    since = mark(page)
+    since = mark(page)  # (a bare wait_idle could return before the rerun was asked for: both headings)
     box.press("Enter")
-    wait_rerun(
-        page, since, SLOW
-    )  # (a bare wait_idle could return before the rerun was asked for: both headings)
+    wait_rerun(page, since, SLOW)
     expect(page.locator('[data-testid="stMetricValue"]').filter(has_text=re.compile(r"^yes$"))).to_be_visible(
         timeout=SLOW
     )

@@ -136,11 +136,12 @@ def flores_mix(
     language (the rest held out) in equal shares of lines, or, with `extra` texts (uploads), all of them in
     equal shares of bytes (:func:`mix_texts`); an empty mix when there is nothing to mix. The Prune page's mix
     and the server's warm-up of its first view (`ui/warmup.py`) are the same call."""
-    parts, held = [], {}
+    parts: list[Sequence[str]] = []
+    held: dict[str, list[str]] = {}
     for lang in languages:
         train, held[lang] = split_lines(lang, n_train)
         parts.append(train)
-    parts += [list(p) for p in extra]
+    parts += extra
     texts = mix_texts(parts, by="bytes" if extra else "lines") if parts else []
     return texts, held
 
