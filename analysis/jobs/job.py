@@ -41,6 +41,7 @@ import weakref
 from collections import Counter
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
+from operator import itemgetter
 from pathlib import Path
 from typing import Any
 
@@ -466,7 +467,7 @@ class CountStep(PipelineStep):
 
 def split_buckets(stat: Stat, counter: Counter, k: int) -> Iterator[tuple[int, list, list[int]]]:
     """(bucket, keys, counts) for every non-empty bucket of a counter: one bucket without hashing when k == 1,
-    else the keys grouped by `stat.bucket` with one stable sort."""
+    else the keys grouped by `stat.buckets` with one stable sort (keys in the counter's order within a bucket)."""
     keys, counts = list(counter), list(counter.values())
     if k == 1 or not keys:
         if keys:
@@ -474,13 +475,14 @@ def split_buckets(stat: Stat, counter: Counter, k: int) -> Iterator[tuple[int, l
         return
     of = stat.buckets(keys, k)
     order = np.argsort(of, kind="stable")
-    bounds = np.searchsorted(of[order], np.arange(k + 1))
-    key_arr, count_arr = np.empty(len(keys), dtype=object), np.asarray(counts, dtype=np.int64)
-    key_arr[:] = keys
+    bounds = np.searchsorted(of[order], np.arange(k + 1)).tolist()
+    picked = order.tolist()
+    keys_in_order = itemgetter(*picked)(keys) if len(picked) > 1 else (keys[0],)  # one C call
+    counts_in_order = np.asarray(counts, dtype=np.int64)[order].tolist()
     for b in range(k):
-        idx = order[bounds[b] : bounds[b + 1]]
-        if len(idx):
-            yield b, key_arr[idx].tolist(), count_arr[idx].tolist()
+        lo, hi = bounds[b], bounds[b + 1]
+        if hi > lo:
+            yield b, list(keys_in_order[lo:hi]), counts_in_order[lo:hi]
 
 
 class ReduceStep(PipelineStep):

@@ -13,6 +13,7 @@ import zlib
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
+from operator import methodcaller
 from typing import Any
 
 import numpy as np
@@ -59,6 +60,10 @@ def merge_globals(a: dict, b: dict) -> dict:
     return out
 
 
+#: a string's UTF-8 bytes (lone surrogates pass through), as a C-level callable for `map`
+_UTF8 = methodcaller("encode", "utf-8", "surrogatepass")
+
+
 def word_bucket(word: str, k: int) -> int:
     """The bucket of a word: CRC-32 of its UTF-8 bytes modulo k (the same in every process)."""
     return zlib.crc32(word.encode("utf-8", "surrogatepass")) % k
@@ -66,10 +71,7 @@ def word_bucket(word: str, k: int) -> int:
 
 def word_buckets(words: Sequence[str], k: int) -> np.ndarray:
     """:func:`word_bucket` of every word, in one pass (int64 array)."""
-    crc32 = zlib.crc32
-    h = np.fromiter(
-        (crc32(w.encode("utf-8", "surrogatepass")) for w in words), dtype=np.int64, count=len(words)
-    )
+    h = np.fromiter(map(zlib.crc32, map(_UTF8, words)), dtype=np.int64, count=len(words))
     return h % k
 
 
