@@ -157,12 +157,14 @@ def read_counts(
         raise DataError(f"{path}: unreadable partial counts ({e}); rerun the job with --restart") from e
     if len(keys) != len(counts):
         raise DataError(f"{path}: {len(keys)} keys for {len(counts)} counts; rerun the job with --restart")
-    d = dict(zip(keys, counts))
-    if len(d) != len(keys):  # a key twice in one file (not written by this module): add them up
-        d = {}
-        for k, n in zip(keys, counts):
-            d[k] = d.get(k, 0) + n
-    for k in d.keys() & c.keys():  # keys already counted (none between disjoint buckets)
-        d[k] += c[k]
-    dict.update(c, d)  # one C call, not Counter.update's loop
+    if not c:  # into an empty counter: one C-level build (a copy of its table)
+        d = dict(zip(keys, counts))
+        if len(d) == len(keys):
+            dict.update(c, d)
+            return c
+    # one lookup and one store per key: fewer hashings than building, intersecting and merging dicts (a tuple
+    # key's hash is not cached); also adds up a key written twice in one file (not by this module)
+    get = c.get
+    for k, n in zip(keys, counts):
+        c[k] = get(k, 0) + n
     return c
