@@ -34,12 +34,12 @@ from typing import Any
 import tokenizers
 
 from analysis.core.cache import DiskCache, memoize
+from analysis.core.memory import no_cyclic_gc
 from analysis.core.progress import Progress, report, scaled
 from analysis.core.unicode import text_script
 from analysis.tokenizer.tokenizer import LoadedTokenizer
 
 from .replay import BPEReplay, get_replay, require_bpe
-from .trainer import no_cyclic_gc
 from .trees import merge_candidates_for, merge_tree
 
 CATEGORIES = (

@@ -29,17 +29,16 @@ Continued training (:mod:`analysis.bpe.training`) and SA-BPE (:mod:`analysis.met
 
 from __future__ import annotations
 
-import gc
 import heapq
 import math
-from collections.abc import Callable, Iterable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from itertools import chain
 from typing import Any, ClassVar
 
 import numpy as np
 
+from analysis.core.memory import no_cyclic_gc
 from analysis.core.progress import Progress, report
 from analysis.errors import DataError
 
@@ -300,24 +299,6 @@ class TrainRun:
     def merges(self) -> list[tuple[str, str]]:
         """The learned merges in order (skipped pairs left out)."""
         return [(p.left, p.right) for p in self.pops if p.skipped is None]
-
-
-@contextmanager
-def no_cyclic_gc() -> Iterator[None]:
-    """Pause Python's cyclic garbage collector (restored afterwards if it was on).
-
-    The trainer allocates millions of lists, sets and tuples and frees them by reference counting (it makes no
-    reference cycles); with the collector on, its full passes over the growing heap take about half of the
-    training time. The same holds for any code building hundreds of thousands of objects in a process with a large
-    heap (a server: the STT report's rows).
-    """
-    was_on = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was_on:
-            gc.enable()
 
 
 class _PairIndex:

@@ -22,11 +22,10 @@ from typing import Any
 import numpy as np
 
 from analysis.core.cache import memoize
+from analysis.core.memory import no_cyclic_gc
 from analysis.core.unicode import stable_letter_run
 from analysis.errors import UnsupportedTokenizerError
 from analysis.tokenizer.tokenizer import SPIECE_UNDERLINE, LoadedTokenizer
-
-from .trainer import no_cyclic_gc
 
 
 def _deterministic_tokenizer(tok: LoadedTokenizer):
