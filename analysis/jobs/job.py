@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
-import gc
 import hashlib
 import heapq
 import json
@@ -49,6 +48,7 @@ import numpy as np
 from datatrove.pipeline.base import PipelineStep
 
 from analysis.core.cache import memoize
+from analysis.core.memory import no_cyclic_gc
 from analysis.core.outputs import atomic_write_text
 from analysis.core.progress import Progress, report
 from analysis.errors import AnalysisError, DataError
@@ -172,19 +172,6 @@ def _docs(
 # --------------------------------------------------------------------------------------------------
 # Workdir files
 # --------------------------------------------------------------------------------------------------
-@contextlib.contextmanager
-def gc_paused() -> Iterator[None]:
-    """Pause the cyclic garbage collector while millions of small tuples/lists are built (no cycles are made);
-    with it on, every few thousand allocations re-scan everything the process holds."""
-    was = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was:
-            gc.enable()
-
-
 class Workdir:
     """The files of one job in a folder (see the module docstring for the layout)."""
 
@@ -429,22 +416,25 @@ class CountStep(PipelineStep):
         self.workdir = str(workdir)
 
     def run(self, data=None, rank: int = 0, world_size: int = 1):
-        """Count, write parts/bNNNN/tRANK-pP.json for every bucket and parts/totals/tRANK.json (a generator)."""
+        """Count, write parts/bNNNN/tRANK-pP.npz for every bucket and parts/totals/tRANK.json (a generator)."""
         wd = Workdir(self.workdir)
         try:
             m = wd.manifest()
             stat = get_stat(m.stat)
             tok = wd.tokenizer()
-            for old in (wd.root / "parts").glob(f"b*/t{rank:05d}-p*.json"):
+            for old in (wd.root / "parts").glob(f"b*/t{rank:05d}-p*{SUFFIX}"):  # an earlier attempt's
                 old.unlink()
             wd.totals(rank).unlink(missing_ok=True)
             spills = [0]
+            emit_seconds = [0.0]
 
             def emit(counter: Counter) -> None:
-                with gc_paused():
+                t = time.perf_counter()
+                with no_cyclic_gc():
                     for b, keys, counts in split_buckets(stat, counter, m.buckets):
                         write_counts(wd.part(b, rank, spills[0]), keys, counts)
                 spills[0] += 1
+                emit_seconds[0] += time.perf_counter() - t
                 self.stat_update("keys_written", value=len(counter))
 
             cpu0, wall0 = time.process_time(), time.perf_counter()
@@ -452,7 +442,11 @@ class CountStep(PipelineStep):
             totals_path = wd.totals(rank)
             totals_path.parent.mkdir(parents=True, exist_ok=True)
             atomic_write_text(totals_path, json.dumps(totals, ensure_ascii=False))
-            timing = {"cpu_seconds": time.process_time() - cpu0, "seconds": time.perf_counter() - wall0}
+            timing = {
+                "cpu_seconds": time.process_time() - cpu0,
+                "seconds": time.perf_counter() - wall0,
+                "emit_seconds": emit_seconds[0],  # splitting into buckets and writing them
+            }
             atomic_write_text(
                 totals_path.with_suffix(".meta.json"), json.dumps({**timing, "spills": spills[0]})
             )
@@ -496,10 +490,10 @@ class ReduceStep(PipelineStep):
         self.workdir = str(workdir)
 
     def run(self, data=None, rank: int = 0, world_size: int = 1):
-        """Sum parts/bRANK/*.json into reduced/bRANK.json (a generator)."""
+        """Sum parts/bRANK/*.npz into reduced/bRANK.npz (a generator)."""
         wd = Workdir(self.workdir)
         try:
-            with gc_paused():
+            with no_cyclic_gc():
                 reduce_bucket(wd, rank)
         except BaseException as e:
             record_error(wd, "reduce", rank, e)
@@ -523,7 +517,8 @@ def merged_totals(wd: Workdir, m: Manifest) -> dict:
 
 
 def reduce_bucket(wd: Workdir, bucket: int) -> dict:
-    """Sum one bucket over all map tasks, post-process it, write reduced/bNNNN.json; returns its meta data."""
+    """Sum one bucket over all map tasks, post-process it, write reduced/bNNNN.npz; returns its meta data (with
+    the seconds spent reading the parts, in the statistic's reduce and writing)."""
     t0 = time.perf_counter()
     m = wd.manifest()
     stat = get_stat(m.stat)
@@ -532,12 +527,16 @@ def reduce_bucket(wd: Workdir, bucket: int) -> dict:
     counts: Counter = Counter()
     files = sorted((wd.root / "parts" / f"b{bucket:04d}").glob(f"t*-p*{SUFFIX}"))
     read = 0
+    t1 = time.perf_counter()
     for f in files:
         read += f.stat().st_size
         read_counts(f, counts)
     keys_in = len(counts)
+    t2 = time.perf_counter()
     out = stat.reduce(tok, counts, totals, m.options)
+    t3 = time.perf_counter()
     written = write_counts(wd.reduced(bucket), list(out), list(out.values()))
+    t4 = time.perf_counter()
     meta = {
         "bucket": bucket,
         "files": len(files),
@@ -545,7 +544,10 @@ def reduce_bucket(wd: Workdir, bucket: int) -> dict:
         "keys_in": keys_in,
         "keys_out": len(out),
         "bytes_written": written,
-        "seconds": time.perf_counter() - t0,
+        "read_seconds": t2 - t1,
+        "reduce_seconds": t3 - t2,
+        "write_seconds": t4 - t3,
+        "seconds": t4 - t0,
     }
     atomic_write_text(wd.reduced(bucket).with_suffix(".meta.json"), json.dumps(meta))
     return meta
@@ -574,7 +576,7 @@ def finalize(wd: Workdir, progress: Progress | None = None) -> Any:
     counts: Counter = Counter()
     symbols = stat.symbols(tok, m.options)
     own = _vocab_strings(tok) if symbols is None else None
-    with gc_paused():
+    with no_cyclic_gc():
         for b in range(m.buckets):
             read_counts(wd.reduced(b), counts, intern=own, symbols=symbols)
             report(progress, b + 1, m.buckets, "merging buckets")
@@ -615,7 +617,7 @@ def run_inprocess(
     totals = stat.map(tok, docs(), opts, counts.update)
     report(progress, total, total, "counting")
     t1 = time.perf_counter()
-    with gc_paused():  # as the reduce and finalize tasks of a job run
+    with no_cyclic_gc():  # as the reduce and finalize tasks of a job run
         out = stat.reduce(tok, counts, totals, opts)
         t2 = time.perf_counter()
         result = stat.finalize(tok, out, totals, opts)

@@ -274,8 +274,11 @@ def test_deleting_one_completion_marker_redoes_only_that_task(corpus, tmp_path, 
 
     stamps = {p: p.stat().st_mtime_ns for p in (wd.root / "parts").rglob("t0000[013]-*.npz")}
     (wd.root / "map" / "completions" / "00002").unlink()
+    stale = wd.part(0, 2, 7)  # a spill an earlier, killed attempt of task 2 left: the rerun removes it
+    write_counts(stale, ["Ġstale"], [10**6])
     third = compute(tok, "words", [str(p) for p in corpus], executor=cfg)
     assert ran == [2] and third.info.map_run == [2] and third.info.map_skipped == 3
+    assert not stale.exists()
     assert third.info.reduce_run == list(range(len(first.info.reduce_run)))  # the reduce is redone
     assert all(p.stat().st_mtime_ns == t for p, t in stamps.items())  # other tasks' counts untouched
     assert third.result.words == first.result.words
