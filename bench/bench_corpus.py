@@ -20,7 +20,11 @@ Figures (targets from issues 14 and 22):
 * a projection for 100 GB on 64 workers from the measured per-worker map rate, reduce rate and merge time.
 
 Usage: python bench/bench_corpus.py [--tokenizer DIR] [--synthetic-mb 120] [--tasks 8] [--buckets 8] [--n 1000]
-       [--hog]
+       [--rounds 3] [--hog]
+
+Each corpus runs in ``--rounds`` interleaved rounds (in process, 1 worker, 2 workers; fresh workdirs every round)
+after a one-file warm-up job, so that neither path pays the per-process set-up the other reuses; the ratios are
+per round and their medians (this machine's speed moves by 20 % within minutes).
 """
 
 from __future__ import annotations
@@ -134,90 +138,119 @@ def reduce_memory(wd: Workdir) -> dict:
     }
 
 
+def warm_up(tok, files: list[Path]) -> None:
+    """One small in-process job first, so that neither path pays the per-process set-up the other then reuses (the
+    pre-tokenizer's piece rules and their check, the letter class, the segmenter)."""
+    compute(tok, "words", [str(files[0])], executor=ExecutorConfig(kind="inprocess"))
+
+
 def run_corpus(label: str, tok, files: list[Path], args, scratch: Path) -> dict:
-    """In process, 1 worker, 2 workers on one corpus: timings, identity checks, projection inputs."""
+    """In process, 1 worker, 2 workers on one corpus in `args.rounds` interleaved rounds (fresh workdirs each):
+    stage timings, per-round ratios and their medians, identity checks, projection inputs."""
     inputs = [str(p) for p in files]
     size = sum(p.stat().st_size for p in files)
-    print(f"\n== {label}: {len(files)} files, {size / 1e6:,.1f} MB ({load_avg()})")
-    t0 = time.perf_counter()
-    ref = compute(tok, "words", inputs, executor=ExecutorConfig(kind="inprocess"))
-    t_in = time.perf_counter() - t0
-    si = ref.seconds
-    print(f"in process: map {si['map']:.2f} s, reduce {si['reduce']:.2f} s, finalize {si['finalize']:.2f} s")
-    t0 = time.perf_counter()
-    merges_ref = train_from_words(tok, ref.result, args.n).merges()
-    t_train = time.perf_counter() - t0
-    print(f"in process: count {t_in:.2f} s ({size / 1e6 / t_in:.2f} MB/s), {len(ref.result.words):,} word types; "
-          f"learning {args.n} merges {t_train:.2f} s")  # fmt: skip
-    runs = {}
-    for w in (1, 2):
-        cfg = ExecutorConfig(
-            kind="local",
-            workers=w,
-            tasks=args.tasks,
-            buckets=args.buckets,
-            workdir=str(scratch / f"{label}-w{w}"),
-        )
+    print(f"\n== {label}: {len(files)} files, {size / 1e6:,.1f} MB ({load_avg()}); {args.rounds} round(s), each: "
+          "in process, then 1 and 2 local workers")  # fmt: skip
+    warm_up(tok, files)
+    rounds: list[dict] = []
+    merges_ref: list | None = None
+    first: dict = {}
+    for k in range(args.rounds):
+        gc.collect()
         t0 = time.perf_counter()
-        r = compute(tok, "words", inputs, executor=cfg)
-        t_stat = time.perf_counter() - t0
-        t0 = time.perf_counter()
-        merges = train_from_words(tok, r.result, args.n).merges()
-        t_tr = time.perf_counter() - t0
-        same = r.result.words == ref.result.words and (r.result.units, r.result.chars) == (
-            ref.result.units,
-            ref.result.chars,
-        )
-        runs[w] = {
-            "run": r,
-            "stat": t_stat,
-            "train": t_tr,
-            "e2e": t_stat + t_tr,
-            "same": same,
-            "merges": merges,
-        }
-        s = r.seconds
-        wdr = Workdir(r.workdir)
-        metas = [json.loads(wdr.totals(t).with_suffix(".meta.json").read_text()) for t in range(args.tasks)]
-        cpu = sum(x["cpu_seconds"] for x in metas)
-        runs[w]["map_cpu"] = cpu
-        print(f"local, {w} worker(s), {args.tasks} tasks, {args.buckets} buckets: map {s['map']:.2f} s, reduce "
-              f"{s['reduce']:.2f} s, finalize {s['finalize']:.2f} s, statistic {t_stat:.2f} s, + merges {t_tr:.2f} s; "
-              f"counts identical: {same}, merges identical: {merges == merges_ref}")  # fmt: skip
-        print(f"  map tasks: {cpu:.2f} CPU s in {sum(x['seconds'] for x in metas):.2f} task-wall s "
-              f"(CPU share {cpu / sum(x['seconds'] for x in metas):.0%}: below 100% = waiting for a core)")  # fmt: skip
+        ref = compute(tok, "words", inputs, executor=ExecutorConfig(kind="inprocess"))
+        rd: dict = {"in": time.perf_counter() - t0, "in_stages": dict(ref.seconds)}
+        si = ref.seconds
+        print(f"[{k + 1}] in process: map {si['map']:.2f} s, reduce {si['reduce']:.2f} s, finalize "
+              f"{si['finalize']:.2f} s; count {rd['in']:.2f} s ({size / 1e6 / rd['in']:.2f} MB/s), "
+              f"{len(ref.result.words):,} word types")  # fmt: skip
+        if merges_ref is None:
+            t0 = time.perf_counter()
+            merges_ref = train_from_words(tok, ref.result, args.n).merges()
+            first["train"] = time.perf_counter() - t0
+            first["word_types"] = len(ref.result.words)
+            print(f"    learning {args.n} merges from the in-process counts: {first['train']:.2f} s")
+        for w in (1, 2):
+            workdir = scratch / f"{label}-w{w}"
+            shutil.rmtree(workdir, ignore_errors=True)  # a fresh workdir every round
+            cfg = ExecutorConfig(
+                kind="local", workers=w, tasks=args.tasks, buckets=args.buckets, workdir=str(workdir)
+            )
+            gc.collect()
+            t0 = time.perf_counter()
+            r = compute(tok, "words", inputs, executor=cfg)
+            t_stat = time.perf_counter() - t0
+            same = r.result.words == ref.result.words and (r.result.units, r.result.chars) == (
+                ref.result.units,
+                ref.result.chars,
+            )
+            metas = [json.loads(Workdir(r.workdir).totals(t).with_suffix(".meta.json").read_text())
+                     for t in range(args.tasks)]  # fmt: skip
+            cpu, task_wall = sum(x["cpu_seconds"] for x in metas), sum(x["seconds"] for x in metas)
+            emit = sum(x.get("emit_seconds", 0.0) for x in metas)
+            reduced = [json.loads(Workdir(r.workdir).reduced(b).with_suffix(".meta.json").read_text())
+                       for b in range(args.buckets)]  # fmt: skip
+            parts = {x: sum(m.get(f"{x}_seconds", 0.0) for m in reduced) for x in ("read", "reduce", "write")}
+            rd[w] = {"stat": t_stat, "same": same, "stages": dict(r.seconds), "map_cpu": cpu}
+            note = ""
+            if k == 0:  # the merges (learning takes about as long as counting): once per executor
+                t0 = time.perf_counter()
+                first[w] = {"merges_same": train_from_words(tok, r.result, args.n).merges() == merges_ref,
+                            "train": time.perf_counter() - t0}  # fmt: skip
+                note = f", merges identical: {first[w]['merges_same']} (learning {first[w]['train']:.2f} s)"
+            s = r.seconds
+            print(f"    local, {w} worker(s), {args.tasks} tasks, {args.buckets} buckets: map {s['map']:.2f} s, reduce "
+                  f"{s['reduce']:.2f} s, finalize {s['finalize']:.2f} s, statistic {t_stat:.2f} s "
+                  f"({t_stat / rd['in']:.2f}× in process); counts identical: {same}{note}; map tasks "
+                  f"{cpu:.2f} CPU s in {task_wall:.2f} task-wall s, of which splitting and writing buckets "
+                  f"{emit:.2f} s; reduce tasks: reading parts {parts['read']:.2f} s, the statistic's reduce "
+                  f"{parts['reduce']:.2f} s, writing {parts['write']:.2f} s")  # fmt: skip
+            del r
+        del ref  # nothing of this round is held while the next one runs
+        rounds.append(rd)
+
+    def med(f) -> float:
+        return statistics.median(f(rd) for rd in rounds)
+
+    t_in = med(lambda rd: rd["in"])
+    stages_in = {st: med(lambda rd, st=st: rd["in_stages"][st]) for st in ("map", "reduce", "finalize")}
+    print(f"medians of {len(rounds)} round(s): in process map {stages_in['map']:.2f} s, reduce "
+          f"{stages_in['reduce']:.2f} s, finalize {stages_in['finalize']:.2f} s, count {t_in:.2f} s")  # fmt: skip
     for w in (1, 2):
         target = "≤ 1.2×" if w == 1 else "< 1.0×"
-        print(f"local {w} worker(s) / in process, statistic wall time: {runs[w]['stat'] / t_in:.2f}× (target "
-              f"{target}); map {runs[w]['run'].seconds['map'] / si['map']:.2f}×, reduce "
-              f"{runs[w]['run'].seconds['reduce'] / si['reduce']:.2f}×, finalize "
-              f"{runs[w]['run'].seconds['finalize']:.2f} s vs {si['finalize']:.2f} s")  # fmt: skip
-    map_speedup = runs[1]["run"].seconds["map"] / runs[2]["run"].seconds["map"]
-    e2e_speedup = runs[1]["e2e"] / runs[2]["e2e"]
-    stat_speedup = runs[1]["stat"] / runs[2]["stat"]
+        ratios = [rd[w]["stat"] / rd["in"] for rd in rounds]
+        st = {x: med(lambda rd, x=x, w=w: rd[w]["stages"][x]) for x in ("map", "reduce", "finalize")}
+        print(f"local {w} worker(s) / in process, statistic wall time: {statistics.median(ratios):.2f}× (target "
+              f"{target}; rounds: {', '.join(f'{x:.2f}×' for x in ratios)}); map {st['map'] / stages_in['map']:.2f}×, "
+              f"reduce {st['reduce'] / stages_in['reduce']:.2f}×, finalize {st['finalize']:.2f} s vs "
+              f"{stages_in['finalize']:.2f} s")  # fmt: skip
+    map_1w = med(lambda rd: rd[1]["stages"]["map"])
+    map_speedup = med(lambda rd: rd[1]["stages"]["map"] / rd[2]["stages"]["map"])
+    stat_1w, stat_2w = med(lambda rd: rd[1]["stat"]), med(lambda rd: rd[2]["stat"])
+    e2e_1, e2e_2 = stat_1w + first[1]["train"], stat_2w + first[2]["train"]
     print(f"counting-stage speed-up 1→2 workers: {map_speedup:.2f}× (target ≥ 1.7×); map CPU seconds 1 vs 2 "
-          f"workers {runs[1]['map_cpu']:.1f} vs {runs[2]['map_cpu']:.1f} (the work itself does not grow)")  # fmt: skip
-    print(
-        f"end-to-end speed-up 1→2 workers: {e2e_speedup:.2f}× (target ≥ 1.3×); statistic only {stat_speedup:.2f}×"
-    )
-    print(f"2 workers vs in process (count + merges): {(t_in + t_train) / runs[2]['e2e']:.2f}×")
-    wd1 = Workdir(runs[1]["run"].workdir)
-    parts_bytes = sum(f.stat().st_size for f in (wd1.root / "parts").rglob("t*-p*.npz"))
+          f"workers {rounds[0][1]['map_cpu']:.1f} vs {rounds[0][2]['map_cpu']:.1f} (the work itself does not grow)")  # fmt: skip
+    print(f"end-to-end speed-up 1→2 workers: {e2e_1 / e2e_2:.2f}× (target ≥ 1.3×); statistic only "
+          f"{stat_1w / stat_2w:.2f}×")  # fmt: skip
+    print(f"2 workers vs in process (count + merges): {(t_in + first['train']) / e2e_2:.2f}×")
+    wd2 = Workdir(scratch / f"{label}-w2")  # the last round's
+    parts_bytes = sum(f.stat().st_size for f in (wd2.root / "parts").rglob("t*-p*.npz"))
     return {
         "bytes": size,
-        "map_rate_1w": size / runs[1]["run"].seconds["map"],
-        "map_cpu_1w": runs[1]["map_cpu"],
+        "map_rate_1w": size / map_1w,
+        "map_cpu_1w": rounds[0][1]["map_cpu"],
         "files": len(files),
-        "reduce_s_1w": runs[1]["run"].seconds["reduce"],
+        "reduce_s_1w": med(lambda rd: rd[1]["stages"]["reduce"]),
         "parts_bytes": parts_bytes,
-        "finalize_s": runs[2]["run"].seconds["finalize"],
-        "train_s": t_train,
-        "word_types": len(ref.result.words),
-        "identical": all(r["same"] and r["merges"] == merges_ref for r in runs.values()),
+        "finalize_s": med(lambda rd: rd[2]["stages"]["finalize"]),
+        "train_s": first["train"],
+        "word_types": first["word_types"],
+        "identical": all(rd[w]["same"] for rd in rounds for w in (1, 2))
+        and all(first[w]["merges_same"] for w in (1, 2)),
         "map_speedup": map_speedup,
-        "e2e_speedup": e2e_speedup,
-        "wd2": Workdir(runs[2]["run"].workdir),
-        "per_shard_s": runs[1]["run"].seconds["map"] / len(files),
+        "e2e_speedup": e2e_1 / e2e_2,
+        "wd2": wd2,
+        "per_shard_s": map_1w / len(files),
     }
 
 
@@ -231,6 +264,7 @@ def main() -> int:
     ap.add_argument("--tasks", type=int, default=8)
     ap.add_argument("--buckets", type=int, default=8)
     ap.add_argument("--n", type=int, default=1000, help="merges learned from the counts")
+    ap.add_argument("--rounds", type=int, default=3, help="interleaved rounds per corpus (medians reported)")
     ap.add_argument(
         "--scratch", default=None, help="folder for workdirs and the synthetic corpus (removed after)"
     )

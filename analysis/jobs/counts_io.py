@@ -68,11 +68,11 @@ def _columns(keys: Sequence[Any]) -> tuple[int, dict[str, np.ndarray]]:
     arity = {"arity": np.fromiter(map(len, keys), dtype=np.int32, count=len(keys))}
     flat = list(chain.from_iterable(keys))
     if flat and type(flat[0]) is int:
-        if set(map(type, flat)) != {int}:  # (a bool would read back as 0/1: an equal key with the same hash)
-            return _JSON, {}
         try:
-            ids = np.fromiter(flat, dtype=np.int64, count=len(flat))
-        except OverflowError:
+            ids = np.array(flat)  # int64 only when every item is an integer (floats, strings: another dtype)
+        except (TypeError, ValueError, OverflowError):
+            return _JSON, {}
+        if ids.dtype != np.int64:  # (a bool reads back as 0/1: an equal key with the same hash)
             return _JSON, {}
         if ids.min() >= 0 and ids.max() < 2**31:
             ids = ids.astype(np.int32)
