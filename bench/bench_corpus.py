@@ -3,7 +3,8 @@
 Corpora: all 204 FLORES-200 devtest files (read in place) and a larger synthetic corpus (FLORES lines and the
 shared text corpora shuffled into plain-text shards under a scratch folder). For each: the continued-training
 words (`words` statistic, byte-level GPT-2 by default) in process, on 1 worker and on 2 workers, with the same
-tasks and buckets; the counts must be identical and so must the merges learned from them.
+tasks and buckets; the counts must be identical (a fingerprint of every (word, count) item: no round holds two
+results) and so must the merges learned from them.
 
 Figures (targets from issues 14 and 22):
 
@@ -49,6 +50,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from analysis import load  # noqa: E402
+from analysis.bpe.training import TrainingWords  # noqa: E402
 from analysis.jobs import ExecutorConfig, compute, train_from_words  # noqa: E402
 from analysis.jobs.executors import _local_class, _quiet_logger  # noqa: E402
 from analysis.jobs.job import Workdir, read_counts, reduce_bucket  # noqa: E402
@@ -144,6 +146,13 @@ def warm_up(tok, files: list[Path]) -> None:
     compute(tok, "words", [str(files[0])], executor=ExecutorConfig(kind="inprocess"))
 
 
+def fingerprint(words: TrainingWords) -> tuple[int, int, int, int]:
+    """(word types, units, characters, the sum of every (word, count) item's hash mod 2**64): equal counts give
+    equal fingerprints, different ones differ but with probability 2**-64; lets a round compare an executor's
+    counts with the in-process ones without holding both (the suite compares them in full)."""
+    return len(words.words), words.units, words.chars, sum(map(hash, words.words.items())) % 2**64
+
+
 def run_corpus(label: str, tok, files: list[Path], args, scratch: Path) -> dict:
     """In process, 1 worker, 2 workers on one corpus in `args.rounds` interleaved rounds (fresh workdirs each):
     stage timings, per-round ratios and their medians, identity checks, projection inputs."""
@@ -170,6 +179,8 @@ def run_corpus(label: str, tok, files: list[Path], args, scratch: Path) -> dict:
             first["train"] = time.perf_counter() - t0
             first["word_types"] = len(ref.result.words)
             print(f"    learning {args.n} merges from the in-process counts: {first['train']:.2f} s")
+        expected = fingerprint(ref.result)
+        del ref  # not held while the executors run (a fresh run's heap holds no earlier result)
         for w in (1, 2):
             workdir = scratch / f"{label}-w{w}"
             shutil.rmtree(workdir, ignore_errors=True)  # a fresh workdir every round
@@ -180,10 +191,7 @@ def run_corpus(label: str, tok, files: list[Path], args, scratch: Path) -> dict:
             t0 = time.perf_counter()
             r = compute(tok, "words", inputs, executor=cfg)
             t_stat = time.perf_counter() - t0
-            same = r.result.words == ref.result.words and (r.result.units, r.result.chars) == (
-                ref.result.units,
-                ref.result.chars,
-            )
+            same = fingerprint(r.result) == expected
             metas = [json.loads(Workdir(r.workdir).totals(t).with_suffix(".meta.json").read_text())
                      for t in range(args.tasks)]  # fmt: skip
             cpu, task_wall = sum(x["cpu_seconds"] for x in metas), sum(x["seconds"] for x in metas)
@@ -206,7 +214,6 @@ def run_corpus(label: str, tok, files: list[Path], args, scratch: Path) -> dict:
                   f"{emit:.2f} s; reduce tasks: reading parts {parts['read']:.2f} s, the statistic's reduce "
                   f"{parts['reduce']:.2f} s, writing {parts['write']:.2f} s")  # fmt: skip
             del r
-        del ref  # nothing of this round is held while the next one runs
         rounds.append(rd)
 
     def med(f) -> float:
