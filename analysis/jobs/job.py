@@ -344,7 +344,12 @@ class Workdir:
                     r = int(p.stem[1:])
                     if r not in done_tasks and r < m.tasks:
                         done += min(int(json.loads(p.read_text())["bytes"]), m.task_bytes(r))
-                except (OSError, ValueError, KeyError):
+                except (
+                    OSError,
+                    ValueError,
+                    KeyError,
+                    TypeError,
+                ):  # progress is a courtesy: skip a foreign file
                     continue
         return done, m.total_bytes, len(done_tasks)
 

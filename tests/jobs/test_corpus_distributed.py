@@ -308,6 +308,17 @@ def test_a_running_job_is_not_started_twice(corpus, tmp_path):
     assert compute(tok, "pretokens", [str(corpus[0])], executor=cfg).info.map_run == [0, 1]
 
 
+def test_map_progress_counts_running_tasks_and_skips_foreign_files(corpus, tmp_path):
+    tok = load_shared("gpt2")
+    wd, _ = plan(tok, "pretokens", [str(p) for p in corpus], executor=_local(tmp_path, 1, 2))
+    m = wd.manifest()
+    (wd.root / "progress").mkdir(parents=True, exist_ok=True)
+    wd.progress_file(0).write_text(json.dumps({"bytes": 10**12}))  # capped at the task's bytes
+    wd.progress_file(1).write_text("[1, 2]")  # not a progress record: skipped, no TypeError
+    (wd.root / "progress" / "t00009.json").write_text("{")  # broken, and no such task
+    assert wd.map_progress(m) == (m.task_bytes(0), m.total_bytes, 0)
+
+
 def test_reduce_holds_one_bucket(corpus, tmp_path):
     tok = load_shared("gpt2")
     run = compute(tok, "pretokens", [str(p) for p in corpus], executor=_local(tmp_path, 2, 3, buckets=8))
