@@ -222,7 +222,7 @@ class Workdir:
             return Manifest.from_json(json.loads(p.read_text(encoding="utf-8")))
         except FileNotFoundError:
             raise DataError(f"{self.root} is not a corpus-job workdir (no {MANIFEST})") from None
-        except (OSError, ValueError, KeyError, TypeError) as e:
+        except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:
             raise DataError(f"{p}: unreadable manifest ({e}); rerun with --restart") from e
 
     def tokenizer(self) -> LoadedTokenizer:
@@ -242,7 +242,7 @@ class Workdir:
         if p.is_file():
             try:
                 old = json.loads(p.read_text(encoding="utf-8")).get("digest")
-            except (OSError, ValueError):
+            except (OSError, ValueError, AttributeError):  # unreadable, or JSON that is not an object
                 old = None
             if old == manifest.digest() and not restart:
                 _PREPARED[str(self.root)] = tok
@@ -516,7 +516,12 @@ def merged_totals(wd: Workdir, m: Manifest) -> dict:
             out = merge_globals(out, json.loads(p.read_text(encoding="utf-8")))
         except FileNotFoundError:
             raise DataError(f"{wd.root}: map task {r} has no totals; rerun the job to redo it") from None
-        except (OSError, ValueError) as e:
+        except (
+            OSError,
+            ValueError,
+            TypeError,
+            AttributeError,
+        ) as e:  # (not a JSON object of additive totals)
             raise DataError(f"{p}: unreadable totals ({e}); rerun with --restart") from e
     return out
 

@@ -41,7 +41,7 @@ from analysis.jobs import (
 )
 from analysis.jobs import executors as dx
 from analysis.jobs.counts_io import read_counts, write_counts
-from analysis.jobs.job import CountStep, Workdir
+from analysis.jobs.job import CountStep, Workdir, merged_totals
 from analysis.measure import metrics
 from analysis.methods import pruning, sabpe
 from analysis.texts import code, corpora
@@ -317,6 +317,28 @@ def test_map_progress_counts_running_tasks_and_skips_foreign_files(corpus, tmp_p
     wd.progress_file(1).write_text("[1, 2]")  # not a progress record: skipped, no TypeError
     (wd.root / "progress" / "t00009.json").write_text("{")  # broken, and no such task
     assert wd.map_progress(m) == (m.task_bytes(0), m.total_bytes, 0)
+
+
+def test_tampered_manifest_and_totals_are_data_errors(corpus, tmp_path):
+    tok = load_shared("gpt2")
+    cfg = _local(tmp_path, 1, 2)
+    run = compute(tok, "pretokens", [str(corpus[0])], executor=cfg)
+    wd = Workdir(run.workdir)
+    wd.totals(1).write_text('["not", "totals"]')
+    with pytest.raises(DataError, match="unreadable totals"):
+        merged_totals(wd, wd.manifest())
+    wd.totals(1).write_text('{"units": "many"}')
+    with pytest.raises(DataError, match="unreadable totals"):
+        merged_totals(wd, wd.manifest())
+    manifest = json.loads((wd.root / "manifest.json").read_text())
+    (wd.root / "manifest.json").write_text(json.dumps({**manifest, "shards": ["not a shard"]}))
+    with pytest.raises(DataError, match="unreadable manifest"):
+        wd.manifest()
+    (wd.root / "manifest.json").write_text("[]")
+    with pytest.raises(DataError, match="unreadable manifest"):
+        wd.manifest()
+    with pytest.raises(DataError, match="holds another corpus job"):
+        compute(tok, "pretokens", [str(corpus[0])], executor=cfg)
 
 
 def test_reduce_holds_one_bucket(corpus, tmp_path):
