@@ -122,6 +122,8 @@ def _keys(kind: int, z: Any, n: int, intern: Mapping[str, str] | None, symbols: 
         if symbols is not None:  # ids → the symbol table's own strings, in one array lookup
             if len(ids) and (ids.min() < 0 or ids.max() >= len(symbols)):
                 raise ValueError("an id outside the symbol table")
+            if len(ids) and (symbols == None)[ids].any():  # noqa: E711 (elementwise on the object array)
+                raise ValueError("an id with no symbol (not a model token)")
             flat = symbols[ids].tolist()
         else:
             flat = ids.tolist()

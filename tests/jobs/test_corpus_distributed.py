@@ -681,6 +681,11 @@ def test_counts_files_round_trip_every_kind(tmp_path):
     into = Counter({("B", "C"): 10, ("Z",): 1})
     read_counts(tmp_path / "w.npz", into, symbols=symbols)  # ids read as the symbols' strings, added up
     assert into == Counter({("B", "C"): 13, ("A",): 4, ("Z",): 1})
+    # an id whose slot holds no model token (an added token's): not read as a None symbol
+    with pytest.raises(DataError, match="an id with no symbol"):
+        read_counts(tmp_path / "w.npz", symbols=np.array(["A", "B", None], dtype=object))
+    with pytest.raises(DataError, match="an id outside the symbol table"):
+        read_counts(tmp_path / "w.npz", symbols=np.array(["A", "B"], dtype=object))
     write_counts(tmp_path / "d.npz", ["a", "b", "a"], [1, 2, 3])  # a key twice in one file: added up
     assert read_counts(tmp_path / "d.npz") == Counter({"a": 4, "b": 2})
     assert read_counts(tmp_path / "d.npz", Counter({"b": 1, "z": 5})) == Counter({"a": 4, "b": 3, "z": 5})
