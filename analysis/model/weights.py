@@ -314,15 +314,23 @@ def _resolve_folder(folder: Path) -> ModelSource:
 
 
 def _shards_from_index(index: Path) -> list[Path]:
+    """The shard files a weight index names: each a file in the index's own folder (a name that leaves the folder
+    — absolute, `..`, or a link pointing out — is refused, so an uploaded index cannot read other server files)."""
     try:
         wm = json.loads(index.read_text(encoding="utf-8"))["weight_map"]
-    except (OSError, ValueError, KeyError, TypeError, RecursionError) as e:
+        names = list(dict.fromkeys(wm.values()))
+    except (OSError, ValueError, KeyError, TypeError, AttributeError, RecursionError) as e:
         raise ModelLoadError(f"{index.name}: not a valid weight index ({type(e).__name__})") from e
+    folder = index.parent.resolve()
     files = []
-    for f in dict.fromkeys(wm.values()):
+    for f in names:
+        if not isinstance(f, str) or not f or Path(f).is_absolute() or ".." in Path(f).parts:
+            raise ModelLoadError(f"{index.name} names shard {f!r}, which is not a file name in its folder")
         q = index.parent / f
         if not q.is_file():
             raise ModelLoadError(f"{index.name} names shard {f}, which is missing")
+        if not q.resolve().is_relative_to(folder):
+            raise ModelLoadError(f"{index.name} names shard {f}, which links outside its folder")
         files.append(q)
     return files
 

@@ -95,6 +95,26 @@ def test_sharded_safetensors_with_index(tmp_path):
     w = load_embeddings(src)
     assert not w.tied and w.input.shape == (40, 6) and w.output.shape == (40, 6)
     np.testing.assert_array_equal(w.output.to_numpy(), t["lm_head.weight"].numpy())
+    # an index naming a shard outside its folder, or not a mapping: refused before anything is read
+    outside = tmp_path.parent / f"{tmp_path.name}-outside.safetensors"
+    save_file(b, str(outside))
+    index = tmp_path / "model.safetensors.index.json"
+    good = index.read_text()
+    for bad_map, why in (
+        ({**wm, "lm_head.weight": f"../{outside.name}"}, "not a file name in its folder"),
+        ({**wm, "lm_head.weight": str(outside)}, "not a file name in its folder"),
+        ({**wm, "lm_head.weight": 7}, "not a file name in its folder"),
+        ([1, 2], "not a valid weight index"),
+    ):
+        index.write_text(json.dumps({"weight_map": bad_map}))
+        with pytest.raises(ModelLoadError, match=why):
+            resolve_model(tmp_path)
+    (tmp_path / "link.safetensors").symlink_to(outside)
+    index.write_text(json.dumps({"weight_map": {**wm, "lm_head.weight": "link.safetensors"}}))
+    with pytest.raises(ModelLoadError, match="links outside its folder"):
+        resolve_model(tmp_path)
+    (tmp_path / "link.safetensors").unlink()
+    index.write_text(good)
     # a shard named in the index but missing
     (tmp_path / "model-00002-of-00002.safetensors").unlink()
     with pytest.raises(ModelLoadError, match="missing"):
