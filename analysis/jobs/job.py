@@ -344,12 +344,8 @@ class Workdir:
                     r = int(p.stem[1:])
                     if r not in done_tasks and r < m.tasks:
                         done += min(int(json.loads(p.read_text())["bytes"]), m.task_bytes(r))
-                except (
-                    OSError,
-                    ValueError,
-                    KeyError,
-                    TypeError,
-                ):  # progress is a courtesy: skip a foreign file
+                # progress is a courtesy: an unreadable or foreign file is skipped
+                except (OSError, ValueError, KeyError, TypeError):
                     continue
         return done, m.total_bytes, len(done_tasks)
 
@@ -516,12 +512,8 @@ def merged_totals(wd: Workdir, m: Manifest) -> dict:
             out = merge_globals(out, json.loads(p.read_text(encoding="utf-8")))
         except FileNotFoundError:
             raise DataError(f"{wd.root}: map task {r} has no totals; rerun the job to redo it") from None
-        except (
-            OSError,
-            ValueError,
-            TypeError,
-            AttributeError,
-        ) as e:  # (not a JSON object of additive totals)
+        # (TypeError, AttributeError: JSON that is not an object of additive totals)
+        except (OSError, ValueError, TypeError, AttributeError) as e:
             raise DataError(f"{p}: unreadable totals ({e}); rerun with --restart") from e
     return out
 

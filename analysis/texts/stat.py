@@ -66,7 +66,7 @@ _UTF8 = methodcaller("encode", "utf-8", "surrogatepass")
 
 def word_bucket(word: str, k: int) -> int:
     """The bucket of a word: CRC-32 of its UTF-8 bytes modulo k (the same in every process)."""
-    return zlib.crc32(word.encode("utf-8", "surrogatepass")) % k
+    return zlib.crc32(_UTF8(word)) % k
 
 
 def word_buckets(words: Sequence[str], k: int) -> np.ndarray:
