@@ -234,7 +234,7 @@ def _collateral_rows(
         lines = _lines(code, split)
         enc = _encode(rt, lines)
         tc = text_counts(lines)
-        broken = [(s, d) for s, ids in zip(lines, enc["new"]) if (d := rt.decode(ids)) != s]
+        broken = [(s, ids) for s, ids in zip(lines, enc["new"]) if not rt.round_trips(ids, s)]
         flat = _flat(enc["new"])
         reused = int(np.isin(flat, np.fromiter(rt.reused_ids, np.int64)).sum()) if flat.size else 0
         words = int(tc["words"].sum())
@@ -252,7 +252,7 @@ def _collateral_rows(
                 "ids_changed": reused / flat.size if flat.size else 0.0,
                 "broken_lines": len(broken),
                 "round_trip": not broken,
-                "example": _example(*broken[0]) if broken else None,
+                "example": _example(broken[0][0], rt.decode(broken[0][1])) if broken else None,
                 "fertility_before": int(enc["len_old"].sum()) / words if words else None,
                 "fertility_after": int(enc["len_new"].sum()) / words if words else None,
                 "premium_before": premium(enc["len_old"], ref["len_old"]) if parallel else None,

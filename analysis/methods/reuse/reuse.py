@@ -560,15 +560,10 @@ class ReuseTokenizer:
                 segs.append([m, [t]])
         return segs
 
-    def _whole_text(self, ids: list[int]) -> str | bool | None:
-        """The first pass of :meth:`decode` in one UTF-8 decoding, where it provably gives the same text; False
-        when that text would hold U+FFFD from a split character; None when the shortcut does not apply.
-
-        Decoding each run (mapped / not) on its own and joining equals decoding all the bytes at once exactly when
-        the bytes are valid UTF-8 and every run starts at a character's first byte; otherwise some run decodes a
-        partial character, i.e. the first pass holds U+FFFD and the window pass decides. It applies to a plain
-        ByteLevel decoder and a line without added ids (an old-tokenizer run never holds a reused id, as every
-        reused id is mapped)."""
+    def _whole_bytes(self, ids: list[int]) -> tuple[bytes, list[bytes]] | None:
+        """All the line's bytes and each id's, where decoding provably works on bytes: a plain ByteLevel decoder,
+        every id with its bytes, no added id, every reused id mapped (so an old-tokenizer run never holds one and
+        each run decodes its ids' table bytes); None otherwise."""
         if not ids or self._fast_text(ids[:1], True) is None or min(ids) < 0:
             return None
         table, added = self._byte_table()
@@ -579,6 +574,35 @@ class ReuseTokenizer:
             return None
         if not added.isdisjoint(ids) or not self._reused_mapped:
             return None
+        return whole, parts  # type: ignore[return-value]
+
+    def round_trips(self, ids: Sequence[int], text: str) -> bool:
+        """Whether :meth:`decode` gives `text` back from `ids` — without the window pass where the bytes decide.
+
+        Where decoding works on bytes (:meth:`_whole_bytes`), every run decodes its own bytes with U+FFFD for an
+        invalid or split character, so the decoded text is either the UTF-8 decoding of all the ids' bytes (no run
+        wrote U+FFFD) or holds a U+FFFD. Hence for a text without U+FFFD whose UTF-8 bytes differ from the ids'
+        bytes, the decoded text differs from it: no decoding needed. Otherwise it decodes and compares."""
+        ids = list(ids)
+        if REPLACEMENT not in text:
+            got = self._whole_bytes(ids)
+            if got is not None and got[0] != text.encode("utf-8"):
+                return False
+        return self.decode(ids) == text
+
+    def _whole_text(self, ids: list[int]) -> str | bool | None:
+        """The first pass of :meth:`decode` in one UTF-8 decoding, where it provably gives the same text; False
+        when that text would hold U+FFFD from a split character; None when the shortcut does not apply.
+
+        Decoding each run (mapped / not) on its own and joining equals decoding all the bytes at once exactly when
+        the bytes are valid UTF-8 and every run starts at a character's first byte; otherwise some run decodes a
+        partial character, i.e. the first pass holds U+FFFD and the window pass decides. It applies to a plain
+        ByteLevel decoder and a line without added ids (an old-tokenizer run never holds a reused id, as every
+        reused id is mapped)."""
+        got = self._whole_bytes(ids)
+        if got is None:
+            return None
+        whole, parts = got
         o2n = self.old_to_new
         prev = ids[0] in o2n
         pos = 0

@@ -271,6 +271,26 @@ def test_the_window_pass_on_bytes_groups_as_the_window_pass_on_the_decoders(llam
         assert llama_rt._window_segments_bytes(ids) == generic._window_segments(ids, False), ids
 
 
+def test_round_trips_agrees_with_decoding_and_comparing(llama_rt):
+    """`round_trips(ids, text)` (no decoding where the ids' bytes already differ from the text's) says exactly what
+    `decode(ids) == text` says: lines of a target, reused, kept and byte-heavy script whole and cut, each against
+    its own text, a neighbour's, its text with a literal U+FFFD, and its text with one character changed."""
+    lines = [x for lang in ("eng_Latn", "arb_Arab", "rus_Cyrl", "zho_Hans", "mya_Mymr", "ory_Orya")
+             for x in flores_lines(lang)[FLORES_TRAIN_LINES : FLORES_TRAIN_LINES + 6]]  # fmt: skip
+    lines += ["ab😀c مرحبا ✓", "", "x \ufffd مرحبا", "Привет, как дела?"]
+    seqs = llama_rt.encode_batch(lines)
+    cases = []
+    for k, (line, ids) in enumerate(zip(lines, seqs)):
+        changed = line[:-1] + "x" if line else "x"
+        for text in (line, lines[k - 1], line + "\ufffd", changed, llama_rt.decode(ids)):
+            cases += [(ids, text), (ids[1:], text), (ids[:-1], text)]
+    got = [llama_rt.round_trips(ids, text) for ids, text in cases]
+    assert got == [llama_rt.decode(ids) == text for ids, text in cases]
+    assert True in got and False in got
+    kept = [llama_rt.round_trips(ids, line) for line, ids in zip(lines, seqs)]
+    assert kept[0] and not kept[12]  # English comes back; Russian's reused ids decode as Arabic
+
+
 def test_the_before_side_is_the_old_tokenizers_encoding_of_every_line(llama_rt):
     """`_encode` reuses R-BPE's ids of a line without target-script text as the old tokenizer's encoding."""
     lines = ["", "plain English", "русский текст", *HELDOUT[:5], "mixed: مرحبا and hello", " ", "١٢٣ ✓"]
