@@ -60,7 +60,7 @@ from tokenizers.trainers import BpeTrainer
 
 from analysis.bpe.parity import train_parity_bpe
 from analysis.core import paths
-from analysis.core.cache import memoize
+from analysis.core.cache import DiskCache, memoize
 from analysis.core.inputs import check_not_special, decode_utf8, parse_json, read_file
 from analysis.core.progress import Progress, report
 from analysis.core.unicode import blocks, script
@@ -138,6 +138,13 @@ def usage_ids(tok: LoadedTokenizer, plan: ReusePlan, ids: Iterable[int]) -> list
     )
 
 
+#: The usage protection's ids kept on disk (one small document per tokenizer, blocks, ids and FLORES texts): encoding
+#: the training lines of every kept-script language is most of a protected build's time before the training, and a
+#: second session, a rerun or the CLI after the page reads them back. Bump when the rule changes.
+USAGE_VERSION = 1
+_USAGE = DiskCache("reuse-usage", USAGE_VERSION)
+
+
 @memoize(maxsize=8)
 def _usage_ids(
     tok: LoadedTokenizer,
@@ -145,14 +152,28 @@ def _usage_ids(
     reusable_blocks: tuple[str, ...],
     ids: tuple[int, ...],
 ) -> tuple[int, ...]:
+    codes = flores.available_codes()
+    head = f"{tok.content_hash}|{target_blocks}|{reusable_blocks}|{flores.FLORES_TRAIN_LINES}"
+    h = hashlib.sha256(head.encode())
+    h.update(",".join(map(str, ids)).encode())
+    data = flores.dataset() if codes else None
+    for code in codes:
+        h.update(f"|{code}:{data.data_hash(code)}".encode())  # type: ignore[union-attr]
+    key = h.hexdigest()[:32]
+    stored = _USAGE.get(key)
     wanted = set(ids)
+    if isinstance(stored, list) and all(type(i) is int and i in wanted for i in stored):
+        return tuple(stored)
     found: set[int] = set()
-    for code in flores.available_codes():
+    for code in codes:
         train = flores.split_lines(code)[0]
         if language_role(train[:50], target_blocks, reusable_blocks) == "kept":
             for e in tok.tokenizer.encode_batch_fast(train, add_special_tokens=False):  # the ids, no offsets
                 found.update(wanted.intersection(e.ids))
-    return tuple(sorted(found))
+    out = tuple(sorted(found))
+    # best effort, as every store: a full or read-only one costs the next caller the time
+    _USAGE.put(key, list(out))
+    return out
 
 
 def protected_ids(

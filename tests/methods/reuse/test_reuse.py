@@ -17,6 +17,8 @@ from analysis.core import unicode
 from analysis.errors import DataError, UnsupportedTokenizerError
 from analysis.methods import reuse
 from analysis.methods.reuse import measures as reuse_measures
+from analysis.methods.reuse import reuse as rbpe
+from analysis.texts import flores
 from analysis.texts.flores import FLORES_TRAIN_LINES
 from analysis.tokenizer.tokenizer import BYTE_TO_CHAR
 
@@ -521,6 +523,52 @@ def test_protecting_shared_symbols_keeps_oriya_and_gurmukhi():
     assert [r["round_trip"] for r in rows] == [True, True, False]
     with pytest.raises(DataError, match="unknown protection"):
         reuse.build_reuse_tokenizer(tok, TRAIN, protect=("all",))
+
+
+def test_usage_protection_ids_are_encoded_once_and_read_back_from_the_disk_store(tmp_path, monkeypatch):
+    """`usage` protects the reusable ids that the FLORES training lines of kept-script languages encode to: exactly
+    those (an independent encoding of the same lines), stored on disk, so a new process (memo cleared) reads them
+    back without encoding; other ids, other FLORES languages or a damaged store file encode again. (Five languages
+    here; the documented `--protect symbols,usage` command runs it on all 204.)"""
+    monkeypatch.setenv("TOKLAB_CACHE", str(tmp_path))
+    codes = ["eng_Latn", "ory_Orya", "pan_Guru", "rus_Cyrl", "arb_Arab"]
+    monkeypatch.setattr(flores, "available_codes", lambda *a: list(codes))
+    tok = load_shared("llama-3.1")
+    plan = reuse.choose_reusable(reuse.classify_vocab(tok), "arabic", ("latin", "greek"), 20000)
+    wanted = set(plan.reusable_ids)
+    blocks = (plan.target_blocks, plan.reusable_blocks)
+    roles = {c: reuse.language_role(flores_lines(c)[:50], *blocks) for c in codes}
+    assert roles == {"eng_Latn": "kept", "ory_Orya": "kept", "pan_Guru": "kept", "rus_Cyrl": "reused",
+                     "arb_Arab": "target"}  # fmt: skip
+
+    def used_by(kept):  # every id the kept languages' training lines encode to
+        lines = [x for c in kept for x in flores_lines(c)[:FLORES_TRAIN_LINES]]
+        return {i for e in tok.tokenizer.encode_batch(lines, add_special_tokens=False) for i in e.ids}
+
+    used = used_by(codes[:3])
+    encoded: list[str] = []
+    real = flores.split_lines
+    monkeypatch.setattr(flores, "split_lines", lambda code, *a: encoded.append(code) or real(code, *a))
+
+    def fresh(ids):  # a new process: nothing in memory
+        rbpe._usage_ids.cache_clear()
+        encoded.clear()
+        return reuse.usage_ids(tok, plan, ids)
+
+    first = fresh(plan.reusable_ids)
+    assert first == sorted(used & wanted) and encoded == codes
+    danda = tok.tokenizer.encode("।", add_special_tokens=False).ids
+    assert set(danda) <= set(first)  # Oriya's and Gurmukhi's full stop sits on a reusable Devanagari id
+    assert fresh(plan.reusable_ids) == first and encoded == []  # read back
+    fewer = sorted(wanted)[: len(wanted) // 2]
+    assert fresh(fewer) == sorted(used & set(fewer)) and encoded == codes  # other ids
+    codes.pop(1)  # no Oriya: other FLORES data
+    assert fresh(plan.reusable_ids) == sorted(used_by(["eng_Latn", "pan_Guru"]) & wanted) and encoded == codes
+    for p in (tmp_path / "store" / "reuse-usage").glob("*.json"):
+        p.write_text("[1, 2", encoding="utf-8")
+    codes.insert(1, "ory_Orya")
+    assert fresh(plan.reusable_ids) == first and encoded == codes  # a damaged file: encoded again
+    rbpe._usage_ids.cache_clear()
 
 
 def test_min_frequency_and_training_text_choice():
