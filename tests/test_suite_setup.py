@@ -6,6 +6,7 @@ import os
 import subprocess
 import sys
 
+import pytest
 from support import ROOT, share_the_cores
 
 
@@ -60,6 +61,7 @@ pytest_collection_modifyitems = suite.pytest_collection_modifyitems
 """
 
 
+@pytest.mark.slow
 def test_a_group_runs_on_one_worker(tmp_path):
     """`--dist loadgroup` with the suite's collection hook: the six tests of one group all run on one worker
     (before support.tag_xdist_groups, pytest 9.2 with pytest-xdist 3.8 spread them over both)."""

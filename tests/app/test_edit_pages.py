@@ -74,6 +74,7 @@ def test_prune_largest_n_follows_the_tokenizer():
     assert _largest_n(at) == min(order_len, smol.vocab_size // 2) != first
 
 
+@pytest.mark.slow
 def test_prune_previews_own_text_before_and_after():
     gpt2 = load_shared("gpt2")
     at = _app("pages/prune.py", gpt2=gpt2)

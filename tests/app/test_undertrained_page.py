@@ -123,6 +123,7 @@ def _verification_points(at: AppTest) -> list[float]:
     raise AssertionError("no verification chart")
 
 
+@pytest.mark.slow
 def test_verification_shows_the_run_that_just_finished(synthetic_model, monkeypatch, tmp_path):
     """Right after "Verify", the caption, the chart and the token-health table show this run's verdicts."""
     at, calls = _page(monkeypatch, tmp_path, synthetic_model)

@@ -129,7 +129,7 @@ def test_roundtrip_before_after_finds_a_broken_language(smol):
 
 
 @needs_llama_cpp
-@pytest.mark.parametrize("name", ["llama-3.1", "mistral-7b-v0.3"])
+@pytest.mark.parametrize("name", [pytest.param("llama-3.1", marks=pytest.mark.slow), "mistral-7b-v0.3"])
 def test_llama_tokenize_equals_llama_cpp_pythons_own_call(tmp_path, name):
     """The one-call tokenization gives what `Llama.tokenize` gives (which calls llama.cpp twice for a
     vocabulary-only file): empty text, special tokens in the text, a long line, without BOS/EOS too."""

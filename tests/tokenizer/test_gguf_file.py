@@ -113,6 +113,7 @@ def test_vocab_meta_of_a_written_vocabulary_equals_gguf_pys(tmp_path):
     assert got == want and list(got) == list(want) and got["tokenizer.ggml.tokens"] == tok.vocab_size
 
 
+@pytest.mark.slow
 @need_smollm
 def test_smollm2_header_equals_gguf_pys():
     ref = gguf.GGUFReader(str(SMOLLM))

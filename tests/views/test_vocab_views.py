@@ -49,6 +49,7 @@ def test_filter_vocab_regex_literal_fallback_scripts_and_specials():
     assert len(vocab_table(load_shared("llama-2"))) == 32000  # the cached table is untouched
 
 
+@pytest.mark.slow
 def test_vocab_pages_cover_the_view_once_in_every_order():
     df = vocab_table(load_shared("llama-2"))
     assert page_count(0) == 1 and page_count(1000) == 1 and page_count(1001) == 2

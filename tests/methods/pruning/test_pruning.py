@@ -114,7 +114,14 @@ def _positions(order: P.PruneOrder) -> dict[int, int]:
     return {t: k for k, t in enumerate(order.ids)}
 
 
-@pytest.mark.parametrize("name", ["llama-3.1", pytest.param("qwen3", marks=pytest.mark.slow), "llama-2"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        pytest.param("llama-3.1", marks=pytest.mark.slow),
+        pytest.param("qwen3", marks=pytest.mark.slow),
+        "llama-2",
+    ],
+)
 def test_safe_orders_remove_parents_before_parts_at_every_n(name: str) -> None:
     """For every prefix: a surviving token's merge parts survive (checked for all N at once)."""
 
