@@ -34,6 +34,7 @@ import tarfile
 import threading
 import urllib.request
 from collections import OrderedDict
+from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -255,6 +256,10 @@ class FloresData:
             _remember_hash(self.files[c], h)
         self._hash[c] = h
         return h
+
+    def texts_key(self, codes: Iterable[str]) -> str:
+        """``|code:hash`` for each language in order: the data half of a cache key over several languages."""
+        return "".join(f"|{code}:{self.data_hash(code)}" for code in codes)
 
 
 # data hashes remembered on disk by (file, filter, size, mtime): a fresh process answers a cached request

@@ -218,8 +218,7 @@ def collateral(
 def _collateral_key(rt: ReuseTokenizer, data: Any, codes: Sequence[str], split: str, ref: str | None) -> str:
     """The disk-store key of one collateral table: the tokenizer, and per language its code and texts' hash."""
     h = hashlib.sha256(f"{rt.content_hash}|{split}|{flores.FLORES_TRAIN_LINES}|{ref}".encode())
-    for code in [*codes, *([ref] if ref else [])]:
-        h.update(f"|{code}:{data.data_hash(code)}".encode())
+    h.update(data.texts_key([*codes, *([ref] if ref else [])]).encode())
     return h.hexdigest()[:32]
 
 

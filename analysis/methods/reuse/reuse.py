@@ -156,9 +156,7 @@ def _usage_ids(
     head = f"{tok.content_hash}|{target_blocks}|{reusable_blocks}|{flores.FLORES_TRAIN_LINES}"
     h = hashlib.sha256(head.encode())
     h.update(",".join(map(str, ids)).encode())
-    data = flores.dataset() if codes else None
-    for code in codes:
-        h.update(f"|{code}:{data.data_hash(code)}".encode())  # type: ignore[union-attr]
+    h.update((flores.dataset().texts_key(codes) if codes else "").encode())
     key = h.hexdigest()[:32]
     stored = _USAGE.get(key)
     wanted = set(ids)
