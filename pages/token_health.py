@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from urllib.parse import quote
-
 import numpy as np
 import pandas as pd
 import plotly.express as px
@@ -89,7 +87,8 @@ def reset_filters(tok: LoadedTokenizer, summary: dict) -> None:
 
 
 def token_table(name: str, df: pd.DataFrame, summary: dict) -> pd.DataFrame:
-    """Filters (categories, search, scripts) and the table with a merge-tree link per row; returns the view."""
+    """Filters (categories, search, scripts) and the table with a merge-tree link per row (where a new session can
+    load the tokenizer); returns the view."""
     st.subheader("Tokens")
     present = [c for c in CATEGORIES if summary[c]]
     f1, f2, f3 = st.columns([2, 2, 1])
@@ -102,9 +101,11 @@ def token_table(name: str, df: pd.DataFrame, summary: dict) -> pd.DataFrame:
     view = filter_stt(df, cats, q, scripts)
     st.caption(f"{len(view):,} of {len(df):,} ids")
     shown = view.head(MAX_ROWS)
-    shown = shown.assign(
-        **{"merge tree": links.merge_tree_url(name) + shown["token"].map(lambda s: quote(s, safe=""))}
-    )
+    urls = links.merge_tree_links(
+        name, shown["token"]
+    )  # None for an upload or an edit: no link to a new session
+    if urls is not None:
+        shown = shown.assign(**{"merge tree": urls})
     st.dataframe(
         shown,
         hide_index=True,

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from urllib.parse import quote
 
+import pandas as pd
 import streamlit as st
 
 from analysis import AnalysisError
@@ -53,8 +54,12 @@ def open_merge_tree(name: str, token_id: int) -> None:
     st.switch_page(MERGE_TREES, query_params={"t": tokenizer_ref(name), "token": f"#{token_id}"})
 
 
-def merge_tree_url(name: str) -> str:
-    """The start of a link to the Merge trees page for `name` (append the URL-quoted raw token); a link opens a
-    new browser session, so only a shareable source is carried."""
+def merge_tree_links(name: str, tokens: pd.Series) -> pd.Series | None:
+    """Links to the Merge trees page, one per raw token in `tokens` of library tokenizer `name`; None when `name` has
+    no source a link may name (an upload, an edit, a server path): a link opens a new browser session, which would
+    not hold it — and would show the token in another tokenizer. The pages' buttons (:func:`open_merge_tree`) keep
+    the session."""
     src = source_of(name)
-    return "./merge_trees?" + (f"t={quote(src, safe='')}&" if src else "") + "token="
+    if src is None or not src.startswith(URL_SOURCES):
+        return None
+    return f"./merge_trees?t={quote(src, safe='')}&token=" + tokens.map(lambda s: quote(s, safe=""))

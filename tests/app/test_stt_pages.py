@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import json
+import shutil
 
 import pytest
 from streamlit.testing.v1 import AppTest
-from support import ROOT, load_shared
+from support import ROOT, TOKENIZERS, load_shared
 
-from analysis import LoadedTokenizer
+from analysis import LoadedTokenizer, load
 from analysis.tokenizer.defaults import DEFAULT_NAME, default_tokenizer
 
 
@@ -132,6 +133,9 @@ def test_token_health_counts_and_downloads():
     at.text_input(key="th-q").input("<0x4").run()
     table = at.dataframe[0].value
     assert len(table) == 16 and set(table["category"]) == {"byte_fallback"}
+    assert (
+        table["merge tree"].iloc[0] == "./merge_trees?t=example%3Allama-2&token=%3C0x40%3E"
+    )  # a new session loads it
     labels = {b.label for b in at.get("download_button")}
     assert {"Download all ids (CSV)", "Download summary (JSON)"} <= labels
 
@@ -143,7 +147,9 @@ def test_token_health_unreachable_table_and_explanation():
     assert {m.label: m.value for m in at.metric}["Unreachable tokens (STT)"] == "1"
     table = at.dataframe[0].value
     assert list(table["readable"]) == ["cab"] and table["pieces"].iloc[0] == "c | ab"
-    assert table["merge tree"].iloc[0].endswith("token=cab")
+    # no source a link may name: no link (a new session would open "cab" in the default tokenizer); the button
+    # below keeps the session (test_token_health_opens_the_merge_tree_through_the_url)
+    assert "merge tree" not in table.columns
     assert any("would make it" in i.value for i in at.info) and not at.error  # an explanation, not an error
     assert "c | ab" not in " ".join(m.value for m in at.markdown)  # the pieces are drawn as tokens
     assert len(at.get("plotly_chart")) == 1  # the rank scatter; the two overview charts are SVG until asked
@@ -231,3 +237,21 @@ def test_merge_tree_is_readable_and_has_a_legend_for_every_marker():
     at.text_input(key="mt-q").input("#1").run()  # "b": used by "ab" and "bc"
     metric = {m.label: m.value for m in at.metric}["Tokens built on it"]
     assert int(metric) == len(at.dataframe[-1].value) == 2
+
+
+def test_token_health_links_no_server_path(tmp_path):
+    """A tokenizer loaded from a folder that is no example: a link would carry its server path, which a link may not
+    load (a new session would show the token in another tokenizer), so its rows have no link."""
+    shutil.copy(TOKENIZERS / "gpt2" / "tokenizer.json", tmp_path / "tokenizer.json")
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=180)
+    at.session_state["toklab_library"] = {DEFAULT_NAME: default_tokenizer(), "copy": load(tmp_path)}
+    at.run()
+    at.switch_page("pages/token_health.py").run()
+    at.selectbox(key="th-tok").set_value("copy").run()
+    assert not at.exception, [e.message for e in at.exception]
+    table = at.dataframe[0].value
+    assert len(table) and "merge tree" not in table.columns
+    at.selectbox(key="th-tok").set_value(
+        DEFAULT_NAME
+    ).run()  # the embedded default: a link a new session follows
+    assert at.dataframe[0].value["merge tree"].str.startswith("./merge_trees?t=embedded%3A&token=").all()
