@@ -596,18 +596,89 @@ class ReuseTokenizer:
         return whole, parts  # type: ignore[return-value]
 
     def round_trips(self, ids: Sequence[int], text: str) -> bool:
-        """Whether :meth:`decode` gives `text` back from `ids` — without the window pass where the bytes decide.
+        """Whether :meth:`decode` gives `text` back from `ids` — without decoding where it works on bytes.
 
         Where decoding works on bytes (:meth:`_whole_bytes`), every run decodes its own bytes with U+FFFD for an
         invalid or split character, so the decoded text is either the UTF-8 decoding of all the ids' bytes (no run
-        wrote U+FFFD) or holds a U+FFFD. Hence for a text without U+FFFD whose UTF-8 bytes differ from the ids'
-        bytes, the decoded text differs from it: no decoding needed. Otherwise it decodes and compares."""
+        wrote U+FFFD) or holds a U+FFFD. Hence for a text without U+FFFD it comes back exactly when its UTF-8 bytes
+        are the ids' bytes and no segment splits a character (:meth:`_segments_whole`, on byte offsets).
+        Otherwise it decodes and compares."""
         ids = list(ids)
         if REPLACEMENT not in text:
             got = self._whole_bytes(ids)
-            if got is not None and got[0] != text.encode("utf-8"):
-                return False
+            if got is not None:
+                return got[0] == text.encode("utf-8") and self._segments_whole(ids, *got)
         return self.decode(ids) == text
+
+    def _segments_whole(self, ids: list[int], whole: bytes, parts: list[bytes]) -> bool:
+        """Whether :meth:`decode` writes no U+FFFD for `ids` whose bytes `whole` are valid UTF-8 without U+FFFD (the
+        bytes of the text compared in :meth:`round_trips`) — on byte offsets alone, no decoding.
+
+        Every segment decodes its own bytes and the segments' bytes concatenate to `whole`, so the decoded text is
+        `whole` exactly when every segment starts at a character's first byte. The first pass's segments are the
+        runs; where one starts inside a character the window pass decides, and its test ("the segment's pending
+        bytes and the window's decode strictly") is, on valid UTF-8 from a segment that started at a character,
+        "the window ends at a character"; a window that opens a segment must start at one too. This mirrors
+        :meth:`_window_segments_bytes` step by step (tested against decoding on random token sequences of FLORES lines,
+        with the mapping's replacement ids and with others)."""
+        if not all(
+            parts
+        ):  # a token without bytes: a segment could start inside a character and write nothing
+            return REPLACEMENT not in self.decode(ids)
+        size = len(whole)
+        at: list[int] = [0]  # byte offset of each token, and of the end
+        for b in parts:
+            at.append(at[-1] + len(b))
+
+        def starts_char(pos: int) -> bool:
+            return pos >= size or whole[pos] & 0xC0 != 0x80
+
+        o2n = self.old_to_new
+        prev = ids[0] in o2n
+        for k in range(
+            1, len(ids)
+        ):  # the first pass: a run starting inside a character needs the window pass
+            m = ids[k] in o2n
+            if m is not prev and not starts_char(at[k]):
+                break
+            prev = m
+        else:
+            return True
+        reused, repl = self.reused_ids, self.replacement_ids
+        cur: bool | None = None  # the current segment: mapped or not; None before the first
+        cur_ok = True  # the current segment started at a character's first byte
+        i, n = 0, len(ids)
+        while i < n:
+            t = ids[i]
+            if t in repl:
+                accepted = 0
+                all_mapped = True
+                for w in range(1, 5):
+                    if i + w > n:
+                        break
+                    if ids[i + w - 1] not in o2n:
+                        all_mapped = False
+                    if not all_mapped or cur is False:
+                        if any(y in reused for y in ids[i : i + w]):
+                            continue
+                        joins, mapped = cur is False, False
+                    else:
+                        joins, mapped = cur is True, True
+                    if starts_char(at[i + w]) and (cur_ok if joins else starts_char(at[i])):
+                        if not joins:
+                            cur, cur_ok = mapped, True
+                        accepted = w
+                        break
+                if accepted:
+                    i += accepted
+                    continue
+            m = t in o2n
+            if cur is None or cur is not m:
+                cur, cur_ok = m, starts_char(at[i])
+                if not cur_ok:
+                    return False
+            i += 1
+        return True
 
     def _whole_text(self, ids: list[int]) -> str | bool | None:
         """The first pass of :meth:`decode` in one UTF-8 decoding, where it provably gives the same text; False

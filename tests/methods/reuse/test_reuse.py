@@ -4,8 +4,10 @@
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 import os
+import random
 import subprocess
 import sys
 import unicodedata
@@ -291,6 +293,59 @@ def test_round_trips_agrees_with_decoding_and_comparing(llama_rt):
     assert True in got and False in got
     kept = [llama_rt.round_trips(ids, line) for line, ids in zip(lines, seqs)]
     assert kept[0] and not kept[12]  # English comes back; Russian's reused ids decode as Arabic
+
+
+def test_round_trips_on_byte_offsets_agrees_with_the_window_pass(llama_rt):
+    """Where a line's bytes are right but a run starts inside a character, `round_trips` decides on byte offsets
+    what the window pass decides by decoding. Random token sequences with a line's exact bytes (every piece a
+    vocabulary token: mapped, not mapped, reused, replacement ids), against `decode(ids) == line`, with the
+    mapping's replacement ids and with half of them (a mapping file names its own: the window pass then fails
+    where it would have grouped)."""
+    table, added = llama_rt._byte_table()
+    by_bytes: dict[bytes, list[int]] = {}
+    for i, b in enumerate(table):
+        if b and i not in added:
+            by_bytes.setdefault(b, []).append(i)
+    rng = random.Random(7)
+
+    def pieces(line: str) -> list[int]:
+        data, ids, p = line.encode("utf-8"), [], 0
+        while p < len(data):
+            k = rng.choice([k for k in range(1, 9) if data[p : p + k] in by_bytes])
+            ids.append(rng.choice(by_bytes[data[p : p + k]]))
+            p += k
+        return ids
+
+    half = dataclasses.replace(llama_rt, replacement_ids=frozenset(sorted(llama_rt.replacement_ids)[::2]))
+    for rt in (llama_rt, half):
+        outcomes = set()
+        for lang in ("amh_Ethi", "mya_Mymr", "kat_Geor", "yor_Latn", "arb_Arab", "zho_Hans"):
+            for line in flores_lines(lang)[FLORES_TRAIN_LINES : FLORES_TRAIN_LINES + 8]:
+                for _ in range(3):
+                    ids = pieces(line)
+                    window = rt._whole_text(ids) is False  # the first pass splits a character
+                    got = rt.round_trips(ids, line)
+                    assert got == (rt.decode(ids) == line), (lang, ids)
+                    outcomes.add((window, got))
+        assert (True, True) in outcomes and (False, True) in outcomes
+    assert (True, False) in outcomes  # with half the replacement ids some splits stay
+    # a reused id never joins an old-tokenizer run: an old token ending inside a character, then the reused id
+    # whose (new) bytes complete it — a window the first token opens may not take it
+    o2n, repl = llama_rt.old_to_new, llama_rt.replacement_ids
+    pairs = []
+    for r in sorted(i for i in llama_rt.reused_ids if table[i][0] & 0xC0 == 0x80):
+        for u, b in enumerate(table):
+            if b and u in repl and u not in o2n and u not in added:
+                try:
+                    pairs.append(([u, r], (b + table[r]).decode("utf-8")))
+                except UnicodeDecodeError:
+                    continue
+    assert pairs
+    for ids, text in pairs[:40]:
+        got = llama_rt.round_trips(ids, text)
+        assert got == (llama_rt.decode(ids) == text) and not got, (
+            ids
+        )  # the old token decodes a broken character
 
 
 def test_the_before_side_is_the_old_tokenizers_encoding_of_every_line(llama_rt):
