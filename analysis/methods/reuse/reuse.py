@@ -116,7 +116,7 @@ def language_role(lines: Sequence[str], target_blocks: Iterable[str], reusable_b
     blocks, elsewhere)."""
     tre, rre = re.compile(char_class(target_blocks)), re.compile(char_class(reusable_blocks))
     letters = in_target = in_reused = 0
-    for ch, n in Counter(ch for line in lines for ch in line).items():  # each distinct character once
+    for ch, n in Counter("".join(lines)).items():  # each distinct character once (counted in C)
         if ch.isalpha():
             letters += n
             if tre.match(ch):
