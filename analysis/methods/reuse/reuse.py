@@ -621,9 +621,8 @@ class ReuseTokenizer:
         "the window ends at a character"; a window that opens a segment must start at one too. This mirrors
         :meth:`_window_segments_bytes` step by step (tested against decoding on random token sequences of FLORES lines,
         with the mapping's replacement ids and with others)."""
-        if not all(
-            parts
-        ):  # a token without bytes: a segment could start inside a character and write nothing
+        if not all(parts):
+            # a token without bytes: a segment could start inside a character and write nothing
             return REPLACEMENT not in self.decode(ids)
         size = len(whole)
         at: list[int] = [0]  # byte offset of each token, and of the end
@@ -635,9 +634,8 @@ class ReuseTokenizer:
 
         o2n = self.old_to_new
         prev = ids[0] in o2n
-        for k in range(
-            1, len(ids)
-        ):  # the first pass: a run starting inside a character needs the window pass
+        # the first pass: its runs decode the line unless one starts inside a character (then the window pass)
+        for k in range(1, len(ids)):
             m = ids[k] in o2n
             if m is not prev and not starts_char(at[k]):
                 break
@@ -645,8 +643,9 @@ class ReuseTokenizer:
         else:
             return True
         reused, repl = self.reused_ids, self.replacement_ids
-        cur: bool | None = None  # the current segment: mapped or not; None before the first
-        cur_ok = True  # the current segment started at a character's first byte
+        # the current segment: mapped or not (None before the first); every segment so far started at a character,
+        # (one that does not ends the check: its text would hold U+FFFD)
+        cur: bool | None = None
         i, n = 0, len(ids)
         while i < n:
             t = ids[i]
@@ -664,9 +663,9 @@ class ReuseTokenizer:
                         joins, mapped = cur is False, False
                     else:
                         joins, mapped = cur is True, True
-                    if starts_char(at[i + w]) and (cur_ok if joins else starts_char(at[i])):
+                    if starts_char(at[i + w]) and (joins or starts_char(at[i])):
                         if not joins:
-                            cur, cur_ok = mapped, True
+                            cur = mapped
                         accepted = w
                         break
                 if accepted:
@@ -674,9 +673,9 @@ class ReuseTokenizer:
                     continue
             m = t in o2n
             if cur is None or cur is not m:
-                cur, cur_ok = m, starts_char(at[i])
-                if not cur_ok:
+                if not starts_char(at[i]):
                     return False
+                cur = m
             i += 1
         return True
 
