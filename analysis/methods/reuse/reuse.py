@@ -642,8 +642,8 @@ class ReuseTokenizer:
             prev = m
         else:
             return True
-        reused, repl = self.reused_ids, self.replacement_ids
-        # the current segment: mapped or not (None before the first); every segment so far started at a character,
+        repl = self.replacement_ids
+        # the current segment: mapped or not (None before the first); every segment so far started at a character
         # (one that does not ends the check: its text would hold U+FFFD)
         cur: bool | None = None
         i, n = 0, len(ids)
@@ -657,12 +657,10 @@ class ReuseTokenizer:
                         break
                     if ids[i + w - 1] not in o2n:
                         all_mapped = False
-                    if not all_mapped or cur is False:
-                        if any(y in reused for y in ids[i : i + w]):
-                            continue
-                        joins, mapped = cur is False, False
-                    else:
-                        joins, mapped = cur is True, True
+                    side = self._window_side(ids[i : i + w], all_mapped, cur)
+                    if side is None:
+                        continue
+                    joins, mapped = side
                     if starts_char(at[i + w]) and (joins or starts_char(at[i])):
                         if not joins:
                             cur = mapped
@@ -719,11 +717,24 @@ class ReuseTokenizer:
             return text
         return self._join(self._window_segments(ids, skip_special_tokens), skip_special_tokens)
 
+    def _window_side(
+        self, window: Sequence[int], all_mapped: bool, cur: bool | None
+    ) -> tuple[bool, bool] | None:
+        """Where the window pass tries a window of ids: (joins the current segment, decoded by the new tokenizer),
+        given whether every id of it is mapped and the current segment's kind (None: no segment yet). A window
+        that is not all mapped, or follows an old-tokenizer segment, goes to an old-tokenizer segment — never with
+        a reused id in it (None: not tried); otherwise to a new-tokenizer one. The one rule of the three passes."""
+        if not all_mapped or cur is False:
+            if not self.reused_ids.isdisjoint(window):
+                return None
+            return cur is False, False
+        return cur is True, True
+
     def _window_segments(self, ids: list[int], skip: bool) -> list[list[Any]]:
         """Second pass: a token that decodes to U+FFFD alone is grouped with up to 3 following tokens."""
         if self._fast_text(ids, True) is not None:  # every id has its bytes: the linear-time version
             return self._window_segments_bytes(ids)
-        o2n, reused = self.old_to_new, self.reused_ids
+        o2n = self.old_to_new
         segs: list[list[Any]] = []
         i, n = 0, len(ids)
         while i < n:
@@ -735,16 +746,13 @@ class ReuseTokenizer:
                         break
                     win = ids[i : i + w]
                     cur = segs[-1] if segs else None
-                    if any(x not in o2n for x in win) or (cur is not None and not cur[0]):
-                        if any(x in reused for x in win):
-                            continue
-                        prefix = cur[1] if cur is not None and not cur[0] else []
-                        ok = REPLACEMENT not in self._dec_old(prefix + win, skip)
-                        mapped = False
-                    else:
-                        prefix = cur[1] if cur is not None and cur[0] else []
-                        ok = REPLACEMENT not in self._dec_new(prefix + win, skip)
-                        mapped = True
+                    side = self._window_side(win, all(x in o2n for x in win), cur[0] if cur else None)
+                    if side is None:
+                        continue
+                    joins, mapped = side
+                    prefix = cur[1] if joins else []  # type: ignore[index]
+                    dec = self._dec_new if mapped else self._dec_old
+                    ok = REPLACEMENT not in dec(prefix + win, skip)
                     if ok:
                         if prefix:
                             cur[1].extend(win)  # type: ignore[index]
@@ -771,7 +779,7 @@ class ReuseTokenizer:
         the same output). "Segment + window decodes without U+FFFD" is then a strict decoding of the decoder's
         pending bytes (at most 3) and the window's: it fails exactly where the replacing decoder would write
         U+FFFD, and a decoded U+FFFD (one in the text itself) counts too. The window's bytes grow with it."""
-        o2n, reused, repl = self.old_to_new, self.reused_ids, self.replacement_ids
+        o2n, repl = self.old_to_new, self.replacement_ids
         table, _ = self._byte_table()
         # a segment: [mapped, ids, decoder, saw U+FFFD, how many of its ids the decoder has been fed]
         segs: list[list[Any]] = []
@@ -814,14 +822,11 @@ class ReuseTokenizer:
                     data += table[x]  # type: ignore[operator]
                     if x not in o2n:
                         all_mapped = False
-                    if not all_mapped or (cur is not None and not cur[0]):
-                        if any(y in reused for y in ids[i : i + w]):
-                            continue
-                        prefix = cur if cur is not None and not cur[0] else None
-                        mapped = False
-                    else:
-                        prefix = cur if cur is not None and cur[0] else None
-                        mapped = True
+                    side = self._window_side(ids[i : i + w], all_mapped, cur[0] if cur else None)
+                    if side is None:
+                        continue
+                    joins, mapped = side
+                    prefix = cur if joins else None
                     if clean_after(prefix, data):
                         cur = prefix if prefix is not None else start(mapped)
                         cur[1].extend(ids[i : i + w])
