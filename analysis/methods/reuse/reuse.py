@@ -601,43 +601,38 @@ class ReuseTokenizer:
         Where decoding works on bytes (:meth:`_whole_bytes`), every run decodes its own bytes with U+FFFD for an
         invalid or split character, so the decoded text is either the UTF-8 decoding of all the ids' bytes (no run
         wrote U+FFFD) or holds a U+FFFD. Hence for a text without U+FFFD it comes back exactly when its UTF-8 bytes
-        are the ids' bytes and no segment splits a character (:meth:`_segments_whole`, on byte offsets).
+        are the ids' bytes and no segment splits a character (:meth:`_segments_whole`, on the tokens' first bytes).
         Otherwise it decodes and compares."""
         ids = list(ids)
         if REPLACEMENT not in text:
             got = self._whole_bytes(ids)
             if got is not None:
-                return got[0] == text.encode("utf-8") and self._segments_whole(ids, *got)
+                return got[0] == text.encode("utf-8") and self._segments_whole(ids, got[1])
         return self.decode(ids) == text
 
-    def _segments_whole(self, ids: list[int], whole: bytes, parts: list[bytes]) -> bool:
-        """Whether :meth:`decode` writes no U+FFFD for `ids` whose bytes `whole` are valid UTF-8 without U+FFFD (the
-        bytes of the text compared in :meth:`round_trips`) — on byte offsets alone, no decoding.
+    def _segments_whole(self, ids: list[int], parts: list[bytes]) -> bool:
+        """Whether :meth:`decode` writes no U+FFFD for `ids` whose bytes `parts` join to valid UTF-8 without U+FFFD
+        (the bytes of the text compared in :meth:`round_trips`) — on the tokens' first bytes alone, no decoding.
 
-        Every segment decodes its own bytes and the segments' bytes concatenate to `whole`, so the decoded text is
-        `whole` exactly when every segment starts at a character's first byte. The first pass's segments are the
-        runs; where one starts inside a character the window pass decides, and its test ("the segment's pending
-        bytes and the window's decode strictly") is, on valid UTF-8 from a segment that started at a character,
-        "the window ends at a character"; a window that opens a segment must start at one too. This mirrors
-        :meth:`_window_segments_bytes` step by step (tested against decoding on random token sequences of FLORES lines,
-        with the mapping's replacement ids and with others)."""
+        Every segment decodes its own bytes and the segments' bytes concatenate to the text's, so the decoded text
+        is the text exactly when every segment starts at a character's first byte: at a token whose first byte is
+        not a continuation byte (`starts`; the end of the line is a boundary too). The first pass's segments are
+        the runs; where one starts inside a character the window pass decides, and its test ("the segment's
+        pending bytes and the window's decode strictly") is, on valid UTF-8 from a segment that started at a
+        character, "the window ends at a character"; a window that opens a segment must start at one too. This
+        mirrors :meth:`_window_segments_bytes` step by step (tested against decoding on random token sequences of
+        FLORES lines, with the mapping's replacement ids and with others)."""
         if not all(parts):
             # a token without bytes: a segment could start inside a character and write nothing
             return REPLACEMENT not in self.decode(ids)
-        size = len(whole)
-        at: list[int] = [0]  # byte offset of each token, and of the end
-        for b in parts:
-            at.append(at[-1] + len(b))
-
-        def starts_char(pos: int) -> bool:
-            return pos >= size or whole[pos] & 0xC0 != 0x80
-
+        starts = [b[0] & 0xC0 != 0x80 for b in parts]
         o2n = self.old_to_new
+        n = len(ids)
         prev = ids[0] in o2n
         # the first pass: its runs decode the line unless one starts inside a character (then the window pass)
-        for k in range(1, len(ids)):
+        for k in range(1, n):
             m = ids[k] in o2n
-            if m is not prev and not starts_char(at[k]):
+            if m is not prev and not starts[k]:
                 break
             prev = m
         else:
@@ -646,7 +641,7 @@ class ReuseTokenizer:
         # the current segment: mapped or not (None before the first); every segment so far started at a character
         # (one that does not ends the check: its text would hold U+FFFD)
         cur: bool | None = None
-        i, n = 0, len(ids)
+        i = 0
         while i < n:
             t = ids[i]
             if t in repl:
@@ -661,7 +656,7 @@ class ReuseTokenizer:
                     if side is None:
                         continue
                     joins, mapped = side
-                    if starts_char(at[i + w]) and (joins or starts_char(at[i])):
+                    if (i + w == n or starts[i + w]) and (joins or starts[i]):
                         if not joins:
                             cur = mapped
                         accepted = w
@@ -671,7 +666,7 @@ class ReuseTokenizer:
                     continue
             m = t in o2n
             if cur is None or cur is not m:
-                if not starts_char(at[i]):
+                if not starts[i]:
                     return False
                 cur = m
             i += 1
