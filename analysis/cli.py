@@ -9,7 +9,7 @@ import argparse
 import importlib
 import pkgutil
 import sys
-from typing import Any
+from typing import Any, NoReturn
 
 from . import commands
 from .errors import AnalysisError, DataError, is_rust_panic
@@ -23,9 +23,18 @@ def _command_modules() -> list[Any]:
     return mods
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse with the CLI's one error format: a bad command line prints one `error: …` line (with where to find
+    the usage) and exits with status 2, as every other bad input does."""
+
+    def error(self, message: str) -> NoReturn:
+        """Print `error: message` and exit with status 2."""
+        self.exit(2, f"error: {message} (see: {self.prog} --help)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argparse parser with every sub-command registered."""
-    parser = argparse.ArgumentParser(prog="python -m analysis", description="Tokenizer Lab analysis engine")
+    parser = _Parser(prog="python -m analysis", description="Tokenizer Lab analysis engine")
     sub = parser.add_subparsers(dest="command", required=True)
     for mod in _command_modules():
         p = sub.add_parser(mod.NAME, help=mod.HELP, description=mod.HELP)
@@ -60,7 +69,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {e}", file=sys.stderr)
         return 2
     parser = build_parser()
-    args = parser.parse_args(argv)
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as e:  # --help (0) or a bad command line (2: its `error:` line is printed)
+        return e.code if isinstance(e.code, int) else 2
     try:
         return int(args._run(args) or 0)
     except AnalysisError as e:

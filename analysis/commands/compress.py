@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from analysis.core.inputs import real_number
 from analysis.core.outputs import atomic_write_text
 from analysis.errors import DataError
 from analysis.jobs.stats import GROUP_BY
@@ -42,7 +43,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--flores", default=None, help="FLORES folder, .tar.gz or parquet (default: $TOKLAB_FLORES or shared)"
     )
     p.add_argument("--split", default=DEFAULT_SPLIT, help="split name (default devtest)")
-    p.add_argument("--power", type=float, default=DEFAULT_POWER, help="Rényi power α (default 2.5)")
+    p.add_argument(
+        "--power",
+        type=real_number(0, open_low=True),
+        default=DEFAULT_POWER,
+        help="Rényi power α (default 2.5)",
+    )
     p.add_argument(
         "--reference",
         default=None,

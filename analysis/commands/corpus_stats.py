@@ -11,6 +11,7 @@ import argparse
 import sys
 from typing import Any
 
+from analysis.core.inputs import whole_number
 from analysis.core.outputs import atomic_write_text, strict_json
 from analysis.errors import DataError
 from analysis.jobs import STATS
@@ -37,13 +38,17 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--stat", choices=sorted(STATS), default="pretokens", help="the statistic (default pretokens)"
     )
-    p.add_argument("--n", type=int, default=None, help="words: also learn N new tokens (continued training)")
-    p.add_argument("--max-token-length", type=int, default=None, help="words: longest new token")
+    p.add_argument(
+        "--n", type=whole_number(1), default=None, help="words: also learn N new tokens (continued training)"
+    )
+    p.add_argument("--max-token-length", type=whole_number(1), default=None, help="words: longest new token")
     p.add_argument(
         "--group-by", choices=GROUP_BY, default="file", help="compression: rows per file/folder/input"
     )
     p.add_argument("--languages", default=None, help="source-words: comma-separated file stems to keep")
-    p.add_argument("--top", type=int, default=10, help="print the N most frequent keys (default 10)")
+    p.add_argument(
+        "--top", type=whole_number(0), default=10, help="print the N most frequent keys (default 10)"
+    )
     p.add_argument("--out", default=None, metavar="FILE", help="write the full result as JSON")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     add_corpus_arguments(p, required=True)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 
+from analysis.core.inputs import real_number, whole_number
 from analysis.core.outputs import check_output_folder
 from analysis.errors import DataError
 from analysis.methods.dynamic import (
@@ -44,13 +45,18 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--file", action="append", default=[], help="UTF-8 text file, one example per non-empty line"
     )
     p.add_argument("--flores", default=None, metavar="LANG", help="add FLORES-200 devtest lines of LANG")
-    p.add_argument("--n", type=int, default=32, help="how many FLORES lines (default 32)")
-    p.add_argument("--merges", type=int, default=100, help="maximum number of merges (default 100)")
+    p.add_argument("--n", type=whole_number(1), default=32, help="how many FLORES lines (default 32)")
+    p.add_argument(
+        "--merges", type=whole_number(0), default=100, help="maximum number of merges (default 100)"
+    )
     p.add_argument(
         "--boundary", choices=BOUNDARIES, default="pretokens", help="merge boundary (default pretokens)"
     )
     p.add_argument(
-        "--target", type=float, default=None, help="also report the merges needed for this reduction %%"
+        "--target",
+        type=real_number(0, 100, open_low=True),
+        default=None,
+        help="also report the merges needed for this reduction %%",
     )
     p.add_argument(
         "--full-curve",
@@ -63,14 +69,17 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="count the special tokens the tokenizer adds (BOS/EOS …) in the sequence lengths (they never merge)",
     )
     p.add_argument(
-        "--batch-size", type=int, default=None, help="split the examples into batches of this size"
+        "--batch-size",
+        type=whole_number(1),
+        default=None,
+        help="split the examples into batches of this size",
     )
     p.add_argument(
         "--sample-merges",
         action="store_true",
         help="with --batch-size: draw each batch's merge count from U(0, m_max) instead of --merges",
     )
-    p.add_argument("--seed", type=int, default=0, help="seed of --sample-merges (default 0)")
+    p.add_argument("--seed", type=whole_number(0), default=0, help="seed of --sample-merges (default 0)")
     p.add_argument(
         "--model",
         default=None,

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 
+from analysis.core.inputs import whole_number
 from analysis.core.progress import stderr_progress
 from analysis.tokenizer.sources import load
 from analysis.views.export_check import run_export_check
@@ -28,7 +29,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--original-model", default=None, help="the model the export came from (unchanged rows)")
     p.add_argument("--langs", default=None, help="comma-separated FLORES codes (default: all 204)")
     p.add_argument(
-        "--max-lines", type=int, default=None, help="held-out lines per language (default: all 212)"
+        "--max-lines",
+        type=whole_number(1),
+        default=None,
+        help="held-out lines per language (default: all 212)",
     )
     p.add_argument("--no-parity", action="store_true", help="skip the llama.cpp parity part")
     p.add_argument(

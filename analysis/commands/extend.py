@@ -19,6 +19,7 @@ from pathlib import Path
 
 from analysis.bpe.parity import VARIANTS
 from analysis.bpe.training import training_mode
+from analysis.core.inputs import whole_number
 from analysis.core.outputs import check_output_folder
 from analysis.core.progress import stderr_progress
 from analysis.errors import DataError
@@ -71,21 +72,25 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         metavar="LANG",
         help=f"also train on the first {FLORES_TRAIN_LINES} FLORES-200 devtest lines of LANG (repeatable)",
     )
-    p.add_argument("--max-chars", type=int, default=None, help="character budget of the training text")
+    p.add_argument(
+        "--max-chars", type=whole_number(1), default=None, help="character budget of the training text"
+    )
     p.add_argument(
         "--n",
-        type=int,
+        type=whole_number(1),
         default=None,
         help=f"number of new tokens (with --min-frequency alone: up to {N_CAP:,}, as many as reach it)",
     )
     p.add_argument(
         "--min-frequency",
-        type=int,
+        type=whole_number(0),
         default=0,
         metavar="F",
         help="only tokens whose training pair frequency reaches F are added (Kim 2025's thresholds; default 0)",
     )
-    p.add_argument("--max-token-length", type=int, default=None, help="longest new token, in characters")
+    p.add_argument(
+        "--max-token-length", type=whole_number(1), default=None, help="longest new token, in characters"
+    )
     p.add_argument(
         "--parity",
         action="store_true",
@@ -125,7 +130,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         default="fvt",
         help="rows of the new tokens: " + "; ".join(f"{k} = {v}" for k, v in INIT_HELP.items()),
     )
-    p.add_argument("--seed", type=int, default=0, help="seed of the mvn/random initialisation")
+    p.add_argument("--seed", type=whole_number(0), default=0, help="seed of the mvn/random initialisation")
     add_force_argument(p)
     add_gguf_arguments(p)
     p.add_argument("--json", action="store_true", help="print one JSON object")

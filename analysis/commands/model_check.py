@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from analysis.core.inputs import real_number, whole_number
 from analysis.core.outputs import check_output_folder
 from analysis.core.progress import scaled, stderr_progress
 from analysis.errors import DataError
@@ -47,7 +48,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--lines",
-        type=int,
+        type=whole_number(1),
         default=None,
         metavar="N",
         help=f"held-out lines per language (the first N of the {HELDOUT_LINES}; default all)",
@@ -55,9 +56,15 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--inits", default="", help=f"bake-off: comma-separated inits of the new rows ({', '.join(INITS)})"
     )
-    p.add_argument("--seed", type=int, default=0, help="seed of the mvn/random inits and the warm-up")
     p.add_argument(
-        "--warmup-steps", type=int, default=0, metavar="N", help="train only the new rows for N steps"
+        "--seed", type=whole_number(0), default=0, help="seed of the mvn/random inits and the warm-up"
+    )
+    p.add_argument(
+        "--warmup-steps",
+        type=whole_number(0),
+        default=0,
+        metavar="N",
+        help="train only the new rows for N steps",
     )
     p.add_argument(
         "--train-langs",
@@ -74,14 +81,21 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "original multi-token split (Dobler, Elliott & de Melo 2026)",
     )
     p.add_argument(
-        "--warmup-tokens", type=int, default=1024, metavar="T", help="tokens per warm-up step (default 1024)"
+        "--warmup-tokens",
+        type=whole_number(1),
+        default=1024,
+        metavar="T",
+        help="tokens per warm-up step (default 1024)",
     )
     p.add_argument(
-        "--warmup-lr", type=float, default=1e-3, help="learning rate of the warm-up (default 1e-3)"
+        "--warmup-lr",
+        type=real_number(0, open_low=True),
+        default=1e-3,
+        help="learning rate of the warm-up (default 1e-3)",
     )
     p.add_argument(
         "--eval-every",
-        type=int,
+        type=whole_number(0),
         default=0,
         metavar="K",
         help="measure bits per byte every K warm-up steps (default: 4 points along the run)",
@@ -89,10 +103,16 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", default=None, metavar="DIR", help="write the warmed model (+ tokenizer) here")
     add_force_argument(p)
     p.add_argument(
-        "--window", type=int, default=WINDOW, help=f"tokens per window for long lines (default {WINDOW})"
+        "--window",
+        type=whole_number(1),
+        default=WINDOW,
+        help=f"tokens per window for long lines (default {WINDOW})",
     )
     p.add_argument(
-        "--stride", type=int, default=STRIDE, help=f"stride of the sliding window (default {STRIDE})"
+        "--stride",
+        type=whole_number(1),
+        default=STRIDE,
+        help=f"stride of the sliding window (default {STRIDE})",
     )
     p.add_argument("--device", default=None, help="cpu, cuda or cuda:N (default: cuda when available)")
     p.add_argument("--max-memory", default=None, metavar="SPEC",

@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 
 from analysis.bpe.parity import VARIANTS, parity_comparison
+from analysis.core.inputs import whole_number
 from analysis.core.outputs import check_output_folder
 from analysis.errors import DataError
 from analysis.texts.flores import ENGLISH, FLORES_TRAIN_LINES
@@ -22,22 +23,32 @@ HELP = "parity-aware BPE vs plain BPE on FLORES: premium vs English across langu
 def add_arguments(p: argparse.ArgumentParser) -> None:
     """Register the arguments of `parity-train`."""
     p.add_argument(
-        "--vocab-size", type=int, default=8000, help="vocabulary size of both tokenizers (default 8000)"
+        "--vocab-size",
+        type=whole_number(1),
+        default=8000,
+        help="vocabulary size of both tokenizers (default 8000)",
     )
     p.add_argument("--langs", default="all", help="FLORES codes, comma-separated, or 'all' (default)")
-    p.add_argument("--n-train", type=int, default=700, help="training lines per language (default 700)")
+    p.add_argument(
+        "--n-train", type=whole_number(1), default=700, help="training lines per language (default 700)"
+    )
     p.add_argument(
         "--n-dev",
-        type=int,
+        type=whole_number(0),
         default=100,
         help=f"parallel development lines per language after the training lines (default 100; lines "
         f"{FLORES_TRAIN_LINES + 1}– are held out)",
     )
     p.add_argument("--variant", choices=VARIANTS, default="base", help="parity-aware variant (default base)")
     p.add_argument(
-        "--global-merges", type=int, default=0, help="plain-BPE merges before parity mode (default 0)"
+        "--global-merges",
+        type=whole_number(0),
+        default=0,
+        help="plain-BPE merges before parity mode (default 0)",
     )
-    p.add_argument("--min-frequency", type=int, default=0, help="minimum pair frequency (default 0)")
+    p.add_argument(
+        "--min-frequency", type=whole_number(0), default=0, help="minimum pair frequency (default 0)"
+    )
     p.add_argument("--reference", default=ENGLISH, help=f"premium reference language (default {ENGLISH})")
     p.add_argument("--no-cache", action="store_true", help="retrain even when the result is cached")
     p.add_argument("--rows", action="store_true", help="also print the per-language rows (text output)")

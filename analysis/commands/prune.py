@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from analysis.core.inputs import parse_json, read_file
+from analysis.core.inputs import parse_json, read_file, whole_number
 from analysis.core.outputs import check_output_folder
 from analysis.errors import DataError
 from analysis.jobs import CorpusRun
@@ -44,7 +44,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     """Register the arguments of `prune`."""
     add_tokenizer_argument(p, "--tokenizer")
     p.add_argument("--order", required=True, choices=pruning.ORDERS, help="pruning order")
-    p.add_argument("--n", type=int, required=True, help="number of tokens to prune")
+    p.add_argument("--n", type=whole_number(0), required=True, help="number of tokens to prune")
     p.add_argument("--out", required=True, help="output folder (Hugging Face tokenizer folder, + model)")
     add_force_argument(p)
     p.add_argument(

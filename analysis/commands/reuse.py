@@ -6,6 +6,7 @@ import argparse
 import time
 from pathlib import Path
 
+from analysis.core.inputs import whole_number
 from analysis.core.outputs import atomic_folder, check_output_folder
 from analysis.errors import DataError
 from analysis.methods.reuse import (
@@ -42,7 +43,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="comma-separated scripts whose tokens are kept (default latin,greek)",
     )
     p.add_argument(
-        "--min-reusable", type=int, default=20000, help="threshold h on reusable ids (default 20000)"
+        "--min-reusable",
+        type=whole_number(0),
+        default=20000,
+        help="threshold h on reusable ids (default 20000)",
     )
     p.add_argument(
         "--rules",
@@ -83,12 +87,15 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--max-words",
-        type=int,
+        type=whole_number(1),
         default=200_000,
         help="most frequent words taken from the word-frequency list",
     )
     p.add_argument(
-        "--min-frequency", type=int, default=2, help="minimum pair frequency of the new BPE (default 2)"
+        "--min-frequency",
+        type=whole_number(0),
+        default=2,
+        help="minimum pair frequency of the new BPE (default 2)",
     )
     p.add_argument(
         "--trainer",

@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 
 from analysis.bpe.parity import VARIANTS
+from analysis.core.inputs import real_number, whole_number
 from analysis.core.outputs import check_output_folder
 from analysis.core.paths import shared_assets
 from analysis.core.progress import stderr_progress
@@ -66,7 +67,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--base", default=None, help="tokenizer whose normalizer + pre-tokenizer are used (default gpt2)"
     )
     p.add_argument(
-        "--vocab-size", type=int, required=True, help="vocabulary size (256 bytes + merges + specials)"
+        "--vocab-size",
+        type=whole_number(1),
+        required=True,
+        help="vocabulary size (256 bytes + merges + specials)",
     )
     p.add_argument(
         "--priority",
@@ -74,19 +78,34 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help=f"merge priority: {', '.join(PRIORITIES)} (default %(default)s)",
     )
     p.add_argument(
-        "--max-share", type=float, default=None, help="skip pairs whose top repository holds > this share"
+        "--max-share",
+        type=real_number(0, 1, open_low=True),
+        default=None,
+        help="skip pairs whose top repository holds > this share",
     )
     p.add_argument(
-        "--min-sources", type=int, default=1, help="skip pairs found in fewer repositories (paper R_t)"
+        "--min-sources",
+        type=whole_number(1),
+        default=1,
+        help="skip pairs found in fewer repositories (paper R_t)",
     )
     p.add_argument(
-        "--min-languages", type=int, default=1, help="skip pairs found in fewer languages (paper L_t)"
+        "--min-languages",
+        type=whole_number(1),
+        default=1,
+        help="skip pairs found in fewer languages (paper L_t)",
     )
     p.add_argument(
-        "--max-files-per-repo", type=int, default=None, help="files kept per repository and language"
+        "--max-files-per-repo",
+        type=whole_number(1),
+        default=None,
+        help="files kept per repository and language",
     )
     p.add_argument(
-        "--max-bytes-per-repo", type=int, default=None, help="bytes kept per repository and language"
+        "--max-bytes-per-repo",
+        type=whole_number(1),
+        default=None,
+        help="bytes kept per repository and language",
     )
     p.add_argument("--no-baseline", action="store_true", help="do not train the plain-BPE baseline")
     p.add_argument(

@@ -24,6 +24,7 @@ from analysis.bpe import (
     merge_tree,
     stt_report,
 )
+from analysis.core.inputs import whole_number
 from analysis.core.outputs import atomic_write_text
 from analysis.errors import DataError
 
@@ -47,7 +48,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--csv", metavar="FILE", help="write the per-token table (id, token, readable, category, ...)"
     )
     p.add_argument(
-        "--explain", type=int, default=0, metavar="N", help="explain why, for the first N unreachable tokens"
+        "--explain",
+        type=whole_number(0),
+        default=0,
+        metavar="N",
+        help="explain why, for the first N unreachable tokens",
     )
     p.add_argument(
         "--tree",

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 
+from analysis.core.inputs import real_number, whole_number
 from analysis.core.outputs import atomic_write_text
 from analysis.core.progress import stderr_progress
 from analysis.methods.undertrained import (
@@ -37,7 +38,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--revision", default=None, help="hub revision")
     p.add_argument("--token", default=None, help="hub access token")
     p.add_argument(
-        "--verify", type=int, default=0, metavar="K", help="verify the K lowest candidates with prompts"
+        "--verify",
+        type=whole_number(0),
+        default=0,
+        metavar="K",
+        help="verify the K lowest candidates with prompts",
     )
     p.add_argument(
         "--verify-references",
@@ -48,7 +53,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--refs", default=None, help="reference tokens: ids, ranges or token strings, e.g. '1-10,[unused0]'"
     )
     p.add_argument("--indicator", default=None, choices=sorted(INDICATOR_LABELS), help="main indicator")
-    p.add_argument("--percentile", type=float, default=2.0, help="candidate threshold percentile (default 2)")
+    p.add_argument(
+        "--percentile",
+        type=real_number(0, 100),
+        default=2.0,
+        help="candidate threshold percentile (default 2)",
+    )
     p.add_argument(
         "--pc1", action="store_true", help="also compute the cosine with the 1st principal component removed"
     )
@@ -73,8 +83,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         metavar="SPEC",
         help="per-device caps for --device-map, e.g. '0=20GiB,1=20GiB,cpu=64GiB' (implies --device-map auto)",
     )
-    p.add_argument("--batch-size", type=int, default=8, help="verification batch size")
-    p.add_argument("--max-candidates", type=int, default=None, help="list at most this many candidates")
+    p.add_argument("--batch-size", type=whole_number(1), default=8, help="verification batch size")
+    p.add_argument(
+        "--max-candidates", type=whole_number(0), default=None, help="list at most this many candidates"
+    )
     p.add_argument(
         "--csv", default=None, metavar="PATH", help="write the token-health table (all tokens) as CSV"
     )

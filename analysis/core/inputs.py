@@ -15,19 +15,24 @@ low-level failures into messages.
   :func:`open_zip` refuses a zip declaring too many entries before :mod:`zipfile` reads its directory.
 * :func:`text_units` — a text stream read line by line with a byte budget that applies inside a line (a 3 GB
   line is read in bounded pieces), strict UTF-8, NUL bytes refused.
+* :func:`whole_number` / :func:`real_number` — the numbers of the command line with their bounds, checked as it is
+  read (argparse types): a count of -1 or 0, a NaN or an infinite rate is refused before a command starts, never
+  read as "all but the last" by a slice or passed on to a library that fails with a traceback.
 """
 
 from __future__ import annotations
 
+import argparse
 import gzip
 import io
 import json
+import math
 import os
 import stat
 import struct
 import zipfile
 import zlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import IO, Any
 
@@ -469,3 +474,49 @@ def text_units(fh: IO[bytes], name: str, budget: list[int], cap: int) -> Iterato
         unit = piece.rstrip("\r\n")
         if unit.strip():
             yield unit
+
+
+def whole_number(minimum: int = 0, maximum: int | None = None) -> Callable[[str], int]:
+    """An argparse `type`: a whole number from `minimum` to `maximum` (inclusive; None: no upper bound).
+
+    A value outside is refused as the command line is read (argparse reports ``argument --n: …``); the bounds are
+    on the returned function (`minimum`, `maximum`) for the tests that try every option."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text.strip())
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a whole number, not {text!r}") from None
+        if value < minimum or (maximum is not None and value > maximum):
+            want = f"from {minimum} to {maximum}" if maximum is not None else f"at least {minimum}"
+            raise argparse.ArgumentTypeError(f"must be a whole number {want}, not {value}")
+        return value
+
+    parse.minimum, parse.maximum = minimum, maximum  # type: ignore[attr-defined]
+    parse.__name__ = "whole number"
+    return parse
+
+
+def real_number(low: float, high: float = math.inf, *, open_low: bool = False) -> Callable[[str], float]:
+    """An argparse `type`: a finite number from `low` to `high` (inclusive, or above `low` with `open_low`).
+
+    NaN and infinities are refused with the rest (argparse reports ``argument --x: …``); the bounds are on the
+    returned function (`low`, `high`, `open_low`)."""
+
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a number, not {text!r}") from None
+        inside = value > low if open_low else value >= low
+        if not (math.isfinite(value) and inside and value <= high):
+            if not math.isfinite(high):
+                want = f"above {low:g}" if open_low else f"at least {low:g}"
+            else:
+                want = f"above {low:g} and at most {high:g}" if open_low else f"between {low:g} and {high:g}"
+            raise argparse.ArgumentTypeError(f"must be a finite number {want}, not {text.strip()}")
+        return value
+
+    parse.low, parse.high, parse.open_low = low, high, open_low  # type: ignore[attr-defined]
+    parse.__name__ = "number"
+    return parse

@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from analysis.core import paths
+from analysis.core.inputs import real_number, whole_number
 from analysis.core.progress import Cancelled, Progress
 from analysis.errors import AnalysisError, DataError
 
@@ -142,9 +143,15 @@ def add_executor_arguments(parser: argparse.ArgumentParser) -> argparse._Argumen
         help="inprocess, local (datatrove, this machine's cores), slurm or ray; auto (default): in process "
         f"below {AUTO_LOCAL_BYTES // 2**20} MB of input, else local",
     )
-    g.add_argument("--tasks", type=int, default=None, metavar="N", help="map tasks (default: 4 per worker)")
     g.add_argument(
-        "--workers", type=int, default=None, metavar="N", help="parallel local workers (default: cores)"
+        "--tasks", type=whole_number(1), default=None, metavar="N", help="map tasks (default: 4 per worker)"
+    )
+    g.add_argument(
+        "--workers",
+        type=whole_number(1),
+        default=None,
+        metavar="N",
+        help="parallel local workers (default: cores)",
     )
     g.add_argument(
         "--workdir",
@@ -155,7 +162,7 @@ def add_executor_arguments(parser: argparse.ArgumentParser) -> argparse._Argumen
     )
     g.add_argument(
         "--buckets",
-        type=int,
+        type=whole_number(1, MAX_BUCKETS),
         default=None,
         metavar="K",
         help="hash buckets = reduce tasks (default: one per 256 MB of input, at least one per worker)",
@@ -171,11 +178,15 @@ def add_executor_arguments(parser: argparse.ArgumentParser) -> argparse._Argumen
     g.add_argument("--partition", default=None, help="slurm: partition")
     g.add_argument("--time", default="04:00:00", help="slurm: time limit per task (default 04:00:00)")
     g.add_argument(
-        "--cpus-per-task", type=int, default=1, metavar="N", help="slurm/ray: CPUs per task (default 1)"
+        "--cpus-per-task",
+        type=whole_number(1),
+        default=1,
+        metavar="N",
+        help="slurm/ray: CPUs per task (default 1)",
     )
     g.add_argument(
         "--mem-per-cpu-gb",
-        type=float,
+        type=real_number(0, open_low=True),
         default=2.0,
         metavar="GB",
         help="slurm/ray: memory per CPU (default 2)",

@@ -200,8 +200,9 @@ class FloresData:
         )
 
     def resolve_many(self, spec: str | list[str] | None) -> list[str]:
-        """Codes from `all`, None, a comma-separated string or a list (aliases accepted, duplicates dropped)."""
-        if spec is None or (isinstance(spec, str) and spec.strip().lower() in ("", "all")):
+        """Codes from `all`, None, a comma-separated string or a list (aliases accepted, duplicates dropped); an
+        empty string names no language (DataError), not every one."""
+        if spec is None or (isinstance(spec, str) and spec.strip().lower() == "all"):
             return self.codes
         items = spec.split(",") if isinstance(spec, str) else list(spec)
         out: list[str] = []
@@ -211,7 +212,7 @@ class FloresData:
                 if c not in out:
                     out.append(c)
         if not out:
-            raise DataError("no languages selected")
+            raise DataError("no languages selected (give 'all' or comma-separated FLORES codes)")
         return out
 
     def lines(self, code: str) -> list[str]:

@@ -7,6 +7,7 @@ Fixtures are generated in `tmp_path`; the large ones are sparse files or compres
 
 from __future__ import annotations
 
+import argparse
 import gzip
 import json
 import math
@@ -38,6 +39,7 @@ from bad_files import (
 from bad_run import assert_clear_error, strict_loads, tree
 from support import ROOT, TOKENIZERS, load_shared
 
+from analysis.cli import build_parser
 from analysis.commands import inspect as inspect_command
 from analysis.errors import DataError
 from analysis.texts.corpora import upload_lines
@@ -307,10 +309,51 @@ def test_reference_ids_outside_the_vocabulary(cli, tmp_path, refs):
 
 
 @pytest.mark.parametrize("flag", [["--power", "nan"], ["--power", "inf"], ["--power", "-1"],
-                                  ["--reference", "xxx_Latn"]])  # fmt: skip
+                                  ["--reference", "xxx_Latn"], ["--langs", ""], ["--langs", " , "]])  # fmt: skip
 def test_compress_parameters(cli, flag):
     run = cli("compress", "-t", GPT2, "--langs", "est_Latn", *flag, "--no-cache")
-    assert_clear_error(run, "power" if flag[0] == "--power" else "reference")
+    words = {"--power": "power", "--reference": "reference", "--langs": "no languages"}
+    assert_clear_error(run, words[flag[0]])  # an empty --langs names no language, not all 204
+
+
+def _numeric_options() -> list[tuple[str, str, object]]:
+    """(command, option, its type) of every option of every command that takes a number."""
+    sub = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
+    return [(name, a.option_strings[-1], a.type) for name, p in sub.choices.items() for a in p._actions
+            if a.option_strings and a.type is not None and a.type is not str and (
+                a.type in (int, float) or hasattr(a.type, "minimum") or hasattr(a.type, "low"))]  # fmt: skip
+
+
+def _out_of_bounds(kind: object) -> list[str]:
+    """Values just outside a bounded number type's range, and text that is no number."""
+    if hasattr(kind, "minimum"):
+        out = [str(kind.minimum - 1), "1.5", "ten"]
+        return out + ([str(kind.maximum + 1)] if kind.maximum is not None else [])
+    low = kind.low if kind.open_low else kind.low - 1
+    return [repr(low), "nan", "inf", "-inf", "x"] + (
+        [repr(kind.high * 2 + 1)] if math.isfinite(kind.high) else []
+    )
+
+
+def test_every_number_on_the_command_line_is_bounded_as_it_is_read(cli):
+    """Every numeric option declares its range (no bare int or float: -1 lines would slice off the last line,
+    a negative frequency reached the Rust trainer as a traceback, a batch size of 0 a `range()` error), and a
+    value outside it is one `error:` line naming the option, exit 2, before the command starts."""
+    options = _numeric_options()
+    assert len(options) >= 45, len(options)
+    bare = [(c, o) for c, o, kind in options if kind in (int, float)]
+    assert not bare, f"numeric options without bounds (use whole_number / real_number): {bare}"
+    for command, option, kind in options:
+        for value in _out_of_bounds(kind):
+            run = cli(command, f"{option}={value}")
+            assert_clear_error(run, f"argument {option}")
+
+
+def test_a_bad_command_line_is_one_error_line(cli):
+    """argparse's own failures (a missing argument, an unknown option or choice) take the CLI's one format too."""
+    assert_clear_error(cli("prune"), "required", "--order")
+    assert_clear_error(cli("stt", GPT2, "--no-such-option"), "unrecognized")
+    assert_clear_error(cli("no-such-command"), "invalid choice")
 
 
 @pytest.mark.parametrize("argv", [
