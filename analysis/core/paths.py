@@ -35,6 +35,7 @@ Unicode tables) is under :data:`BUNDLED`.
 
 from __future__ import annotations
 
+import math
 import os
 from pathlib import Path
 from typing import Any
@@ -68,13 +69,9 @@ def cache_dir() -> Path:
 
 
 def cache_max_bytes() -> int:
-    """The disk cache's size cap in bytes (``$TOKLAB_CACHE_MAX_MB``, default 2048 MB; at least 1 MB)."""
-    raw = os.environ.get("TOKLAB_CACHE_MAX_MB", "").strip()
-    try:
-        mb = float(raw) if raw else 2048.0
-    except ValueError:
-        mb = 2048.0
-    return max(1, int(mb * 1024 * 1024))
+    """The disk cache's size cap in bytes (``$TOKLAB_CACHE_MAX_MB``, fractions allowed; default 2048 MB; a value
+    that is not a positive number is ignored, as every size setting's)."""
+    return _scaled(_env_number(("TOKLAB_CACHE_MAX_MB",), 2048), MB)
 
 
 def models_dir() -> Path:
@@ -114,8 +111,15 @@ def tokenizer_dirs() -> list[Path]:
 # --------------------------------------------------------------------------------------------------
 # Size caps (one per kind of input, however it arrives)
 # --------------------------------------------------------------------------------------------------
+#: One megabyte, the unit of the size settings.
+MB = 1024 * 1024
+#: A size setting above this is "no practical limit" (bytes or characters), not an overflow.
+NO_LIMIT = 2**62
+
+
 def _env_number(names: tuple[str, ...], default: float) -> float:
-    """The first of `names` set to a positive number in the environment, else `default`."""
+    """The first of `names` set to a finite positive number in the environment, else `default` (text, zero, a
+    negative number, NaN or an infinity is ignored: every cap stays a number)."""
     for name in names:
         raw = os.environ.get(name, "").strip()
         if not raw:
@@ -124,9 +128,15 @@ def _env_number(names: tuple[str, ...], default: float) -> float:
             v = float(raw)
         except ValueError:
             continue
-        if v > 0:
+        if math.isfinite(v) and v > 0:
             return v
     return default
+
+
+def _scaled(value: float, unit: int = 1) -> int:
+    """`value` × `unit` as a whole number from 1 to :data:`NO_LIMIT` (1e300 MB is no limit, not an OverflowError;
+    a setting of a fraction of a byte is a cap of one, not of nothing)."""
+    return max(1, int(min(value * unit, NO_LIMIT)))
 
 
 def max_file_bytes() -> int:
@@ -136,27 +146,27 @@ def max_file_bytes() -> int:
     """
     legacy = _env_number(("TOKLAB_MAX_UPLOAD_BYTES",), 0)
     if legacy:
-        return int(legacy)
-    return int(_env_number(("TOKLAB_MAX_FILE_MB",), 200) * 1024 * 1024)
+        return _scaled(legacy)
+    return _scaled(_env_number(("TOKLAB_MAX_FILE_MB",), 200), MB)
 
 
 def max_unzipped_bytes() -> int:
     """Largest total of the files in a zipped tokenizer folder (``$TOKLAB_MAX_UNZIPPED_MB``, default 400 MB)."""
     legacy = _env_number(("TOKLAB_MAX_UNZIPPED_BYTES",), 0)
     if legacy:
-        return int(legacy)
-    return int(_env_number(("TOKLAB_MAX_UNZIPPED_MB",), 400) * 1024 * 1024)
+        return _scaled(legacy)
+    return _scaled(_env_number(("TOKLAB_MAX_UNZIPPED_MB",), 400), MB)
 
 
 def max_text_bytes() -> int:
     """Most decompressed text read from one text source (``$TOKLAB_MAX_TEXT_MB``, default 256 MB)."""
-    return int(_env_number(("TOKLAB_MAX_TEXT_MB",), 256) * 1024 * 1024)
+    return _scaled(_env_number(("TOKLAB_MAX_TEXT_MB",), 256), MB)
 
 
 def max_line_chars() -> int:
     """The longest text unit, in characters (``$TOKLAB_MAX_LINE_CHARS``, default 1,000,000): longer lines are
     read in pieces of this size, so one line never has to fit in memory whole."""
-    return int(_env_number(("TOKLAB_MAX_LINE_CHARS",), 1_000_000))
+    return _scaled(_env_number(("TOKLAB_MAX_LINE_CHARS",), 1_000_000))
 
 
 # --------------------------------------------------------------------------------------------------

@@ -36,6 +36,30 @@ def test_paths_follow_the_environment_at_call_time(tmp_path, monkeypatch):
     assert paths.cache_max_bytes() == 2048 * 1024 * 1024
 
 
+#: (setting, its default in bytes or characters, its unit)
+SIZE_SETTINGS = [
+    ("TOKLAB_MAX_FILE_MB", paths.max_file_bytes, 200 * paths.MB),
+    ("TOKLAB_MAX_UNZIPPED_MB", paths.max_unzipped_bytes, 400 * paths.MB),
+    ("TOKLAB_MAX_TEXT_MB", paths.max_text_bytes, 256 * paths.MB),
+    ("TOKLAB_MAX_LINE_CHARS", paths.max_line_chars, 1_000_000),
+    ("TOKLAB_CACHE_MAX_MB", paths.cache_max_bytes, 2048 * paths.MB),
+]
+
+
+@pytest.mark.parametrize("name, cap, default", SIZE_SETTINGS, ids=[s[0] for s in SIZE_SETTINGS])
+def test_size_settings_stay_whole_numbers_whatever_the_operator_writes(monkeypatch, name, cap, default):
+    """A size setting that is not a finite positive number is ignored (the default applies), a huge one means no
+    practical limit; none of them ends in an OverflowError (inf, 1e400) or a ValueError (nan) where a cap is read,
+    and none becomes 0 (a line cap of 0 characters would read nothing, forever)."""
+    for bad in ("lots", "", "0", "-5", "nan", "inf", "-inf", "1e400"):
+        monkeypatch.setenv(name, bad)
+        assert cap() == default, bad
+    monkeypatch.setenv(name, "1e300")
+    assert cap() == paths.NO_LIMIT
+    monkeypatch.setenv(name, "0.0000001")  # a tiny positive setting is still a cap of at least one
+    assert cap() >= 1
+
+
 def test_memoize_keys_tokenizers_by_content_and_bounds_its_size():
     calls = []
 
