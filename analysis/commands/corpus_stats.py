@@ -13,7 +13,6 @@ from typing import Any
 
 from analysis.core.inputs import whole_number
 from analysis.core.outputs import atomic_write_text, strict_json
-from analysis.errors import DataError
 from analysis.jobs import STATS
 from analysis.jobs.result import CorpusStatsResult
 from analysis.jobs.stats import GROUP_BY
@@ -71,8 +70,6 @@ _RUN_KEYS = ("stat", "executor", "shards", "bytes", "seconds", "workdir", "token
 def run(args: argparse.Namespace) -> int:
     """Compute the statistic, print a summary, optionally write the result."""
     tok = load_from_args(args)
-    if args.stat == "words" and args.n is not None and args.n <= 0:
-        raise DataError("--n must be positive")
     run_ = compute_from_args(tok, args.stat, args, options=_options(args))
     result = CorpusStatsResult(tok, run_, top=args.top, n_new=args.n, max_token_length=args.max_token_length)
     out = result.to_json()

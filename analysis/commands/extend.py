@@ -224,8 +224,6 @@ def _check(args: argparse.Namespace) -> int:
         raise DataError("--min-frequency must be ≥ 0")
     if args.n is None and not args.min_frequency:
         raise DataError("give --n (the number of new tokens) or --min-frequency")
-    if args.n is not None and args.n <= 0:
-        raise DataError("--n must be positive")
     if args.parity and args.method == "continued":
         raise DataError(PARITY_CONTINUED)
     return args.n if args.n is not None else N_CAP

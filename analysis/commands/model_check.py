@@ -82,7 +82,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--warmup-tokens",
-        type=whole_number(1),
+        type=whole_number(8),
         default=1024,
         metavar="T",
         help="tokens per warm-up step (default 1024)",
@@ -131,8 +131,6 @@ def _check(args: argparse.Namespace) -> tuple[list[str], list[str]]:
     bad = [i for i in inits if i not in INITS]
     if bad:
         raise DataError(f"unknown init {bad[0]!r}; choose from {', '.join(INITS)}")
-    if args.warmup_steps < 0 or args.warmup_tokens < 8 or args.eval_every < 0:
-        raise DataError("--warmup-steps and --eval-every must be ≥ 0 and --warmup-tokens ≥ 8")
     if args.out and not args.warmup_steps:
         raise DataError("--out writes the warmed model: give --warmup-steps N")
     if not 0 < args.warmup_lr < 1:

@@ -18,7 +18,6 @@ from analysis.core.inputs import real_number, whole_number
 from analysis.core.outputs import check_output_folder
 from analysis.core.paths import shared_assets
 from analysis.core.progress import stderr_progress
-from analysis.errors import DataError
 from analysis.jobs import add_executor_arguments, compute, executor_from_args
 from analysis.methods.sabpe import (
     DEFAULT_PRIORITY,
@@ -153,8 +152,6 @@ def run(args: argparse.Namespace) -> int:
     if args.out:
         check_output_folder(args.out, replace=args.force)  # before the work, not after it
     priority = normalize_priority(args.priority)
-    if args.max_share is not None and not 0 < args.max_share <= 1:
-        raise DataError("--max-share must be in (0, 1]")
     skip = SkipRule(min_repos=args.min_sources, min_languages=args.min_languages, max_share=args.max_share)
     cfg = executor_from_args(args)
     base = load(args.base or _default_base())

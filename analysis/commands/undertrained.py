@@ -12,7 +12,6 @@ from analysis.core.progress import stderr_progress
 from analysis.methods.undertrained import (
     INDICATOR_LABELS,
     analyze,
-    check_percentile,
     health_table,
     ordinal,
     parse_reference_spec,
@@ -95,7 +94,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Analyse (and optionally verify) one model."""
-    check_percentile(args.percentile)  # before reading anything
     src = resolve_model(args.model, revision=args.revision, token=args.token)
     tok = (
         load(args.tokenizer, revision=args.revision, token=args.token)
