@@ -579,6 +579,11 @@ def sentencepiece_to_document(model_bytes: bytes) -> dict:
     NORMAL, UNKNOWN, CONTROL, USER, _UNUSED, BYTE = 1, 2, 3, 4, 5, 6
     model_type = m.trainer_spec.model_type  # 1 unigram, 2 bpe, 3 word, 4 char
     pieces = [(p.piece, p.score, p.type) for p in m.pieces]
+    bad = next((i for i, (p, _, _) in enumerate(pieces) if not isinstance(p, str)), None)
+    if bad is not None:  # protobuf hands a proto2 string field that is not UTF-8 back as bytes
+        raise TokenizerLoadError(
+            f"not a valid SentencePiece model (piece #{bad} is not UTF-8 text: {pieces[bad][0][:40]!r})"
+        )
     byte_fallback = any(t == BYTE for _, _, t in pieces) or bool(m.trainer_spec.byte_fallback)
     unk_id = next((i for i, (_, _, t) in enumerate(pieces) if t == UNKNOWN), None)
     unk = pieces[unk_id][0] if unk_id is not None else None

@@ -142,8 +142,11 @@ def check_document(doc: Any, name: str) -> None:
         return
     if not all(type(i) is int for i in ids):
         return
+    entries = doc.get("added_tokens")
     added = {
-        a["id"] for a in doc.get("added_tokens") or [] if isinstance(a, dict) and type(a.get("id")) is int
+        a["id"]
+        for a in (entries if isinstance(entries, list) else [])  # any other form: the library refuses it
+        if isinstance(a, dict) and type(a.get("id")) is int
     }
     model_ids = set(ids)
     if isinstance(vocab, dict) and len(model_ids) != len(ids):

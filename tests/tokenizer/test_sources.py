@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import base64
 import io
+import json
 import unicodedata
 import zipfile
 
@@ -335,6 +336,20 @@ def test_corrupt_sentencepiece_model():
         load_upload("tokenizer.model", b"\n\x0ethis is not a protobuf \xff\xff\xff")
     with pytest.raises(TokenizerLoadError, match="not a SentencePiece model"):
         load_upload("tokenizer.model", (TOKENIZERS / "llama-2" / "tokenizer.model").read_bytes()[:5000])
+    # a piece that is not UTF-8 (protobuf hands it back as bytes, which ended in a TypeError): '▁the' → '▁\xffhe'
+    data = (TOKENIZERS / "llama-2" / "tokenizer.model").read_bytes()
+    piece = b"\n\x06" + "▁the".encode()  # the piece field's tag and length, then its 6 bytes
+    assert data.count(piece) == 1
+    with pytest.raises(TokenizerLoadError, match=r"piece #\d+ is not UTF-8 text"):
+        load_upload("tokenizer.model", data.replace(piece, b"\n\x06\xe2\x96\x81\xffhe"))
+
+
+def test_added_tokens_of_the_wrong_type_are_refused():
+    """`added_tokens` must be a list; a number there ended in a TypeError in the load-time checks."""
+    doc = json.loads((TOKENIZERS / "gpt2" / "tokenizer.json").read_bytes())
+    for wrong in (5, "x", {"id": 1}):
+        with pytest.raises(TokenizerLoadError, match="rejected this file"):
+            load_upload("tokenizer.json", json.dumps({**doc, "added_tokens": wrong}).encode())
 
 
 def test_corrupt_tiktoken_file():
