@@ -119,6 +119,29 @@ def _duplicate_id(vocab: dict[str, int]) -> str:
     return ""
 
 
+#: Characters no vocabulary is expected to hold all of: a private-use character, a rare CJK ideograph, an emoji
+UNSEEN_PROBE = "a \ue000\U0002a6d6\U0001f600 z"
+
+
+def _check_encodes_unseen(tok: tokenizers.Tokenizer, name: str) -> None:
+    """Refuse a tokenizer that raises on a character outside its vocabulary instead of encoding it.
+
+    The tokenizers library raises then when the model names an unknown token that is not in its vocabulary
+    (WordPiece, WordLevel, BPE without byte fallback) or a Unigram model has no `unk_id`: loaded as it is, the first
+    unseen character of a FLORES line or a corpus would end a measurement.
+    """
+    try:
+        tok.encode(UNSEEN_PROBE, add_special_tokens=False)
+    except BaseException as e:
+        if not isinstance(e, Exception) and not is_rust_panic(e):
+            raise
+        raise TokenizerLoadError(
+            f"{name}: this tokenizer cannot encode a character outside its vocabulary (the tokenizers library: "
+            f"{e}): its unknown token is missing from the vocabulary and it has no byte fallback, so measuring "
+            "real text would fail at the first unseen character"
+        ) from None
+
+
 def check_document(doc: Any, name: str) -> None:
     """Refuse a tokenizer.json document before the Rust library builds it, when it would crash or exhaust us.
 
@@ -557,6 +580,7 @@ class LoadedTokenizer:
             raise TokenizerLoadError(f"{self.name}: the tokenizers library rejected this file: {e}") from e
         tok.no_padding()
         tok.no_truncation()
+        _check_encodes_unseen(tok, self.name)
         if merges_only and self.model_type == "BPE":
             if self.ignore_merges:
                 tok.model.ignore_merges = False

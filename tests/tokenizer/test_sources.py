@@ -344,6 +344,45 @@ def test_corrupt_sentencepiece_model():
         load_upload("tokenizer.model", data.replace(piece, b"\n\x06\xe2\x96\x81\xffhe"))
 
 
+def _bare_doc(model: dict) -> dict:
+    """A document with only a whitespace pre-tokenizer around `model`."""
+    return {"version": "1.0", "truncation": None, "padding": None, "added_tokens": [], "normalizer": None,
+            "pre_tokenizer": {"type": "Whitespace"}, "post_processor": None, "decoder": None, "model": model}  # fmt: skip
+
+
+def test_a_tokenizer_that_cannot_encode_an_unseen_character_is_refused_at_load():
+    """The library raises on a character outside the vocabulary when the unknown token is missing: found by the
+    mutation fuzzer as a vocab.txt whose [UNK] line was damaged; `compress` then ended in a traceback."""
+    letters = "abcdefghijklmnopqrstuvwxyz"
+    with pytest.raises(
+        TokenizerLoadError, match=r"cannot encode a character outside its vocabulary.*\[UNK\]"
+    ):
+        load_upload("vocab.txt", ("[PAD]\n[CLS]\n[SEP]\n" + "\n".join(letters) + "\n").encode())
+    broken = {
+        "WordPiece": {"type": "WordPiece", "unk_token": "[UNK]", "continuing_subword_prefix": "##",
+                      "max_input_chars_per_word": 100, "vocab": {c: i for i, c in enumerate(letters)}},
+        "WordLevel": {"type": "WordLevel", "unk_token": "<unk>", "vocab": {c: i for i, c in enumerate(letters)}},
+        "BPE": {"type": "BPE", "unk_token": "<unk>", "vocab": {c: i for i, c in enumerate(letters)}, "merges": []},
+        "Unigram": {"type": "Unigram", "unk_id": None, "vocab": [[c, -1.0] for c in letters]},
+    }  # fmt: skip
+    for model in broken.values():
+        with pytest.raises(TokenizerLoadError, match="cannot encode a character outside its vocabulary"):
+            load_upload("tokenizer.json", json.dumps(_bare_doc(model)).encode())
+    # with the unknown token in the vocabulary, or a BPE model with none (it drops what it cannot encode), each loads
+    fixed = {**broken["WordPiece"], "vocab": {**broken["WordPiece"]["vocab"], "[UNK]": 26}}
+    assert load_upload("tokenizer.json", json.dumps(_bare_doc(fixed)).encode()).tokenizer.encode(
+        "é"
+    ).tokens == ["[UNK]"]
+    fixed = {**broken["Unigram"], "vocab": [["<unk>", 0.0], *broken["Unigram"]["vocab"]], "unk_id": 0}
+    assert load_upload("tokenizer.json", json.dumps(_bare_doc(fixed)).encode()).tokenizer.encode("é").ids == [
+        0
+    ]
+    no_unk = {**broken["BPE"], "unk_token": None}
+    assert load_upload("tokenizer.json", json.dumps(_bare_doc(no_unk)).encode()).tokenizer.encode(
+        "aé"
+    ).tokens == ["a"]
+
+
 def test_added_tokens_of_the_wrong_type_are_refused():
     """`added_tokens` must be a list; a number there ended in a TypeError in the load-time checks."""
     doc = json.loads((TOKENIZERS / "gpt2" / "tokenizer.json").read_bytes())
