@@ -1,14 +1,17 @@
 """Mutated uploads: every format the loader reads, damaged at random (seeded), gives a TokenizerLoadError or a
 working tokenizer — never another exception.
 
-Each seed file is small and real: a byte-level BPE tokenizer.json, a zipped folder with a chat template, a tiktoken
-ranks file (GPT-2's first 600 ranks), a SentencePiece model trained here and a vocabulary-only GGUF. The damage is
+Each seed file is small and real: a byte-level BPE tokenizer.json, a zipped folder with a chat template, a folder of
+GPT-2-style vocab.json and merges.txt, a BERT vocab.txt, a tiktoken ranks file (GPT-2's first 600 ranks), a
+SentencePiece model trained here and a vocabulary-only GGUF. The damage is
 what a bad disk, a cut download or a hand-edited file does: flipped bits, a cut tail, inserted, deleted or copied
 runs of bytes, and for JSON, values of the wrong type (a number where a list belongs, NaN, 2^70, nested junk). A
 tokenizer that loads is then used the way the pages use it (summary, encode/decode, readable tokens, the chat
 template, the exported folder, GGUF metadata). A mutation fuzzer run on these formats found two crashes this test
 now guards: `added_tokens` given as a number (TypeError in the load-time checks) and a SentencePiece piece that is
-not UTF-8 (protobuf hands it back as bytes: TypeError when the document was written).
+not UTF-8 (protobuf hands it back as bytes: TypeError when the document was written); and one more, a vocab.txt
+whose [UNK] line was damaged, which loaded and then ended `compress` in a traceback at the first unseen character
+(tests/tokenizer/test_sources.py has each as a fixed case).
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ from typing import Any
 
 import pytest
 from bad_files import tokenizer_doc
-from support import flores_lines, load_shared
+from support import TOKENIZERS, flores_lines, load_shared
 
 from analysis import AnalysisError, load_upload
 from analysis.tokenizer.export import folder_files
@@ -77,6 +80,31 @@ def _tiktoken() -> bytes:
     gpt2 = load_shared("gpt2")
     ranks = sorted(((gpt2.token_bytes(t), i) for t, i in gpt2.vocab.items()), key=lambda x: x[1])[:600]
     return b"".join(base64.b64encode(b) + b" %d\n" % i for b, i in ranks)
+
+
+def _gpt2_files() -> dict[str, bytes]:
+    """GPT-2's first 600 tokens as vocab.json and the merges among them as merges.txt (no tokenizer.json)."""
+    gpt2 = load_shared("gpt2")
+    vocab = {t: i for t, i in gpt2.vocab.items() if i < 600}
+    merges = [(a, b) for a, b in gpt2.merges if a in vocab and b in vocab and a + b in vocab]
+    return {
+        "g/vocab.json": json.dumps(vocab).encode(),
+        "g/merges.txt": ("#version: 0.2\n" + "".join(f"{a} {b}\n" for a, b in merges)).encode(),
+        "g/config.json": json.dumps({"model_type": "gpt2", "vocab_size": 600}).encode(),
+    }
+
+
+def _damage_one_file(rng: random.Random, files: dict[str, bytes]) -> bytes:
+    """Damage the bytes of one file of the folder (a JSON file's values in most cases) and zip it."""
+    name = rng.choice(sorted(files))
+    damage = _damage_json_bytes if name.endswith(".json") else _damage_bytes
+    return _zip({**files, name: damage(rng, files[name])})
+
+
+def _wordpiece() -> bytes:
+    """BERT's first 1,500 vocab.txt lines."""
+    lines = (TOKENIZERS / "bert-base-uncased" / "vocab.txt").read_bytes().split(b"\n")
+    return b"\n".join(lines[:1500]) + b"\n"
 
 
 def _sentencepiece() -> bytes:
@@ -184,6 +212,8 @@ def _use(tok: LoadedTokenizer) -> None:
 SEEDS: dict[str, tuple[str, Callable[[], Any], Callable[[random.Random, Any], bytes]]] = {
     "tokenizer.json": ("tokenizer.json", lambda: json.dumps(_small_doc()).encode(), _damage_json_bytes),
     "zipped folder": ("folder.zip", _folder_files, _damage_zip),
+    "vocab.json + merges.txt": ("gpt2.zip", _gpt2_files, _damage_one_file),
+    "WordPiece vocab.txt": ("vocab.txt", _wordpiece, _damage_bytes),
     "tiktoken": ("ranks.tiktoken", _tiktoken, _damage_bytes),
     "SentencePiece": ("tokenizer.model", _sentencepiece, _damage_bytes),
     "GGUF": ("vocab.gguf", _gguf, _damage_bytes),
