@@ -279,6 +279,11 @@ def gguf_vocab(
     vocab = GgufVocab(model=kind, pre=pre_name, tokens=tokens, types=types)
     if kind == "gpt2":
         vocab.merges = [_merge_string(a, b) for a, b in tok.merges]
+        if not vocab.merges:  # llama.cpp refuses a BPE vocabulary without tokenizer.ggml.merges, and GGUF has
+            raise DataError(  # no empty array
+                f"{tok.name}: a BPE tokenizer without merges cannot be written as GGUF (llama.cpp requires "
+                "tokenizer.ggml.merges, and a GGUF array cannot be empty)"
+            )
     elif kind == "llama":
         vocab.scores = _spm_scores(tok, size)
         vocab.add_space_prefix = _prepends_space(tok)

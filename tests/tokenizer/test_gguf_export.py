@@ -19,6 +19,7 @@ from analysis.tokenizer.gguf_export import (
     read_gguf_vocab_meta,
 )
 from analysis.tokenizer.sources import load
+from analysis.tokenizer.tokenizer import LoadedTokenizer
 
 TOKENIZERS = Path(os.environ.get("TOKLAB_ASSETS", "../shared/assets")) / "tokenizers"
 
@@ -76,6 +77,18 @@ def test_rows_past_the_tokenizer_become_unused_pad_tokens(toks):
     assert v.tokens[-1] == "[PAD50259]" and v.type_counts()["unused"] == 3
     with pytest.raises(DataError, match="embedding rows"):
         gguf_vocab(toks["gpt2"], n_rows=100)
+
+
+def test_a_bpe_tokenizer_without_merges_is_not_written_as_gguf(toks):
+    """llama.cpp refuses a BPE vocabulary without tokenizer.ggml.merges and gguf-py cannot write an empty array:
+    the file written before this check loaded neither in llama.cpp nor back in this app."""
+    doc = toks["gpt2"].document()
+    doc["model"]["merges"] = []
+    doc["model"]["vocab"] = {t: i for t, i in doc["model"]["vocab"].items() if i < 256}
+    doc["added_tokens"] = []
+    bare = LoadedTokenizer.from_document(doc, name="bytes only")
+    with pytest.raises(DataError, match="without merges cannot be written as GGUF"):
+        gguf_vocab(bare, pre="gpt-2")
 
 
 @pytest.mark.slow
