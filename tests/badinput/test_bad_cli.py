@@ -166,6 +166,8 @@ def test_json_nested_100000_deep(cli, bad, tmp_path):
     run = cli("prune", "--tokenizer", GPT2, "--order", "score", "--scores", tmp_path / "scores.json", "--n", "1",
               "--out", tmp_path / "out")  # fmt: skip
     assert_clear_error(run, "nested too deeply")
+    run = cli("prune", "--tokenizer", GPT2, "--order", "score", "--n", "1", "--out", tmp_path / "out")
+    assert_clear_error(run, "score order needs a score per token", "--scores FILE")  # said which option
     deep = deep_json()
     (tmp_path / "deep.safetensors").write_bytes(len(deep).to_bytes(8, "little") + deep + b"\0" * 16)
     run = cli("undertrained", "--model", tmp_path / "deep.safetensors", "--tokenizer", GPT2)

@@ -434,7 +434,9 @@ def _merge_based(tok: LoadedTokenizer, x: OrderInputs) -> PruneOrder:
 
 def _score(tok: LoadedTokenizer, x: OrderInputs) -> PruneOrder:
     if x.scores is None:
-        raise DataError("the score order needs scores")
+        raise DataError(
+            "the score order needs a score per token (the CLI's --scores FILE: JSON {id: score} or [score, ...])"
+        )
     return score_order(tok, x.scores, protected=x.protected)
 
 
