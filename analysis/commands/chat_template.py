@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 from analysis.errors import DataError
-from analysis.views.chat_template import SAMPLE_CONVERSATION, render_chat
+from analysis.views.chat_template import render_chat, render_sample_chat
 
 from ._common import add_tokenizer_argument, load_from_args, print_json
 
@@ -28,18 +28,27 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Render and encode (:func:`analysis.views.chat_template.render_chat`)."""
-    messages = SAMPLE_CONVERSATION
-    if args.messages is not None:
+    """Render and encode (:func:`analysis.views.chat_template.render_chat`; the sample conversation through
+    :func:`~analysis.views.chat_template.render_sample_chat`)."""
+    gen = not args.no_generation_prompt
+    if args.messages is None:
+        out, note = render_sample_chat(
+            load_from_args(args), template=args.template, add_generation_prompt=gen
+        )
+    else:
         try:
             messages = json.loads(args.messages.read_text(encoding="utf-8"))
         except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
             raise DataError(f"cannot read the messages file: {e}") from None
-    out = render_chat(load_from_args(args), messages, template=args.template,
-                      add_generation_prompt=not args.no_generation_prompt)  # fmt: skip
+        out, note = (
+            render_chat(load_from_args(args), messages, template=args.template, add_generation_prompt=gen),
+            "",
+        )
     if args.json:
-        print_json(out.to_json())
+        print_json({**out.to_json(), **({"note": note} if note else {})})
         return 0
+    if note:
+        print(f"note: {note}\n")
     print(out.text)
     print(f"\n{len(out.ids)} tokens, {out.n_special} special; ids: {' '.join(map(str, out.ids))}")
     return 0

@@ -169,3 +169,27 @@ def render_chat(
     return RenderedChat(
         template_name=name, text=text, tokens=tokens, add_generation_prompt=add_generation_prompt
     )
+
+
+def render_sample_chat(
+    tok: LoadedTokenizer, *, template: str | None = None, add_generation_prompt: bool = True
+) -> tuple[RenderedChat, str]:
+    """:func:`render_chat` of :data:`SAMPLE_CONVERSATION`, and a note ("" when none).
+
+    Some templates refuse a system message (Gemma's raises "System role not supported"); the sample is then
+    rendered without it and the note says so, instead of a first view that is an error. A template that fails
+    either way raises the error of the whole sample."""
+    try:
+        return render_chat(
+            tok, SAMPLE_CONVERSATION, template=template, add_generation_prompt=add_generation_prompt
+        ), ""
+    except DataError as first:
+        bare = [m for m in SAMPLE_CONVERSATION if m["role"] != "system"]
+        try:
+            out = render_chat(tok, bare, template=template, add_generation_prompt=add_generation_prompt)
+        except DataError:
+            raise first from None
+        return out, (
+            f"The template of {tok.name} refuses the sample's system message ({str(first).split(': ', 1)[-1]}): "
+            "the sample is rendered without it."
+        )

@@ -12,7 +12,7 @@ from support import TOKENIZERS, load_shared
 from analysis import load
 from analysis.cli import main
 from analysis.errors import DataError
-from analysis.views.chat_template import SAMPLE_CONVERSATION, chat_templates, render_chat
+from analysis.views.chat_template import SAMPLE_CONVERSATION, chat_templates, render_chat, render_sample_chat
 from analysis.views.decode import decode_ids, parse_ids
 from analysis.views.vocab_diff import vocab_diff
 
@@ -99,6 +99,22 @@ def test_chat_template_errors_are_data_errors():
         render_chat(load_shared("qwen3"), [{"role": "user"}])
 
 
+def test_the_sample_conversation_leaves_out_its_system_message_where_the_template_refuses_one():
+    """Gemma's template raises on a system role: the sample is rendered without it (a note says so), so the
+    first view of a Gemma tokenizer is its conversation, not an error."""
+    gemma = load_shared("gemma")
+    out, note = render_sample_chat(gemma)
+    bare = [m for m in SAMPLE_CONVERSATION if m["role"] != "system"]
+    assert out.ids == render_chat(gemma, bare).ids and "System role not supported" in note
+    out, note = render_sample_chat(load_shared("qwen3"), add_generation_prompt=False)
+    assert (
+        note == ""
+        and out.ids == render_chat(load_shared("qwen3"), SAMPLE_CONVERSATION, add_generation_prompt=False).ids
+    )
+    with pytest.raises(DataError, match="no chat template"):  # failing either way: the whole sample's error
+        render_sample_chat(load_shared("gpt2"))
+
+
 @pytest.mark.slow
 def test_cli_of_the_views(capsys, tmp_path):
     g, q = str(TOKENIZERS / "gpt2"), str(TOKENIZERS / "qwen3")
@@ -109,4 +125,8 @@ def test_cli_of_the_views(capsys, tmp_path):
     assert capsys.readouterr().out.splitlines()[0] == "Hello, world"
     assert main(["chat-template", q, "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["n_special"] > 0
+    assert main(["chat-template", str(TOKENIZERS / "gemma")]) == 0
+    assert capsys.readouterr().out.startswith(
+        "note: The template of gemma refuses the sample's system message"
+    )
     assert main(["decode", g, "abc"]) == 2
