@@ -69,6 +69,13 @@ def _gpu_blocks(m: Matrix, device: str, rows: int | None = None):
         yield s, t
 
 
+def usable_rows(b: np.ndarray) -> np.ndarray:
+    """Rows of a float block whose squared norm is finite in float32: the rows the indicators can use (a NaN, an
+    infinity or values near float32's limit in a row make its norm, and any sum it enters, non-finite)."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        return np.isfinite(np.einsum("ij,ij->i", b, b))
+
+
 def row_norms(m: Matrix, device: str = "cpu") -> np.ndarray:
     """L2 norm of every row (float32), computed block by block (on the GPU when `device` is a CUDA device)."""
     out = np.empty(m.shape[0], dtype=np.float32)
@@ -87,8 +94,11 @@ def duplicate_row_groups(m: Matrix, *, min_size: int = 2, seed: int = 0) -> list
     rng = np.random.default_rng(seed)
     r = rng.standard_normal(m.shape[1])
     proj = np.empty(m.shape[0], dtype=np.float64)
-    for s, b in m.blocks():
-        proj[s : s + len(b)] = b.astype(np.float64) @ r
+    with np.errstate(
+        over="ignore", invalid="ignore"
+    ):  # a non-finite row projects to NaN/inf: a group of its own
+        for s, b in m.blocks():
+            proj[s : s + len(b)] = b.astype(np.float64) @ r
     order = np.argsort(proj, kind="stable")
     sp = proj[order]
     cuts = np.flatnonzero(np.diff(sp) != 0) + 1
@@ -116,12 +126,16 @@ def first_principal_component(
 ) -> tuple[np.ndarray, np.ndarray]:
     """(mean row, first principal direction) by block subspace iteration with Rayleigh–Ritz over row blocks
     (no SVD of the matrix; stops when the direction is stable). The mean uses every row; the direction is
-    estimated on a random sample of `sample_rows` rows when the matrix is larger (None = all rows)."""
+    estimated on a random sample of `sample_rows` rows when the matrix is larger (None = all rows). Rows that are not
+    :func:`usable_rows` (NaN, infinities: corrupt weights) take part in neither."""
     n, d = m.shape
     mu = np.zeros(d, dtype=np.float64)
+    n_ok = 0
     for _, b in m.blocks():
-        mu += b.sum(axis=0, dtype=np.float64)
-    mu /= n
+        ok = usable_rows(b)
+        mu += b[ok].sum(axis=0, dtype=np.float64)
+        n_ok += int(ok.sum())
+    mu /= max(n_ok, 1)
     mu32 = mu.astype(np.float32)
     if sample_rows and n > sample_rows:
         idx = np.sort(np.random.default_rng(seed).choice(n, sample_rows, replace=False))
@@ -133,7 +147,7 @@ def first_principal_component(
     for _ in range(max_iters):
         y = np.zeros((d, k), dtype=np.float64)
         for _, b in m.blocks():
-            b -= mu32
+            b = b[usable_rows(b)] - mu32  # rows that are not finite (corrupt weights) give no direction
             y += b.T @ (b @ v)
         small = v.astype(np.float64).T @ y  # Rayleigh–Ritz on the current subspace
         w, q = np.linalg.eigh((small + small.T) / 2)
@@ -155,8 +169,15 @@ def _distances(
     pc: np.ndarray | None = None,
     device: str = "cpu",
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Cosine distance and L2 distance of every row to the mean reference row (optionally in PC1-removed space)."""
+    """Cosine distance and L2 distance of every row to the mean of the usable reference rows (optionally in
+    PC1-removed space); a row that is not finite gets a non-finite distance, which the report leaves out."""
     refs = m.take(ref_ids)
+    refs = refs[usable_rows(refs)]
+    if not len(refs):
+        raise DataError(
+            f"none of the {len(ref_ids)} reference rows holds finite values (NaN or infinite: corrupt weights?): "
+            "give other reference tokens"
+        )
     if pc is not None:
         refs = refs - mu
         refs -= np.outer(refs @ pc, pc)
@@ -223,7 +244,16 @@ def compute_indicators(
     """Indicators over all rows, in magikarp's order: [input_norm if untied] + cosine(, cosine_nopc1), l2_distance
     (+ input_norm for models without an LM head) (+ bias). Lower = more under-trained.
 
-    `device`: None/`cpu` (numpy), `cuda`/`cuda:N`, or `auto` (CUDA when present and the matrix is large)."""
+    `device`: None/`cpu` (numpy), `cuda`/`cuda:N`, or `auto` (CUDA when present and the matrix is large). Rows
+    that are not finite (corrupt weights) get non-finite indicators, without numpy's warnings: the report counts
+    them in its notes and leaves them out."""
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+        return _compute_indicators(w, reference_ids, remove_pc1=remove_pc1, device=device)
+
+
+def _compute_indicators(
+    w: EmbeddingWeights, reference_ids: list[int] | None, *, remove_pc1: bool, device: str | None
+) -> dict[str, np.ndarray]:
     dev = resolve_device(device, w.unembedding.nbytes)
     out: dict[str, np.ndarray] = {}
     untied = w.input is not None and w.output is not None

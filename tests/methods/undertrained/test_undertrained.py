@@ -140,6 +140,42 @@ def test_indicators_against_direct_formulas():
         compute_indicators(_weights(e, None, tied=True), None)
 
 
+def test_corrupt_rows_are_left_out_of_every_indicator(recwarn):
+    """Rows holding NaN, an infinity or values whose square overflows float32 (corrupt weights) get non-finite
+    indicators and take part in nothing else: not the reference mean (one reference is corrupt here), not the mean
+    row or the first principal component. Before, `--pc1` on such a model ended in numpy's "Eigenvalues did not
+    converge" traceback, and a corrupt reference row made every cosine NaN."""
+    rng = np.random.default_rng(2)
+    u = rng.standard_normal((300, 16)).astype(np.float32)
+    u += np.outer(rng.standard_normal(300) * 3, rng.standard_normal(16)).astype(np.float32)
+    bad = [5, 11, 40]
+    u[5, 3], u[11, 0], u[40] = np.nan, np.inf, 3e38  # 11 is a reference
+    refs = [10, 11, 12]
+    ind = compute_indicators(_weights(u, u, tied=False), refs, remove_pc1=True)
+    for name, values in ind.items():
+        assert set(np.flatnonzero(~np.isfinite(values))) == set(bad), name
+    good = np.setdiff1d(np.arange(300), bad)
+    clean = u[good].astype(np.float64)
+    m = u[[10, 12]].astype(np.float64).mean(0)  # the usable references only
+    cos = 1 - (clean @ m) / (np.linalg.norm(clean, axis=1) * np.linalg.norm(m))
+    np.testing.assert_allclose(ind["cosine"][good], cos, rtol=1e-4, atol=1e-5)
+    mu = clean.mean(0)
+    pc = np.linalg.svd(clean - mu, full_matrices=False)[2][0]
+    _, pc2 = first_principal_component(Matrix(u, "F32", "u"))
+    assert abs(abs(float(pc @ pc2)) - 1) < 1e-3
+    p = (clean - mu) - np.outer((clean - mu) @ pc, pc)
+    r = u[[10, 12]].astype(np.float64) - mu
+    mp = (r - np.outer(r @ pc, pc)).mean(0)
+    cos_p = 1 - (p @ mp) / (np.linalg.norm(p, axis=1) * np.linalg.norm(mp))
+    np.testing.assert_allclose(ind["cosine_nopc1"][good], cos_p, atol=2e-3)
+    assert not [
+        str(w.message) for w in recwarn if issubclass(w.category, RuntimeWarning)
+    ]  # notes say it, not numpy
+    u[[10, 12]] = np.nan
+    with pytest.raises(DataError, match="none of the 3 reference rows holds finite values"):
+        compute_indicators(_weights(u, u, tied=False), refs)
+
+
 def test_select_candidates_only_round_trip_tokens():
     ind = np.array([0.1, 0.2, 0.05, 0.9, 0.3] * 20)
     cats = [OK, OK, UNDECODEABLE, OK, OK_SPECIAL] * 20
