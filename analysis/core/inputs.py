@@ -185,8 +185,8 @@ class ZipMember(io.RawIOBase):
         try:
             self.fp.seek(info.header_offset)
             head = self.fp.read(30)
-        except (OSError, ValueError) as e:
-            raise error(f"{name} is corrupt or truncated ({e})") from None
+        except (OSError, ValueError):  # a negative offset: the zip's directory does not fit the file
+            raise error(f"{name} is corrupt or truncated (its header lies outside the zip)") from None
         if len(head) < 30 or head[:4] != b"PK\x03\x04":
             raise error(f"{name} is corrupt or truncated (bad local header)")
         n, m = struct.unpack_from("<HH", head, 26)

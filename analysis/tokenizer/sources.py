@@ -363,8 +363,9 @@ def _convert_gguf(path: Path) -> str:
     except AnalysisError:
         raise
     except Exception as e:  # noqa: BLE001 - the converter's own errors, reported as a load error
+        why = f"it lacks the field {e} the converter needs" if isinstance(e, KeyError) else str(e)
         raise TokenizerLoadError(
-            f"{path.name}: cannot read the tokenizer stored in the GGUF file ({e})"
+            f"{path.name}: cannot read the tokenizer stored in the GGUF file ({why})"
         ) from e
     pre = GGUF_PRE_TOKENIZERS.get(str(meta.get("tokenizer.ggml.pre", "")))
     if (

@@ -21,6 +21,7 @@ import copy
 import io
 import json
 import random
+import struct
 import zipfile
 from collections.abc import Callable
 from typing import Any
@@ -30,6 +31,8 @@ from bad_files import tokenizer_doc
 from support import TOKENIZERS, flores_lines, load_shared
 
 from analysis import AnalysisError, load_upload
+from analysis.errors import DataError, TokenizerLoadError
+from analysis.texts.corpora import upload_lines
 from analysis.tokenizer.export import folder_files
 from analysis.tokenizer.gguf_export import gguf_bytes_vocab_only, gguf_vocab
 from analysis.tokenizer.tokenizer import LoadedTokenizer
@@ -241,3 +244,24 @@ def test_a_damaged_upload_loads_or_says_why(kind):
         except BaseException as e:  # noqa: BLE001 - anything else (a Rust panic included) is the bug
             pytest.fail(f"{kind} case {case}: {type(e).__name__}: {e}")
     assert outcomes["refused"] > 0, outcomes  # the damage reached the loader's checks
+
+
+def test_a_zip_whose_directory_does_not_fit_the_file_says_so():
+    """The end record placing the central directory 1,000 bytes later than it is puts every member's header before
+    the file's start: the message said "[Errno 22] Invalid argument"."""
+    data = bytearray(_zip({"c/a.txt": b"tere\n", "c/b.txt": b"hommikust\n"}))
+    end = data.rindex(b"PK\x05\x06")
+    struct.pack_into("<I", data, end + 16, struct.unpack_from("<I", data, end + 16)[0] + 1000)
+    with pytest.raises(
+        DataError, match=r"c/a.txt is corrupt or truncated \(its header lies outside the zip\)"
+    ):
+        upload_lines("c.zip", bytes(data))
+
+
+@pytest.mark.slow
+def test_a_gguf_bpe_vocabulary_without_merges_is_refused_with_the_missing_field():
+    """Such a file (written elsewhere: this app refuses to write one) was refused as "('scores')"."""
+    vocab = gguf_vocab(LoadedTokenizer.from_document(_small_doc(), name="small"), pre="gpt-2")
+    vocab.merges = []
+    with pytest.raises(TokenizerLoadError, match="it lacks the field 'scores' the converter needs"):
+        load_upload("vocab.gguf", gguf_bytes_vocab_only(vocab))
