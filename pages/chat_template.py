@@ -5,13 +5,7 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from analysis.views.chat_template import (
-    ROLES,
-    SAMPLE_CONVERSATION,
-    chat_templates,
-    render_chat,
-    render_sample_chat,
-)
+from analysis.views.chat_template import ROLES, SAMPLE_CONVERSATION, chat_templates, render_conversation
 from ui.errors import try_step
 from ui.pickers import pick_tokenizer
 from ui.spans import token_spans_html
@@ -57,17 +51,12 @@ def page() -> None:
     if not messages:
         st.info("Add a message.")
         return
-    if (
-        messages == SAMPLE_CONVERSATION
-    ):  # the untouched sample: rendered without its system message if need be
-        done = try_step(render_sample_chat, tok, template=name, add_generation_prompt=gen)
-        out, note = done if done is not None else (None, "")
-        if note:
-            st.info(note + " Edit the conversation to try others.")
-    else:
-        out = try_step(render_chat, tok, messages, template=name, add_generation_prompt=gen)
-    if out is None:
+    done = try_step(render_conversation, tok, messages, template=name, add_generation_prompt=gen)
+    if done is None:
         return
+    out, note = done
+    if note:
+        st.info(note + " Edit the conversation to try others.")
     st.markdown(f"**{len(out.ids):,} tokens**, {out.n_special} of them special (dark)")
     st.html(token_spans_html(tok, out.text, out.ids, [(t.start, t.end) for t in out.tokens],
                              show_whitespace=True))  # fmt: skip

@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 from analysis.errors import DataError
-from analysis.views.chat_template import render_chat, render_sample_chat
+from analysis.views.chat_template import SAMPLE_CONVERSATION, render_conversation
 
 from ._common import add_tokenizer_argument, load_from_args, print_json
 
@@ -28,22 +28,15 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Render and encode (:func:`analysis.views.chat_template.render_chat`; the sample conversation through
-    :func:`~analysis.views.chat_template.render_sample_chat`)."""
-    gen = not args.no_generation_prompt
-    if args.messages is None:
-        out, note = render_sample_chat(
-            load_from_args(args), template=args.template, add_generation_prompt=gen
-        )
-    else:
+    """Render and encode (:func:`analysis.views.chat_template.render_conversation`)."""
+    messages = SAMPLE_CONVERSATION
+    if args.messages is not None:
         try:
             messages = json.loads(args.messages.read_text(encoding="utf-8"))
         except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
             raise DataError(f"cannot read the messages file: {e}") from None
-        out, note = (
-            render_chat(load_from_args(args), messages, template=args.template, add_generation_prompt=gen),
-            "",
-        )
+    out, note = render_conversation(load_from_args(args), messages, template=args.template,
+                                    add_generation_prompt=not args.no_generation_prompt)  # fmt: skip
     if args.json:
         print_json({**out.to_json(), **({"note": note} if note else {})})
         return 0

@@ -171,19 +171,23 @@ def render_chat(
     )
 
 
-def render_sample_chat(
-    tok: LoadedTokenizer, *, template: str | None = None, add_generation_prompt: bool = True
+def render_conversation(
+    tok: LoadedTokenizer,
+    messages: list[dict[str, str]] = SAMPLE_CONVERSATION,
+    *,
+    template: str | None = None,
+    add_generation_prompt: bool = True,
 ) -> tuple[RenderedChat, str]:
-    """:func:`render_chat` of :data:`SAMPLE_CONVERSATION`, and a note ("" when none).
+    """:func:`render_chat`, and a note ("" when none).
 
-    Some templates refuse a system message (Gemma's raises "System role not supported"); the sample is then
-    rendered without it and the note says so, instead of a first view that is an error. A template that fails
-    either way raises the error of the whole sample."""
+    Some templates refuse a system message (Gemma's raises "System role not supported"): the untouched
+    :data:`SAMPLE_CONVERSATION` is then rendered without it and the note says so, instead of a first view that is
+    an error. A conversation the user wrote, or a template that fails either way, raises the template's error."""
     try:
-        return render_chat(
-            tok, SAMPLE_CONVERSATION, template=template, add_generation_prompt=add_generation_prompt
-        ), ""
+        return render_chat(tok, messages, template=template, add_generation_prompt=add_generation_prompt), ""
     except DataError as first:
+        if messages != SAMPLE_CONVERSATION:
+            raise
         bare = [m for m in SAMPLE_CONVERSATION if m["role"] != "system"]
         try:
             out = render_chat(tok, bare, template=template, add_generation_prompt=add_generation_prompt)

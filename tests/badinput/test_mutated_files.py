@@ -152,27 +152,17 @@ def _damage_bytes(rng: random.Random, data: bytes) -> bytes:
 
 def _damage_json(rng: random.Random, obj: Any) -> Any:
     """Replace, delete or repeat one value somewhere in a JSON document."""
-    if isinstance(obj, dict) and obj:
-        key = rng.choice(list(obj))
+    if isinstance(obj, (dict, list)) and obj:
+        slot = rng.choice(list(obj)) if isinstance(obj, dict) else rng.randrange(len(obj))
         r = rng.random()
         if r < 0.3:
-            obj[key] = copy.deepcopy(rng.choice(WRONG))
+            obj[slot] = copy.deepcopy(rng.choice(WRONG))
         elif r < 0.4:
-            del obj[key]
+            del obj[slot]
+        elif r < 0.5 and isinstance(obj, list):
+            obj.append(copy.deepcopy(obj[slot]))
         else:
-            obj[key] = _damage_json(rng, obj[key])
-        return obj
-    if isinstance(obj, list) and obj:
-        i = rng.randrange(len(obj))
-        r = rng.random()
-        if r < 0.3:
-            obj[i] = copy.deepcopy(rng.choice(WRONG))
-        elif r < 0.4:
-            del obj[i]
-        elif r < 0.5:
-            obj.append(copy.deepcopy(obj[i]))
-        else:
-            obj[i] = _damage_json(rng, obj[i])
+            obj[slot] = _damage_json(rng, obj[slot])
         return obj
     return copy.deepcopy(rng.choice(WRONG))
 

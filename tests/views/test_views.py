@@ -12,7 +12,7 @@ from support import TOKENIZERS, load_shared
 from analysis import load
 from analysis.cli import main
 from analysis.errors import DataError
-from analysis.views.chat_template import SAMPLE_CONVERSATION, chat_templates, render_chat, render_sample_chat
+from analysis.views.chat_template import SAMPLE_CONVERSATION, chat_templates, render_chat, render_conversation
 from analysis.views.decode import decode_ids, parse_ids
 from analysis.views.vocab_diff import vocab_diff
 
@@ -103,16 +103,16 @@ def test_the_sample_conversation_leaves_out_its_system_message_where_the_templat
     """Gemma's template raises on a system role: the sample is rendered without it (a note says so), so the
     first view of a Gemma tokenizer is its conversation, not an error."""
     gemma = load_shared("gemma")
-    out, note = render_sample_chat(gemma)
+    out, note = render_conversation(gemma)
     bare = [m for m in SAMPLE_CONVERSATION if m["role"] != "system"]
     assert out.ids == render_chat(gemma, bare).ids and "System role not supported" in note
-    out, note = render_sample_chat(load_shared("qwen3"), add_generation_prompt=False)
+    out, note = render_conversation(load_shared("qwen3"), add_generation_prompt=False)
     assert (
         note == ""
         and out.ids == render_chat(load_shared("qwen3"), SAMPLE_CONVERSATION, add_generation_prompt=False).ids
     )
     with pytest.raises(DataError, match="no chat template"):  # failing either way: the whole sample's error
-        render_sample_chat(load_shared("gpt2"))
+        render_conversation(load_shared("gpt2"))
 
 
 @pytest.mark.slow

@@ -94,9 +94,8 @@ def duplicate_row_groups(m: Matrix, *, min_size: int = 2, seed: int = 0) -> list
     rng = np.random.default_rng(seed)
     r = rng.standard_normal(m.shape[1])
     proj = np.empty(m.shape[0], dtype=np.float64)
-    with np.errstate(
-        over="ignore", invalid="ignore"
-    ):  # a non-finite row projects to NaN/inf: a group of its own
+    # a non-finite row projects to NaN/inf: a group of its own
+    with np.errstate(over="ignore", invalid="ignore"):
         for s, b in m.blocks():
             proj[s : s + len(b)] = b.astype(np.float64) @ r
     order = np.argsort(proj, kind="stable")
@@ -130,16 +129,18 @@ def first_principal_component(
     :func:`usable_rows` (NaN, infinities: corrupt weights) take part in neither."""
     n, d = m.shape
     mu = np.zeros(d, dtype=np.float64)
-    n_ok = 0
-    for _, b in m.blocks():
+    usable = np.empty(n, dtype=bool)
+    for s, b in m.blocks():
         ok = usable_rows(b)
+        usable[s : s + len(b)] = ok
         mu += b[ok].sum(axis=0, dtype=np.float64)
-        n_ok += int(ok.sum())
-    mu /= max(n_ok, 1)
+    rows = np.flatnonzero(usable)
+    mu /= max(len(rows), 1)
     mu32 = mu.astype(np.float32)
-    if sample_rows and n > sample_rows:
-        idx = np.sort(np.random.default_rng(seed).choice(n, sample_rows, replace=False))
-        m = Matrix(m.take(idx), "F32", m.name)
+    if sample_rows and len(rows) > sample_rows:
+        rows = np.sort(np.random.default_rng(seed).choice(rows, sample_rows, replace=False))
+    if len(rows) < n:  # a sample, or corrupt rows left out once (they give no direction)
+        m = Matrix(m.take(rows), "F32", m.name)
     k = max(1, min(k, d))
     rng = np.random.default_rng(seed)
     v = np.linalg.qr(rng.standard_normal((d, k)))[0].astype(np.float32)
@@ -147,7 +148,7 @@ def first_principal_component(
     for _ in range(max_iters):
         y = np.zeros((d, k), dtype=np.float64)
         for _, b in m.blocks():
-            b = b[usable_rows(b)] - mu32  # rows that are not finite (corrupt weights) give no direction
+            b -= mu32
             y += b.T @ (b @ v)
         small = v.astype(np.float64).T @ y  # Rayleigh–Ritz on the current subspace
         w, q = np.linalg.eigh((small + small.T) / 2)
