@@ -7,6 +7,7 @@ included), and no private API of the `regex` module (Unicode data comes from its
 from __future__ import annotations
 
 import ast
+import functools
 import re
 from pathlib import Path
 
@@ -48,12 +49,32 @@ def _imported(node: ast.AST, module: str, is_package: bool) -> list[str]:
     return [target, *(f"{target}.{a.name}" for a in node.names)]
 
 
+def parsed(path: Path) -> ast.Module:
+    """The syntax tree of a source file, parsed once per run while the file is unchanged (read-only: the tests
+    of this file walk the same ~250 engine files, and parsing them was most of their time)."""
+    st = path.stat()
+    return _parsed(str(path), st.st_mtime_ns, st.st_size)
+
+
+@functools.cache
+def _parsed(path: str, mtime_ns: int, size: int) -> ast.Module:
+    return ast.parse(Path(path).read_text(encoding="utf-8"), filename=path)
+
+
 def import_graph() -> dict[str, set[str]]:
-    """analysis module → the analysis modules it imports anywhere in its body (top level or inside functions)."""
+    """analysis module → the analysis modules it imports anywhere in its body (top level or inside functions);
+    built once per run while no engine file changes (a fresh copy for each caller)."""
+    mods = _modules()
+    stamp = tuple((str(p), p.stat().st_mtime_ns, p.stat().st_size) for p in mods.values())
+    return {name: set(deps) for name, deps in _import_graph(stamp).items()}
+
+
+@functools.cache
+def _import_graph(stamp: tuple) -> dict[str, set[str]]:
     mods = _modules()
     graph: dict[str, set[str]] = {}
     for name, path in mods.items():
-        tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+        tree = parsed(path)
         deps: set[str] = set()
         for node in ast.walk(tree):
             base, *named = _imported(node, name, path.name == "__init__.py") or [""]
@@ -246,7 +267,7 @@ def test_core_knows_no_tokenizer():
         if tier_of(name) != "core":
             continue
         assert {tier_of(d) for d in graph[name]} <= {"core", "errors"}, (name, graph[name])
-        tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+        tree = parsed(path)
         used = {
             n.split(".")[0]
             for node in ast.walk(tree)
@@ -284,7 +305,7 @@ def test_no_import_cycle_in_analysis():
 def _private_regex_uses(path: Path) -> list[str]:
     text = path.read_text(encoding="utf-8")
     found = [f"{path.name}: mentions _regex_core"] if "_regex_core" in text else []
-    tree = ast.parse(text, filename=str(path))
+    tree = parsed(path)
     aliases = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
@@ -333,7 +354,7 @@ MAX_PAGE_FUNCTION_LINES = 120
 
 
 def _function_lengths(path: Path) -> list[tuple[str, int]]:
-    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    tree = parsed(path)
     return [
         (node.name, node.end_lineno - node.lineno + 1)
         for node in ast.walk(tree)
@@ -356,7 +377,7 @@ def test_page_layer_functions_are_short():
 def test_engine_does_not_import_streamlit():
     users = []
     for path in _modules().values():
-        tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+        tree = parsed(path)
         for node in ast.walk(tree):
             names = (
                 [a.name for a in node.names]
@@ -398,7 +419,7 @@ def test_long_engine_files_say_why_they_are_one_file():
     for path in sorted(PACKAGE.rglob("*.py")):
         text = path.read_text(encoding="utf-8")
         if len(text.splitlines()) > MAX_ENGINE_FILE_LINES:
-            doc = ast.get_docstring(ast.parse(text)) or ""
+            doc = ast.get_docstring(parsed(path)) or ""
             if "Why one file" not in doc:
                 long.append(f"{path.relative_to(ROOT)} ({len(text.splitlines())} lines)")
     assert not long, f"split these files or say at their top why they are one file: {long}"
@@ -459,7 +480,7 @@ def test_sub_command_choices_come_from_registries():
     list of two or more names that a page could disagree with (as `_CLI_ORDERS` once did)."""
     literal = []
     for path in sorted((PACKAGE / "commands").glob("*.py")):
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        for node in ast.walk(parsed(path)):
             for kw in node.keywords if isinstance(node, ast.Call) else []:
                 v = kw.value
                 if kw.arg == "choices" and isinstance(v, (ast.Tuple, ast.List)) and len(v.elts) >= 2:
@@ -483,7 +504,7 @@ APPTEST_ELSEWHERE = {
 
 def _uses_apptest(path: Path) -> bool:
     """The file imports streamlit.testing or names `AppTest` in code (docstrings and comments do not count)."""
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+    for node in ast.walk(parsed(path)):
         if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("streamlit.testing"):
             return True
         if isinstance(node, ast.Import) and any(a.name.startswith("streamlit.testing") for a in node.names):
