@@ -19,6 +19,12 @@ def parse_ids(text: str) -> list[int]:
     body = text.strip()
     if body.startswith("tensor(") and body.endswith(")"):
         body = body[len("tensor(") : -1]
+    for opening, closing in ("[]", "()"):
+        if body.count(opening) != body.count(closing):
+            raise DataError(
+                f"the brackets do not pair up ({body.count(opening)} {opening!r}, {body.count(closing)} "
+                f"{closing!r}): was the list cut off when it was copied?"
+            )
     items = [x for x in _SEPARATORS.split(body) if x]
     if len(items) > MAX_IDS:
         raise DataError(f"{len(items):,} ids given; decode at most {MAX_IDS:,} at a time")

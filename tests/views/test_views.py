@@ -62,6 +62,12 @@ def test_parse_ids_takes_the_forms_people_paste(text):
     assert parse_ids(text) == [15496, 11, 995]
 
 
+@pytest.mark.parametrize("text", ["[1, 2", "[[15496, 11]", "tensor([[1, 2]]", "1, 2]"])
+def test_parse_ids_refuses_a_list_cut_off_when_copied(text):
+    with pytest.raises(DataError, match="brackets do not pair up"):
+        parse_ids(text)
+
+
 def test_parse_ids_names_the_bad_item():
     with pytest.raises(DataError, match="item 2"):
         parse_ids("1 x 3")
