@@ -27,16 +27,24 @@ from analysis.methods.dynamic import (
     merged_offsets,
     readable_token,
     sampled_batches,
+    tokens_concatenate,
 )
 from analysis.texts.flores import available_codes
 from analysis.texts.flores import lines as flores_lines
 from analysis.tokenizer.defaults import SAMPLE_TEXT
 from ui.caching import cache_resource
 from ui.charts import interactive_toggle, show_svg
-from ui.pickers import pick_model, pick_tokenizer
+from ui.pickers import Needs, pick_model, pick_tokenizer
 from ui.spans import token_spans_html
 from ui.svg import line_chart
 from ui.tables import static_table
+
+#: The tokenizers the page can merge: token strings that concatenate to the text (the engine's own test).
+CONCATENATING = Needs(
+    "needs BPE or Unigram",
+    "a BPE or Unigram model whose tokens concatenate to the text (WordPiece's '##' pieces do not)",
+    tokens_concatenate,
+)
 
 NO_FLORES = "FLORES-200 was not found: set TOKLAB_FLORES (or TOKLAB_ASSETS to the shared assets folder)."
 BOUNDARY_HELP = {
@@ -180,7 +188,9 @@ def page() -> None:
         "base tokenizer, then repeatedly merge the most frequent valid adjacent pair across the whole batch. The "
         "merged strings need not be in any vocabulary; a model gets their embeddings from a hypernetwork or FVT."
     )
-    tok = pick_tokenizer("Tokenizer", key="dyn-tok")
+    tok = pick_tokenizer("Tokenizer", key="dyn-tok", needs=CONCATENATING, feature="Dynamic tokenization")
+    if tok is None:
+        return
     st.caption(f"{tok.name}: {tok.model_type}, {tok.flavour}, {tok.vocab_size:,} tokens")
     texts = batch()
     if not texts:

@@ -200,6 +200,18 @@ def test_pickers_tag_and_explain_unsupported_tokenizers():
     assert not at.get("plotly_chart")  # nothing else is drawn for an unsupported tokenizer
 
 
+def test_dynamic_tokenization_tags_wordpiece_and_explains_it():
+    """The Dynamic tokenization page uses the engine's own test (the tokens must concatenate to the text): BERT is
+    tagged and, chosen, explained in an info box like every other page's unsupported tokenizer, not an error."""
+    at = _app("pages/dynamic.py")
+    options = at.selectbox(key="dyn-tok").options
+    assert "bert · needs BPE or Unigram" in options and "llama-2" in options and DEFAULT_NAME in options
+    at.selectbox(key="dyn-tok").set_value("bert").run()
+    assert not at.exception and not at.error, [e.value for e in at.error]
+    assert any("Dynamic tokenization needs a BPE or Unigram model" in i.value for i in at.info)
+    assert not at.metric  # nothing else is drawn for an unsupported tokenizer
+
+
 def test_token_health_switch_sends_the_new_filters_to_the_browser():
     """After switching tokenizer the filters are the new defaults, and the browser is told so.
 

@@ -32,6 +32,7 @@ from .dynamic import (
     readable_token,
     sampled_batches,
     special_frame,
+    tokens_concatenate,
 )
 from .model import (
     BatchEmbeddings,
@@ -70,4 +71,5 @@ __all__ = [
     "readable_token",
     "sampled_batches",
     "special_frame",
+    "tokens_concatenate",
 ]

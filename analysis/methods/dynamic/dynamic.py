@@ -68,6 +68,12 @@ def _is_punct(text: str) -> bool:
     return bool(s) and all(unicodedata.category(c).startswith("P") for c in s)
 
 
+def tokens_concatenate(tok: LoadedTokenizer) -> bool:
+    """Whether the tokenizer's token strings concatenate to the text (BPE, Unigram), as merging adjacent tokens
+    needs; WordPiece's '##' continuation pieces do not."""
+    return not (tok.model_type == "WordPiece" or tok.continuing_subword_prefix)
+
+
 class PairRules:
     """Decides (and memoises) whether two adjacent token strings may merge under a boundary mode."""
 
@@ -75,7 +81,7 @@ class PairRules:
         """Set up the rules for one tokenizer and boundary mode."""
         if boundary not in BOUNDARIES:
             raise DataError(f"unknown boundary {boundary!r}; choose one of {', '.join(BOUNDARIES)}")
-        if tok.model_type == "WordPiece" or tok.continuing_subword_prefix:
+        if not tokens_concatenate(tok):
             raise UnsupportedTokenizerError(
                 f"{tok.name}: dynamic tokenization needs a BPE/Unigram tokenizer whose token strings concatenate"
                 " to the text (WordPiece '##' continuation pieces do not)"
