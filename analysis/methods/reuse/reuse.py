@@ -52,6 +52,7 @@ from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
+from numbers import Integral
 from pathlib import Path
 from typing import Any
 
@@ -700,8 +701,12 @@ class ReuseTokenizer:
             return False
 
     def decode(self, ids: Sequence[int], skip_special_tokens: bool = False) -> str:
-        """Decode old ids: mapped runs via the new tokenizer, others via the old; window pass if U+FFFD appears."""
+        """Decode old ids: mapped runs via the new tokenizer, others via the old; window pass if U+FFFD appears.
+        DataError for an id that is not a whole number ≥ 0 (the tokenizers library would raise OverflowError)."""
         ids = list(ids)
+        bad = next((i for i in ids if isinstance(i, bool) or not isinstance(i, Integral) or i < 0), None)
+        if bad is not None:
+            raise DataError(f"{bad!r} is not a token id (ids are whole numbers ≥ 0)")
         whole = self._whole_text(ids)
         if isinstance(whole, str) and REPLACEMENT not in whole:  # the first pass's text, in one decoding
             return whole

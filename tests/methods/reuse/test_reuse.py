@@ -12,6 +12,7 @@ import subprocess
 import sys
 import unicodedata
 
+import numpy as np
 import pytest
 from support import ROOT, TOKENIZERS, flores_lines, load_shared
 
@@ -39,6 +40,15 @@ def _build(name: str) -> reuse.ReuseTokenizer:
 @pytest.fixture(scope="module")
 def llama_rt() -> reuse.ReuseTokenizer:
     return _build("llama-3.1")
+
+
+def test_decode_refuses_what_is_not_a_token_id(llama_rt):
+    """The library's decode raises OverflowError on a negative id; the reuse tokenizer says what is wrong."""
+    for ids in ([-1], [1, 2, -5], [1.5], [True]):
+        with pytest.raises(DataError, match="is not a token id"):
+            llama_rt.decode(ids)
+    assert llama_rt.decode([]) == ""
+    assert llama_rt.decode(list(np.array(llama_rt.encode("Tere")))) == "Tere"  # numpy ids are ids
 
 
 def test_block_table_agrees_with_character_names():
