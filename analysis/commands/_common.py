@@ -22,14 +22,20 @@ _TOKENIZER_HELP = (
 )
 
 
-def add_tokenizer_argument(p: argparse.ArgumentParser, flag: str | None = None, **kw) -> None:
+def add_tokenizer_argument(
+    p: argparse.ArgumentParser, flag: str | None = None, *, required: bool = False, **kw
+) -> None:
     """Add a TOKENIZER argument (folder, tokenizer.json, .gguf file or hub id) plus --revision/--token.
 
     The argument is optional on the command line: a command that also takes ``--model`` falls back to the
     model's own tokenizer (:func:`load_from_args`); one without a model says that a tokenizer is needed.
+    `required` makes the positional form required: a command whose other positionals are variable-length (`decode
+    TOKENIZER IDS…`) would otherwise take a lone tokenizer for an id and say that no tokenizer was given.
     """
     if flag:
         p.add_argument(flag, dest="tokenizer", default=None, help=_TOKENIZER_HELP, **kw)
+    elif required:
+        p.add_argument("tokenizer", help=_TOKENIZER_HELP, **kw)
     else:
         p.add_argument("tokenizer", nargs="?", default=None, help=_TOKENIZER_HELP, **kw)
     p.add_argument("--revision", default=None, help="hub revision (branch, tag or commit)")

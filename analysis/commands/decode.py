@@ -14,8 +14,10 @@ HELP = "decode token ids to text (ids as `1 2 3` or `[1, 2, 3]`), token by token
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     """Register the arguments of `decode`."""
-    add_tokenizer_argument(p)
-    p.add_argument("ids", nargs="+", help="token ids (separated by spaces or commas; brackets are ignored)")
+    add_tokenizer_argument(p, required=True)
+    p.add_argument(
+        "ids", nargs="+", help="token ids (separated by spaces or commas; brackets, if any, must pair up)"
+    )
     p.add_argument("--skip-special", action="store_true", help="leave special tokens out of the text")
     p.add_argument("--json", action="store_true", help="print one JSON object")
 

@@ -121,6 +121,18 @@ def test_the_sample_conversation_leaves_out_its_system_message_where_the_templat
         render_conversation(load_shared("gpt2"))
 
 
+def test_decode_without_ids_names_what_is_missing(capsys):
+    """`decode TOKENIZER` without ids says the ids are missing (it took the tokenizer for an id and said that no
+    tokenizer was given), and a list cut off when copied is refused: both one error line, exit 2."""
+    g = str(TOKENIZERS / "gpt2")
+    assert main(["decode", g]) == 2
+    assert "required: ids" in capsys.readouterr().err
+    assert main(["decode", g, "[15496,", "11"]) == 2
+    assert "brackets do not pair up" in capsys.readouterr().err
+    assert main(["decode", g, "[15496,", "11]"]) == 0
+    assert capsys.readouterr().out.startswith("Hello,")
+
+
 @pytest.mark.slow
 def test_cli_of_the_views(capsys, tmp_path):
     g, q = str(TOKENIZERS / "gpt2"), str(TOKENIZERS / "qwen3")
