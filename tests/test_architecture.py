@@ -49,28 +49,32 @@ def _imported(node: ast.AST, module: str, is_package: bool) -> list[str]:
     return [target, *(f"{target}.{a.name}" for a in node.names)]
 
 
+def _stamp(path: Path) -> tuple[str, int, int]:
+    """A file as the caches below key it: its path, modification time and size."""
+    st = path.stat()
+    return str(path), st.st_mtime_ns, st.st_size
+
+
 def parsed(path: Path) -> ast.Module:
     """The syntax tree of a source file, parsed once per run while the file is unchanged (read-only: the tests
     of this file walk the same ~250 engine files, and parsing them was most of their time)."""
-    st = path.stat()
-    return _parsed(str(path), st.st_mtime_ns, st.st_size)
+    return _parsed(_stamp(path))
 
 
 @functools.cache
-def _parsed(path: str, mtime_ns: int, size: int) -> ast.Module:
-    return ast.parse(Path(path).read_text(encoding="utf-8"), filename=path)
+def _parsed(stamp: tuple[str, int, int]) -> ast.Module:
+    return ast.parse(Path(stamp[0]).read_text(encoding="utf-8"), filename=stamp[0])
 
 
 def import_graph() -> dict[str, set[str]]:
     """analysis module → the analysis modules it imports anywhere in its body (top level or inside functions);
     built once per run while no engine file changes (a fresh copy for each caller)."""
-    mods = _modules()
-    stamp = tuple((str(p), p.stat().st_mtime_ns, p.stat().st_size) for p in mods.values())
-    return {name: set(deps) for name, deps in _import_graph(stamp).items()}
+    stamps = tuple(_stamp(p) for p in _modules().values())
+    return {name: set(deps) for name, deps in _import_graph(stamps).items()}
 
 
 @functools.cache
-def _import_graph(stamp: tuple) -> dict[str, set[str]]:
+def _import_graph(stamps: tuple[tuple[str, int, int], ...]) -> dict[str, set[str]]:
     mods = _modules()
     graph: dict[str, set[str]] = {}
     for name, path in mods.items():

@@ -56,6 +56,7 @@ from numbers import Integral
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import tokenizers
 from tokenizers.trainers import BpeTrainer
 
@@ -426,6 +427,19 @@ def build_id_maps(
 
 
 # ------------------------------------------------------------------------------------------ tokenizer
+def _check_ids(ids: list[Any]) -> None:
+    """DataError naming the first item of `ids` that is not a whole number ≥ 0 (a bool is not one): one numpy pass
+    for the usual list of ints, the item-by-item search only to name the bad one."""
+    if not ids:
+        return
+    arr = np.asarray(ids)
+    if arr.ndim == 1 and arr.dtype.kind in "iu" and arr.min() >= 0:
+        return
+    bad = next((i for i in ids if isinstance(i, bool) or not isinstance(i, Integral) or i < 0), None)
+    if bad is not None:
+        raise DataError(f"{bad!r} is not a token id (ids are whole numbers ≥ 0)")
+
+
 @dataclass
 class ReuseTokenizer:
     """An R-BPE tokenizer: old + new tokenizer and the id maps; emits only old ids."""
@@ -609,7 +623,7 @@ class ReuseTokenizer:
             got = self._whole_bytes(ids)
             if got is not None:
                 return got[0] == text.encode("utf-8") and self._segments_whole(ids, got[1])
-        return self.decode(ids) == text
+        return self._decode(ids) == text
 
     def _segments_whole(self, ids: list[int], parts: list[bytes]) -> bool:
         """Whether :meth:`decode` writes no U+FFFD for `ids` whose bytes `parts` join to valid UTF-8 without U+FFFD
@@ -625,7 +639,7 @@ class ReuseTokenizer:
         FLORES lines, with the mapping's replacement ids and with others)."""
         if not all(parts):
             # a token without bytes: a segment could start inside a character and write nothing
-            return REPLACEMENT not in self.decode(ids)
+            return REPLACEMENT not in self._decode(ids)
         starts = [b[0] & 0xC0 != 0x80 for b in parts]
         o2n = self.old_to_new
         n = len(ids)
@@ -704,9 +718,11 @@ class ReuseTokenizer:
         """Decode old ids: mapped runs via the new tokenizer, others via the old; window pass if U+FFFD appears.
         DataError for an id that is not a whole number ≥ 0 (the tokenizers library would raise OverflowError)."""
         ids = list(ids)
-        bad = next((i for i in ids if isinstance(i, bool) or not isinstance(i, Integral) or i < 0), None)
-        if bad is not None:
-            raise DataError(f"{bad!r} is not a token id (ids are whole numbers ≥ 0)")
+        _check_ids(ids)
+        return self._decode(ids, skip_special_tokens)
+
+    def _decode(self, ids: list[int], skip_special_tokens: bool = False) -> str:
+        """:meth:`decode` of ids this object produced (no check: :meth:`round_trips` decodes encodings)."""
         whole = self._whole_text(ids)
         if isinstance(whole, str) and REPLACEMENT not in whole:  # the first pass's text, in one decoding
             return whole
