@@ -12,6 +12,10 @@ from analysis.tokenizer.tokenizer import LoadedTokenizer
 #: The most ids one call decodes (a pasted id list is a few thousand at most; this bounds the work).
 MAX_IDS = 200_000
 _SEPARATORS = re.compile(r"[\s,;\[\]()]+")
+#: An id as people paste it: ASCII digits only (Python's `int` also reads "٣" or "１２", which no tokenizer prints),
+#: at most 18 of them (no vocabulary comes near 10**18; a longer run of digits is a pasted hash or a number, and
+#: `int` refuses more than 4,300 digits with a ValueError of its own).
+_ID = re.compile(r"[0-9]{1,18}")
 
 
 def parse_ids(text: str) -> list[int]:
@@ -30,8 +34,9 @@ def parse_ids(text: str) -> list[int]:
         raise DataError(f"{len(items):,} ids given; decode at most {MAX_IDS:,} at a time")
     out = []
     for k, item in enumerate(items, 1):
-        if not re.fullmatch(r"\d+", item):
-            raise DataError(f"item {k} ({item[:20]!r}) is not a token id (ids are whole numbers ≥ 0)")
+        if not _ID.fullmatch(item):
+            why = "too large for a token id" if item.isascii() and item.isdigit() else "not a token id"
+            raise DataError(f"item {k} ({item[:20]!r}) is {why} (ids are whole numbers ≥ 0, written 0–9)")
         out.append(int(item))
     return out
 

@@ -75,6 +75,21 @@ def test_parse_ids_names_the_bad_item():
         parse_ids("1 -3")
 
 
+@pytest.mark.parametrize("text", ["٣", "１２", "1 ²"])
+def test_parse_ids_takes_only_ascii_digits(text):
+    """Python's int() reads Arabic-Indic and full-width digits; a token id is written 0–9."""
+    with pytest.raises(DataError, match="not a token id"):
+        parse_ids(text)
+
+
+@pytest.mark.parametrize("digits", [19, 5_000])
+def test_parse_ids_refuses_a_number_no_vocabulary_reaches(digits):
+    """A pasted hash or long number is refused by name, never int()'s own ValueError (over 4,300 digits)."""
+    with pytest.raises(DataError, match="item 2 .* too large for a token id"):
+        parse_ids("7 " + "9" * digits)
+    assert parse_ids("9" * 18) == [10**18 - 1]
+
+
 def test_decode_round_trips_and_lists_unknown_ids():
     llama = load_shared("llama-3.1")
     text = "Tere hommikust, world!"
