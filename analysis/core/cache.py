@@ -9,17 +9,24 @@ between callers and must be treated as read-only.
 
 On disk — :class:`DiskCache`: JSON documents under ``<cache>/store/<namespace>/<key>.json``, written atomically
 and strictly (no NaN), read back with a version check; the whole store is capped at ``$TOKLAB_CACHE_MAX_MB``
-(least recently used files go first). A corrupt or foreign file is treated as a miss, never unpickled.
+(least recently used files go first). A corrupt or foreign file is treated as a miss, never unpickled. A document
+that several processes add entries to (a server and a CLI run on one cache) is changed with
+:meth:`DiskCache.update`: read, merged and written under a lock that every process on the store shares, so none
+drops another's entries; :meth:`DiskCache.stamp` tells a process that another one has written since it last read.
 """
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import functools
 import json
 import os
+import stat
 import threading
+import time
 from collections import OrderedDict
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Iterator
 from concurrent.futures import Future
 from pathlib import Path
 from typing import Any, TypeVar
@@ -177,6 +184,10 @@ class DiskCache:
     def __init__(self, namespace: str, version: int | str) -> None:
         self.namespace = namespace
         self.version = str(version)
+        #: key → the stamp of the version this process last read with :meth:`read_if_changed` or wrote with
+        #: :meth:`update`
+        self._seen: dict[str, tuple[int, int, int] | None] = {}
+        self._seen_lock = threading.Lock()
 
     def path(self, key: str) -> Path:
         """The file of one key (the key must be a file-name-safe string such as a hex digest)."""
@@ -194,8 +205,9 @@ class DiskCache:
             return None
         if not isinstance(wrapped, dict) or wrapped.get("version") != self.version or "data" not in wrapped:
             return None
-        try:
-            os.utime(p)  # least recently *used* goes first
+        try:  # least recently *used* goes first: a read sets the access time, the modification time stays the
+            # write's (so :meth:`stamp` changes only when the document does)
+            os.utime(p, ns=(time.time_ns(), p.stat().st_mtime_ns))
         except OSError:
             pass
         return wrapped["data"]
@@ -215,6 +227,69 @@ class DiskCache:
         enforce_cap()
         return True
 
+    def stamp(self, key: str) -> tuple[int, int, int] | None:
+        """(inode, size, modification time in ns) of a key's file, None when there is none: a write replaces the
+        file, so the stamp changes with every write, by this process or another."""
+        try:
+            st = self.path(key).stat()
+        except OSError:
+            return None
+        return (st.st_ino, st.st_size, st.st_mtime_ns)
+
+    def read_if_changed(self, key: str) -> Any | None:
+        """The stored document if it is new to this process — never read here with this method, or written since
+        (by another process) — else None. One `stat` when nothing changed: a long-running server that calls it
+        before each lookup sees what a CLI run or another server stored since, without reading the file again."""
+        stamp = self.stamp(key)
+        with self._seen_lock:
+            if key in self._seen and self._seen[key] == stamp:
+                return None
+            self._seen[key] = stamp
+        return None if stamp is None else self.get(key)
+
+    def forget_reads(self) -> None:
+        """Make :meth:`read_if_changed` read every document again (after a process dropped what it had read)."""
+        with self._seen_lock:
+            self._seen.clear()
+
+    @contextlib.contextmanager
+    def _locked(self, key: str) -> Iterator[None]:
+        """Hold the exclusive lock of one key (``<key>.lock`` beside its file, an advisory `flock` that every
+        process on this store takes for :meth:`update`; released when the holder exits, even killed). The lock file
+        is opened without following a link and without blocking on a FIFO, and must be a regular file."""
+        p = self.path(key)
+        p.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(
+            p.with_name(p.stem + ".lock"),
+            os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0),
+            0o600,
+        )
+        try:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                raise OSError(f"the cache lock {p.stem}.lock is not a regular file")
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            yield
+        finally:
+            os.close(fd)  # releases the lock
+
+    def update(self, key: str, merge: Callable[[Any | None], Any]) -> tuple[int, int, int] | None:
+        """Read, merge and write one document while holding its lock: ``merge(stored)`` gets the stored document
+        (None when missing or unreadable) and returns the one to store. Returns the :meth:`stamp` of the document
+        written (taken under the lock; :meth:`read_if_changed` then knows it), None when nothing was written;
+        never raises on I/O. Two processes that add
+        entries to one document at once both keep theirs (with :meth:`put` the last writer's view would replace
+        the other's)."""
+        try:
+            with self._locked(key):
+                if not self.put(key, merge(self.get(key))):
+                    return None
+                stamp = self.stamp(key)
+        except OSError:
+            return None
+        with self._seen_lock:  # `merge` saw the stored document: this process holds what it now holds
+            self._seen[key] = stamp
+        return stamp
+
     def clear(self) -> None:
         """Delete every document of this namespace."""
         d = store_dir() / self.namespace
@@ -226,7 +301,8 @@ _CAP_LOCK = threading.Lock()
 
 
 def enforce_cap(max_bytes: int | None = None) -> int:
-    """Delete the least recently used store files until the store fits its cap; returns the bytes removed."""
+    """Delete the least recently used store files (by their last read or write) until the store fits its cap;
+    returns the bytes removed."""
     cap = cache_max_bytes() if max_bytes is None else max_bytes
     with _CAP_LOCK:
         files = []
@@ -236,7 +312,7 @@ def enforce_cap(max_bytes: int | None = None) -> int:
                 st = p.stat()
             except OSError:
                 continue
-            files.append((st.st_mtime, st.st_size, p))
+            files.append((max(st.st_atime_ns, st.st_mtime_ns), st.st_size, p))  # last read or write
             total += st.st_size
         removed = 0
         if total <= cap:

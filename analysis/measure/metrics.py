@@ -490,11 +490,12 @@ ROW_COLUMNS = [
     "bytes", "chars", "words", "sentences", "power", "tokenizer_hash", "data_hash",
 ]  # fmt: skip
 
-#: per-language results in memory (LRU, bounded), on disk one document per (tokenizer, parameters)
+#: per-language results in memory (LRU, bounded), on disk one document per (tokenizer, parameters), which every
+#: process on the cache adds to (a server, a CLI run, another server): read again whenever its stamp shows another
+#: process wrote it, and written by merging under the store's lock, so no process drops another's languages
 _MEM: OrderedDict[str, dict[str, Any]] = OrderedDict()
 _MEM_MAX = 20_000
 _MEM_LOCK = threading.Lock()
-_DISK_LOADED: set[str] = set()
 _DISK = DiskCache("compression", METRICS_VERSION)
 _FLIGHT = SingleFlight()
 
@@ -511,35 +512,47 @@ def _remember(key: str, stats: dict[str, Any]) -> None:
             _MEM.popitem(last=False)
 
 
-def _load_disk(tok_hash: str, power: float) -> None:
-    """Merge one tokenizer's stored results into memory (once per process)."""
-    name = f"{tok_hash}-{_params_key(power)}"
-    if name in _DISK_LOADED:
+def _merge_stored(entries: Any) -> None:
+    """Remember the stored entries this process does not hold yet (its own results stay as they are)."""
+    if not isinstance(entries, dict):
         return
-    _DISK_LOADED.add(name)
-    entries = _DISK.get(name)
-    if isinstance(entries, dict):
-        for k, v in entries.items():
-            if isinstance(v, dict):
-                with _MEM_LOCK:
-                    present = k in _MEM
-                if not present:
-                    _remember(k, v)
+    for k, v in entries.items():
+        if isinstance(v, dict):
+            with _MEM_LOCK:
+                present = k in _MEM
+            if not present:
+                _remember(k, v)
+
+
+def _load_disk(tok_hash: str, power: float) -> None:
+    """Merge one tokenizer's stored results into memory: once, and again whenever another process has written
+    the document since (`DiskCache.read_if_changed`: one `stat` a call, so a long-running server sees what a CLI
+    run or another server computed instead of computing it again)."""
+    _merge_stored(_DISK.read_if_changed(f"{tok_hash}-{_params_key(power)}"))
 
 
 def _save_disk(tok_hash: str, power: float) -> None:
+    """Store this process's results of one tokenizer, merged with what the document holds now (another process
+    may have added languages since this one read it), under the store's lock; best effort."""
+    name = f"{tok_hash}-{_params_key(power)}"
     prefix = f"{tok_hash}|"
     suffix = f"|{_params_key(power)}"
     with _MEM_LOCK:
         entries = {k: v for k, v in _MEM.items() if k.startswith(prefix) and k.endswith(suffix)}
-    _DISK.put(f"{tok_hash}-{_params_key(power)}", entries)  # best effort
+
+    def merge(stored: Any) -> dict[str, Any]:
+        _merge_stored(stored)  # what another process added is this process's too, from now on
+        kept = {k: v for k, v in stored.items() if isinstance(v, dict)} if isinstance(stored, dict) else {}
+        return {**kept, **entries}
+
+    _DISK.update(name, merge)  # this process now holds everything the document holds
 
 
 def clear_cache(disk: bool = False) -> None:
     """Forget cached results in memory (and, with disk=True, the stored documents)."""
     with _MEM_LOCK:
         _MEM.clear()
-        _DISK_LOADED.clear()
+    _DISK.forget_reads()
     if disk:
         _DISK.clear()
 

@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import io
 import json
+import os
+import subprocess
+import sys
 import threading
 import time
 
 import pytest
-from support import load_shared
+from support import ROOT, load_shared
 
 from analysis.core import cache, paths, progress
 from analysis.core.outputs import atomic_folder, atomic_write_text, strict_json
@@ -120,6 +123,65 @@ def test_disk_store_is_strict_versioned_and_capped(tmp_cache, monkeypatch):
         and "a" not in kept
         and sum(p.stat().st_size for p in cache.store_dir().rglob("*.json")) <= 3000
     )
+
+
+def test_a_read_keeps_the_stamp_and_counts_as_use(tmp_cache, monkeypatch):
+    """Reading a document marks it used (the cap evicts it last) without changing its stamp, which only a write
+    changes: a process that compares stamps re-reads what another process wrote, not what another one read."""
+    store = cache.DiskCache("unit", version=1)
+    assert store.stamp("a") is None
+    store.put("a", {"n": 1})
+    first = store.stamp("a")
+    assert store.get("a") == {"n": 1} and store.stamp("a") == first
+    store.put("a", {"n": 2})
+    assert store.stamp("a") != first
+    assert store.read_if_changed("a") == {"n": 2} and store.read_if_changed("a") is None  # new, then known
+    cache.DiskCache("unit", version=1).put("a", {"n": 3})  # written elsewhere (another process)
+    assert store.read_if_changed("a") == {"n": 3} and store.read_if_changed("a") is None
+    assert store.update("a", lambda d: {"n": d["n"] + 1}) and store.read_if_changed("a") is None  # its own write
+    store.put("b", "y" * 1000)
+    old = time.time_ns() - 10**12  # both written long ago; "a" then read now
+    for k in "ab":
+        os.utime(store.path(k), ns=(old, old))
+    store.get("a")
+    monkeypatch.setenv("TOKLAB_CACHE_MAX_MB", str(1100 / (1024 * 1024)))
+    store.put("c", "y" * 1000)  # over the cap: the least recently used goes ("b", written and never read)
+    assert {p.stem for p in (cache.store_dir() / "unit").glob("*.json")} == {"a", "c"}
+
+
+_ADD_KEYS = """
+import sys
+from analysis.core.cache import DiskCache
+store = DiskCache("unit", 1)
+for i in range(int(sys.argv[2])):
+    store.update("doc", lambda d, i=i: {**(d or {}), f"{sys.argv[1]}-{i}": i})
+"""
+
+
+def test_processes_updating_one_document_keep_each_others_entries(tmp_cache):
+    """Four processes add 25 entries each to one document at once: every entry is there (read-merge-write under
+    the store's lock; without it a writer replaces what another added since its read)."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    procs = [
+        subprocess.Popen([sys.executable, "-c", _ADD_KEYS, f"p{n}", "25"], env=env, cwd=ROOT)
+        for n in range(4)
+    ]
+    assert [p.wait(timeout=300) for p in procs] == [0, 0, 0, 0]
+    doc = cache.DiskCache("unit", 1).get("doc")
+    assert sorted(doc) == sorted(f"p{n}-{i}" for n in range(4) for i in range(25))
+
+
+def test_a_lock_file_that_is_not_a_regular_file_is_refused(tmp_cache):
+    """The lock is opened without following a link or blocking on a FIFO: the update is skipped, nothing hangs."""
+    store = cache.DiskCache("unit", version=1)
+    lock = store.path("doc").with_name("doc.lock")
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    os.mkfifo(lock)
+    assert store.update("doc", lambda d: {"x": 1}) is None and store.get("doc") is None
+    lock.unlink()
+    (tmp_cache / "elsewhere").write_text("")
+    lock.symlink_to(tmp_cache / "elsewhere")
+    assert store.update("doc", lambda d: {"x": 1}) is None
 
 
 def test_atomic_folder_replaces_whole_or_not_at_all(tmp_path):

@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import json
 import math
+import os
+import subprocess
+import sys
 
 import numpy as np
 import pytest
-from support import FLORES, flores_lines, load_shared
+from support import FLORES, ROOT, flores_lines, load_shared
 
 from analysis.cli import main
 from analysis.errors import DataError
@@ -268,6 +271,36 @@ def test_compression_table_cache_memory_and_disk(tmp_path):
     assert not cached
     for r in rows:
         json.dumps(r, allow_nan=False)  # valid JSON (no NaN)
+
+
+def test_processes_on_one_cache_see_and_keep_each_others_languages(tmp_path):
+    """A long-running process (a server) that has read a tokenizer's stored results sees the languages another
+    process (a CLI run) computed since, instead of computing them again, and its next save keeps them: it reads
+    the document again when its stamp changes and merges under the store's lock when it writes. Before, a process
+    read the document once in its life and wrote back only its own view, dropping the other's languages."""
+    data = fl.open_flores(FLORES)
+    tok = load_shared("gpt2")
+    mx.compression_table([tok], data, "eng_Latn")  # this process reads and writes the document
+
+    def other_process(langs: str) -> None:
+        cmd = [sys.executable, "-m", "analysis", "compress", "--tokenizer", str(tok.source), "--langs", langs,
+               "--json", "--quiet"]  # fmt: skip
+        done = subprocess.run(
+            cmd, cwd=ROOT, env=dict(os.environ), capture_output=True, text=True, timeout=600
+        )
+        assert done.returncode == 0, done.stderr[-2000:]
+
+    other_process("est_Latn")
+    stats, cached = mx.language_stats(tok, data, "est_Latn")
+    assert cached and stats["sentences"] == len(data.lines("est_Latn"))
+
+    mx.language_stats(tok, data, "arb_Arab")  # computed here, not saved yet …
+    other_process("fin_Latn")  # … while another process saves Finnish
+    mx._save_disk(tok.content_hash, mx.DEFAULT_POWER)
+    (doc,) = (tmp_path / "cache" / "store" / "compression").glob(f"{tok.content_hash}-*.json")
+    langs = {k.split("|")[1] for k in json.loads(doc.read_text())["data"]}
+    assert langs == {"eng_Latn", "est_Latn", "arb_Arab", "fin_Latn"}
+    assert mx.language_stats(tok, data, "fin_Latn")[1]  # and this process holds Finnish now too
 
 
 def test_cli_json_and_csv(tmp_path, capsys):
