@@ -138,7 +138,8 @@ def test_a_read_keeps_the_stamp_and_counts_as_use(tmp_cache, monkeypatch):
     assert store.read_if_changed("a") == {"n": 2} and store.read_if_changed("a") is None  # new, then known
     cache.DiskCache("unit", version=1).put("a", {"n": 3})  # written elsewhere (another process)
     assert store.read_if_changed("a") == {"n": 3} and store.read_if_changed("a") is None
-    assert store.update("a", lambda d: {"n": d["n"] + 1}) and store.read_if_changed("a") is None  # its own write
+    assert store.update("a", lambda d: {"n": d["n"] + 1})
+    assert store.read_if_changed("a") is None  # its own write is known
     store.put("b", "y" * 1000)
     old = time.time_ns() - 10**12  # both written long ago; "a" then read now
     for k in "ab":
