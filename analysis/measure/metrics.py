@@ -565,13 +565,22 @@ def _finite(x: Any) -> Any:
 
 
 def language_stats(
-    tok: LoadedTokenizer, data: Any, lang: str, *, power: float = DEFAULT_POWER, use_cache: bool = True
+    tok: LoadedTokenizer,
+    data: Any,
+    lang: str,
+    *,
+    power: float = DEFAULT_POWER,
+    use_cache: bool = True,
+    refresh: bool = True,
 ) -> tuple[dict[str, Any], bool]:
-    """Metrics of one tokenizer on one FLORES language (cached); returns (stats, was_cached)."""
+    """Metrics of one tokenizer on one FLORES language (cached); returns (stats, was_cached). With `refresh`, the
+    stored results are read again first if another process has written them since (a `stat`, ~40 µs);
+    :func:`compression_table` does that once per tokenizer and looks its languages up without it."""
     code = data.resolve(lang)
     key = f"{tok.content_hash}|{code}|{data.data_hash(code)}|{_params_key(power)}"
     if use_cache:
-        _load_disk(tok.content_hash, power)
+        if refresh:
+            _load_disk(tok.content_hash, power)
         with _MEM_LOCK:
             got = _MEM.get(key)
         if got is not None:
@@ -668,15 +677,17 @@ def compression_table(
     done = 0
     for tok, label in zip(tokenizers, labels):
         computed = 0  # cells computed since the last save of this tokenizer's disk cache
+        if use_cache:  # what this or another process has stored, read once per tokenizer and sweep
+            _load_disk(tok.content_hash, power)
         ref_stats = None
         if ref is not None:
-            ref_stats, was = language_stats(tok, data, ref, power=power, use_cache=use_cache)
+            ref_stats, was = language_stats(tok, data, ref, power=power, use_cache=use_cache, refresh=False)
             computed += not was
         for code in codes:
             if code == ref and ref_stats is not None:
                 stats, was = ref_stats, True
             else:
-                stats, was = language_stats(tok, data, code, power=power, use_cache=use_cache)
+                stats, was = language_stats(tok, data, code, power=power, use_cache=use_cache, refresh=False)
             computed += not was
             if computed >= 32 and use_cache:  # save as we go: an interrupted run keeps its work
                 _save_disk(tok.content_hash, power)
