@@ -276,9 +276,8 @@ class DiskCache:
         """Read, merge and write one document while holding its lock: ``merge(stored)`` gets the stored document
         (None when missing or unreadable) and returns the one to store. Returns the :meth:`stamp` of the document
         written (taken under the lock; :meth:`read_if_changed` then knows it), None when nothing was written;
-        never raises on I/O. Two processes that add
-        entries to one document at once both keep theirs (with :meth:`put` the last writer's view would replace
-        the other's)."""
+        never raises on I/O. Two processes that add entries to one document at once both keep theirs (with
+        :meth:`put` the last writer's view would replace the other's)."""
         try:
             with self._locked(key):
                 if not self.put(key, merge(self.get(key))):
@@ -286,7 +285,7 @@ class DiskCache:
                 stamp = self.stamp(key)
         except OSError:
             return None
-        with self._seen_lock:  # `merge` saw the stored document: this process holds what it now holds
+        with self._seen_lock:  # `merge` saw the stored document: nothing in the file is new to this process
             self._seen[key] = stamp
         return stamp
 
