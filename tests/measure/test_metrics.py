@@ -290,13 +290,12 @@ def test_processes_on_one_cache_see_and_keep_each_others_languages(tmp_path, mon
         )
         assert done.returncode == 0, done.stderr[-2000:]
 
+    def computed_again(*args, **kwargs):
+        pytest.fail("a stored language was computed again")
+
     other_process("est_Latn")
-    with (
-        monkeypatch.context() as m
-    ):  # the sweep reads what the other process stored: nothing is computed again
-        m.setattr(
-            mx, "_compute_language", lambda *a, **k: pytest.fail("a stored language was computed again")
-        )
+    with monkeypatch.context() as m:  # the sweep reads what the other process stored: it computes nothing
+        m.setattr(mx, "_compute_language", computed_again)
         rows = mx.compression_table([tok], data, "eng_Latn,est_Latn")
     assert rows[1]["lang"] == "est_Latn" and rows[1]["sentences"] == len(data.lines("est_Latn"))
 
