@@ -18,6 +18,7 @@ from ui import links
 from ui.caching import cache_data
 from ui.charts import interactive_toggle, show_svg
 from ui.errors import try_step
+from ui.expanders import lazy_expander
 from ui.palette import OKABE_ITO
 from ui.pickers import BPE, pick_tokenizer
 from ui.progress import progress, start_now
@@ -214,7 +215,10 @@ def corpus_lines() -> list[str]:
 
 def never_used(name: str, tok: LoadedTokenizer, df: pd.DataFrame) -> None:
     """Vocabulary tokens that a corpus never produces, with the tokenizer's own pipeline and flags."""
-    with st.expander("Never produced in practice (tokenize a corpus)"):
+    box = lazy_expander("Never produced in practice (tokenize a corpus)", "th-never-box")
+    if box is None:  # closed: no corpus fields (a file uploader) in the first view
+        return
+    with box:
         st.caption(
             "Vocabulary tokens that do not occur when the tokenizer (with its own flags) encodes the chosen text."
         )

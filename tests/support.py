@@ -145,3 +145,15 @@ def static_tables(at: Any) -> list[pd.DataFrame]:
 def tables(at: Any) -> list[pd.DataFrame]:
     """Every table of the page: the interactive grids (`st.dataframe`) first, then the static tables."""
     return [d.value for d in at.dataframe] + static_tables(at)
+
+
+def open_expanders(at: Any) -> bool:
+    """Open every closed expander of the page that draws its content only when open (`on_change="rerun"` with a key,
+    as a user opens it: its Session State value); True when one was closed (the page must run again)."""
+    opened = False
+    for box in at.expander:
+        element_id = box.proto.id  # "$$ID-<hash>-<key>" for a stateful expander, empty otherwise
+        if element_id.startswith("$$ID-") and not box.proto.expanded:
+            at.session_state[element_id.split("-", 2)[2]] = True
+            opened = True
+    return opened

@@ -17,6 +17,7 @@ from analysis import LoadedTokenizer
 from analysis.tokenizer.defaults import DEFAULT_NAME
 from analysis.tokenizer.export import library_zip
 from analysis.tokenizer.sources import load_library_zip, load_upload
+from ui.expanders import lazy_expander
 from ui.loaders import example_tokenizers, load_default, load_path_cached, load_source
 
 LIBRARY_KEY = "toklab_library"
@@ -185,7 +186,12 @@ def save_and_restore() -> None:
         "Uploads and edited tokenizers live only in this browser tab: reloading the page or closing it loses "
         "them. Save the library as a zip (tokenizer.json files and their names) and restore it later."
     )
-    with st.expander("Save or restore this library", expanded=False):
+    box = lazy_expander(
+        "Save or restore this library", "lib-box"
+    )  # its uploader is not part of every first view
+    if box is None:
+        return
+    with box:
         if st.button("Prepare library zip", key="lib-save"):
             entries = {n: t for n, t in library().items() if n != DEFAULT_NAME}
             st.session_state["lib-zip"] = library_zip(entries) if entries else None

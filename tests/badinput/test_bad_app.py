@@ -277,11 +277,14 @@ def test_library_save_and_restore(tmp_path):
     at.button(key="inspect-add-upload").click().run()
     assert "mine" in at.session_state["toklab_library"]
     assert any("reloading the page" in c.value for c in at.sidebar.caption)
+    assert "lib-save" not in [b.key for b in at.button]  # drawn when the box is opened, as a user opens it
+    at.session_state["lib-box"] = True
+    at.run()
     at.button(key="lib-save").click().run()
     saved = at.session_state["lib-zip"]
     assert [n for n, _ in load_library_zip(saved)] == ["mine"]
     # a new browser tab (the reload): restore from the zip
-    fresh = _app()
+    fresh = _app(lib_box=True)
     fresh.file_uploader(key="lib-restore").set_value(("tokenizer-lab-library.zip", saved, "application/zip"))
     fresh.run()
     fresh.button(key="lib-restore-go").click().run()

@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 from download_support import record_downloads
 from streamlit.testing.v1 import AppTest
-from support import ROOT, load_shared
+from support import ROOT, load_shared, open_expanders
 
 from analysis.core import paths
 from analysis.tokenizer.export import library_zip
@@ -146,9 +146,10 @@ for _page, _key in {"pages/extend.py": "ext-check", "pages/prune.py": "prune-che
 
 
 def _small_work(at: AppTest, page: str) -> bool:
-    """Set the page's :data:`SMALL_WORK` widgets that are shown and not yet set (a widget may appear only after a
-    button); True when one changed (the page must run again)."""
-    changed = False
+    """Open the page's closed expanders that draw their content when opened, and set the page's :data:`SMALL_WORK`
+    widgets that are shown and not yet set (a widget may appear only after a button); True when one changed (the
+    page must run again)."""
+    changed = open_expanders(at)
     want = SMALL_WORK.get(page, {})
     for kind in ("radio", "number_input", "selectbox", "multiselect"):
         for w in getattr(at, kind):

@@ -1,5 +1,5 @@
 """Real browser, hostile uploads (issue 12): a tokenizer whose one id is 2,000,000,000 gives an error box and leaves
-the library as it was; HTML in an uploaded file's name is shown as text, never run; path fields are off."""
+the library as it was; HTML in an uploaded file's name is shown as text, never run; path fields are off; the library's save box, drawn when opened, saves the upload under its name."""
 
 from __future__ import annotations
 
@@ -7,8 +7,10 @@ import json
 import sys
 from pathlib import Path
 
-from e2e_support import mark, wait_idle, wait_rerun
+from e2e_support import download, mark, wait_idle, wait_rerun
 from playwright.sync_api import Page, expect
+
+from analysis.tokenizer.sources import load_library_zip
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "badinput"))
 from bad_files import sparse_ids_doc, tokenizer_doc  # noqa: E402
@@ -58,3 +60,15 @@ def test_hostile_uploads_in_a_real_browser(page: Page, app_url, artifacts):
     page.get_by_role("tab", name="Local folder or file").click()
     expect(page.get_by_text("Server-side paths are off", exact=False).first).to_be_visible()
     page.screenshot(path=str(artifacts / "bad_uploads.png"), full_page=True)
+
+    # the library's save box draws its controls when opened (a rerun, ui/expanders.py); its zip holds the upload
+    # under the name the sidebar shows, HTML and all
+    since = mark(page)
+    sidebar.get_by_text("Save or restore this library", exact=True).click()
+    wait_rerun(page, since)
+    since = mark(page)
+    sidebar.get_by_role("button", name="Prepare library zip").click()
+    wait_rerun(page, since)
+    saved = download(page, "Download library (.zip)", artifacts / "library.zip")
+    assert [n for n, _ in load_library_zip(saved.read_bytes())] == ["<img src=x onerror=window.__pwned=1>"]
+    expect(sidebar.get_by_text("Restore a saved library (.zip)")).to_be_visible()
