@@ -156,6 +156,10 @@ def test_dynamic_page_model_embeddings(tiny_llama2, monkeypatch):
     at.slider(key="dyn-n").set_value(32).run()
     at.selectbox(key="dyn-boundary").set_value("pretokens").run()
     at.slider(key="dyn-merges").set_value(10).run()
+    # the model picker is drawn when the box opens
+    assert "dyn-model-kind" not in [w.key for w in at.selectbox]
+    at.session_state["dyn-emb-box"] = True
+    at.run()
     at.selectbox(key="dyn-model-kind").set_value("Folder or file path on the server").run()
     at.text_input(key="dyn-model-path").input(str(path)).run()
     at.button(key="dyn-emb-run").click().run()
@@ -176,6 +180,11 @@ def test_dynamic_page_model_embeddings(tiny_llama2, monkeypatch):
         page["embeddings"]["model"] == path.name and page["embeddings"]["rows_computed"] == r["rows_computed"]
     )
     assert without(page, TIMINGS) == without(public_document(cli), TIMINGS)  # files by name
+    # the box closed again: the JSON still holds the embeddings of this batch
+    at.session_state["dyn-emb-box"] = False
+    at.run()
+    assert "Rows computed (FVT)" not in {m.label for m in at.metric}
+    assert json.loads(got["dyn-download"])["embeddings"]["rows_computed"] == r["rows_computed"]
     # the view stays while the batch and k stay; another k forgets it
     at.slider(key="dyn-merges").set_value(11).run()
     assert "Rows computed (FVT)" not in {m.label for m in at.metric}
