@@ -3,9 +3,10 @@
 Streamlit runs and sends a closed expander's content with the page, and a new browser loads the front-end code of
 every widget in it before the page is drawn: the library's save/restore box in the sidebar (a file uploader) cost
 every first view 0.08–0.17 s on two cores (Home 1.69 → 1.61 s and 1.86 → 1.69 s, Merge trees 1.77 → 1.68 s; with
-Token health's corpus box as well, Token health 2.64 → 2.57 s; Dynamic tokenization's model box, 2.54 → 2.38 s; medians of 7 visits in new browser profiles, one
-server, 2026-11-29). A lazy expander keeps its open state in Session State under its key and reruns
-the page when the user opens or closes it, so a closed one sends only its label."""
+Token health's corpus box as well, Token health 2.64 → 2.57 s; Dynamic tokenization's model box, 2.54 → 2.38 s;
+medians of 7 visits in new browser profiles, one server, 2026-11-29). A lazy expander keeps its open state in
+Session State under its key and reruns the page when the user opens or closes it, so a closed one sends only its
+label."""
 
 from __future__ import annotations
 
