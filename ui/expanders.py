@@ -14,8 +14,8 @@ import streamlit as st
 from streamlit.delta_generator import DeltaGenerator
 
 
-def lazy_expander(label: str, key: str, container: DeltaGenerator | None = None) -> DeltaGenerator | None:
-    """A closed expander (in `container`, the page by default) that draws nothing inside until the user opens it;
-    returns the open expander to draw into, or None while it is closed (`st.session_state[key] = True` opens it)."""
-    box = (container or st).expander(label, key=key, on_change="rerun")
+def lazy_expander(label: str, key: str) -> DeltaGenerator | None:
+    """A closed expander, where the code runs, that draws nothing inside until the user opens it; returns the open
+    expander to draw into, or None while it is closed (`st.session_state[key] = True` opens it)."""
+    box = st.expander(label, key=key, on_change="rerun")
     return box if box.open else None
