@@ -186,10 +186,8 @@ def save_and_restore() -> None:
         "Uploads and edited tokenizers live only in this browser tab: reloading the page or closing it loses "
         "them. Save the library as a zip (tokenizer.json files and their names) and restore it later."
     )
-    box = lazy_expander(
-        "Save or restore this library", "lib-box"
-    )  # its uploader is not part of every first view
-    if box is None:
+    box = lazy_expander("Save or restore this library", "lib-box")
+    if box is None:  # closed: its uploader is not part of every page's first view
         return
     with box:
         if st.button("Prepare library zip", key="lib-save"):
