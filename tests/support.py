@@ -152,8 +152,7 @@ def open_expanders(at: Any) -> bool:
     as a user opens it: its Session State value); True when one was closed (the page must run again)."""
     opened = False
     for box in at.expander:
-        element_id = box.proto.id  # "$$ID-<hash>-<key>" for a stateful expander, empty otherwise
-        if element_id.startswith("$$ID-") and not box.proto.expanded:
-            at.session_state[element_id.split("-", 2)[2]] = True
+        if box.key and box.proto.id and not box.proto.expanded:  # keyed and stateful (an id), closed
+            at.session_state[box.key] = True
             opened = True
     return opened
