@@ -35,7 +35,7 @@ from analysis.tokenizer.defaults import SAMPLE_TEXT
 from ui.caching import cache_resource
 from ui.charts import interactive_toggle, show_svg
 from ui.expanders import lazy_expander
-from ui.pickers import Needs, pick_model, pick_tokenizer
+from ui.pickers import Needs, model_picker_keys, pick_model, pick_tokenizer
 from ui.spans import token_spans_html
 from ui.svg import line_chart
 from ui.tables import static_table
@@ -228,7 +228,8 @@ def model_embeddings(tok: LoadedTokenizer, res: DynamicResult, key: tuple) -> Ba
     """The FVT rows a chosen model needs for this batch: the sequence-length saving next to the cost (kept for
     this batch and k until either changes; returned for the JSON, also while the box is closed)."""
     stored = st.session_state.get("dyn-emb")
-    box = lazy_expander("Embeddings for a model (FVT): the saving next to the cost", "dyn-emb-box")
+    box = lazy_expander("Embeddings for a model (FVT): the saving next to the cost", "dyn-emb-box",
+                        keep=model_picker_keys("dyn-model"))  # fmt: skip
     if box is None:  # closed: the model picker is not part of the first view (Dynamic 2.54 → 2.38 s)
         return stored[1] if stored is not None and stored[0][:-1] == key else None
     with box:

@@ -215,7 +215,7 @@ def corpus_lines() -> list[str]:
 
 def never_used(name: str, tok: LoadedTokenizer, df: pd.DataFrame) -> None:
     """Vocabulary tokens that a corpus never produces, with the tokenizer's own pipeline and flags."""
-    box = lazy_expander("Never produced in practice (tokenize a corpus)", "th-never-box")
+    box = lazy_expander("Never produced in practice (tokenize a corpus)", "th-never-box", keep=["th-langs"])
     if box is None:  # closed: no corpus fields (a file uploader) in the first view
         return
     with box:

@@ -170,6 +170,11 @@ def pick_model(key: str, label: str = "Model", *, optional: bool = False) -> str
     return model
 
 
+def model_picker_keys(key: str) -> list[str]:
+    """The Session State keys of what a user picks or types in `pick_model(key)` (a closed lazy box keeps them)."""
+    return [f"{key}-kind", f"{key}-path", f"{key}-hub"]
+
+
 def fetch_button(key: str) -> None:
     """When demo models are missing: where they come from and a button that fetches them, with a progress bar."""
     missing = [m for m in DEMO_MODELS if not is_fetched(m)]

@@ -185,6 +185,14 @@ def test_dynamic_page_model_embeddings(tiny_llama2, monkeypatch):
     at.run()
     assert "Rows computed (FVT)" not in {m.label for m in at.metric}
     assert json.loads(got["dyn-download"])["embeddings"]["rows_computed"] == r["rows_computed"]
+    at.run()  # a second run with the box closed (Streamlit forgets undrawn widgets after one)
+    # opened again: the model picked before is still picked, and the view of this batch is back
+    at.session_state["dyn-emb-box"] = True
+    at.run()
+    assert at.selectbox(key="dyn-model-kind").value == "Folder or file path on the server"
+    assert at.text_input(key="dyn-model-path").value == str(path)
+    assert {m.label: m.value for m in at.metric}["Rows computed (FVT)"] == f"{r['rows_computed']:,}"
     # the view stays while the batch and k stay; another k forgets it
     at.slider(key="dyn-merges").set_value(11).run()
     assert "Rows computed (FVT)" not in {m.label for m in at.metric}
+    assert at.text_input(key="dyn-model-path").value == str(path)

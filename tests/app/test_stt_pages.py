@@ -171,6 +171,14 @@ def test_token_health_never_produced_on_flores():
     assert not at.exception
     m = [x for x in at.metric if x.label.startswith("Never produced")]
     assert m and 0 < int(m[0].value.replace(",", "")) < 32000
+    # closed for two runs and opened again: the chosen languages are still chosen, the count is the same
+    at.session_state["th-never-box"] = False
+    at.run().run()
+    assert "th-langs" not in [w.key for w in at.multiselect]
+    at.session_state["th-never-box"] = True
+    at.run()
+    assert at.multiselect(key="th-langs").value == ["est_Latn"]
+    assert [x.value for x in at.metric if x.label.startswith("Never produced")] == [m[0].value]
 
 
 def test_token_health_refuses_wordpiece_clearly():
