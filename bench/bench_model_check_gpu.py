@@ -23,12 +23,17 @@ big model that needs no download — saved as bf16 safetensors in a temporary fo
    same process (its batch shapes, kernels and the allocator's blocks already seen once). A diagnostic run on an
    H200 (30 languages; forward first, then the check twice) gave 14.3 s forward alone, 29.8 s for the first check
    and 18.0 s for the second.
-   `--sdpa` limits the attention kernels PyTorch may choose (e.g. ``efficient,math``: no cuDNN attention, which
-   builds a graph for every new batch shape) for the whole run, to tell whether that is what a first pass pays.
+   `--sdpa` sets the attention kernels for the whole run, the engine's forward passes
+   (:data:`analysis.model.bpb.CUDA_SDPA`) and the plain loop alike: e.g. ``efficient,math``, or ``any`` for
+   PyTorch's own choice (cuDNN's attention included, which builds a graph for every new batch shape); without it
+   the engine's default (every kernel but cuDNN's) and PyTorch's choice for the plain loop.
+
+`--keep DIR` builds and extends the two models in DIR once and reuses them when they are there (several runs
+with different settings over the same models, each in a fresh process).
 
     python bench/bench_model_check_gpu.py [--params 1.5e9] [--n 1000] [--steps 1000] [--objectives ntp,distill]
                                           [--langs all] [--lines 212] [--json-out FILE] [--deadline 540]
-                                          [--diagnose] [--sdpa efficient,math]
+                                          [--diagnose] [--sdpa efficient,math|any] [--keep DIR]
 
 The summary (one JSON document) is printed at the end and written to `--json-out` after every part, so that a
 run stopped at its time limit still leaves what it measured.
@@ -58,6 +63,7 @@ from torch.nn.attention import SDPBackend, sdpa_kernel  # noqa: E402
 
 from analysis.core.outputs import atomic_write_text, json_document  # noqa: E402
 from analysis.core.paths import shared_assets  # noqa: E402
+from analysis.model import bpb  # noqa: E402
 from analysis.model.bpb import (  # noqa: E402
     batch_tokens_for,
     bits_per_byte,
@@ -107,10 +113,14 @@ def main() -> int:
     ap.add_argument("--json-out", default=None)
     ap.add_argument("--diagnose", action="store_true", help="part 4: forward alone, and part 2 a second time")
     ap.add_argument(
-        "--sdpa", default="", help="attention kernels allowed: math,flash,efficient,cudnn (default: any)"
+        "--sdpa",
+        default="",
+        help="attention kernels allowed: math,flash,efficient,cudnn, or any "
+        "(default: the engine's CUDA_SDPA for its passes, any for the plain loop)",
     )
+    ap.add_argument("--keep", default=None, help="build and extend the models here once; reuse them after")
     args = ap.parse_args()
-    unknown = [x for x in args.sdpa.split(",") if x.strip() and x.strip() not in SDPA_BACKENDS]
+    unknown = [x for x in args.sdpa.split(",") if x.strip() and x.strip() not in [*SDPA_BACKENDS, "any"]]
     if unknown:
         ap.error(f"--sdpa: unknown kernel {unknown[0]!r}; choose from {', '.join(SDPA_BACKENDS)}")
 
@@ -139,32 +149,20 @@ def main() -> int:
             torch.cuda.synchronize()
 
     kernels = contextlib.ExitStack()
-    if args.sdpa:
-        kernels.enter_context(
-            sdpa_kernel([SDPA_BACKENDS[x.strip()] for x in args.sdpa.split(",") if x.strip()])
-        )
-        summary["sdpa"] = args.sdpa
-    tmp = Path(tempfile.mkdtemp(prefix="bench-model-check-gpu-"))
+    names = [x.strip() for x in args.sdpa.split(",") if x.strip()]
+    if "any" in names:
+        bpb.CUDA_SDPA = None
+    elif names:
+        bpb.CUDA_SDPA = tuple(SDPA_BACKENDS[x].name for x in names)
+        kernels.enter_context(sdpa_kernel([SDPA_BACKENDS[x] for x in names]))
+    summary["sdpa"] = {"option": args.sdpa or None, "engine": bpb.CUDA_SDPA}
+    kept = Path(args.keep) if args.keep else None
+    tmp = kept or Path(tempfile.mkdtemp(prefix="bench-model-check-gpu-"))
     try:
-        t = time.perf_counter()
-        summary["model"] = build_model(args.params, Path(args.tokenizer), tmp / "original", hidden=args.hidden,
-                                       inter=args.inter, heads=args.heads, device=args.device)  # fmt: skip
-        summary["model"]["build_s"] = round(time.perf_counter() - t, 1)
-        save("model")
-
-        # 0. the extension, through the CLI
-        t = time.perf_counter()
-        cmd = [sys.executable, "-m", "analysis", "extend", "--model", str(tmp / "original"), "--flores", "est_Latn",
-               "--n", str(args.n), "--init", "fvt", "--out", str(tmp / "edited"), "--quiet", "--json"]  # fmt: skip
-        done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, check=False)
-        if done.returncode:
-            print(done.stdout[-2000:], done.stderr[-4000:], sep="\n")
-            raise SystemExit(f"extend failed with exit {done.returncode}")
-        rep = json.loads(done.stdout)
-        model_rep = {k: v for k, v in (rep.get("model") or {}).items() if k != "pieces_sample"}
-        summary["extend"] = {"seconds": round(time.perf_counter() - t, 1), "new_tokens": rep.get("added"),
-                             "model": model_rep}  # fmt: skip
-        save("extend")
+        if kept and (kept / "edited" / "config.json").is_file():
+            summary["model"] = {"reused": str(kept)}
+        else:
+            build_pair(args, tmp, summary, save)
 
         t = time.perf_counter()
         original, edited = load_pair(tmp / "original", tmp / "edited", device=args.device)
@@ -270,9 +268,33 @@ def main() -> int:
             save("warmup")
     finally:
         kernels.close()
-        shutil.rmtree(tmp, ignore_errors=True)
+        if kept is None:
+            shutil.rmtree(tmp, ignore_errors=True)
     save()
     return 0
+
+
+def build_pair(args: argparse.Namespace, tmp: Path, summary: dict, save: Callable[[str], None]) -> None:
+    """Build the random model in ``tmp/original`` and extend it through the CLI into ``tmp/edited`` (parts 0)."""
+    t = time.perf_counter()
+    summary["model"] = build_model(args.params, Path(args.tokenizer), tmp / "original", hidden=args.hidden,
+                                   inter=args.inter, heads=args.heads, device=args.device)  # fmt: skip
+    summary["model"]["build_s"] = round(time.perf_counter() - t, 1)
+    save("model")
+
+    # 0. the extension, through the CLI
+    t = time.perf_counter()
+    cmd = [sys.executable, "-m", "analysis", "extend", "--model", str(tmp / "original"), "--flores", "est_Latn",
+           "--n", str(args.n), "--init", "fvt", "--out", str(tmp / "edited"), "--quiet", "--json"]  # fmt: skip
+    done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, check=False)
+    if done.returncode:
+        print(done.stdout[-2000:], done.stderr[-4000:], sep="\n")
+        raise SystemExit(f"extend failed with exit {done.returncode}")
+    rep = json.loads(done.stdout)
+    model_rep = {k: v for k, v in (rep.get("model") or {}).items() if k != "pieces_sample"}
+    summary["extend"] = {"seconds": round(time.perf_counter() - t, 1), "new_tokens": rep.get("added"),
+                         "model": model_rep}  # fmt: skip
+    save("extend")
 
 
 def diagnose(original: Loaded, edited: Loaded, texts: dict[str, list[str]], sync: Callable[[], None]) -> dict:

@@ -11,7 +11,8 @@ or bytes, never in tokens: a tokenizer that compresses better sees the same text
   `stride` tokens (the sliding window of the transformers perplexity guide); each token is scored once, in the
   first window that reaches it, with at least ``window − stride`` tokens of context after the first window.
 * **Batches.** Segments are sorted by length and packed into batches of at most `batch_tokens` padded positions
-  (right padding + attention mask); the log-softmax is taken in float32.
+  (right padding + attention mask); the log-softmax is taken in float32. On a CUDA device the attention kernels
+  are those of :data:`CUDA_SDPA`.
 
 :func:`iter_scored` is the one forward loop (also used by :mod:`analysis.model.check`, which takes the LM head's
 input from it to score the edited model's head on the original's hidden states); :func:`bits_per_byte` reduces it
@@ -20,6 +21,7 @@ to one figure. CPU passes use one intra-op thread per core this process may use 
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 from collections.abc import Callable, Iterator, Sequence
@@ -37,6 +39,10 @@ STRIDE = 512
 LOGIT_BUDGET = 150_000_000
 #: On a GPU the budget grows up to this many times :data:`LOGIT_BUDGET` (:func:`gpu_logit_budget`).
 GPU_BUDGET_SCALE = 4
+#: The attention kernels a forward pass on a CUDA device may use (names of ``torch.nn.attention.SDPBackend``
+#: members; None: PyTorch's own choice). The check's batches come in many shapes (lengths × rows), and cuDNN's
+#: attention builds an execution graph for every new shape it sees, so it is left out.
+CUDA_SDPA: tuple[str, ...] | None = ("FLASH_ATTENTION", "EFFICIENT_ATTENTION", "MATH")
 LN2 = math.log(2.0)
 
 
@@ -173,6 +179,16 @@ def batch_tokens_for(model: Any, logit_budget: int | None = None) -> int:
     return max(64, budget // max(vocab, 1))
 
 
+def attention_kernels(device: str) -> contextlib.AbstractContextManager:
+    """A context that limits ``scaled_dot_product_attention`` to :data:`CUDA_SDPA` on a CUDA `device` (nothing
+    elsewhere, or when it is None)."""
+    if not str(device).startswith("cuda") or CUDA_SDPA is None:
+        return contextlib.nullcontext()
+    from torch.nn.attention import SDPBackend, sdpa_kernel  # noqa: PLC0415 - heavy, only when a model runs
+
+    return sdpa_kernel([getattr(SDPBackend, name) for name in CUDA_SDPA])
+
+
 def cpu_threads() -> int:
     """Intra-op threads for CPU forward passes: torch's default (one per physical core) capped by the cores this
     process may run on (a container or `taskset` limit), so that threads never outnumber the cores; returns it."""
@@ -252,7 +268,8 @@ def iter_scored(
                 mask[r, : len(s.ids)] = 1
             with torch.inference_mode():
                 xd = x.to(device)
-                logits = model(input_ids=xd, attention_mask=mask.to(device)).logits.float()
+                with attention_kernels(device):
+                    logits = model(input_ids=xd, attention_mask=mask.to(device)).logits.float()
                 lse = torch.logsumexp(logits, dim=-1, keepdim=True)
                 logp = logits.sub_(lse)  # in place: one float32 copy of the batch's logits (padding included)
                 xd = xd.to(logp.device)

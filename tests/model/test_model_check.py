@@ -23,9 +23,11 @@ from analysis.cli import build_parser, main
 from analysis.commands.model_check import _check
 from analysis.errors import DataError
 from analysis.methods.extension import ExtendResult, export_extension, plan
+from analysis.model import bpb
 from analysis.model.bpb import (
     GPU_BUDGET_SCALE,
     LOGIT_BUDGET,
+    attention_kernels,
     batch_tokens_for,
     bits_per_byte,
     gpu_logit_budget,
@@ -122,6 +124,27 @@ def test_batches_hold_the_logit_budget_on_the_cpu_and_grow_with_a_gpus_free_memo
         gpu_logit_budget(60 * 2 * LOGIT_BUDGET) == 2 * LOGIT_BUDGET
     )  # a tenth of free memory, 6 bytes a logit
     assert gpu_logit_budget(10**14) == GPU_BUDGET_SCALE * LOGIT_BUDGET  # capped
+
+
+def test_attention_kernels_leave_out_cudnn_on_cuda_only(monkeypatch):
+    def enabled() -> tuple[bool, bool, bool, bool]:
+        cuda = torch.backends.cuda
+        return (cuda.cudnn_sdp_enabled(), cuda.flash_sdp_enabled(), cuda.mem_efficient_sdp_enabled(),
+                cuda.math_sdp_enabled())  # fmt: skip
+
+    before = enabled()
+    assert before[0]  # torch's own choice may pick cuDNN's attention
+    with attention_kernels("cuda:0"):
+        assert enabled() == (False, True, True, True)
+    assert enabled() == before  # restored on the way out
+    with attention_kernels("cpu"):
+        assert enabled() == before
+    monkeypatch.setattr(bpb, "CUDA_SDPA", None)  # PyTorch's choice
+    with attention_kernels("cuda"):
+        assert enabled() == before
+    monkeypatch.setattr(bpb, "CUDA_SDPA", ("MATH",))
+    with attention_kernels("cuda"):
+        assert enabled() == (False, False, False, True)
 
 
 def test_aligned_positions_are_same_token_same_bytes():
