@@ -121,9 +121,12 @@ def main() -> int:
     )
     ap.add_argument("--keep", default=None, help="build and extend the models here once; reuse them after")
     args = ap.parse_args()
-    unknown = [x for x in args.sdpa.split(",") if x.strip() and x.strip() not in [*SDPA_BACKENDS, "any"]]
+    names = [x.strip() for x in args.sdpa.split(",") if x.strip()]
+    unknown = [x for x in names if x not in [*SDPA_BACKENDS, "any"]]
     if unknown:
-        ap.error(f"--sdpa: unknown kernel {unknown[0]!r}; choose from {', '.join(SDPA_BACKENDS)}")
+        ap.error(f"--sdpa: unknown kernel {unknown[0]!r}; choose from {', '.join(SDPA_BACKENDS)}, or any")
+    if "any" in names and len(names) > 1:
+        ap.error("--sdpa: any stands alone (PyTorch's own choice of every kernel)")
 
     start = time.perf_counter()
     if args.device.startswith("cuda") and not torch.cuda.is_available():
@@ -150,7 +153,6 @@ def main() -> int:
             torch.cuda.synchronize()
 
     kernels = contextlib.ExitStack()
-    names = [x.strip() for x in args.sdpa.split(",") if x.strip()]
     if "any" in names:
         bpb.CUDA_SDPA = None
     elif names:
