@@ -28,6 +28,7 @@ update timing.
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
 import re
@@ -55,6 +56,13 @@ PLAYGROUND = "/playground?t=embedded:&t=example:gpt2&t=example:llama-3.1"
 PRELUDE = ("Home", "Load & inspect")
 #: a first view's target (issue 22), fresh server and warm, in a new browser profile
 TARGET_S = 2.0
+
+
+def server_fast_path() -> dict[str, bool]:
+    """Whether the server can take uvicorn's fast path (requirements.txt): `httptools` parses HTTP instead of
+    pure-Python h11, and Streamlit runs its event loop on `uvloop`. Without them every first view in a new browser
+    is 0.3–0.4 s slower on two cores (serving the front end's files), so the figures say which they were taken with."""
+    return {m: importlib.util.find_spec(m) is not None for m in ("httptools", "uvloop")}
 
 
 def pages() -> list[tuple[str, str]]:
@@ -224,13 +232,17 @@ def main() -> None:
     ]
     print(f"target: every page's first view ≤ {TARGET_S:g} s, fresh server (cold) and warm: "
           + ("OK" if not over else f"MISSED by {len(over)} of {len(rows)}: {', '.join(over)}"))  # fmt: skip
+    fast = server_fast_path()
+    print(
+        "server: " + ", ".join(f"{m} {'yes' if ok else 'NO (slower first views)'}" for m, ok in fast.items())
+    )
     if updates:
         print(f"Playground update (3 tokenizers): median {statistics.median(updates):.2f} s, max {max(updates):.2f} s "
               f"over {len(updates)} edits")  # fmt: skip
     if args.json:
         Path(args.json).parent.mkdir(parents=True, exist_ok=True)
         Path(args.json).write_text(
-            json.dumps({"pages": rows, "playground_update_s": updates}, indent=1) + "\n"
+            json.dumps({"pages": rows, "playground_update_s": updates, "server": fast}, indent=1) + "\n"
         )
 
 
