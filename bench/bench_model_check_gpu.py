@@ -62,8 +62,16 @@ from bench_model_check import plain_loop  # noqa: E402
 from bench_verify import build_model  # noqa: E402
 from torch.nn.attention import SDPBackend, sdpa_kernel  # noqa: E402
 
+from analysis.adapt.warmup import WarmupConfig, warm_up  # noqa: E402
 from analysis.core.outputs import atomic_write_text, json_document  # noqa: E402
 from analysis.core.paths import shared_assets  # noqa: E402
+from analysis.evaluate.model_check import (  # noqa: E402
+    Loaded,
+    heldout_texts,
+    load_pair,
+    model_check,
+    training_texts,
+)
 from analysis.model import bpb  # noqa: E402
 from analysis.model.bpb import (  # noqa: E402
     batch_tokens_for,
@@ -73,14 +81,6 @@ from analysis.model.bpb import (  # noqa: E402
     prefix_token,
     segments,
 )
-from analysis.model.model_check import (  # noqa: E402
-    Loaded,
-    heldout_texts,
-    load_pair,
-    model_check,
-    training_texts,
-)
-from analysis.model.warmup import WarmupConfig, warm_up  # noqa: E402
 from analysis.texts.flores import available_codes  # noqa: E402
 
 #: --sdpa names → the attention kernels PyTorch may pick

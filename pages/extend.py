@@ -11,6 +11,7 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from analysis import DataError, LoadedTokenizer
+from analysis.adapt.embeddings import INITS
 from analysis.bpe.parity import VARIANTS
 from analysis.bpe.training import continue_training, training_mode
 from analysis.core import paths
@@ -30,7 +31,6 @@ from analysis.methods.extension import (
     parity_text,
     plan,
 )
-from analysis.model.embeddings import INITS
 from analysis.texts.corpora import Corpus, Source, shared_corpora
 from analysis.texts.flores import FLORES_TRAIN_LINES, available_codes, split_lines
 from analysis.tokenizer.export import zip_bytes

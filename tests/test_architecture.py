@@ -160,9 +160,13 @@ def test_the_graph_covers_the_engine():
     )
     assert "analysis.model.models" in graph["analysis.methods.undertrained.verification"]
     assert (
-        "analysis.model.fvt" in graph["analysis.methods.dynamic.model"]
-        and "analysis.model.fvt" in graph["analysis.model.embeddings"]
+        "analysis.adapt.fvt" in graph["analysis.methods.dynamic.model"]
+        and "analysis.adapt.fvt" in graph["analysis.adapt.embeddings"]
     )
+    # the model side's three jobs, lowest first: checkpoints (model) < adapting (adapt) < evaluating (evaluate)
+    assert {"analysis.model.bpb", "analysis.adapt.vocab_map"} <= graph["analysis.adapt.warmup"]
+    assert {"analysis.adapt.embeddings", "analysis.model.models"} <= graph["analysis.evaluate.model_check"]
+    assert tier_of("analysis.evaluate.comparison") == "evaluate" and tier_of("analysis.adapt.omp") == "adapt"
 
 
 #: The engine's tiers, lowest first (module-name prefixes; the longest prefix decides). A module may import its own
@@ -175,6 +179,8 @@ TIERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("measure", ("analysis.measure",)),
     ("bpe", ("analysis.bpe",)),
     ("model", ("analysis.model",)),
+    ("adapt", ("analysis.adapt",)),
+    ("evaluate", ("analysis.evaluate",)),
     ("methods", ("analysis.methods",)),
     ("views", ("analysis.views",)),
     ("jobs", ("analysis.jobs",)),
@@ -182,7 +188,7 @@ TIERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("face", ("analysis", "analysis.cli", "analysis.__main__")),
 )
 #: The tiers that are engines: they never import a paper method (methods plug into them, not the reverse).
-ENGINE_TIERS = ("core", "tokenizer", "texts", "measure", "bpe", "model", "jobs")
+ENGINE_TIERS = ("core", "tokenizer", "texts", "measure", "bpe", "model", "adapt", "evaluate", "jobs")
 #: Method → method imports that compose two methods openly: (importing method, imported method).
 DECLARED_COMPOSITIONS: set[tuple[str, str]] = {
     ("pruning", "extension"),  # prune-then-extend / extend-then-prune (analysis.methods.pruning.prune_extend)
@@ -230,7 +236,7 @@ def test_the_tier_rules_catch_each_kind_of_violation():
     graph = {
         "analysis.core.paths": {"analysis.tokenizer.tokenizer", "analysis.errors"},
         "analysis.jobs.stats": {"analysis.methods.sabpe.sabpe", "analysis.bpe.training"},
-        "analysis.methods.reuse.reuse": {"analysis.methods.dynamic.dynamic", "analysis.model.fvt"},
+        "analysis.methods.reuse.reuse": {"analysis.methods.dynamic.dynamic", "analysis.adapt.fvt"},
         "analysis.methods.pruning.prune_extend": {"analysis.methods.extension.plan"},
         "analysis.commands.prune": {"analysis.methods.pruning", "analysis.jobs"},
     }

@@ -26,13 +26,13 @@ import pandas as pd
 import plotly.express as px
 import streamlit as st
 
+from analysis.adapt.embeddings import INIT_HELP, INITS
+from analysis.adapt.warmup import OBJECTIVES, WarmupConfig, warm_up
 from analysis.core import paths
 from analysis.core.outputs import json_document
 from analysis.core.progress import Cancelled, scaled
 from analysis.errors import AnalysisError
-from analysis.methods.undertrained import indicators_for
-from analysis.model.embeddings import INIT_HELP, INITS
-from analysis.model.model_check import (
+from analysis.evaluate.model_check import (
     HELDOUT_LINES,
     EditedReader,
     heldout_texts,
@@ -40,7 +40,7 @@ from analysis.model.model_check import (
     model_check,
     training_texts,
 )
-from analysis.model.warmup import OBJECTIVES, WarmupConfig, warm_up
+from analysis.methods.undertrained import indicators_for
 from analysis.texts.flores import available_codes
 from ui.pickers import pick_model
 

@@ -1,5 +1,5 @@
 """`python -m analysis export-check PATH [--json]`: pre-flight checks, llama.cpp parity and the round trip of an
-exported folder or a GGUF file (:func:`analysis.model.export_check.check_export`)."""
+exported folder or a GGUF file (:func:`analysis.evaluate.export_check.check_export`)."""
 
 from __future__ import annotations
 

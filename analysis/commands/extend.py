@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterator
 from itertools import chain
 from pathlib import Path
 
+from analysis.adapt.embeddings import INIT_HELP, INITS
 from analysis.bpe.parity import VARIANTS
 from analysis.bpe.training import training_mode
 from analysis.core.inputs import whole_number
@@ -33,7 +34,6 @@ from analysis.methods.extension import (
     parity_text,
     plan,
 )
-from analysis.model.embeddings import INIT_HELP, INITS
 from analysis.texts.corpora import Source, from_paths, iter_file, with_budget
 from analysis.texts.flores import FLORES_TRAIN_LINES
 from analysis.texts.shards import Shard, iter_units, resolve

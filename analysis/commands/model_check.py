@@ -8,17 +8,17 @@ from __future__ import annotations
 import argparse
 import sys
 
+from analysis.adapt.embeddings import INITS
+from analysis.adapt.warmup import OBJECTIVES, WarmupConfig, warm_up
 from analysis.core.inputs import real_number, whole_number
 from analysis.core.outputs import check_output_folder
 from analysis.core.progress import scaled, stderr_progress
 from analysis.errors import DataError
+from analysis.evaluate.model_check import HELDOUT_LINES, heldout_texts, load_pair, model_check, training_texts
 from analysis.methods.reuse.model import is_reuse_folder, read_for_model_check
 from analysis.methods.undertrained import indicators_for
 from analysis.model.bpb import STRIDE, WINDOW
-from analysis.model.embeddings import INITS
-from analysis.model.model_check import HELDOUT_LINES, heldout_texts, load_pair, model_check, training_texts
 from analysis.model.models import parse_max_memory
-from analysis.model.warmup import OBJECTIVES, WarmupConfig, warm_up
 from analysis.texts.flores import available_codes
 
 from ._common import add_force_argument, print_json

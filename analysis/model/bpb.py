@@ -14,7 +14,7 @@ or bytes, never in tokens: a tokenizer that compresses better sees the same text
   (right padding + attention mask); the log-softmax is taken in float32. On a CUDA device the attention kernels
   are those of :data:`CUDA_SDPA`.
 
-:func:`iter_scored` is the one forward loop (also used by :mod:`analysis.model.check`, which takes the LM head's
+:func:`iter_scored` is the one forward loop (also used by :mod:`analysis.evaluate.comparison`, which takes the LM head's
 input from it to score the edited model's head on the original's hidden states); :func:`bits_per_byte` reduces it
 to one figure. CPU passes use one intra-op thread per core this process may use (:func:`cpu_threads`).
 """
@@ -245,7 +245,7 @@ def iter_scored(
 ) -> Iterator[Scored]:
     """One batched forward loop over `segs` (padded, masked, sorted by length): a :class:`Scored` per segment,
     batch by batch (order of the batches, not of `segs`). With `hidden`, the LM head's input at the scored
-    positions comes along (a forward hook; what lets :mod:`analysis.model.check` apply another head to the same
+    positions comes along (a forward hook; what lets :mod:`analysis.evaluate.comparison` apply another head to the same
     states without another forward pass). `should_stop()` is checked between batches (the iteration simply
     ends); `progress` counts segments."""
     import torch  # noqa: PLC0415 - heavy, only when a model runs

@@ -1,7 +1,7 @@
 """The export check for any export this app writes (the CLI's `export-check` and the pages' "Export check"
 section call this one function): a method whose export is more than one tokenizer.json brings its own view
 (R-BPE: :func:`analysis.methods.reuse.export_check.reuse_codec`); everything else is checked as a Hugging Face
-folder or a GGUF file (:func:`analysis.model.export_check.check_export`)."""
+folder or a GGUF file (:func:`analysis.evaluate.export_check.check_export`)."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ import os
 from collections.abc import Sequence
 
 from analysis.core.progress import Progress
+from analysis.evaluate.export_check import ExportCheckReport, check_export
 from analysis.methods.reuse.export_check import reuse_codec
-from analysis.model.export_check import ExportCheckReport, check_export
 from analysis.tokenizer.tokenizer import LoadedTokenizer
 
 
@@ -26,7 +26,7 @@ def run_export_check(
     probe_model: bool = True,
     progress: Progress | None = None,
 ) -> ExportCheckReport:
-    """Check an export folder or GGUF file (see :func:`analysis.model.export_check.check_export`); an R-BPE
+    """Check an export folder or GGUF file (see :func:`analysis.evaluate.export_check.check_export`); an R-BPE
     folder is read through its method's view, its original tokenizer the default `base`."""
     codec = reuse_codec(path) if os.path.isdir(path) else None
     return check_export(

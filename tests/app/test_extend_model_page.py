@@ -10,7 +10,7 @@ import transformers
 from streamlit.testing.v1 import AppTest
 from support import ROOT, SMOLLM, load_shared, need_smollm
 
-from analysis.model.fvt import fvt_pieces
+from analysis.adapt.fvt import fvt_pieces
 from analysis.model.models import load_causal_lm
 from analysis.tokenizer.defaults import DEFAULT_NAME, default_tokenizer
 from ui.loaders import fetched_models

@@ -139,7 +139,7 @@ SMALL_WORK: dict[str, dict[str, object]] = {
     "pages/undertrained.py": {"ut-k": 2},
 }
 # the Export check section of every exporting page: one language, a few lines (the check itself is measured in
-# tests/model/test_export_check.py; here only where its fields and downloads reach matters)
+# tests/evaluate/test_export_check.py; here only where its fields and downloads reach matters)
 for _page, _key in {"pages/extend.py": "ext-check", "pages/prune.py": "prune-check", "pages/sabpe.py": "sa-check",
                     "pages/inspect.py": "inspect-check", "pages/reuse.py": "reuse-check"}.items():  # fmt: skip
     SMALL_WORK.setdefault(_page, {}).update({f"{_key}-langs": ["est_Latn"], f"{_key}-lines": 5})

@@ -15,9 +15,9 @@ transformers = pytest.importorskip("transformers")
 from support import TOKENIZERS  # noqa: E402
 from transformers import modeling_gguf_pytorch_utils  # noqa: E402
 
+from analysis.adapt.embeddings import load_model  # noqa: E402
 from analysis.errors import ModelLoadError  # noqa: E402
 from analysis.methods.undertrained import load_lm  # noqa: E402
-from analysis.model.embeddings import load_model  # noqa: E402
 from analysis.model.gguf_model import write_gguf_from_hf  # noqa: E402
 from analysis.model.models import CausalLM, converted_gguf, load_causal_lm  # noqa: E402
 from analysis.model.weights import resolve_model  # noqa: E402

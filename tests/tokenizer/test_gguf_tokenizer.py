@@ -17,7 +17,7 @@ from support import SMOLLM, flores_lines, load_shared, need_smollm
 
 from analysis.cli import main
 from analysis.errors import TokenizerLoadError
-from analysis.model.preflight import check_chat_template
+from analysis.evaluate.preflight import check_chat_template
 from analysis.tokenizer.export import write_folder
 from analysis.tokenizer.sources import GGUF_MAGIC, gguf_metadata, gguf_tensor_shapes, load, load_upload
 

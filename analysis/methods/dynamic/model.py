@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 from safetensors.numpy import save as safetensors_save
 
+from analysis.adapt.fvt import fvt_pieces, fvt_rows
 from analysis.bpe import bare_tokenize_fn
 from analysis.core.outputs import (
     atomic_folder,
@@ -21,7 +22,6 @@ from analysis.core.outputs import (
     strict_json,
 )
 from analysis.errors import DataError
-from analysis.model.fvt import fvt_pieces, fvt_rows
 from analysis.model.weights import ModelSource, load_embeddings
 from analysis.tokenizer.tokenizer import LoadedTokenizer
 
@@ -33,7 +33,7 @@ from .report import DynamicResult
 # --------------------------------------------------------------------------------------------------
 def fvt_embeddings(tok: LoadedTokenizer, tokens: list[str], matrix: Any) -> Any:
     """FVT rows for (merged) token strings: the mean of the matrix rows of each one's base pieces
-    (:func:`analysis.model.fvt.fvt_pieces` / :func:`analysis.model.fvt.fvt_rows`; torch or numpy in and out).
+    (:func:`analysis.adapt.fvt.fvt_pieces` / :func:`analysis.adapt.fvt.fvt_rows`; torch or numpy in and out).
 
     A token with no pieces or a piece id outside the matrix gets the unk row (the mean of all rows when the
     tokenizer has no unk token or it lies outside the matrix).

@@ -3,7 +3,7 @@ model with its input embeddings and LM head grown to the new vocabulary.
 
 Every old id keeps its row (an extension only appends ids), so on text made only of unchanged tokens the
 model computes exactly what the original did; the rows of the new ids are initialised by
-:func:`analysis.model.embeddings.remap_embeddings`: FVT (the mean of the rows of the token's pieces under the
+:func:`analysis.adapt.embeddings.remap_embeddings`: FVT (the mean of the rows of the token's pieces under the
 original tokenizer; Gee et al. 2022, as Purason et al. 2025, App. E), the mean of all rows, or samples of a
 multivariate normal with the mean and covariance of the rows (Kim 2025). Tied weights stay tied; the config's
 ``vocab_size`` and special-token ids follow. The model loads through :func:`analysis.model.models.load_causal_lm`
@@ -15,9 +15,9 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from analysis.adapt.embeddings import INITS, load_model, remap_embeddings, save_model
 from analysis.core.outputs import atomic_folder
 from analysis.errors import DataError
-from analysis.model.embeddings import INITS, load_model, remap_embeddings, save_model
 from analysis.tokenizer.export import folder_files, write_files
 
 from .report import ExtendResult

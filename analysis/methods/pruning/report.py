@@ -10,9 +10,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from analysis.adapt.embeddings import RemapReport, remap_model
 from analysis.core.outputs import atomic_folder, json_ready, strict_json
 from analysis.errors import DataError
-from analysis.model.embeddings import RemapReport, remap_model
 from analysis.tokenizer.export import folder_files, write_files, zip_bytes, zip_files
 from analysis.tokenizer.tokenizer import LoadedTokenizer
 
@@ -34,7 +34,7 @@ class PruneReport:
 
     `unreachable_before` / `unreachable` are None when the STT was skipped; `corpus` describes how the token
     frequencies were counted (executor, files, bytes, seconds) when the order needed them; `model` is the
-    model remap (:class:`analysis.model.embeddings.RemapReport`, without its pieces sample) when a model followed.
+    model remap (:class:`analysis.adapt.embeddings.RemapReport`, without its pieces sample) when a model followed.
     """
 
     tokenizer: str

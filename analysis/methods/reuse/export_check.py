@@ -1,5 +1,5 @@
 """How the export check sees an R-BPE export: the folder holds the original tokenizer, the target tokenizer and the
-id map (no single tokenizer.json), so the check gets an :class:`analysis.model.export_check.EditedCodec` —
+id map (no single tokenizer.json), so the check gets an :class:`analysis.evaluate.export_check.EditedCodec` —
 llama.cpp and the pre-flight checks read the original tokenizer (R-BPE keeps every id and the vocabulary size), the
 round trip "after" is R-BPE's own encode/decode, and each broken language carries its role: ``reused`` (its script's
 ids were given to the target: the method's own price), ``target`` or ``kept`` (collateral damage the protections
@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from analysis.model.export_check import EditedCodec
+from analysis.evaluate.export_check import EditedCodec
 
 from .reuse import MAPPING_FILE, ReuseTokenizer, language_role
 

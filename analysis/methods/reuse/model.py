@@ -3,7 +3,7 @@
 Every id an R-BPE tokenizer emits is an id of the original model, so the embedding matrix keeps its size; but a
 reused id now stands for a new target-language token. As in Hamdan, Al Mraikhat, Zaraket, "R-BPE: Improving
 BPE-Tokenizers with Token Reuse" (EMNLP 2025, §7.5), the row of each reused id becomes the mean of the rows of
-the new token's constituents under the ORIGINAL tokenizer (FVT, :mod:`analysis.model.fvt`: the token's string through
+the new token's constituents under the ORIGINAL tokenizer (FVT, :mod:`analysis.adapt.fvt`: the token's string through
 the original bare BPE model). The input embeddings, an untied LM head and its bias follow; tied weights stay tied;
 every other row is untouched, so on text whose ids are not reused the hidden states are the original model's, and
 so are the logits of every id that is not reused.
@@ -22,14 +22,14 @@ from typing import Any
 
 import numpy as np
 
+from analysis.adapt.embeddings import save_model
+from analysis.adapt.fvt import fvt_pieces, fvt_rows
+from analysis.adapt.vocab_map import EditedVocab, byte_lengths
 from analysis.bpe import bare_tokenize_fn
 from analysis.core.inputs import parse_json, read_file
 from analysis.core.outputs import atomic_folder, atomic_write_text, strict_json
 from analysis.errors import DataError, ModelLoadError
-from analysis.model.embeddings import save_model
-from analysis.model.fvt import fvt_pieces, fvt_rows
 from analysis.model.models import load_causal_lm
-from analysis.model.vocab_map import EditedVocab, byte_lengths
 from analysis.tokenizer.tokenizer import LoadedTokenizer
 
 from .reuse import MAPPING_FILE, ReuseTokenizer
@@ -135,7 +135,7 @@ def is_reuse_folder(folder: str | os.PathLike) -> bool:
 
 
 def model_check_vocab(rt: ReuseTokenizer) -> EditedVocab:
-    """How the model check reads an R-BPE model against the original (:class:`analysis.model.vocab_map.EditedVocab`):
+    """How the model check reads an R-BPE model against the original (:class:`analysis.adapt.vocab_map.EditedVocab`):
     every id keeps its number; a reused id is NEW (its row was re-initialised for a target-language token) and
     REMOVED (its old meaning is gone) at once; every other id means what it meant. Text is encoded the R-BPE way
     (target-script segments through the new tokenizer and the id map)."""
@@ -155,7 +155,7 @@ def model_check_vocab(rt: ReuseTokenizer) -> EditedVocab:
 
 
 def read_for_model_check(folder: Path, original: LoadedTokenizer) -> tuple[LoadedTokenizer, EditedVocab]:
-    """The reader :func:`analysis.model.model_check.load_pair` takes for an R-BPE model folder: (the old tokenizer,
+    """The reader :func:`analysis.evaluate.model_check.load_pair` takes for an R-BPE model folder: (the old tokenizer,
     whose ids the model uses; the id correspondence). DataError when its old tokenizer is not `original`'s."""
     rt = ReuseTokenizer.load(folder)
     if rt.old.vocab != original.vocab:

@@ -16,6 +16,7 @@ import pytest
 from safetensors.numpy import load_file
 from support import ROOT, SMOLLM, TOKENIZERS, flores_lines, load_shared, need_smollm
 
+from analysis.adapt.fvt import fvt_pieces
 from analysis.cli import main
 from analysis.errors import DataError, UnsupportedTokenizerError
 from analysis.methods.dynamic import (
@@ -29,7 +30,6 @@ from analysis.methods.dynamic import (
     merged_offsets,
     special_frame,
 )
-from analysis.model.fvt import fvt_pieces
 
 BATCH = flores_lines("eng_Latn", 24) + flores_lines("est_Latn", 8) + flores_lines("rus_Cyrl", 8)
 

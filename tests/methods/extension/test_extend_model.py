@@ -14,11 +14,11 @@ import torch
 import transformers
 from support import FLORES, SMOLLM, flores_lines, load_shared, need_smollm
 
+from analysis.adapt.embeddings import mvn_rows, remap_embeddings
+from analysis.adapt.fvt import fvt_pieces
 from analysis.cli import main
 from analysis.errors import DataError
 from analysis.methods.extension import ExtendResult, export_extension, plan
-from analysis.model.embeddings import mvn_rows, remap_embeddings
-from analysis.model.fvt import fvt_pieces
 from analysis.model.models import load_causal_lm
 from analysis.texts.flores import split_lines
 

@@ -19,9 +19,14 @@ import torch
 import transformers
 from support import SMOLLM, TOKENIZERS, flores_lines, load_shared, need_smollm
 
+from analysis.adapt.omp import hidden_space_rows, omp
+from analysis.adapt.vocab_map import aligned_positions, byte_lengths, new_ids
+from analysis.adapt.warmup import WarmupConfig, _distill_loss, _distill_pairs, warm_up
 from analysis.cli import build_parser, main
 from analysis.commands.model_check import _check
 from analysis.errors import DataError
+from analysis.evaluate.comparison import compare, kl_from_mass
+from analysis.evaluate.model_check import RowSwap, heldout_texts, load_pair, model_check, resolve_pair
 from analysis.methods.extension import ExtendResult, export_extension, plan
 from analysis.model import bpb
 from analysis.model.bpb import (
@@ -34,12 +39,7 @@ from analysis.model.bpb import (
     prefix_token,
     segments,
 )
-from analysis.model.check import compare, kl_from_mass
-from analysis.model.model_check import RowSwap, heldout_texts, load_pair, model_check, resolve_pair
 from analysis.model.models import load_causal_lm
-from analysis.model.omp import hidden_space_rows, omp
-from analysis.model.vocab_map import aligned_positions, byte_lengths, new_ids
-from analysis.model.warmup import WarmupConfig, _distill_loss, _distill_pairs, warm_up
 from analysis.texts.flores import split_lines
 
 LN2 = math.log(2)

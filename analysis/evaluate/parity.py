@@ -17,11 +17,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from analysis.core.progress import Progress
+from analysis.model.llamacpp import LLAMA_CPP_ISSUES, llama_tokenize, open_gguf
 from analysis.texts import flores
 from analysis.texts.code import code_languages, read_code
 from analysis.tokenizer.tokenizer import LoadedTokenizer
-
-from .llamacpp import LLAMA_CPP_ISSUES, llama_tokenize, open_gguf
 
 #: Characters of each code file compared (a file is one "line").
 CODE_CHARS = 4000

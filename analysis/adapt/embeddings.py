@@ -1,7 +1,7 @@
 """Carry a model's embeddings along when its tokenizer changes (pruning, extension).
 
 Given an old → new id map, the new input embedding and LM head rows are copied from the old ones; rows of
-new tokens are initialised by FVT (:mod:`analysis.model.fvt`: the mean of the old rows of the token's pieces under
+new tokens are initialised by FVT (:mod:`analysis.adapt.fvt`: the mean of the old rows of the token's pieces under
 the OLD tokenizer), by the mean of all old rows, by a multivariate normal with the mean and covariance of the
 old rows (as Kim, *Exploring the Effects of Tokenizer Extension on Domain-specific Finetuning of Language
 Models*, MA thesis, Seoul National University, 2025, initialises extended vocabularies), or randomly (the
@@ -24,14 +24,14 @@ import numpy as np
 
 from analysis.bpe import bare_tokenize_fn
 from analysis.errors import DataError, ModelLoadError
+from analysis.model.bpb import prefix_token
+from analysis.model.config_files import write_accepted_forms
+from analysis.model.models import load_causal_lm
 from analysis.tokenizer.export import folder_files, write_files
 from analysis.tokenizer.tokenizer import LoadedTokenizer
 
-from .bpb import prefix_token
 from .fvt import fvt_pieces, fvt_rows
-from .models import load_causal_lm
 from .omp import DEFAULT_K, hidden_space_rows
-from .preflight import write_accepted_forms
 
 INITS = ("fvt", "mean", "mvn", "random", "omp")
 #: What each init does, for help texts and the pages.
@@ -71,7 +71,7 @@ def save_model(
     model.save_pretrained(str(out), safe_serialization=True)
     write_accepted_forms(
         out
-    )  # the forms every reader accepts (eos list, torch_dtype): see analysis.model.preflight
+    )  # the forms every reader accepts (eos list, torch_dtype): see analysis.evaluate.preflight
     if tokenizer is not None:
         files = folder_files(tokenizer, report, base_config=tokenizer.config, report_name=report_name)
         write_files(out, files)
@@ -129,7 +129,7 @@ def remap_embeddings(
     (mean of all old token rows), "mvn" (samples of a multivariate normal with the mean and covariance of the
     old token rows; :func:`mvn_rows`), "random" (normal, std = config.initializer_range) or "omp" (the token's
     hidden state coded over anchor tokens' hidden states by orthogonal matching pursuit, the codes applied to
-    the anchors' rows: :mod:`analysis.model.omp`). Without an id map, tokens are matched by string. The LM head follows the same map (and its bias, if any); tied weights
+    the anchors' rows: :mod:`analysis.adapt.omp`). Without an id map, tokens are matched by string. The LM head follows the same map (and its bias, if any); tied weights
     stay tied; config.vocab_size and the bos/eos/pad ids in the config are updated.
     """
     import torch  # noqa: PLC0415 - heavy, only when a model is remapped
@@ -218,7 +218,7 @@ def init_rows(
 
     `init` is one of :data:`INITS` (see :data:`INIT_HELP`); "omp" needs the ORIGINAL `model`: each token's
     hidden state (its FVT pieces read by the model) is coded over anchor tokens' hidden states with `omp_k`
-    atoms and the codes are applied to the anchors' rows (:func:`analysis.model.omp.hidden_space_rows`).
+    atoms and the codes are applied to the anchors' rows (:func:`analysis.adapt.omp.hidden_space_rows`).
     """
     import torch  # noqa: PLC0415 - heavy, only when rows are initialised
 

@@ -20,12 +20,13 @@ import numpy as np
 
 from analysis.core.progress import Progress, report, scaled
 from analysis.errors import DataError, ModelLoadError, TokenizerLoadError
+from analysis.model.gguf_model import LogprobComparison, compare_logprobs
+from analysis.model.weights import load_embeddings, resolve_model
 from analysis.texts import flores
 from analysis.tokenizer.gguf_export import gguf_bytes_vocab_only, gguf_vocab, read_gguf_vocab_meta
 from analysis.tokenizer.sources import gguf_tensor_shapes, load, load_gguf
 from analysis.tokenizer.tokenizer import LoadedTokenizer
 
-from .gguf_model import LogprobComparison, compare_logprobs
 from .parity import ParityReport, tokenization_parity
 from .preflight import (
     Check,
@@ -37,7 +38,6 @@ from .preflight import (
     check_special_ids,
     padding_max_probability,
 )
-from .weights import load_embeddings, resolve_model
 
 _WEIGHT_NAMES = ("model.safetensors", "model.safetensors.index.json")
 
@@ -299,7 +299,7 @@ def _padding_probe(
 ) -> float | None:
     """The largest probability the exported model gives its unused rows on held-out FLORES text (None when every
     row is a token)."""
-    from .models import load_causal_lm  # noqa: PLC0415 - transformers, loaded on use
+    from analysis.model.models import load_causal_lm  # noqa: PLC0415 - transformers, loaded on use
 
     unused = [i for i in range(rows) if i not in tok.id_to_token]
     if not unused:

@@ -10,7 +10,7 @@ import pytest
 from support import TOKENIZERS
 
 from analysis.cli import main
-from analysis.model.export_check import check_export
+from analysis.evaluate.export_check import check_export
 from analysis.texts import flores
 from analysis.tokenizer.export import write_folder
 from analysis.tokenizer.sources import load

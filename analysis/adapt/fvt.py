@@ -4,7 +4,7 @@ Compression", EMNLP 2022 Industry Track; used for extension and pruning by Puras
 Tokenizers New Words", arXiv 2512.03989, 2025, App. E, and for merged tokens by Feher, Vulić, Minixhofer,
 "Retrofitting Large Language Models with Dynamic Tokenization", arXiv 2411.18553, 2024).
 
-One implementation for every caller: :mod:`analysis.model.embeddings` (new rows when a model follows a pruned or
+One implementation for every caller: :mod:`analysis.adapt.embeddings` (new rows when a model follows a pruned or
 extended tokenizer) and :mod:`analysis.methods.dynamic.model` (rows of merged tokens).
 
 * :func:`fvt_pieces` — the original tokenizer's ids for one new token;

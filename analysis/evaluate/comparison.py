@@ -1,4 +1,5 @@
-"""An edited model measured against the original one, language by language, on the same bytes.
+"""The model check's measuring pass: an edited model measured against the original one, language by language, on the
+same bytes (:mod:`analysis.evaluate.model_check` loads the pair and runs this).
 
 For an original (model, tokenizer) and an edited one (extension, pruning, token reuse: the model exported next
 to the edited tokenizer), each language's lines are read by both:
@@ -24,11 +25,11 @@ the original does (the same network and shared rows: extension, pruning's remap,
 :func:`reads_like_original` checks it on one line), its predictions there are the original's final hidden states
 through its own LM head, so the mass on new ids needs no forward pass of the edited model, and a line whose
 tokenization did not change needs none at all (its KL is then lse_edited − lse_shared per position). Ids
-correspond as :mod:`analysis.model.vocab_map` says (by token string, or a method's own map: R-BPE).
+correspond as :mod:`analysis.adapt.vocab_map` says (by token string, or a method's own map: R-BPE).
 
 Why one file: :func:`compare` and the two readings it chooses between (:func:`_on_old_text`, :func:`_read_edited`)
 are one pass that shares private state (``_Acc``, ``_Reference``, ``_Head``); the id correspondence they read
-through lives in :mod:`analysis.model.vocab_map`.
+through lives in :mod:`analysis.adapt.vocab_map`.
 """
 
 from __future__ import annotations
@@ -40,11 +41,10 @@ from typing import Any
 
 import numpy as np
 
+from analysis.adapt.vocab_map import EditedVocab, aligned_positions, byte_lengths
 from analysis.core.progress import Cancelled, Progress, report
 from analysis.errors import DataError
-from analysis.tokenizer.tokenizer import LoadedTokenizer
-
-from .bpb import (
+from analysis.model.bpb import (
     LN2,
     STRIDE,
     WINDOW,
@@ -60,7 +60,7 @@ from .bpb import (
     rows_of,
     segments,
 )
-from .vocab_map import EditedVocab, aligned_positions, byte_lengths
+from analysis.tokenizer.tokenizer import LoadedTokenizer
 
 #: A variant of the edited model: its name and what prepares the model before it is read (None: nothing).
 Variant = tuple[str, Callable[[], None] | None]

@@ -13,12 +13,12 @@ import torch
 import transformers
 from support import SMOLLM, TOKENIZERS, flores_lines, load_shared, need_smollm
 
+from analysis.adapt.embeddings import id_map_by_string, load_model, remap_embeddings, save_model
+from analysis.adapt.fvt import fvt_pieces
 from analysis.cli import main
 from analysis.core.paths import cache_dir
 from analysis.errors import DataError, ModelLoadError
 from analysis.methods.pruning import leaf_frequency_order, leaf_last_n_order, prune, token_counts
-from analysis.model.embeddings import id_map_by_string, load_model, remap_embeddings, save_model
-from analysis.model.fvt import fvt_pieces
 from analysis.tokenizer.tokenizer import LoadedTokenizer
 
 TEXT = "The quick brown fox jumps over the lazy dog. It was a sunny day in the city of London."

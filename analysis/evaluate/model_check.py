@@ -1,6 +1,6 @@
 """Model check: load an original model and an edit's exported model, check them before allocating, and measure
-the edit per language (:mod:`analysis.model.check`), with an initialisation bake-off of the new rows and a
-warm-up of the new rows only (:mod:`analysis.model.warmup`). :class:`ModelCheck` is the one typed result; its
+the edit per language (:mod:`analysis.evaluate.comparison`), with an initialisation bake-off of the new rows and a
+warm-up of the new rows only (:mod:`analysis.adapt.warmup`). :class:`ModelCheck` is the one typed result; its
 :meth:`ModelCheck.to_json` is the document the CLI prints (``model-check --json``) and the pages download.
 
 Checks before any model is built: the edited folder holds a tokenizer *and* weights (a tokenizer-only export is
@@ -18,18 +18,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from analysis.adapt.embeddings import INITS, init_rows
+from analysis.adapt.vocab_map import EditedVocab, new_ids
 from analysis.core.progress import Progress, report
 from analysis.errors import DataError, ModelLoadError, TokenizerLoadError
+from analysis.model.bpb import STRIDE, WINDOW
+from analysis.model.models import _MEM_SPEC, load_causal_lm, parameter_bytes, pick_device
+from analysis.model.weights import ModelSource, load_embeddings, resolve_model, tokenizer_for_model
 from analysis.texts.flores import FLORES_TRAIN_LINES, canonical_code, split_lines
 from analysis.tokenizer.sources import gguf_tensor_shapes, load
 from analysis.tokenizer.tokenizer import LoadedTokenizer
 
-from .bpb import STRIDE, WINDOW
-from .check import CheckRun, LanguageCheck, NewTokenUse, Variant, compare
-from .embeddings import INITS, init_rows
-from .models import _MEM_SPEC, load_causal_lm, parameter_bytes, pick_device
-from .vocab_map import EditedVocab, new_ids
-from .weights import ModelSource, load_embeddings, resolve_model, tokenizer_for_model
+from .comparison import CheckRun, LanguageCheck, NewTokenUse, Variant, compare
 
 #: Held-out FLORES lines per language (lines 801–1012 of devtest).
 HELDOUT_LINES = 1012 - FLORES_TRAIN_LINES

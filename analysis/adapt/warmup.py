@@ -30,8 +30,8 @@ import numpy as np
 from analysis.core.outputs import atomic_folder
 from analysis.core.progress import Cancelled, Progress, report
 from analysis.errors import DataError
+from analysis.model.bpb import STRIDE, WINDOW, bits_per_byte, encode_lines, prefix_token
 
-from .bpb import STRIDE, WINDOW, bits_per_byte, encode_lines, prefix_token
 from .embeddings import save_model
 from .vocab_map import byte_lengths, new_ids
 
@@ -171,7 +171,7 @@ def warm_up(
     out: str | None = None,
     replace: bool = False,
 ) -> WarmupResult:
-    """Train a copy of `edited` (a :class:`analysis.model.model_check.Loaded`) on `train` for ``cfg.steps``
+    """Train a copy of `edited` (a :class:`analysis.evaluate.model_check.Loaded`) on `train` for ``cfg.steps``
     steps, only its new rows (ids whose string `original`'s vocabulary lacks); bits per byte on `heldout` along
     the way. Stops early (keeping the steps done, ``complete`` False) when `should_stop()` is true or `progress`
     raises Cancelled."""

@@ -1,7 +1,7 @@
 """How an edited tokenizer's ids relate to the original's: which ids are new, which were removed, the one id
 correspondence the model check reads the edited side through (:class:`EditedVocab`; by token string, or a method's
 own, e.g. R-BPE's reused ids), and which predictions of two tokenizations are the same token at the same bytes
-(:func:`aligned_positions`). Used by :mod:`analysis.model.check`, :mod:`analysis.model.warmup` and
+(:func:`aligned_positions`). Used by :mod:`analysis.evaluate.comparison`, :mod:`analysis.adapt.warmup` and
 ``analysis.methods.reuse.model``."""
 
 from __future__ import annotations

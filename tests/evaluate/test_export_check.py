@@ -12,16 +12,16 @@ import numpy as np
 import pytest
 
 from analysis.cli import main
-from analysis.model.export_check import check_export, roundtrip_before_after
-from analysis.model.llamacpp import llama_cpp_available, llama_tokenize, open_gguf
-from analysis.model.parity import tokenization_parity
-from analysis.model.preflight import (
+from analysis.evaluate.export_check import check_export, roundtrip_before_after
+from analysis.evaluate.parity import tokenization_parity
+from analysis.evaluate.preflight import (
     check_chat_template,
     check_ids_fit,
     check_legacy_fields,
     check_rows_unchanged,
     check_special_ids,
 )
+from analysis.model.llamacpp import llama_cpp_available, llama_tokenize, open_gguf
 from analysis.tokenizer.export import write_folder
 from analysis.tokenizer.gguf_export import gguf_bytes_vocab_only, gguf_vocab
 from analysis.tokenizer.sources import load

@@ -18,14 +18,14 @@ its inputs are absent (no weights, no original model):
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from analysis.core.outputs import atomic_write_text, strict_json
+from analysis.core.outputs import atomic_write_text
+from analysis.model.config_files import read_json_file, write_json_file
 from analysis.tokenizer.tokenizer import LoadedTokenizer
 
 STATUSES = ("pass", "fail", "fixed", "skip")
@@ -55,20 +55,6 @@ class Check:
     def to_json(self) -> dict:
         """JSON form."""
         return {"name": self.name, "status": self.status, "detail": self.detail, "data": self.data}
-
-
-def _read_json(path: Path) -> dict | None:
-    if not path.is_file():
-        return None
-    try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    return doc if isinstance(doc, dict) else None
-
-
-def _write_json(path: Path, doc: dict) -> None:
-    atomic_write_text(path, strict_json(doc) + "\n")
 
 
 def _content(v: Any) -> str | None:
@@ -107,10 +93,10 @@ def check_ids_fit(tok: LoadedTokenizer, rows: int | None, config: dict | None) -
 def check_special_ids(folder: Path, tok: LoadedTokenizer, *, fix: bool = False) -> Check:
     """bos/eos/pad ids consistent across the four files; generation_config's eos a list containing the
     config's and the tokenizer's eos."""
-    cfg = _read_json(folder / "config.json")
-    gen = _read_json(folder / "generation_config.json")
-    tcfg = _read_json(folder / "tokenizer_config.json") or {}
-    stm = _read_json(folder / "special_tokens_map.json") or {}
+    cfg = read_json_file(folder / "config.json")
+    gen = read_json_file(folder / "generation_config.json")
+    tcfg = read_json_file(folder / "tokenizer_config.json") or {}
+    stm = read_json_file(folder / "special_tokens_map.json") or {}
     problems: list[str] = []
     fixes: dict[str, Any] = {}
     ids: dict[str, Any] = {}
@@ -147,7 +133,7 @@ def check_special_ids(folder: Path, tok: LoadedTokenizer, *, fix: bool = False) 
     only_gen = all(p.startswith("generation_config eos_token_id") for p in problems)
     if fix and only_gen and gen is not None:
         gen["eos_token_id"] = fixes["eos_token_id"]
-        _write_json(folder / "generation_config.json", gen)
+        write_json_file(folder / "generation_config.json", gen)
         return Check("special_ids", "fixed", "; ".join(problems), {"ids": ids, "written": fixes})
     return Check("special_ids", "fail", "; ".join(problems), {"ids": ids})
 
@@ -155,7 +141,7 @@ def check_special_ids(folder: Path, tok: LoadedTokenizer, *, fix: bool = False) 
 def check_chat_template(folder: Path, *, fix: bool = False) -> Check:
     """The chat template both as chat_template.jinja and inline in tokenizer_config.json (and the same)."""
     tpath = folder / "tokenizer_config.json"
-    tcfg = _read_json(tpath)
+    tcfg = read_json_file(tpath)
     jinja = folder / "chat_template.jinja"
     inline = (tcfg or {}).get("chat_template")
     inline = inline if isinstance(inline, str) and inline else None
@@ -172,7 +158,7 @@ def check_chat_template(folder: Path, *, fix: bool = False) -> Check:
     if fix and tcfg is not None:
         template = filed if filed is not None else inline
         tcfg["chat_template"] = template
-        _write_json(tpath, tcfg)
+        write_json_file(tpath, tcfg)
         atomic_write_text(jinja, template)
         return Check("chat_template", "fixed", detail)
     return Check("chat_template", "fail", detail)
@@ -181,7 +167,7 @@ def check_chat_template(folder: Path, *, fix: bool = False) -> Check:
 def check_legacy_fields(folder: Path, *, fix: bool = False) -> Check:
     """Fields older readers choke on, in their accepted form."""
     tpath, cpath = folder / "tokenizer_config.json", folder / "config.json"
-    tcfg, cfg = _read_json(tpath), _read_json(cpath)
+    tcfg, cfg = read_json_file(tpath), read_json_file(cpath)
     problems = []
     if tcfg is not None:
         if isinstance(tcfg.get("extra_special_tokens"), list):
@@ -206,10 +192,10 @@ def check_legacy_fields(folder: Path, *, fix: bool = False) -> Check:
             tcfg.setdefault("additional_special_tokens", extra)
         if tcfg.get("tokenizer_class") not in (None, *ACCEPTED_TOKENIZER_CLASSES):
             tcfg["tokenizer_class"] = "PreTrainedTokenizerFast"
-        _write_json(tpath, tcfg)
+        write_json_file(tpath, tcfg)
     if cfg is not None and "dtype" in cfg and "torch_dtype" not in cfg:
         cfg["torch_dtype"] = cfg["dtype"]
-        _write_json(cpath, cfg)
+        write_json_file(cpath, cfg)
     return Check("legacy_fields", "fixed", "; ".join(problems))
 
 
@@ -282,7 +268,7 @@ def check_padding_rows(
     (`max_prob`, when measured); fail when they are neither masked (`suppress_tokens` in generation_config.json)
     nor improbable (< :data:`PADDING_FAIL_P`); `fix` masks them."""
     unused = [i for i in range(rows) if i not in tok.id_to_token]
-    gen = _read_json(folder / "generation_config.json") or {}
+    gen = read_json_file(folder / "generation_config.json") or {}
     masked = set(_as_list(gen.get("suppress_tokens")))
     open_rows = [i for i in unused if i not in masked]
     data = {
@@ -318,30 +304,6 @@ def check_padding_rows(
 def mask_padding_rows(folder: Path, ids: list[int]) -> None:
     """List `ids` in generation_config.json's `suppress_tokens` (generation never samples them)."""
     gpath = folder / "generation_config.json"
-    gen = _read_json(gpath) or {}
+    gen = read_json_file(gpath) or {}
     gen["suppress_tokens"] = sorted(set(_as_list(gen.get("suppress_tokens")) + list(ids)))
-    _write_json(gpath, gen)
-
-
-def normalise_generation_config(folder: Path) -> None:
-    """Write generation_config.json's eos_token_id as the list of terminators (the fixed form of special_ids)."""
-    gpath = folder / "generation_config.json"
-    gen = _read_json(gpath)
-    if (
-        gen is not None
-        and isinstance(gen.get("eos_token_id"), int)
-        and not isinstance(gen["eos_token_id"], bool)
-    ):
-        gen["eos_token_id"] = [gen["eos_token_id"]]
-        _write_json(gpath, gen)
-
-
-def write_accepted_forms(folder: Path) -> None:
-    """After `save_pretrained`: generation_config.json's eos as a list, config.json's `torch_dtype` beside `dtype`
-    (the fixed forms of ``special_ids`` and ``legacy_fields``)."""
-    normalise_generation_config(folder)
-    cpath = folder / "config.json"
-    cfg = _read_json(cpath)
-    if cfg is not None and "dtype" in cfg and "torch_dtype" not in cfg:
-        cfg["torch_dtype"] = cfg["dtype"]
-        _write_json(cpath, cfg)
+    write_json_file(gpath, gen)
