@@ -1,6 +1,6 @@
 """Benchmark the compression grid (issue 4), all in one run:
 
-1. all FLORES languages for one tokenizer through `metrics.compression_table` (cold, no cache) vs a bare
+1. all FLORES languages for one tokenizer through `grid.compression_table` (cold, no cache) vs a bare
    `tokenizer.encode_batch(lines, add_special_tokens=False)` over the same lines (target <= 1.3x);
 2. the same request again from the cache: in memory, and in a fresh process from the on-disk JSON
    (imports and tokenizer load not timed; target <= 0.5 s);
@@ -27,7 +27,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from analysis import load  # noqa: E402
-from analysis.measure import metrics  # noqa: E402
+from analysis.measure import grid  # noqa: E402
 from analysis.texts import flores  # noqa: E402
 
 ASSETS = Path(os.environ.get("TOKLAB_ASSETS", ROOT.parent / "shared" / "assets")).resolve()
@@ -46,7 +46,7 @@ def memory_child(n_langs: int | None) -> None:
     before = _rss_mb()
     toks = [load(ASSETS / "tokenizers" / n) for n in MEMORY_TOKENIZERS]
     t0 = time.perf_counter()
-    rows = metrics.compression_table(toks, data, codes)
+    rows = grid.compression_table(toks, data, codes)
     dt = time.perf_counter() - t0
     print(json.dumps({"rows": len(rows), "seconds": dt, "rss_start_mb": before, "peak_rss_mb": _rss_mb()}))
 
@@ -57,7 +57,7 @@ def cache_child(tokenizer: str, n_langs: int | None) -> None:
     t0 = time.perf_counter()
     data = flores.open_flores(ASSETS / "flores200")
     codes = data.codes[:n_langs] if n_langs else data.codes
-    rows = metrics.compression_table([tok], data, codes)
+    rows = grid.compression_table([tok], data, codes)
     dt = time.perf_counter() - t0
     print(
         json.dumps(
@@ -99,12 +99,12 @@ def main() -> int:
         for lines in texts:
             rust.encode_batch(lines, add_special_tokens=False)
         base.append(time.perf_counter() - t0)
-        metrics.clear_cache(disk=True)
+        grid.clear_cache(disk=True)
         data._hash.clear()  # recompute data hashes too: part of a cold request
         flores._HASH_MEMO = {}
         (flores.flores_cache_dir() / "data-hashes.json").unlink(missing_ok=True)
         t0 = time.perf_counter()
-        rows = metrics.compression_table([tok], data, codes)
+        rows = grid.compression_table([tok], data, codes)
         ours.append(time.perf_counter() - t0)
     b, o = min(base), min(ours)
     print(f"[1] bare encode_batch {b:.2f} s · compression_table (cold, all metrics) {o:.2f} s "
@@ -112,7 +112,7 @@ def main() -> int:
           f"ours {', '.join(f'{x:.2f}' for x in ours)}]")  # fmt: skip
 
     t0 = time.perf_counter()
-    again = metrics.compression_table([tok], data, codes)
+    again = grid.compression_table([tok], data, codes)
     t_mem = time.perf_counter() - t0
     assert again == rows
     cmd = [sys.executable, __file__, "--cache-child", "--tokenizer", args.tokenizer]

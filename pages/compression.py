@@ -11,6 +11,7 @@ from analysis.core import paths
 from analysis.core.outputs import json_document
 from analysis.core.references import cite
 from analysis.core.references import reference as paper
+from analysis.measure import grid, renyi, summaries
 from analysis.measure import metrics as mx
 from analysis.texts import flores as fl
 from analysis.texts.flores import FloresData
@@ -144,7 +145,7 @@ def distribution(df: pd.DataFrame, names: list[str], metric: str, key: str) -> N
 
 def overview(df: pd.DataFrame, rows: list[dict], names: list[str], metric: str, reference: str) -> None:
     """At a glance: per-tokenizer summary, the distribution of the metric and of parity, the worst languages."""
-    summary = pd.DataFrame(mx.summarize(rows, metric, reference)).drop(columns=["metric"])
+    summary = pd.DataFrame(summaries.summarize(rows, metric, reference)).drop(columns=["metric"])
     st.dataframe(summary, hide_index=True, width="stretch", key="cmp-summary",
                  column_config={c: st.column_config.NumberColumn(format="%.3f") for c in ("mean", "median", "min",
                                                                                            "max", "gini")})  # fmt: skip
@@ -156,7 +157,7 @@ def overview(df: pd.DataFrame, rows: list[dict], names: list[str], metric: str, 
             distribution(df, names, "parity", "cmp-dist-parity")
         st.caption(f"Parity: a sentence's tokens divided by the tokens of its {reference} translation, averaged "
                    "over the parallel sentences (1 = as cheap as the reference, 2 = twice the tokens).")  # fmt: skip
-    worst = mx.worst_languages(rows, metric, WORST_K)
+    worst = summaries.worst_languages(rows, metric, WORST_K)
     table = pd.DataFrame({n: [f"{w['name']} · {w['value']:.3f}" for w in worst.get(n, [])] for n in names})
     table.index = range(1, len(table) + 1)
     high = "lowest" if mx.HIGHER_IS_BETTER.get(metric, True) else "highest"
@@ -184,7 +185,7 @@ def per_script(rows: list[dict], metric: str) -> None:
         value=True,
         key="cmp-t2",
     )
-    ss = pd.DataFrame(mx.script_summary(rows, metric, table2=table2))
+    ss = pd.DataFrame(summaries.script_summary(rows, metric, table2=table2))
     if not ss.empty:
         wide = ss.pivot_table(index="script", columns="tokenizer", values="mean", sort=False)
         wide.insert(0, "n", ss.groupby("script", sort=False)["n"].max())
@@ -199,7 +200,7 @@ def compare_two(rows: list[dict], names: list[str], metric: str) -> None:
     c1, c2 = st.columns(2)
     a = c1.selectbox("A (e.g. ours)", names, index=1, key="cmp-a")
     b = c2.selectbox("B (baseline)", names, index=0, key="cmp-b")
-    cmpr = mx.compare(rows, a, b, metric)
+    cmpr = summaries.compare(rows, a, b, metric)
     if not cmpr["languages"]:
         return
     m1, m2, m3 = st.columns(3)
@@ -213,7 +214,7 @@ def compare_two(rows: list[dict], names: list[str], metric: str) -> None:
     labels = {"script": "Script group", "n": "Languages", "lang": "Language", "a": f"A: {a}", "b": f"B: {b}",
               "delta_rel": "Δrel (A/B − 1)", "win": "A wins"}  # fmt: skip
     pct = {"Δrel (A/B − 1)": st.column_config.NumberColumn(format="percent")}
-    st.dataframe(pd.DataFrame(mx.script_compare(rows, a, b, metric)).rename(columns=labels), hide_index=True,
+    st.dataframe(pd.DataFrame(summaries.script_compare(rows, a, b, metric)).rename(columns=labels), hide_index=True,
                  column_config=pct, key="cmp-sc")  # fmt: skip
     st.dataframe(pd.DataFrame(cmpr["per_language"]).rename(columns=labels), hide_index=True, column_config=pct,
                  key="cmp-per-lang")  # fmt: skip
@@ -228,7 +229,8 @@ def drill_down(data: FloresData, names: list[str], langs: list[str], reference: 
     name = c2.selectbox("Tokenizer", names, key="cmp-dl-tok")
     k = c3.number_input("Sentences", 1, 50, 5, key="cmp-dl-k")
     tok = library()[name]
-    worst = try_step(mx.worst_sentences, tok, data.lines(lang), int(k)) or []  # the other tabs stay usable
+    # the other tabs stay usable
+    worst = try_step(summaries.worst_sentences, tok, data.lines(lang), int(k)) or []
     ref_lines = data.lines(reference) if reference in data else None
     for w in worst:
         st.markdown(f"**#{w['index'] + 1}** · {w['tokens']} tokens · {w['bytes']} bytes · "
@@ -248,12 +250,12 @@ def latex_tables(
             | {n: (None if pd.isna(v) else float(v)) for n, v in r.items()}
             for lang, r in pv.to_dict(orient="index").items()]  # fmt: skip
     what = f"{mx.METRIC_LABELS[metric]} on FLORES-200 {split}"
-    long = mx.to_latex(wide, ["code", "language", "script", *pv.columns], caption=what, longtable=True,
+    long = summaries.to_latex(wide, ["code", "language", "script", *pv.columns], caption=what, longtable=True,
                        label="tab:flores-languages")  # fmt: skip
-    ss = pd.DataFrame(mx.script_summary(rows, metric, table2=True))
+    ss = pd.DataFrame(summaries.script_summary(rows, metric, table2=True))
     per_script = [{"script": g, "n": int(part["n"].max())} | dict(zip(part["tokenizer"], part["mean"]))
                   for g, part in ss.groupby("script", sort=False)]  # fmt: skip
-    summary = mx.to_latex(per_script, ["script", "n", *names], caption=f"Mean {what}, per script group",
+    summary = summaries.to_latex(per_script, ["script", "n", *names], caption=f"Mean {what}, per script group",
                           label="tab:flores-scripts")  # fmt: skip
     return long, summary
 
@@ -413,7 +415,7 @@ def page() -> None:
     data = fl.open_flores(path or None, split=split)
     langs = pick_languages(data)
     c1, c2, c3 = st.columns(3)
-    power = c1.number_input("Rényi power α", min_value=0.1, max_value=10.0, value=mx.DEFAULT_POWER, step=0.5,
+    power = c1.number_input("Rényi power α", min_value=0.1, max_value=10.0, value=renyi.DEFAULT_POWER, step=0.5,
                             key="cmp-power")  # fmt: skip
     codes = data.codes
     reference = c2.selectbox("Parity reference", codes, index=codes.index("eng_Latn") if "eng_Latn" in codes else 0,
@@ -434,7 +436,7 @@ def page() -> None:
         )
         return
     with progress("Computing") as cb:
-        rows = mx.compression_table([lib[n] for n in names], data, langs, power=float(power), reference=reference,
+        rows = grid.compression_table([lib[n] for n in names], data, langs, power=float(power), reference=reference,
                                     names=names, progress=cb)  # fmt: skip
     st.success(
         f"{len(names)} tokenizer(s) × {len(langs)} language(s) on {paths.shown_path(data.root)} ({data.split})."

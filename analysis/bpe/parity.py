@@ -16,8 +16,8 @@ development set).
 * :func:`parity_comparison` — both trained on the FLORES devtest lines ``[0, n_train)`` of every chosen
   language (the parity-aware trainer balances on lines ``[n_train, n_train + n_dev)``) and measured on the
   held-out lines from :data:`analysis.texts.flores.FLORES_TRAIN_LINES` on: per language the premium against English
-  (Petrov et al. 2023, :func:`analysis.measure.metrics.premium`) and bytes/token; overall the mean, maximum and Gini
-  (:func:`analysis.measure.metrics.gini`) of the premiums, and the compression cost (bytes/token over all held-out
+  (Petrov et al. 2023, :func:`analysis.measure.grid.premium`) and bytes/token; overall the mean, maximum and Gini
+  (:func:`analysis.measure.summaries.gini`) of the premiums, and the compression cost (bytes/token over all held-out
   text), as one :class:`ParityComparison` (``to_json()``: what `python -m analysis parity-train --json`
   prints and the Compression page offers). Results are cached on disk by parameters and FLORES data hashes.
 """
@@ -43,7 +43,8 @@ from analysis.core.cache import DiskCache
 from analysis.core.outputs import atomic_folder, atomic_write_text, json_document
 from analysis.core.progress import Progress, report
 from analysis.errors import DataError
-from analysis.measure.metrics import gini, premium
+from analysis.measure.grid import premium
+from analysis.measure.summaries import gini
 from analysis.texts import flores
 from analysis.tokenizer.tokenizer import LoadedTokenizer, bpe_model
 

@@ -3,7 +3,7 @@
 Compression metrics per tokenizer × FLORES language (see :mod:`analysis.measure.metrics`), or with ``--corpus PATH …``
 per tokenizer × group of your own corpus (files, folders, quoted globs, ``hf://`` paths; ``--group-by
 file|folder|input|all``), counted as the `compression` statistic of :mod:`analysis.jobs` in this process
-or on the chosen executor. Both print :meth:`analysis.measure.metrics.CompressionResult.to_json` (the rows) with
+or on the chosen executor. Both print :meth:`analysis.measure.grid.CompressionResult.to_json` (the rows) with
 ``--json``; `--csv FILE` writes the same rows as CSV. FLORES results are cached by tokenizer content hash +
 data hash + metric parameters.
 """
@@ -17,7 +17,9 @@ from analysis.core.inputs import real_number
 from analysis.core.outputs import atomic_write_text
 from analysis.errors import DataError
 from analysis.jobs.stats import GROUP_BY
-from analysis.measure.metrics import DEFAULT_POWER, CompressionResult, compare, compression_table, corpus_rows
+from analysis.measure.grid import CompressionResult, compression_table, corpus_rows
+from analysis.measure.renyi import DEFAULT_POWER
+from analysis.measure.summaries import compare
 from analysis.texts.flores import DEFAULT_SPLIT, open_flores
 from analysis.tokenizer.sources import load
 from analysis.tokenizer.tokenizer import LoadedTokenizer

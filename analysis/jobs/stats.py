@@ -19,8 +19,8 @@ statistic           map (per task, existing function)                   reduce /
 ``produced-ids``    :func:`analysis.bpe.stt.corpus_token_counts`   sum → Counter (never-produced tokens)
 ``merge-counts``    :func:`analysis.methods.pruning.merge_counts`               sum → (token Counter, merge Counter)
                                                                         for the merge-based pruning order
-``compression``     :func:`analysis.measure.metrics.encode_ids`,                per group: sum of token-id counts and
-                    ``text_counts``, ``continued_words``                additive totals, then the metrics of
+``compression``     ``encode_ids``, ``text_counts``, ``continued_words``  per group: sum of token-id counts and
+                    (:mod:`analysis.measure.corpus_counts`)              additive totals, then the metrics of
                                                                         :func:`analysis.measure.metrics.corpus_stats`
 ``source-words``    :func:`analysis.methods.sabpe.sabpe.collect_words`                sum per (word, repository) and (word,
                                                                         language) → :class:`~analysis.methods.sabpe.sabpe.SourceWords`
@@ -48,7 +48,7 @@ from analysis.bpe import training, words
 from analysis.bpe.training import TrainingWords
 from analysis.core.cache import memoize
 from analysis.errors import DataError, UnsupportedTokenizerError
-from analysis.measure import metrics
+from analysis.measure import corpus_counts, metrics, renyi
 from analysis.texts.stat import (
     CHUNK_UNITS,
     MAX_KEYS,
@@ -281,7 +281,7 @@ class Compression(Stat):
 
     def options(self, tok: LoadedTokenizer, opts: dict) -> dict:
         """`power` (Rényi α) and `group_by`: `file` (name without suffixes), `folder`, `input` or `all`."""
-        power = float(opts.get("power", metrics.DEFAULT_POWER))
+        power = float(opts.get("power", renyi.DEFAULT_POWER))
         if power <= 0:
             raise DataError("the Rényi power must be positive")
         group_by = opts.get("group_by", "file")
@@ -291,16 +291,18 @@ class Compression(Stat):
 
     def map(self, tok: LoadedTokenizer, docs: Iterable[Doc], opts: dict, emit: Emit) -> dict:
         """Per group and chunk: encode_ids, text_counts, continued_words; keyed by (group, id)."""
-        facts = metrics.token_facts(tok)
+        facts = corpus_counts.token_facts(tok)
         totals: dict[str, dict[str, int]] = {}
         acc: Counter = Counter()
 
         def flush(group: str, lines: list[str]) -> None:
-            flat, lens = metrics.encode_ids(tok, lines)
-            tc = metrics.text_counts(lines)
+            flat, lens = corpus_counts.encode_ids(tok, lines)
+            tc = corpus_counts.text_counts(lines)
             if flat.size:
                 facts.ensure(np.unique(flat))
-            totals[group] = merge_globals(totals.get(group, {}), metrics.chunk_totals(facts, flat, lens, tc))
+            totals[group] = merge_globals(
+                totals.get(group, {}), corpus_counts.chunk_totals(facts, flat, lens, tc)
+            )
             if flat.size:
                 bc = np.bincount(flat)
                 nz = np.flatnonzero(bc)

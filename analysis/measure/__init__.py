@@ -1,3 +1,5 @@
-"""Measurement: the compression metrics (`metrics`) computed per language over texts.
+"""Measurement over texts: what a text is counted into (`corpus_counts`), the metric registry and its one formula
+(`metrics`), Rényi efficiency (`renyi`), the tokenizer × language grid with its cache (`grid`) and the summaries
+across languages (`summaries`).
 
 Imports the core, tokenizer and texts tiers only."""

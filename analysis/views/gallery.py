@@ -25,7 +25,7 @@ from analysis.bpe import stt_report
 from analysis.core.cache import DiskCache, memoize
 from analysis.core.paths import tokenizer_dirs
 from analysis.errors import AnalysisError
-from analysis.measure import metrics as mx
+from analysis.measure import grid, summaries
 from analysis.methods.undertrained import analyze
 from analysis.model.demo_models import DEMO_MODELS, DemoModel, is_fetched, weights_path
 from analysis.texts import flores as fl
@@ -122,10 +122,10 @@ def compute_entry(tok: LoadedTokenizer, data: fl.FloresData, name: str | None = 
         s = stt_report(tok).summary()
         stt = {k: v for k, v in s.items() if isinstance(v, int) and not isinstance(v, bool)}
     reference = REFERENCE if REFERENCE in data else None
-    rows = mx.compression_table([tok], data, "all", reference=reference or "", names=[name or tok.name])
+    rows = grid.compression_table([tok], data, "all", reference=reference or "", names=[name or tok.name])
     bpt = {r["lang"]: float(r["bytes_per_token"]) for r in rows if r.get("bytes_per_token") is not None}
-    summary = mx.summarize(rows, "bytes_per_token")[0]
-    parity = mx.summarize(rows, "parity", reference)[0] if reference else {}
+    summary = summaries.summarize(rows, "bytes_per_token")[0]
+    parity = summaries.summarize(rows, "parity", reference)[0] if reference else {}
     keep = ("languages", "mean", "median", "min", "max", "gini")
     return GalleryEntry(
         name=name or tok.name,

@@ -10,7 +10,7 @@ from streamlit.testing.v1 import AppTest
 from support import FLORES, ROOT, TOKENIZERS, load_shared
 
 from analysis.cli import main
-from analysis.measure import metrics as mx
+from analysis.measure import grid, summaries
 from analysis.texts import flores as fl
 from analysis.views.runtime import switched_off, switched_off_note
 from ui.trees import ROW_LEAVES
@@ -28,15 +28,15 @@ def _inspect_gpt2() -> AppTest:
 
 def test_parity_summary_leaves_the_reference_out():
     """English against itself is always 1.000: it made min = 1 for every tokenizer and biased mean and Gini."""
-    rows = mx.compression_table(
+    rows = grid.compression_table(
         [load_shared("gpt2")], fl.open_flores(FLORES), ["eng_Latn", "est_Latn", "fin_Latn"]
     )
-    s = mx.summarize(rows, "parity", "eng_Latn")[0]
+    s = summaries.summarize(rows, "parity", "eng_Latn")[0]
     assert s["languages"] == 2 and s["min"] > 1.0
     assert (
-        mx.summarize(rows, "bytes_per_token", "eng_Latn")[0]["languages"] == 3
+        summaries.summarize(rows, "bytes_per_token", "eng_Latn")[0]["languages"] == 3
     )  # other metrics keep English
-    result = mx.CompressionResult("flores", rows, reference="eng_Latn")
+    result = grid.CompressionResult("flores", rows, reference="eng_Latn")
     assert result.summary("parity")[0]["languages"] == 2  # what `compress` prints
 
 

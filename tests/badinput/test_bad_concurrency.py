@@ -11,7 +11,7 @@ import pytest
 from support import load_shared
 
 from analysis.core.cache import memoize
-from analysis.measure import metrics as mx
+from analysis.measure import grid
 from analysis.texts.flores import open_flores
 from ui.caching import cache_resource
 
@@ -33,24 +33,24 @@ def _together(fn):
 
 def test_eight_sessions_pressing_compute_compute_once(monkeypatch, tmp_path):
     monkeypatch.setenv("TOKLAB_CACHE", str(tmp_path))
-    mx.clear_cache()
+    grid.clear_cache()
     tok = load_shared("gpt2")
     data = open_flores(None)
     langs = ["est_Latn", "fin_Latn", "eng_Latn"]
     calls: Counter[str] = Counter()
     lock = threading.Lock()
-    real = mx._compute_language
+    real = grid._compute_language
 
     def counted(tok, data, code, key, power):
         with lock:
             calls[code] += 1
         return real(tok, data, code, key, power)
 
-    monkeypatch.setattr(mx, "_compute_language", counted)
-    rows = _together(lambda: mx.compression_table([tok], data, langs, power=2.5, reference="eng_Latn"))
+    monkeypatch.setattr(grid, "_compute_language", counted)
+    rows = _together(lambda: grid.compression_table([tok], data, langs, power=2.5, reference="eng_Latn"))
     assert calls == Counter(dict.fromkeys(langs, 1)), calls  # each cell computed once for eight sessions
     assert all(r == rows[0] for r in rows)
-    mx.clear_cache()
+    grid.clear_cache()
 
 
 def test_memoize_runs_identical_concurrent_calls_once():

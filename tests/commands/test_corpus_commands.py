@@ -28,7 +28,7 @@ from analysis.commands._common import load_from_args
 from analysis.core.paths import ServerPathError
 from analysis.errors import DataError, TokenizerLoadError
 from analysis.jobs import ExecutorConfig, compute, confine_inputs
-from analysis.measure import metrics
+from analysis.measure import corpus_counts, grid, metrics, renyi
 from analysis.methods import pruning
 from analysis.texts.flores import open_flores
 
@@ -201,15 +201,15 @@ def test_compress_corpus_rows_equal_flores_rows(capsys, tmp_path):
     assert rc == 0, err
     rows = json.loads(out)
     assert [r["corpus"] for r in rows] == ["eng_Latn", "est_Latn", "zho_Hans"]
-    assert list(rows[0]) == metrics.CORPUS_ROW_COLUMNS
+    assert list(rows[0]) == grid.CORPUS_ROW_COLUMNS
     data = open_flores(None)
     flores = {
         r["lang"]: r
-        for r in metrics.compression_table([load_shared("gpt2")], data, ["eng_Latn", "est_Latn", "zho_Hans"])
+        for r in grid.compression_table([load_shared("gpt2")], data, ["eng_Latn", "est_Latn", "zho_Hans"])
     }
     for r in rows:
         ref = flores[r["corpus"]]
-        for k in metrics.CORPUS_ROW_COLUMNS[2:]:
+        for k in grid.CORPUS_ROW_COLUMNS[2:]:
             if k == "spaceless":  # FLORES rows also apply the language's own flag
                 continue
             assert r[k] == ref[k], (r["corpus"], k)
@@ -307,19 +307,19 @@ def test_stats_from_counts_is_the_metric_of_a_partition():
     lines = flores_lines("est_Latn", 200)
     whole = metrics.corpus_stats(tok, lines)
     counts = np.zeros(tok.vocab_size, dtype=np.int64)
-    totals = dict.fromkeys(metrics.TOTALS, 0)
-    facts = metrics.token_facts(tok)
+    totals = dict.fromkeys(corpus_counts.TOTALS, 0)
+    facts = corpus_counts.token_facts(tok)
     for part in (lines[:77], lines[77:]):
-        flat, lens = metrics.encode_ids(tok, part)
+        flat, lens = corpus_counts.encode_ids(tok, part)
         counts += np.bincount(flat, minlength=tok.vocab_size)
-        tc = metrics.text_counts(part)
+        tc = corpus_counts.text_counts(part)
         facts.ensure(np.unique(flat))
-        words_tok, cont = metrics.continued_words(facts, flat, lens)
+        words_tok, cont = corpus_counts.continued_words(facts, flat, lens)
         for k, v in (("sentences", lens.size), ("tokens", flat.size), ("bytes", tc["bytes"].sum()),
                      ("chars", tc["chars"].sum()), ("words", tc["words"].sum()), ("words_tok", words_tok),
                      ("continued", cont)):  # fmt: skip
             totals[k] += int(v)
-    got = metrics.stats_from_counts(tok, counts, totals, metrics.DEFAULT_POWER)
+    got = metrics.stats_from_counts(tok, counts, totals, renyi.DEFAULT_POWER)
     assert got.keys() == whole.keys()
     for k, v in whole.items():
         assert got[k] == v or (isinstance(v, float) and math.isnan(v) and math.isnan(got[k])), k
@@ -448,7 +448,7 @@ def test_cli_json_is_the_result_to_json(capsys, tmp_path):
     args = parser.parse_args(argv)
     tok = load_shared("gpt2")
     result = compress_command.corpus_result([tok], args)
-    assert isinstance(result, metrics.CompressionResult)
+    assert isinstance(result, grid.CompressionResult)
     assert json.loads(out) == result.to_json()
     argv = ["stt", GPT2, "--corpus", str(code), "--json"]
     rc, out, err = _run(capsys, *argv)

@@ -10,7 +10,7 @@ import tomllib
 import pandas as pd
 from support import ROOT
 
-from analysis.measure import metrics as mx
+from analysis.measure import summaries
 from analysis.texts.flores import languages
 from ui.language_charts import dot_plot, ordered_languages
 from ui.palette import OKABE_ITO, tokenizer_colours
@@ -30,17 +30,21 @@ def _rows(names=("A", "B"), codes=None) -> list[dict]:
 
 def test_worst_languages_per_tokenizer():
     rows = _rows()
-    worst = mx.worst_languages(rows, "bytes_per_token", 20)
+    worst = summaries.worst_languages(rows, "bytes_per_token", 20)
     assert set(worst) == {"A", "B"} and all(len(w) == 20 for w in worst.values())
     a = [w["value"] for w in worst["A"]]
     assert a == sorted(a) and a[0] == min(r["bytes_per_token"] for r in rows if r["tokenizer"] == "A")
-    p = [w["value"] for w in mx.worst_languages(rows, "parity", 5)["A"]]  # lower is better: highest first
+    p = [
+        w["value"] for w in summaries.worst_languages(rows, "parity", 5)["A"]
+    ]  # lower is better: highest first
     assert p == sorted(p, reverse=True)
 
 
 def test_latex_longtable_of_every_language_repeats_its_header():
     rows = [{"code": r["lang"], "language": r["name"], "A": r["bytes_per_token"]} for r in _rows(("A",))]
-    tex = mx.to_latex(rows, ["code", "language", "A"], caption="bytes/token", longtable=True, label="tab:x")
+    tex = summaries.to_latex(
+        rows, ["code", "language", "A"], caption="bytes/token", longtable=True, label="tab:x"
+    )
     assert tex.count("\\begin{longtable}{llr}") == 1 and "\\endhead" in tex and "\\endfirsthead" in tex
     body = [ln for ln in tex.splitlines() if re.match(r"^[a-z]{3}\\_[A-Z][a-z]{3} &", ln)]
     assert len(body) == 204 and all(ln.count("&") == 2 for ln in body)

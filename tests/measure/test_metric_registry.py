@@ -10,6 +10,7 @@ import pytest
 from support import flores_lines, load_shared
 
 from analysis.jobs import ExecutorConfig, compute
+from analysis.measure import corpus_counts, grid
 from analysis.measure import metrics as mx
 
 
@@ -19,7 +20,7 @@ def test_every_metric_is_in_the_rows_and_every_formula_in_the_stats():
     with_formula = [n for n, m in mx.METRICS.items() if m.formula is not None]
     assert [k for k in stats if k in with_formula] == with_formula  # registry order
     assert set(mx.METRICS) - set(stats) == {"parity", "parity_corpus"}  # across languages: compression_table
-    assert set(mx.METRICS) <= set(mx.ROW_COLUMNS)
+    assert set(mx.METRICS) <= set(grid.ROW_COLUMNS)
     assert (
         set(mx.METRIC_LABELS)
         == set(mx.HIGHER_IS_BETTER)
@@ -32,9 +33,11 @@ def test_every_metric_is_in_the_rows_and_every_formula_in_the_stats():
 def test_totals_are_counted_in_one_place():
     tok = load_shared("llama-2")
     lines = flores_lines("deu_Latn")[:20]
-    flat, lens = mx.encode_ids(tok, lines)
-    totals = mx.chunk_totals(mx.token_facts(tok), flat, lens, mx.text_counts(lines))
-    assert tuple(totals) == mx.TOTALS
+    flat, lens = corpus_counts.encode_ids(tok, lines)
+    totals = corpus_counts.chunk_totals(
+        corpus_counts.token_facts(tok), flat, lens, corpus_counts.text_counts(lines)
+    )
+    assert tuple(totals) == corpus_counts.TOTALS
     assert totals["sentences"] == 20 and totals["tokens"] == flat.size
 
 

@@ -14,6 +14,7 @@ from support import FLORES, ROOT, flores_lines, load_shared
 
 from analysis.cli import main
 from analysis.errors import DataError
+from analysis.measure import corpus_counts, grid, renyi, summaries
 from analysis.measure import metrics as mx
 from analysis.texts import flores as fl
 from analysis.tokenizer.tokenizer import LoadedTokenizer
@@ -22,17 +23,17 @@ from analysis.tokenizer.tokenizer import LoadedTokenizer
 @pytest.fixture(autouse=True)
 def _cache(tmp_path, monkeypatch):
     monkeypatch.setenv("TOKLAB_CACHE", str(tmp_path / "cache"))
-    mx.clear_cache()
+    grid.clear_cache()
     yield
-    mx.clear_cache()
+    grid.clear_cache()
 
 
 # ------------------------------------------------------------------------------------------ papers
 def test_llama31_bytes_per_token_paper000_tables_4_and_9():
     tok = load_shared("llama-3.1")
     assert tok.ignore_merges  # used as the tokenizer has it
-    assert round(mx.bytes_per_token(tok, flores_lines("eng_Latn")), 3) == 4.862
-    assert round(mx.bytes_per_token(tok, flores_lines("est_Latn")), 3) == 2.644
+    assert round(corpus_counts.bytes_per_token(tok, flores_lines("eng_Latn")), 3) == 4.862
+    assert round(corpus_counts.bytes_per_token(tok, flores_lines("est_Latn")), 3) == 2.644
     s = mx.corpus_stats(tok, flores_lines("est_Latn"))
     assert round(s["bytes_per_token"], 3) == 2.644 and s["sentences"] == 1012
 
@@ -40,8 +41,12 @@ def test_llama31_bytes_per_token_paper000_tables_4_and_9():
 def test_qwen_bytes_per_token_methods_reference():
     """methods.md §6: Qwen2.5 (= qwen3's BPE vocabulary) on FLORES+ devtest; FLORES-200 devtest gives the same."""
     tok = load_shared("qwen3")
-    assert mx.bytes_per_token(tok, flores_lines("eng_Latn")) == pytest.approx(4.782448137286847, abs=1e-9)
-    assert mx.bytes_per_token(tok, flores_lines("est_Latn")) == pytest.approx(2.607062637942147, abs=1e-9)
+    assert corpus_counts.bytes_per_token(tok, flores_lines("eng_Latn")) == pytest.approx(
+        4.782448137286847, abs=1e-9
+    )
+    assert corpus_counts.bytes_per_token(tok, flores_lines("est_Latn")) == pytest.approx(
+        2.607062637942147, abs=1e-9
+    )
 
 
 # paper 001 Table 2: fertility of the original LLaMA-3.1 tokenizer on FLORES-200 (corpus-level tokens/words)
@@ -64,7 +69,7 @@ def test_llama31_fertility_paper001_table2(lang):
 def test_arabic_premium_paper001_table3():
     """Parity/premium vs English (Petrov et al.): LLaMA-3.1 1.67 and Qwen3 1.65 for Arabic on FLORES-200."""
     data = fl.open_flores(FLORES)
-    rows = mx.compression_table(
+    rows = grid.compression_table(
         [load_shared("llama-3.1"), load_shared("qwen3")],
         data,
         ["arb_Arab", "eng_Latn"],
@@ -85,19 +90,19 @@ B = "pick @@e @@d pick @@l @@e @@d pick @@l @@e @@s".split()
 
 
 def test_renyi_tokenization_scorer_vectors():
-    assert mx.renyi_efficiency(A, power=2.5) == pytest.approx(0.8265064834225245, abs=1e-12)
-    assert mx.renyi_entropy(A, power=2.5) == pytest.approx(1.653012966845049, abs=1e-12)
-    assert mx.renyi_efficiency(B, power=2.5) == pytest.approx(0.9204840242168808, abs=1e-12)
-    assert mx.renyi_entropy(B, power=2.5) == pytest.approx(2.1372977167241545, abs=1e-12)
-    assert mx.renyi_efficiency(A, power=1.0) == pytest.approx(0.9211854965885544, abs=1e-12)
-    assert mx.renyi_efficiency(B, power=1.0) == pytest.approx(0.9609557933859342, abs=1e-12)
+    assert renyi.renyi_efficiency(A, power=2.5) == pytest.approx(0.8265064834225245, abs=1e-12)
+    assert renyi.renyi_entropy(A, power=2.5) == pytest.approx(1.653012966845049, abs=1e-12)
+    assert renyi.renyi_efficiency(B, power=2.5) == pytest.approx(0.9204840242168808, abs=1e-12)
+    assert renyi.renyi_entropy(B, power=2.5) == pytest.approx(2.1372977167241545, abs=1e-12)
+    assert renyi.renyi_efficiency(A, power=1.0) == pytest.approx(0.9211854965885544, abs=1e-12)
+    assert renyi.renyi_efficiency(B, power=1.0) == pytest.approx(0.9609557933859342, abs=1e-12)
     # the README's "2.5" example values are really power 3.0
-    assert mx.renyi_efficiency(A, power=3.0) == pytest.approx(0.8031, abs=1e-4)  # README prints 4 digits
-    assert mx.renyi_efficiency(B, power=3.0) == pytest.approx(0.9105, abs=1e-4)
-    assert mx.renyi_efficiency(A, power=3.0) == pytest.approx(
+    assert renyi.renyi_efficiency(A, power=3.0) == pytest.approx(0.8031, abs=1e-4)  # README prints 4 digits
+    assert renyi.renyi_efficiency(B, power=3.0) == pytest.approx(0.9105, abs=1e-4)
+    assert renyi.renyi_efficiency(A, power=3.0) == pytest.approx(
         math.log2(343 / 37) / 4
     )  # by hand: p = 3,2,1,1 / 7
-    assert mx.renyi_efficiency(A) == mx.renyi_efficiency(A, power=2.5)  # our default is 2.5
+    assert renyi.renyi_efficiency(A) == renyi.renyi_efficiency(A, power=2.5)  # our default is 2.5
 
 
 def test_renyi_on_ids_matches_strings_and_vocab_modes():
@@ -107,8 +112,8 @@ def test_renyi_on_ids_matches_strings_and_vocab_modes():
     ids = [i for e in enc for i in e.ids]
     toks = [t for e in enc for t in e.tokens]
     s = mx.corpus_stats(tok, lines)
-    assert s["renyi_efficiency_observed"] == pytest.approx(mx.renyi_efficiency(toks, 2.5))
-    assert s["renyi_efficiency"] == pytest.approx(mx.renyi_efficiency(ids, 2.5, vocab_size=tok.vocab_size))
+    assert s["renyi_efficiency_observed"] == pytest.approx(renyi.renyi_efficiency(toks, 2.5))
+    assert s["renyi_efficiency"] == pytest.approx(renyi.renyi_efficiency(ids, 2.5, vocab_size=tok.vocab_size))
     assert s["renyi_efficiency"] < s["renyi_efficiency_observed"]  # log2 |V| > log2 observed types
     s3 = mx.corpus_stats(tok, lines, power=3.0)
     assert s3["renyi_efficiency"] != s["renyi_efficiency"] and s3["power"] == 3.0
@@ -125,7 +130,7 @@ def test_encode_ids_are_encode_batchs_ids_in_every_script(name):
     tok = load_shared(name)
     lines = [x for lang in ("eng_Latn", "rus_Cyrl", "arb_Arab", "hin_Deva", "zho_Hans", "tha_Thai", "amh_Ethi")
              for x in flores_lines(lang, 8)] + ["e\u0301 🧪 \t  tab", "  leading", "x" * 3000]  # fmt: skip
-    flat, lens = mx.encode_ids(tok, lines)
+    flat, lens = corpus_counts.encode_ids(tok, lines)
     want = [tok.tokenizer.encode(x, add_special_tokens=False).ids for x in lines]
     assert lens.tolist() == [len(w) for w in want]
     assert flat.tolist() == [i for w in want for i in w]
@@ -187,7 +192,7 @@ def test_dropout_is_switched_off():
     doc["model"]["dropout"] = 0.5
     tok = LoadedTokenizer.from_document(doc, name="gpt2-dropout")
     lines = flores_lines("eng_Latn", 20)
-    assert mx.bytes_per_token(tok, lines) == mx.bytes_per_token(base, lines)
+    assert corpus_counts.bytes_per_token(tok, lines) == corpus_counts.bytes_per_token(base, lines)
     assert tok.dropout == 0.5  # the LoadedTokenizer itself is untouched
 
 
@@ -198,12 +203,12 @@ def test_empty_input_is_a_clear_error():
 
 # ------------------------------------------------------------------------------------------ across languages
 def test_gini():
-    assert mx.gini([2, 2, 2, 2]) == pytest.approx(0.0)
-    assert mx.gini([0, 0, 0, 1]) == pytest.approx(0.75)
-    assert mx.gini([1, 2, 3, None, float("nan")]) == pytest.approx(mx.gini([1, 2, 3]))
+    assert summaries.gini([2, 2, 2, 2]) == pytest.approx(0.0)
+    assert summaries.gini([0, 0, 0, 1]) == pytest.approx(0.75)
+    assert summaries.gini([1, 2, 3, None, float("nan")]) == pytest.approx(summaries.gini([1, 2, 3]))
     x = np.random.default_rng(0).random(50)
     brute = np.abs(x[:, None] - x[None, :]).sum() / (2 * len(x) ** 2 * x.mean())
-    assert mx.gini(x) == pytest.approx(brute)
+    assert summaries.gini(x) == pytest.approx(brute)
 
 
 def _rows():
@@ -221,29 +226,29 @@ def _rows():
 
 
 def test_compare_delta_rel_and_win_rate():
-    c = mx.compare(_rows(), "ours", "naive", "bytes_per_token")
+    c = summaries.compare(_rows(), "ours", "naive", "bytes_per_token")
     assert c["languages"] == 4
     assert c["delta_rel"] == pytest.approx(np.mean([5 / 4 - 1, 3.3 / 3 - 1, 1.9 / 2 - 1, 0]))
     assert c["win_rate"] == pytest.approx(0.5)  # eng, rus win; zho loses; jpn ties (not a win)
-    f = mx.compare(_rows(), "ours", "naive", "fertility")  # lower is better
+    f = summaries.compare(_rows(), "ours", "naive", "fertility")  # lower is better
     assert f["win_rate"] == pytest.approx(0.25)
-    groups = {g["script"]: g for g in mx.script_compare(_rows(), "ours", "naive")}
+    groups = {g["script"]: g for g in summaries.script_compare(_rows(), "ours", "naive")}
     assert set(groups) == {"Latn", "Cyrl", "Jpan", "Hani"} and groups["Hani"]["n"] == 1
     assert groups["Latn"]["delta_rel"] == pytest.approx(0.25)
 
 
 def test_summaries():
-    s = {r["tokenizer"]: r for r in mx.summarize(_rows())}
+    s = {r["tokenizer"]: r for r in summaries.summarize(_rows())}
     assert s["naive"]["mean"] == pytest.approx(2.875) and s["naive"]["languages"] == 4
-    ss = mx.script_summary(_rows() + [{"tokenizer": "ours", "lang": "tha_Thai", "script": "Thai",
+    ss = summaries.script_summary(_rows() + [{"tokenizer": "ours", "lang": "tha_Thai", "script": "Thai",
                                        "bytes_per_token": 6.0}])  # fmt: skip
     assert [r["script"] for r in ss if r["tokenizer"] == "ours"] == ["Latn", "Cyrl", "Jpan", "Hani", "Other"]
-    assert mx.script_group("Hant") == "Hani" and mx.script_group("Deva") == "Other"
-    assert mx.script_group("Deva", table2=False) == "Deva"
+    assert summaries.script_group("Hant") == "Hani" and summaries.script_group("Deva") == "Other"
+    assert summaries.script_group("Deva", table2=False) == "Deva"
 
 
 def test_latex_escapes():
-    tex = mx.to_latex(
+    tex = summaries.to_latex(
         [{"lang": "eng_Latn", "x": 1.23456, "y": None}], ["lang", "x", "y"], caption="50% & more"
     )
     assert r"eng\_Latn & 1.235 & -- \\" in tex and r"50\% \& more" in tex and "\\toprule" in tex
@@ -253,21 +258,21 @@ def test_latex_escapes():
 def test_compression_table_cache_memory_and_disk(tmp_path):
     data = fl.open_flores(FLORES)
     tok = load_shared("gpt2")
-    rows = mx.compression_table([tok], data, "eng_Latn,ekk_Latn")
+    rows = grid.compression_table([tok], data, "eng_Latn,ekk_Latn")
     assert [r["lang"] for r in rows] == ["eng_Latn", "est_Latn"]
     assert rows[1]["family"] == "Uralic" and rows[1]["name"] == "Estonian"
-    stats, cached = mx.language_stats(tok, data, "est_Latn")
+    stats, cached = grid.language_stats(tok, data, "est_Latn")
     assert cached
     files = list((tmp_path / "cache" / "store" / "compression").glob(f"{tok.content_hash}-*.json"))
     assert len(files) == 1
     on_disk = json.loads(files[0].read_text())["data"]
     assert any(k.startswith(f"{tok.content_hash}|est_Latn|{data.data_hash('est_Latn')}|") for k in on_disk)
-    mx.clear_cache()  # memory only: the disk copy answers
-    _, cached = mx.language_stats(tok, data, "est_Latn")
+    grid.clear_cache()  # memory only: the disk copy answers
+    _, cached = grid.language_stats(tok, data, "est_Latn")
     assert cached
-    again = mx.compression_table([tok], data, "eng_Latn,est_Latn")
+    again = grid.compression_table([tok], data, "eng_Latn,est_Latn")
     assert again == rows
-    _, cached = mx.language_stats(tok, data, "est_Latn", power=3.0)  # other parameters: other key
+    _, cached = grid.language_stats(tok, data, "est_Latn", power=3.0)  # other parameters: other key
     assert not cached
     for r in rows:
         json.dumps(r, allow_nan=False)  # valid JSON (no NaN)
@@ -280,7 +285,7 @@ def test_processes_on_one_cache_see_and_keep_each_others_languages(tmp_path, mon
     read the document once in its life and wrote back only its own view, dropping the other's languages."""
     data = fl.open_flores(FLORES)
     tok = load_shared("gpt2")
-    mx.compression_table([tok], data, "eng_Latn")  # this process reads and writes the document
+    grid.compression_table([tok], data, "eng_Latn")  # this process reads and writes the document
 
     def other_process(langs: str) -> None:
         cmd = [sys.executable, "-m", "analysis", "compress", "--tokenizer", str(tok.source), "--langs", langs,
@@ -295,17 +300,17 @@ def test_processes_on_one_cache_see_and_keep_each_others_languages(tmp_path, mon
 
     other_process("est_Latn")
     with monkeypatch.context() as m:  # the sweep reads what the other process stored: it computes nothing
-        m.setattr(mx, "_compute_language", computed_again)
-        rows = mx.compression_table([tok], data, "eng_Latn,est_Latn")
+        m.setattr(grid, "_compute_language", computed_again)
+        rows = grid.compression_table([tok], data, "eng_Latn,est_Latn")
     assert rows[1]["lang"] == "est_Latn" and rows[1]["sentences"] == len(data.lines("est_Latn"))
 
-    mx.language_stats(tok, data, "arb_Arab")  # computed here, not saved yet …
+    grid.language_stats(tok, data, "arb_Arab")  # computed here, not saved yet …
     other_process("fin_Latn")  # … while another process saves Finnish
-    mx._save_disk(tok.content_hash, mx.DEFAULT_POWER)
+    grid._save_disk(tok.content_hash, renyi.DEFAULT_POWER)
     (doc,) = (tmp_path / "cache" / "store" / "compression").glob(f"{tok.content_hash}-*.json")
     langs = {k.split("|")[1] for k in json.loads(doc.read_text())["data"]}
     assert langs == {"eng_Latn", "est_Latn", "arb_Arab", "fin_Latn"}
-    assert mx.language_stats(tok, data, "fin_Latn")[1]  # and this process holds Finnish now too
+    assert grid.language_stats(tok, data, "fin_Latn")[1]  # and this process holds Finnish now too
 
 
 def test_cli_json_and_csv(tmp_path, capsys):
@@ -338,7 +343,7 @@ def test_cli_json_and_csv(tmp_path, capsys):
 def test_worst_sentences_are_sorted():
     tok = load_shared("gpt2")
     lines = flores_lines("ell_Grek", 60)
-    worst = mx.worst_sentences(tok, lines, 5)
+    worst = summaries.worst_sentences(tok, lines, 5)
     assert len(worst) == 5
     bpts = [w["bytes_per_token"] for w in worst]
     assert bpts == sorted(bpts)

@@ -10,7 +10,7 @@ from support import FLORES, ROOT, TOKENIZERS, load_shared, need_minilm, static_t
 
 import analysis.views.gallery as gallery
 from analysis.cli import main
-from analysis.measure import metrics as mx
+from analysis.measure import grid
 from analysis.methods.undertrained import analyze
 from analysis.model.demo_models import demo_model, weights_path
 from analysis.texts import flores as fl
@@ -39,7 +39,7 @@ def test_build_once_then_read_without_computing(small_world, monkeypatch):
     built = gallery.build_gallery()
     assert not built.missing and {e.name for e in built.entries} == set(FOLDERS)
     e = next(e for e in built.entries if e.name == "gpt2")
-    rows = mx.compression_table([load_shared("gpt2")], fl.dataset(), list(LANGS))
+    rows = grid.compression_table([load_shared("gpt2")], fl.dataset(), list(LANGS))
     assert e.bytes_per_token == {r["lang"]: r["bytes_per_token"] for r in rows}
     assert e.parity["languages"] == 2  # English against itself left out
     assert (

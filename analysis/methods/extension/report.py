@@ -8,7 +8,7 @@ from typing import Any
 
 from analysis.bpe import unreachable_ids
 from analysis.bpe.training import TrainingResult
-from analysis.measure.metrics import bytes_per_token
+from analysis.measure.corpus_counts import bytes_per_token
 
 from .methods import METHOD_LABELS, AuxVocab, Extension
 

@@ -19,14 +19,14 @@ module                        what it holds
 :mod:`.stored`                :func:`stored_order`: an order kept in the disk store, keyed by content and inputs
 ============================  =================================================================================
 
-Bytes/token is :func:`analysis.measure.metrics.bytes_per_token`, the STT count :func:`analysis.bpe.stt.unreachable_ids`
-(both re-exported here for the Prune page and command).
+Bytes/token is :func:`analysis.measure.corpus_counts.bytes_per_token`, the STT count
+:func:`analysis.bpe.stt.unreachable_ids` (both re-exported here for the Prune page and command).
 """
 
 from __future__ import annotations
 
 from analysis.bpe import unreachable_ids
-from analysis.measure.metrics import bytes_per_token
+from analysis.measure.corpus_counts import bytes_per_token
 
 from .common import (
     FIRST_VIEW_LANGUAGES,

@@ -5,10 +5,10 @@ before and after reuse, on the same lines:
 
 * fertility (tokens per whitespace word) and bytes/token;
 * premium against English (Petrov et al. 2023: the mean of per-sentence token ratios on parallel sentences,
-  :func:`analysis.measure.metrics.premium`; the paper's Table 3) and the Σ-token ratio;
+  :func:`analysis.measure.grid.premium`; the paper's Table 3) and the Σ-token ratio;
 * the proportion of continued words (words split into ≥ 2 tokens, punctuation tokens counting as words of
-  their own, :func:`analysis.measure.metrics.continued_words`); after reuse, a token from the new tokenizer is judged by
-  its own string, not by the old token whose id it reuses;
+  their own, :func:`analysis.measure.corpus_counts.continued_words`); after reuse, a token from the new
+  tokenizer is judged by its own string, not by the old token whose id it reuses;
 * fertility per class: the languages of the paper's Table 2 (Arabic, English, Korean, Russian, Greek, Thai).
 
 The collateral table (:func:`collateral`) runs every FLORES language through encode → decode: reused ids
@@ -33,7 +33,8 @@ import numpy as np
 from analysis.core.cache import DiskCache
 from analysis.core.progress import Progress, report
 from analysis.errors import DataError
-from analysis.measure.metrics import continued_words, premium, text_counts, token_facts
+from analysis.measure.corpus_counts import continued_words, text_counts, token_facts
+from analysis.measure.grid import premium
 from analysis.texts import flores
 
 from .classes import DEMO_LANGS
@@ -61,8 +62,8 @@ _COLLATERAL = DiskCache("reuse-collateral", COLLATERAL_VERSION)
 # --------------------------------------------------------------------------------------------------
 class _RbpeFacts:
     """`word_start`, `space_only` and `punct` per token of an R-BPE encoding, in one id space: old ids as they
-    are, new-tokenizer ids shifted by the old vocabulary size (the facts :class:`analysis.measure.metrics.TokenFacts`
-    keeps, for the strings the tokens really stand for)."""
+    are, new-tokenizer ids shifted by the old vocabulary size (the facts
+    :class:`analysis.measure.corpus_counts.TokenFacts` keeps, for the strings the tokens really stand for)."""
 
     def __init__(self, rt: ReuseTokenizer, flat_old: np.ndarray, flat_new: np.ndarray) -> None:
         old = token_facts(rt.old)

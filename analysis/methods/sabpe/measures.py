@@ -12,7 +12,8 @@ import numpy as np
 
 from analysis.bpe import unreachable_ids
 from analysis.errors import DataError
-from analysis.measure.metrics import encode_ids, gini, text_counts
+from analysis.measure.corpus_counts import encode_ids, text_counts
+from analysis.measure.summaries import gini
 from analysis.texts.code import CodeRecord
 from analysis.tokenizer.tokenizer import LoadedTokenizer
 
@@ -22,7 +23,7 @@ from .sabpe import CONCENTRATION_THRESHOLD, SABPEResult
 # Evaluation (paper §4.3, §5.2, App. D and G)
 # --------------------------------------------------------------------------------------------------
 #: The paper's Gini index over per-language compression rates (18 languages, vocabulary 32,768): Table 9 gives
-#: it for BPE; the other values are :func:`analysis.measure.metrics.gini` of the per-language rates in Tables 10–11.
+#: it for BPE; the other values are :func:`analysis.measure.summaries.gini` of the per-language rates in Tables 10–11.
 PAPER_LANGUAGE_GINI = (
     {"priority": "F", "skip": "no skipping", "gini": 0.0576, "source": "Table 9"},
     {"priority": "F", "skip": "no skipping", "gini": 0.0578, "source": "Tables 10–11"},

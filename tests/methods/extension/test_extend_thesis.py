@@ -19,7 +19,7 @@ from tokenizers import Tokenizer, trainers
 from analysis.bpe.training import continue_training
 from analysis.cli import main
 from analysis.errors import DataError, UnsupportedTokenizerError
-from analysis.measure.metrics import bytes_per_token
+from analysis.measure.corpus_counts import bytes_per_token
 from analysis.methods.extension import (
     ExtendResult,
     ParityText,

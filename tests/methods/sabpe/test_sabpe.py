@@ -15,7 +15,7 @@ from analysis.bpe import BPEReplay, unreachable_ids
 from analysis.bpe.training import train_merges
 from analysis.cli import main
 from analysis.errors import DataError, UnsupportedTokenizerError
-from analysis.measure.metrics import gini
+from analysis.measure.summaries import gini
 from analysis.methods import sabpe
 from analysis.texts import code
 
