@@ -21,7 +21,7 @@ from support import ROOT, TOKENIZERS
 
 from analysis import DataError, load
 from analysis.core.inputs import check_not_special, read_file
-from analysis.methods.reuse.reuse import wordfreq_texts
+from analysis.methods.reuse.target import wordfreq_texts
 from analysis.model.weights import resolve_model
 from analysis.texts import flores as fl
 from analysis.texts.code import read_code

@@ -6,8 +6,13 @@ module        what lives there
 ============  =====================================================================================
 ``classes``   the vocabulary classes by Unicode block (`paper` / `unicode17` rules) and the choice of
               reusable classes (:class:`ReusePlan`)
-``reuse``     protections, the target BPE, the id maps and :class:`ReuseTokenizer` (encode/decode,
-              save/load)
+``segments``  the target-script characters: block regexes, the target segments of a text, a
+              language's role (target, reused, kept)
+``protect``   the protections (`symbols`, `usage`): ids kept although their class is reusable
+``target``    the target BPE's training texts, the target BPE and the id maps
+``reuse``     :class:`ReuseTokenizer` (encode, save/load) and :func:`build_reuse_tokenizer` (the
+              whole pipeline in one call)
+``decoding``  how a :class:`ReuseTokenizer` decodes (runs of mapped / unmapped ids, the window pass)
 ``measures``  fertility/premium before and after, collateral damage on other languages,
               :class:`ReuseReport` (its one JSON document)
 ``model``     the model follows the ids: reused embedding rows re-initialised by FVT
@@ -65,28 +70,24 @@ from .model import (
     reinit_reused_rows,
     reused_pieces,
 )
-from .reuse import (
-    FORMAT,
-    MAPPING_FILE,
-    NON_UTF8_BYTES,
+from .protect import (
     PROTECTIONS,
-    TRAINERS,
-    ReuseTokenizer,
     all_shared_symbol_ids,
+    is_shared_symbol,
+    protected_ids,
+    shared_symbol_ids,
+    usage_ids,
+)
+from .reuse import FORMAT, MAPPING_FILE, ReuseTokenizer, build_reuse_tokenizer
+from .segments import char_class, language_role, segment, target_regex
+from .target import (
+    NON_UTF8_BYTES,
+    TRAINERS,
     build_id_maps,
-    build_reuse_tokenizer,
-    char_class,
     clean_texts,
     corpus_files,
-    is_shared_symbol,
-    language_role,
-    protected_ids,
-    segment,
-    shared_symbol_ids,
-    target_regex,
     target_training_texts,
     train_target_bpe,
-    usage_ids,
     utf8_alphabet,
     wordfreq_texts,
 )

@@ -12,7 +12,8 @@ from pathlib import Path
 
 from analysis.evaluate.export_check import EditedCodec
 
-from .reuse import MAPPING_FILE, ReuseTokenizer, language_role
+from .reuse import MAPPING_FILE, ReuseTokenizer
+from .segments import language_role
 
 #: The method's own price, stated in the report.
 PRICE = (

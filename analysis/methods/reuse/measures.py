@@ -38,7 +38,8 @@ from analysis.measure.grid import premium
 from analysis.texts import flores
 
 from .classes import DEMO_LANGS
-from .reuse import ReuseTokenizer, char_class, language_role
+from .reuse import ReuseTokenizer
+from .segments import char_class, language_role
 
 #: The languages of Table 2 of the R-BPE paper (fertility per class).
 TABLE2_LANGS = {

@@ -20,7 +20,7 @@ from analysis.core import unicode
 from analysis.errors import DataError, UnsupportedTokenizerError
 from analysis.methods import reuse
 from analysis.methods.reuse import measures as reuse_measures
-from analysis.methods.reuse import reuse as rbpe
+from analysis.methods.reuse import protect as reuse_protect
 from analysis.texts import flores
 from analysis.texts.flores import FLORES_TRAIN_LINES
 from analysis.tokenizer.tokenizer import BYTE_TO_CHAR
@@ -616,7 +616,7 @@ def test_usage_protection_ids_are_encoded_once_and_read_back_from_the_disk_store
     monkeypatch.setattr(flores, "split_lines", lambda code, *a: encoded.append(code) or real(code, *a))
 
     def fresh(ids):  # a new process: nothing in memory
-        rbpe._usage_ids.cache_clear()
+        reuse_protect._usage_ids.cache_clear()
         encoded.clear()
         return reuse.usage_ids(tok, plan, ids)
 
@@ -633,7 +633,7 @@ def test_usage_protection_ids_are_encoded_once_and_read_back_from_the_disk_store
         p.write_text("[1, 2", encoding="utf-8")
     codes.insert(1, "ory_Orya")
     assert fresh(plan.reusable_ids) == first and encoded == codes  # a damaged file: encoded again
-    rbpe._usage_ids.cache_clear()
+    reuse_protect._usage_ids.cache_clear()
 
 
 def test_min_frequency_and_training_text_choice():
