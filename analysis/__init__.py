@@ -27,7 +27,9 @@ Source-attributed BPE  methods.sabpe (sabpe, measures, report), texts.code, bpe.
 =====================  ===============================================================================
 """
 
-from analysis.tokenizer.sources import load, load_folder, load_hub, load_upload
+from analysis.tokenizer.folders import load_folder
+from analysis.tokenizer.hub import load_hub
+from analysis.tokenizer.sources import load, load_upload
 from analysis.tokenizer.tokenizer import LoadedTokenizer
 
 from .errors import AnalysisError, DataError, ModelLoadError, TokenizerLoadError, UnsupportedTokenizerError

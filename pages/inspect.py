@@ -9,8 +9,8 @@ import streamlit as st
 from analysis import LoadedTokenizer
 from analysis.core import paths
 from analysis.core.outputs import json_document
+from analysis.tokenizer.converters import TIKTOKEN_PATTERNS
 from analysis.tokenizer.defaults import SAMPLE_TEXT
-from analysis.tokenizer.sources import TIKTOKEN_PATTERNS
 from analysis.tokenizer.tokenizer import describe_component
 from analysis.tokenizer.vocab_table import vocab_table
 from analysis.views.playground import pre_tokens

@@ -12,7 +12,8 @@ from analysis import AnalysisError, LoadedTokenizer
 from analysis.core import paths
 from analysis.model.demo_models import DEMO_MODELS, weights_path
 from analysis.tokenizer.defaults import default_tokenizer
-from analysis.tokenizer.sources import load, load_hub
+from analysis.tokenizer.hub import load_hub
+from analysis.tokenizer.sources import load
 
 
 def example_tokenizers() -> dict[str, Path]:

@@ -24,7 +24,8 @@ from analysis.model.gguf_model import LogprobComparison, compare_logprobs
 from analysis.model.weights import load_embeddings, resolve_model
 from analysis.texts import flores
 from analysis.tokenizer.gguf_export import gguf_bytes_vocab_only, gguf_vocab, read_gguf_vocab_meta
-from analysis.tokenizer.sources import gguf_tensor_shapes, load, load_gguf
+from analysis.tokenizer.gguf_source import gguf_tensor_shapes, load_gguf
+from analysis.tokenizer.sources import load
 from analysis.tokenizer.tokenizer import LoadedTokenizer
 
 from .parity import ParityReport, tokenization_parity

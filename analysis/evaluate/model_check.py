@@ -26,7 +26,8 @@ from analysis.model.bpb import STRIDE, WINDOW
 from analysis.model.models import _MEM_SPEC, load_causal_lm, parameter_bytes, pick_device
 from analysis.model.weights import ModelSource, load_embeddings, resolve_model, tokenizer_for_model
 from analysis.texts.flores import FLORES_TRAIN_LINES, canonical_code, split_lines
-from analysis.tokenizer.sources import gguf_tensor_shapes, load
+from analysis.tokenizer.gguf_source import gguf_tensor_shapes
+from analysis.tokenizer.sources import load
 from analysis.tokenizer.tokenizer import LoadedTokenizer
 
 from .comparison import CheckRun, LanguageCheck, NewTokenUse, Variant, compare

@@ -28,8 +28,10 @@ import numpy as np
 
 from analysis.core.inputs import check_not_special, parse_json, path_error
 from analysis.errors import ModelLoadError, TokenizerLoadError
+from analysis.tokenizer.folders import load_folder
 from analysis.tokenizer.gguf_file import GgufHeader, TensorInfo, read_gguf_header, tensor_array
-from analysis.tokenizer.sources import HUB_TOKENIZER_PATTERNS, load_folder, load_gguf
+from analysis.tokenizer.gguf_source import load_gguf
+from analysis.tokenizer.hub import HUB_TOKENIZER_PATTERNS
 from analysis.tokenizer.tokenizer import LoadedTokenizer
 
 #: Names of the input embedding tensor, most specific first (HF, original Llama, NeoX, T5, GGUF).

@@ -12,7 +12,7 @@ import hashlib
 from analysis.core.cache import DiskCache, memoize
 from analysis.core.paths import BUNDLED
 
-from .sources import tiktoken_to_document
+from .converters import tiktoken_to_document
 from .tokenizer import LoadedTokenizer
 
 DEFAULT_TIKTOKEN = BUNDLED / "default" / "qwen.tiktoken"

@@ -19,7 +19,8 @@ from analysis.cli import main
 from analysis.errors import TokenizerLoadError
 from analysis.evaluate.preflight import check_chat_template
 from analysis.tokenizer.export import write_folder
-from analysis.tokenizer.sources import GGUF_MAGIC, gguf_metadata, gguf_tensor_shapes, load, load_upload
+from analysis.tokenizer.gguf_source import gguf_metadata, gguf_tensor_shapes
+from analysis.tokenizer.sources import GGUF_MAGIC, load, load_upload
 
 LANGS = ("eng_Latn", "est_Latn", "zho_Hans", "arb_Arab", "hin_Deva", "kor_Hang", "rus_Cyrl", "tha_Thai",
          "ell_Grek", "heb_Hebr", "jpn_Jpan", "amh_Ethi")  # fmt: skip

@@ -20,7 +20,7 @@ from huggingface_hub import errors as hf_errors
 from support import ROOT, TOKENIZERS
 
 from analysis import TokenizerLoadError, load, load_hub
-from analysis.tokenizer import sources as src
+from analysis.tokenizer import hub
 
 REPO = "toklab-test/tiny-tok"
 MAIN = "1" * 40  # refs/main → gpt2 files
@@ -72,8 +72,8 @@ def test_library_constants_are_frozen_at_import(offline):
     """huggingface_hub computed its constants at import: changing the environment later does not reach
     them, so analysis.tokenizer.sources must read the environment itself, at call time."""
     assert hf_constants.HF_HUB_CACHE != str(offline)
-    assert src.hub_cache_dir() == str(offline)
-    assert src.hub_offline() is True
+    assert hub.hub_cache_dir() == str(offline)
+    assert hub.hub_offline() is True
 
 
 def test_load_by_hub_id(offline):

@@ -16,6 +16,7 @@ from support import ALL_TOKENIZERS, TOKENIZERS, flores_lines, load_shared
 
 from analysis import TokenizerLoadError, load, load_upload
 from analysis.core.cache import clear_memory, store_dir
+from analysis.tokenizer import converters
 from analysis.tokenizer import sources as src
 from analysis.tokenizer.defaults import QWEN_SPECIALS, default_tokenizer
 from analysis.tokenizer.tokenizer import MODEL_TYPES, LoadedTokenizer
@@ -240,12 +241,12 @@ def test_tiktoken_file_from_llama31_vocab_reproduces_llama31(tmp_path):
     lines = [f"{base64.b64encode(ref.token_bytes(t)).decode()} {i}" for t, i in items]
     path = tmp_path / "llama3.tiktoken"
     path.write_text("\n".join(lines) + "\n", encoding="ascii")
-    assert src.guess_tiktoken_pattern(len(lines)) == "cl100k_base / Llama-3"
+    assert converters.guess_tiktoken_pattern(len(lines)) == "cl100k_base / Llama-3"
     tok = load(path)  # file path → load_upload → tiktoken converter with the guessed split regex
     doc = tok.document()
     assert (
         doc["pre_tokenizer"]["pretokenizers"][0]["pattern"]["Regex"]
-        == src.TIKTOKEN_PATTERNS["cl100k_base / Llama-3"]
+        == converters.TIKTOKEN_PATTERNS["cl100k_base / Llama-3"]
     )
     assert tok.ignore_merges and tok.is_byte_level and tok.model_type == "BPE"
     assert tok.vocab == ref.vocab
@@ -256,7 +257,9 @@ def test_tiktoken_file_from_llama31_vocab_reproduces_llama31(tmp_path):
 def test_tiktoken_upload_with_explicit_pattern_and_specials():
     ranks = "\n".join(f"{base64.b64encode(bytes([b])).decode()} {b}" for b in range(256))
     ranks += "\n" + base64.b64encode(b"ab").decode() + " 256\n"
-    doc = src.tiktoken_to_document(ranks.encode(), pattern="r50k / GPT-2", special_tokens={"<|eot|>": 257})
+    doc = converters.tiktoken_to_document(
+        ranks.encode(), pattern="r50k / GPT-2", special_tokens={"<|eot|>": 257}
+    )
 
     tok = LoadedTokenizer.from_document(doc, name="tiny")
     assert tok.vocab_size == 258 and tok.merges == [("a", "b")]
