@@ -27,7 +27,7 @@ sys.path.insert(0, str(ROOT))
 import tokenizers  # noqa: E402
 
 from analysis import load  # noqa: E402
-from analysis.tokenizer.tokenizer import clear_shared  # noqa: E402
+from analysis.tokenizer.shared import clear_shared  # noqa: E402
 
 ASSETS = Path(os.environ.get("TOKLAB_ASSETS", ROOT.parent / "shared" / "assets"))
 TARGET = 1.5

@@ -11,7 +11,7 @@ from analysis.core import paths
 from analysis.core.outputs import json_document
 from analysis.tokenizer.converters import TIKTOKEN_PATTERNS
 from analysis.tokenizer.defaults import SAMPLE_TEXT
-from analysis.tokenizer.tokenizer import describe_component
+from analysis.tokenizer.document import describe_component
 from analysis.tokenizer.vocab_table import vocab_table
 from analysis.views.playground import pre_tokens
 from analysis.views.runtime import switched_off_note

@@ -46,7 +46,8 @@ from analysis.errors import DataError
 from analysis.measure.grid import premium
 from analysis.measure.summaries import gini
 from analysis.texts import flores
-from analysis.tokenizer.tokenizer import LoadedTokenizer, bpe_model
+from analysis.tokenizer.document import bpe_model
+from analysis.tokenizer.tokenizer import LoadedTokenizer
 
 VARIANTS = ("base", "window")
 KINDS = ("plain", "parity")

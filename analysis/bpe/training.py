@@ -30,7 +30,8 @@ from functools import lru_cache
 
 from analysis.core.unicode import sentencepiece_script
 from analysis.errors import DataError, UnsupportedTokenizerError
-from analysis.tokenizer.tokenizer import SPIECE_UNDERLINE, LoadedTokenizer
+from analysis.tokenizer.alphabets import SPIECE_UNDERLINE
+from analysis.tokenizer.tokenizer import LoadedTokenizer
 
 from . import require_bpe
 from .trainer import learn

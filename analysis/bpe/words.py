@@ -25,7 +25,8 @@ from analysis.core.cache import memoize
 from analysis.core.memory import no_cyclic_gc
 from analysis.core.unicode import stable_letter_run
 from analysis.errors import UnsupportedTokenizerError
-from analysis.tokenizer.tokenizer import SPIECE_UNDERLINE, LoadedTokenizer
+from analysis.tokenizer.alphabets import SPIECE_UNDERLINE
+from analysis.tokenizer.tokenizer import LoadedTokenizer
 
 
 def _deterministic_tokenizer(tok: LoadedTokenizer):

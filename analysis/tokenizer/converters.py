@@ -14,7 +14,8 @@ from analysis.core.inputs import (
 )
 from analysis.errors import TokenizerLoadError
 
-from .tokenizer import BYTE_TO_CHAR, SPIECE_UNDERLINE, added_token_entry, bpe_model
+from .alphabets import BYTE_TO_CHAR, SPIECE_UNDERLINE
+from .document import added_token_entry, bpe_model
 
 #: Split regexes of the common tiktoken encodings (used when converting a ranks file).
 TIKTOKEN_PATTERNS: dict[str, str] = {

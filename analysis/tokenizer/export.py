@@ -23,7 +23,8 @@ from typing import Any
 from analysis.core.outputs import atomic_folder, json_ready, strict_json
 from analysis.core.paths import public_source
 
-from .tokenizer import LoadedTokenizer, parse_merges
+from .document import parse_merges
+from .tokenizer import LoadedTokenizer
 
 #: Config keys naming special tokens (written to special_tokens_map.json when set).
 SPECIAL_KEYS = ("bos_token", "eos_token", "unk_token", "sep_token", "pad_token", "cls_token", "mask_token")

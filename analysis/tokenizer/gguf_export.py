@@ -29,8 +29,9 @@ from typing import Any
 from analysis.core.outputs import atomic_write_bytes
 from analysis.errors import DataError, TokenizerLoadError
 
+from .alphabets import SPIECE_UNDERLINE
 from .gguf_file import read_gguf_header
-from .tokenizer import SPIECE_UNDERLINE, LoadedTokenizer
+from .tokenizer import LoadedTokenizer
 
 #: The text llama.cpp's converter tokenizes to identify a pre-tokenizer (its `get_vocab_base_pre`, `chktxt`):
 #: the hash is sha256 of Python's `str()` of the id list, special tokens added as `AutoTokenizer.encode` adds them.

@@ -18,13 +18,8 @@ from pandas.arrays import ArrowStringArray
 from analysis.core.cache import memoize
 from analysis.core.unicode import deciding_script, text_script
 
-from .tokenizer import (
-    BYTE_LEVEL_TABLE,
-    CHAR_TO_BYTE,
-    SPIECE_UNDERLINE,
-    LoadedTokenizer,
-    readable_from_bytes,
-)
+from .alphabets import BYTE_LEVEL_TABLE, CHAR_TO_BYTE, SPIECE_UNDERLINE, readable_from_bytes
+from .tokenizer import LoadedTokenizer
 
 #: The script label of tokens that are only partial UTF-8 (byte fragments such as `⟨E2 80⟩`).
 BYTES_SCRIPT = "Bytes"

@@ -14,7 +14,8 @@ from itertools import combinations
 from typing import Any, Literal
 
 from analysis.errors import DataError
-from analysis.tokenizer.tokenizer import LoadedTokenizer, readable_from_bytes
+from analysis.tokenizer.alphabets import readable_from_bytes
+from analysis.tokenizer.tokenizer import LoadedTokenizer
 
 By = Literal["bytes", "raw"]
 #: What tokens are compared by, with the page's label (the CLI's `--by` choices and the page's options): the

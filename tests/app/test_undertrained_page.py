@@ -29,7 +29,7 @@ from analysis.core.paths import public_document
 from analysis.errors import DataError
 from analysis.methods import undertrained as ut
 from analysis.methods.undertrained import INVALID_UTF8_BYTES, Verification
-from analysis.tokenizer.tokenizer import BYTE_TO_CHAR
+from analysis.tokenizer.alphabets import BYTE_TO_CHAR
 
 RESERVED = [f"<|reserved_special_token_{k}|>" for k in range(8)]
 

@@ -12,7 +12,8 @@ import zipfile
 from pathlib import Path
 from typing import Any
 
-from analysis.tokenizer.tokenizer import BYTE_TO_CHAR, bpe_model
+from analysis.tokenizer.alphabets import BYTE_TO_CHAR
+from analysis.tokenizer.document import bpe_model
 
 ALPHABET = {c: i for i, c in enumerate(BYTE_TO_CHAR.values())}
 

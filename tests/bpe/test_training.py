@@ -29,7 +29,7 @@ from analysis.methods.extension import append_to_model
 from analysis.texts import flores
 from analysis.texts.corpora import Corpus, Source, corpus, from_paths, iter_bytes, shared_corpora, with_budget
 from analysis.texts.flores import split_lines as flores_split
-from analysis.tokenizer.tokenizer import parse_merges
+from analysis.tokenizer.document import parse_merges
 
 EST_TRAIN = flores_lines("est_Latn")[:300]
 

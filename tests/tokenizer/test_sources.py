@@ -19,7 +19,8 @@ from analysis.core.cache import clear_memory, store_dir
 from analysis.tokenizer import converters
 from analysis.tokenizer import sources as src
 from analysis.tokenizer.defaults import QWEN_SPECIALS, default_tokenizer
-from analysis.tokenizer.tokenizer import MODEL_TYPES, LoadedTokenizer
+from analysis.tokenizer.document import MODEL_TYPES
+from analysis.tokenizer.tokenizer import LoadedTokenizer
 
 #: 20 FLORES languages over many scripts (Latin, Cyrillic, Han, Kana, Hangul, Arabic, Indic, Thai, Ethiopic...)
 LANGS = [

@@ -12,11 +12,13 @@ import time
 import pytest
 from support import ALL_TOKENIZERS, ASSETS, BPE_TOKENIZERS, flores_lines, load_shared
 
-import analysis.tokenizer.tokenizer as view
 import analysis.tokenizer.vocab_table as vocab_table_module
 from analysis import LoadedTokenizer, TokenizerLoadError
 from analysis.core.unicode import text_script as script_of
-from analysis.tokenizer.tokenizer import format_bytes, parse_merges, readable_from_bytes
+from analysis.tokenizer import shared as shared_views
+from analysis.tokenizer import tokenizer as view
+from analysis.tokenizer.alphabets import format_bytes, readable_from_bytes
+from analysis.tokenizer.document import parse_merges
 from analysis.tokenizer.vocab_table import (
     BYTES_SCRIPT,
     COLUMNS,
@@ -375,21 +377,21 @@ def test_a_refused_document_is_refused_again_and_the_shared_tokenizers_stay_boun
     for _ in range(2):  # nothing about a refused document is remembered
         with pytest.raises(TokenizerLoadError, match="share id 0"):
             LoadedTokenizer.from_json_text(bad, "bad")
-    monkeypatch.setattr(view, "_SHARED", view._Shared())
-    monkeypatch.setattr(view, "SHARED_MAX_COUNT", 2)
+    monkeypatch.setattr(shared_views, "SHARED", shared_views.SharedViews())
+    monkeypatch.setattr(shared_views, "SHARED_MAX_COUNT", 2)
     doc = load_shared("gpt2").document()
     views = []
     for k in range(3):
         doc["model"]["vocab"][f"zz{k}"] = len(doc["model"]["vocab"])
         views.append(LoadedTokenizer.from_document(json.loads(json.dumps(doc)), f"v{k}"))
-    assert len(view._SHARED._built) == 2 and views[0].digest not in view._SHARED._built
+    assert len(shared_views.SHARED._built) == 2 and views[0].digest not in shared_views.SHARED._built
     assert (
         views[2].id_to_token[len(doc["model"]["vocab"]) - 1] == "zz2"
-        and views[2].digest in view._SHARED._views
+        and views[2].digest in shared_views.SHARED._views
     )
     assert (
         views[0].id_to_token[len(doc["model"]["vocab"]) - 3] == "zz0"
-        and views[0].digest not in view._SHARED._views
+        and views[0].digest not in shared_views.SHARED._views
     )
     assert LoadedTokenizer.from_json_text(views[0].to_json(), "again").tokenizer is not views[0].tokenizer
 
@@ -407,7 +409,7 @@ def _waiting_on_a_future(thread: threading.Thread) -> bool:
 def test_two_views_of_the_same_new_bytes_at_once_build_one_tokenizer():
     """The server's warm-up and a first visitor (or two sessions opening one upload) loading the same new file at
     the same moment share one build: the second waits for the first's instead of building its own."""
-    shared = view._Shared()
+    shared = shared_views.SharedViews()
     started, release = threading.Event(), threading.Event()
     builds: list[str] = []
     tok = load_shared("gpt2").tokenizer

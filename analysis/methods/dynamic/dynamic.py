@@ -40,7 +40,8 @@ from typing import Any
 import numpy as np
 
 from analysis.errors import DataError, UnsupportedTokenizerError
-from analysis.tokenizer.tokenizer import LoadedTokenizer, readable_from_bytes
+from analysis.tokenizer.alphabets import readable_from_bytes
+from analysis.tokenizer.tokenizer import LoadedTokenizer
 
 from .report import DynamicResult, MergeStep
 

@@ -46,14 +46,10 @@ from analysis.bpe.trainer import learn
 from analysis.bpe.training import count_pretokens, training_mode
 from analysis.core.cache import memoize
 from analysis.errors import DataError, UnsupportedTokenizerError
+from analysis.tokenizer.alphabets import SPIECE_UNDERLINE
+from analysis.tokenizer.document import added_token_entry, bpe_model, parse_merges
 from analysis.tokenizer.export import sync_post_processor
-from analysis.tokenizer.tokenizer import (
-    SPIECE_UNDERLINE,
-    LoadedTokenizer,
-    added_token_entry,
-    bpe_model,
-    parse_merges,
-)
+from analysis.tokenizer.tokenizer import LoadedTokenizer
 
 METHODS = ("continued", "regen", "merges", "add-tokens", "wordpiece")
 METHOD_LABELS = {

@@ -14,7 +14,8 @@ from collections.abc import Callable, Iterable, Sequence
 
 from analysis.bpe import MergeTable, stt_tokenize_fn
 from analysis.bpe.training import with_characters
-from analysis.tokenizer.tokenizer import SPIECE_UNDERLINE, LoadedTokenizer
+from analysis.tokenizer.alphabets import SPIECE_UNDERLINE
+from analysis.tokenizer.tokenizer import LoadedTokenizer
 
 # --------------------------------------------------------------------------------------------------
 # Fast, exact measurement of a prefix on fixed texts

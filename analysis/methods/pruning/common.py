@@ -10,7 +10,8 @@ import numpy as np
 from analysis.bpe import require_bpe
 from analysis.errors import DataError
 from analysis.texts.flores import split_lines
-from analysis.tokenizer.tokenizer import BYTE_TO_CHAR, LoadedTokenizer
+from analysis.tokenizer.alphabets import BYTE_TO_CHAR
+from analysis.tokenizer.tokenizer import LoadedTokenizer
 
 
 def check_prunable(tok: LoadedTokenizer) -> None:

@@ -19,7 +19,9 @@ from analysis.core import paths
 from analysis.core.inputs import check_not_special
 from analysis.errors import DataError, UnsupportedTokenizerError
 from analysis.texts import flores
-from analysis.tokenizer.tokenizer import BYTE_TO_CHAR, LoadedTokenizer, bpe_model
+from analysis.tokenizer.alphabets import BYTE_TO_CHAR
+from analysis.tokenizer.document import bpe_model
+from analysis.tokenizer.tokenizer import LoadedTokenizer
 
 from .classes import (
     ReusePlan,

@@ -51,7 +51,9 @@ from analysis.bpe.training import added_token_splitter
 from analysis.core.progress import Progress
 from analysis.errors import DataError, UnsupportedTokenizerError
 from analysis.texts.code import CodeRecord
-from analysis.tokenizer.tokenizer import BYTE_TO_CHAR, LoadedTokenizer, bpe_model
+from analysis.tokenizer.alphabets import BYTE_TO_CHAR
+from analysis.tokenizer.document import bpe_model
+from analysis.tokenizer.tokenizer import LoadedTokenizer
 
 __all__ = [  # the priorities and the skip rule live with the trainer core; SA-BPE's API names them here too
     "ALPHABET",

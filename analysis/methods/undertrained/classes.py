@@ -7,7 +7,7 @@ import re
 import string
 import unicodedata
 
-from analysis.tokenizer.tokenizer import SPIECE_UNDERLINE
+from analysis.tokenizer.alphabets import SPIECE_UNDERLINE
 
 TOKEN_CLASSES = (
     "Special tokens",

@@ -17,7 +17,8 @@ import numpy as np
 
 from analysis.bpe import unreachable_ids
 from analysis.errors import DataError, UnsupportedTokenizerError
-from analysis.tokenizer.tokenizer import BYTE_TO_CHAR, LoadedTokenizer
+from analysis.tokenizer.alphabets import BYTE_TO_CHAR
+from analysis.tokenizer.tokenizer import LoadedTokenizer
 
 from .roundtrip import UNREACHABLE_MULTI, UNREACHABLE_SINGLE, RoundTrip
 

@@ -13,7 +13,8 @@ from dataclasses import dataclass
 from tokenizers import Tokenizer, decoders
 
 from analysis.core.cache import memoize
-from analysis.tokenizer.tokenizer import SPIECE_UNDERLINE, LoadedTokenizer
+from analysis.tokenizer.alphabets import SPIECE_UNDERLINE
+from analysis.tokenizer.tokenizer import LoadedTokenizer
 
 OK = "OK"
 OK_SPECIAL = "OK_SPECIAL"

@@ -23,7 +23,7 @@ from analysis.methods.reuse import measures as reuse_measures
 from analysis.methods.reuse import protect as reuse_protect
 from analysis.texts import flores
 from analysis.texts.flores import FLORES_TRAIN_LINES
-from analysis.tokenizer.tokenizer import BYTE_TO_CHAR
+from analysis.tokenizer.alphabets import BYTE_TO_CHAR
 
 ARB = flores_lines("arb_Arab")
 ENG = flores_lines("eng_Latn")
