@@ -17,7 +17,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 from analysis.methods import undertrained as ut  # noqa: E402
 from analysis.model.demo_models import DEMO_MODELS, weights_path  # noqa: E402
-from analysis.model.weights import resolve_model, tokenizer_for_model  # noqa: E402
+from analysis.model.source import resolve_model, tokenizer_for_model  # noqa: E402
 
 
 def cli_path(model: str, k: int) -> float:

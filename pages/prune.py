@@ -24,7 +24,7 @@ from analysis.methods.pruning.report import (
     write_pruned,
     zip_folder,
 )
-from analysis.model.weights import resolve_model
+from analysis.model.source import resolve_model
 from analysis.texts.corpora import MAX_UPLOAD_CHARS, shared_corpora, upload_lines
 from analysis.texts.flores import available_codes
 from analysis.tokenizer.defaults import SAMPLE_TEXT

@@ -15,7 +15,7 @@ from analysis.core import paths
 from analysis.core.outputs import json_document, json_lines
 from analysis.core.references import cite, reference
 from analysis.methods import undertrained as ut
-from analysis.model.weights import ModelSource, resolve_model, tokenizer_for_model
+from analysis.model.source import ModelSource, resolve_model, tokenizer_for_model
 from ui.caching import cache_resource
 from ui.errors import try_step
 from ui.library import library

@@ -12,7 +12,7 @@ from analysis.core.outputs import json_ready, strict_json
 from analysis.core.progress import stderr_progress
 from analysis.errors import TokenizerLoadError
 from analysis.jobs import CorpusRun, add_executor_arguments, compute, executor_from_args
-from analysis.model.weights import resolve_model, tokenizer_for_model
+from analysis.model.source import resolve_model, tokenizer_for_model
 from analysis.tokenizer.sources import load
 from analysis.tokenizer.tokenizer import LoadedTokenizer
 
@@ -44,7 +44,7 @@ def add_tokenizer_argument(
 
 def load_from_args(args: argparse.Namespace, source: str | None = None) -> LoadedTokenizer:
     """Load the tokenizer an argument names; without one, the tokenizer of ``--model`` (its folder's tokenizer
-    files, or the one embedded in a GGUF file: :func:`analysis.model.weights.tokenizer_for_model`)."""
+    files, or the one embedded in a GGUF file: :func:`analysis.model.source.tokenizer_for_model`)."""
     src = source or getattr(args, "tokenizer", None)
     revision, token = getattr(args, "revision", None), getattr(args, "token", None)
     if src:

@@ -19,7 +19,7 @@ from analysis.methods.undertrained import (
     verify_result,
 )
 from analysis.model.models import parse_max_memory
-from analysis.model.weights import resolve_model, tokenizer_for_model
+from analysis.model.source import resolve_model, tokenizer_for_model
 from analysis.tokenizer.sources import load
 
 from ._common import print_json

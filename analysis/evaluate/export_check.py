@@ -21,7 +21,8 @@ import numpy as np
 from analysis.core.progress import Progress, report, scaled
 from analysis.errors import DataError, ModelLoadError, TokenizerLoadError
 from analysis.model.gguf_model import LogprobComparison, compare_logprobs
-from analysis.model.weights import load_embeddings, resolve_model
+from analysis.model.source import resolve_model
+from analysis.model.weights import load_embeddings
 from analysis.texts import flores
 from analysis.tokenizer.gguf_export import gguf_bytes_vocab_only, gguf_vocab, read_gguf_vocab_meta
 from analysis.tokenizer.gguf_source import gguf_tensor_shapes, load_gguf

@@ -24,7 +24,8 @@ from analysis.core.progress import Progress, report
 from analysis.errors import DataError, ModelLoadError, TokenizerLoadError
 from analysis.model.bpb import STRIDE, WINDOW
 from analysis.model.models import _MEM_SPEC, load_causal_lm, parameter_bytes, pick_device
-from analysis.model.weights import ModelSource, load_embeddings, resolve_model, tokenizer_for_model
+from analysis.model.source import ModelSource, resolve_model, tokenizer_for_model
+from analysis.model.weights import load_embeddings
 from analysis.texts.flores import FLORES_TRAIN_LINES, canonical_code, split_lines
 from analysis.tokenizer.gguf_source import gguf_tensor_shapes
 from analysis.tokenizer.sources import load

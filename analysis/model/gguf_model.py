@@ -35,7 +35,9 @@ from analysis.tokenizer.gguf_file import read_gguf_header
 from analysis.tokenizer.tokenizer import LoadedTokenizer
 
 from .llamacpp import llama_logprobs, open_gguf
-from .weights import load_embeddings, read_safetensors_header, resolve_model
+from .safetensors_file import read_safetensors_header
+from .source import resolve_model
+from .weights import load_embeddings
 
 DTYPES = ("f32", "f16")
 #: The tensors an edit of the vocabulary resizes (one row per token id).

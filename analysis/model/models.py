@@ -1,7 +1,7 @@
 """The one causal-LM loader: every page and command that needs a whole network (not only its embedding
 matrices, see :mod:`analysis.model.weights`) loads it through :func:`load_causal_lm`.
 
-* The source resolves as for the embedding readers (:func:`analysis.model.weights.resolve_model`): a folder, a
+* The source resolves as for the embedding readers (:func:`analysis.model.source.resolve_model`): a folder, a
   ``.safetensors`` / ``.gguf`` / ``.bin`` file, a weight index or a hub id.
 * ``transformers.AutoModelForCausalLM.from_pretrained`` builds the network: safetensors when the source is
   safetensors, PyTorch ``.bin`` pickles only through ``torch.load(weights_only=True)``, GGUF de-quantized by
@@ -30,7 +30,8 @@ from typing import Any
 from analysis.core.paths import cache_dir, cache_max_bytes
 from analysis.errors import DataError, ModelLoadError
 
-from .weights import ModelSource, read_safetensors_header, resolve_model
+from .safetensors_file import read_safetensors_header
+from .source import ModelSource, resolve_model
 
 _CAUSAL_ARCH = re.compile(r"(CausalLM|LMHead)")
 

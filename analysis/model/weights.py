@@ -1,8 +1,8 @@
 """Read only the embedding matrices of a model checkpoint, without building the model.
 
-Why one file (about 700 lines): the three checkpoint formats (safetensors with its own header parser, GGUF,
-weights-only PyTorch) share the Matrix view (stored dtype, float32 blocks on demand) and the refusals of
-unsafe or malformed files.
+This module chooses the tensors by name and reads them from the three checkpoint formats; beside it:
+:mod:`.source` (where a model's files are: :func:`~analysis.model.source.resolve_model`), :mod:`.matrix` (the
+stored-dtype :class:`~analysis.model.matrix.Matrix` view) and :mod:`.safetensors_file` (our safetensors reader).
 
 Supported: safetensors (single file or sharded with `model.safetensors.index.json`, memory-mapped through
 our own header parser, so BF16/F8 work too), GGUF (the `gguf` package; only `token_embd`/`output` are
@@ -13,26 +13,20 @@ in blocks (:meth:`Matrix.block`), so peak memory stays near the size of the matr
 
 from __future__ import annotations
 
-import hashlib
 import json
-import math
 import os
 import re
-import struct
-from collections.abc import Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from analysis.core.inputs import check_not_special, parse_json, path_error
 from analysis.errors import ModelLoadError, TokenizerLoadError
-from analysis.tokenizer.folders import load_folder
 from analysis.tokenizer.gguf_file import GgufHeader, TensorInfo, read_gguf_header, tensor_array
-from analysis.tokenizer.gguf_source import load_gguf
-from analysis.tokenizer.hub import HUB_TOKENIZER_PATTERNS
-from analysis.tokenizer.tokenizer import LoadedTokenizer
+
+from .matrix import EmbeddingWeights, Matrix
+from .safetensors_file import read_safetensors_header, safetensors_matrix, safetensors_vector
+from .source import ModelSource, resolve_model
 
 #: Names of the input embedding tensor, most specific first (HF, original Llama, NeoX, T5, GGUF).
 INPUT_NAMES = (
@@ -78,404 +72,7 @@ BIAS_NAMES = (
 _EMBED_HINT = re.compile(r"(embed|wte|word_emb|tok_emb|token_embd|shared)", re.I)
 _NOT_TOKEN_EMBED = re.compile(r"(position|pos_emb|wpe|token_type|segment|rotary|norm)", re.I)
 
-#: Storage dtypes we can turn into float32 rows.
-_ST_DTYPES = {
-    "F64": np.float64,
-    "F32": np.float32,
-    "F16": np.float16,
-    "BF16": np.uint16,  # converted by bit shift
-    "F8_E4M3": np.uint8,  # converted through torch
-    "F8_E5M2": np.uint8,
-}
-WEIGHT_SUFFIXES = (".safetensors", ".gguf", ".bin", ".pt", ".pth")
 
-
-# --------------------------------------------------------------------------------------------------
-# A matrix in its stored dtype
-# --------------------------------------------------------------------------------------------------
-class Matrix:
-    """A 2-D weight matrix in its stored dtype (often memory-mapped); float32 rows on demand."""
-
-    def __init__(self, raw: np.ndarray, dtype: str, name: str = "") -> None:
-        if raw.ndim != 2:
-            raise ModelLoadError(f"tensor {name!r} is not a matrix (shape {tuple(raw.shape)})")
-        self.raw = raw
-        self.dtype = dtype
-        self.name = name
-
-    def __repr__(self) -> str:
-        return f"Matrix({self.name!r}, shape={self.shape}, dtype={self.dtype})"
-
-    @property
-    def shape(self) -> tuple[int, int]:
-        """(rows, columns)."""
-        return (int(self.raw.shape[0]), int(self.raw.shape[1]))
-
-    @property
-    def nbytes(self) -> int:
-        """Bytes of the stored matrix."""
-        return int(self.raw.nbytes)
-
-    def _to_f32(self, a: np.ndarray) -> np.ndarray:
-        if self.dtype == "BF16":
-            return (a.astype(np.uint32) << 16).view(np.float32)
-        if self.dtype in ("F8_E4M3", "F8_E5M2"):
-            import torch  # noqa: PLC0415 - heavy, loaded on use
-
-            tdt = torch.float8_e4m3fn if self.dtype == "F8_E4M3" else torch.float8_e5m2
-            return torch.from_numpy(np.ascontiguousarray(a)).view(tdt).float().numpy()
-        return np.asarray(a, dtype=np.float32)
-
-    def block(self, start: int, stop: int) -> np.ndarray:
-        """Rows [start, stop) as a new float32 array."""
-        out = self._to_f32(self.raw[start:stop])
-        if np.may_share_memory(out, self.raw):  # float32 storage: a view, so copy (callers edit blocks)
-            out = np.array(out, dtype=np.float32, copy=True)
-        return out
-
-    def take(self, ids: Any) -> np.ndarray:
-        """The given rows as float32 (any order)."""
-        ids = np.asarray(list(ids) if not isinstance(ids, np.ndarray) else ids, dtype=np.int64)
-        if ids.size and (ids.min() < 0 or ids.max() >= self.shape[0]):
-            raise ModelLoadError(f"row ids out of range for {self.name} with {self.shape[0]} rows")
-        return np.array(self._to_f32(self.raw[ids]), dtype=np.float32)
-
-    def blocks(self, rows: int | None = None) -> Iterator[tuple[int, np.ndarray]]:
-        """Yield (start, float32 block) over all rows; blocks of about 64 MB by default."""
-        n, d = self.shape
-        rows = rows or max(1, (1 << 24) // max(1, d))
-        for s in range(0, n, rows):
-            yield s, self.block(s, min(n, s + rows))
-
-    def to_numpy(self) -> np.ndarray:
-        """The whole matrix as float32 (allocates rows × cols × 4 bytes)."""
-        out = np.empty(self.shape, dtype=np.float32)
-        for s, b in self.blocks():
-            out[s : s + len(b)] = b
-        return out
-
-    def equals(self, other: Matrix) -> bool:
-        """Whether two matrices hold the same values (compared block by block)."""
-        if self.shape != other.shape:
-            return False
-        if self.raw is other.raw:
-            return True
-        for s, b in self.blocks():
-            if not np.array_equal(b, other.block(s, s + len(b))):
-                return False
-        return True
-
-
-@dataclass
-class EmbeddingWeights:
-    """The embedding matrices of one checkpoint, plus what we know about how they are used."""
-
-    input: Matrix | None
-    output: Matrix | None
-    bias: np.ndarray | None
-    tied: bool
-    has_lm_head: bool
-    format: str
-    files: list[str]
-    config: dict = field(default_factory=dict)
-    notes: list[str] = field(default_factory=list)
-
-    @property
-    def unembedding(self) -> Matrix:
-        """The matrix the cosine/L2 indicators use: the LM head, else the input embeddings."""
-        m = self.output if self.output is not None else self.input
-        assert m is not None
-        return m
-
-    @property
-    def n_rows(self) -> int:
-        """Rows of the (un)embedding matrix."""
-        return self.unembedding.shape[0]
-
-    @property
-    def dim(self) -> int:
-        """Embedding width."""
-        return self.unembedding.shape[1]
-
-    def summary(self) -> dict[str, Any]:
-        """JSON-friendly facts (shapes, dtypes, tied, files)."""
-        return {
-            "format": self.format,
-            "files": self.files,
-            "tied": self.tied,
-            "has_lm_head": self.has_lm_head,
-            "input": None
-            if self.input is None
-            else {"name": self.input.name, "shape": self.input.shape, "dtype": self.input.dtype},
-            "output": None
-            if self.output is None
-            else {"name": self.output.name, "shape": self.output.shape, "dtype": self.output.dtype},
-            "bias": self.bias is not None,
-            "architectures": self.config.get("architectures"),
-            "notes": self.notes,
-        }
-
-
-# --------------------------------------------------------------------------------------------------
-# Model source resolution
-# --------------------------------------------------------------------------------------------------
-@dataclass
-class ModelSource:
-    """A resolved model location: the weight files and the folder holding config/tokenizer files."""
-
-    label: str
-    folder: Path
-    kind: str  # "safetensors" | "gguf" | "pytorch"
-    files: list[Path]
-    index: Path | None = None
-
-    @property
-    def gguf_file(self) -> str | None:
-        """The GGUF file name (relative to folder) for `from_pretrained(gguf_file=...)`."""
-        return self.files[0].name if self.kind == "gguf" else None
-
-    def fingerprint(self) -> str:
-        """A cache key from every weight file's path, size and mtime."""
-        h = hashlib.sha256()
-        for p in self.files + ([self.index] if self.index else []):
-            st = p.stat()
-            h.update(f"{p.resolve()}|{st.st_size}|{st.st_mtime_ns}\n".encode())
-        return h.hexdigest()[:16]
-
-
-_HUB_ID = re.compile(r"^[A-Za-z0-9][\w.\-]*/[\w.\-]+$")
-
-
-def resolve_model(
-    source: str | os.PathLike, *, revision: str | None = None, token: str | None = None
-) -> ModelSource:
-    """Find the weight files of a folder, a weight file, or a hub id (downloaded or from the local cache).
-
-    `hub:owner/name` always means the hub, even when a local folder of that name exists.
-    """
-    s = str(source).strip()
-    if not s:
-        raise ModelLoadError("no model given: enter a folder, a .safetensors/.gguf/.bin file or a hub id")
-    if s.startswith("hub:"):  # a hub id that must never be read as a local path (ids typed in the browser)
-        s = s[4:].strip()
-        if not _HUB_ID.match(s):
-            raise ModelLoadError(f"not a hub id (owner/name): {s}")
-        return _resolve_hub(s, revision=revision, token=token)
-    p = check_not_special(os.path.expanduser(s), ModelLoadError)
-    try:
-        is_file, is_dir = p.is_file(), p.is_dir()
-    except OSError as e:
-        raise ModelLoadError(path_error(p, e)) from e
-    if is_file:
-        return _resolve_file(p)
-    if is_dir:
-        return _resolve_folder(p)
-    if s.startswith(("/", ".", "~")) or not _HUB_ID.match(s):
-        raise ModelLoadError(f"no such file or folder, and not a hub id: {s}")
-    return _resolve_hub(s, revision=revision, token=token)
-
-
-def _resolve_file(p: Path) -> ModelSource:
-    name = p.name
-    if name.endswith(".index.json"):
-        kind = "safetensors" if "safetensors" in name else "pytorch"
-        return ModelSource(str(p), p.parent, kind, _shards_from_index(p), index=p)
-    if name.endswith(".gguf"):
-        return ModelSource(str(p), p.parent, "gguf", [p])
-    if name.endswith(".safetensors"):
-        return ModelSource(str(p), p.parent, "safetensors", [p])
-    if name.endswith((".bin", ".pt", ".pth")):
-        return ModelSource(str(p), p.parent, "pytorch", [p])
-    raise ModelLoadError(
-        f"{p.name}: not a weight file (expected .safetensors, .gguf, .bin, .pt or an index.json)"
-    )
-
-
-def _resolve_folder(folder: Path) -> ModelSource:
-    for idx in ("model.safetensors.index.json", "pytorch_model.bin.index.json"):
-        if (folder / idx).is_file():
-            return _resolve_file(folder / idx)
-    for pattern in (
-        "model.safetensors",
-        "*.safetensors",
-        "pytorch_model.bin",
-        "*.bin",
-        "*.pt",
-        "*.pth",
-        "*.gguf",
-    ):
-        found = sorted(q for q in folder.glob(pattern) if q.is_file() and "training_args" not in q.name)
-        if found:
-            if pattern == "*.safetensors" and len(found) > 1:
-                return ModelSource(str(folder), folder, "safetensors", found)
-            return _resolve_file(found[0])
-    raise ModelLoadError(
-        f"{folder} holds no model weights (looked for *.safetensors, a safetensors/bin index, "
-        "pytorch_model.bin, *.pt, *.gguf)"
-    )
-
-
-def _shards_from_index(index: Path) -> list[Path]:
-    """The shard files a weight index names: each a file in the index's own folder (a name that leaves the folder
-    — absolute, `..`, or a link pointing out — is refused, so an uploaded index cannot read other server files)."""
-    try:
-        wm = json.loads(index.read_text(encoding="utf-8"))["weight_map"]
-        names = list(dict.fromkeys(wm.values()))
-    except (OSError, ValueError, KeyError, TypeError, AttributeError, RecursionError) as e:
-        raise ModelLoadError(f"{index.name}: not a valid weight index ({type(e).__name__})") from e
-    folder = index.parent.resolve()
-    files = []
-    for f in names:
-        if not isinstance(f, str) or not f or Path(f).is_absolute() or ".." in Path(f).parts:
-            raise ModelLoadError(f"{index.name} names shard {f!r}, which is not a file name in its folder")
-        q = index.parent / f
-        if not q.is_file():
-            raise ModelLoadError(f"{index.name} names shard {f}, which is missing")
-        if not q.resolve().is_relative_to(folder):
-            raise ModelLoadError(f"{index.name} names shard {f}, which links outside its folder")
-        files.append(q)
-    return files
-
-
-def _resolve_hub(repo_id: str, *, revision: str | None, token: str | None) -> ModelSource:
-    try:
-        from huggingface_hub import errors as hf_errors  # noqa: PLC0415 - heavy, loaded on use
-        from huggingface_hub import snapshot_download  # noqa: PLC0415 - heavy, loaded on use
-    except ImportError as e:  # pragma: no cover
-        raise ModelLoadError("huggingface_hub is not installed") from e
-    base = ["config.json", "generation_config.json", *HUB_TOKENIZER_PATTERNS]
-    last: Exception | None = None
-    for weights in (
-        ["model.safetensors", "model.safetensors.index.json", "model-*.safetensors"],
-        ["pytorch_model.bin", "pytorch_model.bin.index.json", "pytorch_model-*.bin"],
-    ):
-        try:
-            folder = snapshot_download(
-                repo_id, revision=revision, token=token or None, allow_patterns=base + weights
-            )
-        except hf_errors.GatedRepoError as e:
-            raise ModelLoadError(
-                f"{repo_id} is gated: accept its license on the hub and give an access token"
-            ) from e
-        except hf_errors.RepositoryNotFoundError as e:
-            raise ModelLoadError(f"{repo_id}: no such repository on the hub (or it is private)") from e
-        except hf_errors.RevisionNotFoundError as e:
-            raise ModelLoadError(f"{repo_id}: revision {revision!r} does not exist") from e
-        except hf_errors.LocalEntryNotFoundError as e:
-            raise ModelLoadError(
-                f"{repo_id}: not in the local Hugging Face cache and the hub cannot be reached (offline); "
-                "give a local folder or file instead"
-            ) from e
-        except (hf_errors.HfHubHTTPError, OSError, ValueError) as e:
-            last = e
-            continue
-        try:
-            src = _resolve_folder(Path(folder))
-            src.label = repo_id
-            return src
-        except ModelLoadError as e:
-            last = e
-    raise ModelLoadError(f"{repo_id}: no safetensors or PyTorch weights found ({last})")
-
-
-# --------------------------------------------------------------------------------------------------
-# safetensors (own header parser + memory map)
-# --------------------------------------------------------------------------------------------------
-#: bytes per element of the safetensors dtypes (for checking headers; only _ST_DTYPES are read)
-_ST_ITEMSIZE = {
-    "BOOL": 1, "U8": 1, "I8": 1, "F8_E4M3": 1, "F8_E5M2": 1, "I16": 2, "U16": 2, "F16": 2, "BF16": 2,
-    "I32": 4, "U32": 4, "F32": 4, "I64": 8, "U64": 8, "F64": 8,
-}  # fmt: skip
-
-
-def read_safetensors_header(path: Path) -> tuple[dict, int]:
-    """The JSON header of a safetensors file and the byte offset where its data starts.
-
-    Every tensor entry is checked before anything is mapped: a dtype string, a shape of non-negative integers,
-    data offsets `[begin, end]` with `0 ≤ begin ≤ end` inside the file, and `end - begin` equal to the shape's
-    size for known dtypes. A malformed header is a ModelLoadError naming the tensor, never an exception later.
-    """
-    try:
-        size = path.stat().st_size
-        with open(path, "rb") as f:
-            head = f.read(8)
-            if len(head) < 8:
-                raise ModelLoadError(f"{path.name}: too short to be a safetensors file")
-            (n,) = struct.unpack("<Q", head)
-            if n <= 0 or n > min(size - 8, 100 * 1024 * 1024):
-                raise ModelLoadError(f"{path.name}: corrupt safetensors header (length {n})")
-            header = parse_json(f.read(n), f"{path.name} (corrupt safetensors header)", ModelLoadError)
-    except OSError as e:
-        raise ModelLoadError(f"cannot read {path}: {e.strerror}") from e
-    if not isinstance(header, dict):
-        raise ModelLoadError(f"{path.name}: corrupt safetensors header (not an object)")
-    header.pop("__metadata__", None)
-    data_size = size - 8 - n
-    for name, info in header.items():
-        _check_tensor_entry(path.name, name, info, data_size)
-    return header, 8 + n
-
-
-def _check_tensor_entry(file: str, name: str, info: Any, data_size: int) -> None:
-    """One safetensors header entry, checked (see :func:`read_safetensors_header`)."""
-    bad = f"{file}: corrupt safetensors header: tensor {name!r}"
-    if not isinstance(info, dict):
-        raise ModelLoadError(f"{bad} is not an object")
-    dt, shape, offs = info.get("dtype"), info.get("shape"), info.get("data_offsets")
-    if not isinstance(dt, str):
-        raise ModelLoadError(f"{bad} has no dtype")
-    if not isinstance(shape, list) or not all(type(d) is int and d >= 0 for d in shape):
-        raise ModelLoadError(
-            f"{bad} has an invalid shape {shape!r} (dimensions must be non-negative integers)"
-        )
-    if (
-        not isinstance(offs, list)
-        or len(offs) != 2
-        or not all(type(o) is int for o in offs)
-        or not 0 <= offs[0] <= offs[1]
-    ):
-        raise ModelLoadError(f"{bad} has invalid data offsets {offs!r}")
-    if offs[1] > data_size:
-        raise ModelLoadError(f"{bad} lies past the end of the file (truncated or corrupt)")
-    item = _ST_ITEMSIZE.get(dt)
-    if item is not None and math.prod(shape) * item != offs[1] - offs[0]:
-        raise ModelLoadError(f"{bad}: its shape {shape} does not match its {offs[1] - offs[0]:,} bytes")
-
-
-def _safetensors_matrix(path: Path, header: dict, data_start: int, name: str) -> Matrix:
-    info = header[name]
-    dt, shape, (b, e) = info.get("dtype"), info.get("shape"), info.get("data_offsets", (0, 0))
-    if dt not in _ST_DTYPES:
-        raise ModelLoadError(f"{path.name}: tensor {name} has unsupported dtype {dt}")
-    np_dt = np.dtype(_ST_DTYPES[dt])
-    if not isinstance(shape, list) or len(shape) != 2:
-        raise ModelLoadError(f"{path.name}: tensor {name} is not a matrix (shape {shape})")
-    nbytes = int(np.prod(shape)) * np_dt.itemsize
-    size = path.stat().st_size
-    if e - b != nbytes or data_start + e > size:
-        raise ModelLoadError(f"{path.name}: tensor {name} lies outside the file (truncated or corrupt)")
-    mm = np.memmap(path, dtype=np_dt, mode="r", offset=data_start + b, shape=tuple(shape))
-    return Matrix(mm, dt, name)
-
-
-def _safetensors_vector(path: Path, header: dict, data_start: int, name: str) -> np.ndarray:
-    info = header[name]
-    dt, (b, e) = info.get("dtype"), info.get("data_offsets", (0, 0))
-    if dt not in _ST_DTYPES:
-        raise ModelLoadError(f"{path.name}: tensor {name} has unsupported dtype {dt}")
-    raw = np.memmap(
-        path,
-        dtype=np.dtype(_ST_DTYPES[dt]),
-        mode="r",
-        offset=data_start + b,
-        shape=((e - b) // np.dtype(_ST_DTYPES[dt]).itemsize,),
-    )
-    return Matrix(raw.reshape(1, -1), dt, name).block(0, 1)[0]
-
-
-# --------------------------------------------------------------------------------------------------
-# Choosing tensors by name
-# --------------------------------------------------------------------------------------------------
 def _pick(names: dict[str, tuple], candidates: tuple[str, ...]) -> str | None:
     for c in candidates:
         if c in names:
@@ -586,9 +183,6 @@ def _bias_ok(b: np.ndarray | None, notes: list[str]) -> np.ndarray | None:
     return b.astype(np.float32)
 
 
-# --------------------------------------------------------------------------------------------------
-# Loaders
-# --------------------------------------------------------------------------------------------------
 def load_embeddings(
     source: str | os.PathLike | ModelSource, *, vocab_size: int | None = None
 ) -> EmbeddingWeights:
@@ -617,16 +211,16 @@ def _load_safetensors(src: ModelSource, vocab_size: int | None) -> EmbeddingWeig
         out_name = None
     b_name = _pick({n: s for n, s in shapes.items() if len(s) == 1}, BIAS_NAMES)
     inp = (
-        _safetensors_matrix(where[in_name][0], where[in_name][1], where[in_name][2], in_name)
+        safetensors_matrix(where[in_name][0], where[in_name][1], where[in_name][2], in_name)
         if in_name
         else None
     )
     out = (
-        _safetensors_matrix(where[out_name][0], where[out_name][1], where[out_name][2], out_name)
+        safetensors_matrix(where[out_name][0], where[out_name][1], where[out_name][2], out_name)
         if out_name
         else None
     )
-    bias = _safetensors_vector(*where[b_name], b_name) if b_name else None
+    bias = safetensors_vector(*where[b_name], b_name) if b_name else None
     files = sorted({str(where[n][0]) for n in (in_name, out_name, b_name) if n})
     return _finish(
         inp,
@@ -778,21 +372,3 @@ def _torch_matrix(t: Any, name: str, torch: Any) -> Matrix:
     if t.dtype == torch.float64:
         return Matrix(t.numpy(), "F64", name)
     return Matrix(t.float().numpy(), "F32", name)
-
-
-# --------------------------------------------------------------------------------------------------
-# Tokenizer of a model
-# --------------------------------------------------------------------------------------------------
-def tokenizer_for_model(src: ModelSource) -> LoadedTokenizer:
-    """The tokenizer that belongs to a model: its folder's tokenizer files, or the one inside a GGUF."""
-    if src.kind == "gguf":
-        try:
-            return load_folder(src.folder)
-        except TokenizerLoadError:
-            return load_gguf(src.files[0])
-    try:
-        return load_folder(src.folder)
-    except TokenizerLoadError as e:
-        raise ModelLoadError(
-            f"{src.label}: no tokenizer files next to the weights; give --tokenizer ({e})"
-        ) from e

@@ -22,7 +22,7 @@ from support import ROOT, TOKENIZERS
 from analysis import DataError, load
 from analysis.core.inputs import check_not_special, read_file
 from analysis.methods.reuse.target import wordfreq_texts
-from analysis.model.weights import resolve_model
+from analysis.model.source import resolve_model
 from analysis.texts import flores as fl
 from analysis.texts.code import read_code
 from analysis.texts.corpora import from_paths, iter_file

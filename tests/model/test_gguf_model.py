@@ -16,7 +16,8 @@ from analysis.errors import DataError
 from analysis.methods.extension import plan
 from analysis.model.gguf_model import compare_logprobs, write_gguf_from_gguf, write_gguf_from_hf
 from analysis.model.llamacpp import llama_cpp_available, llama_logprobs, llama_tokenize, open_gguf
-from analysis.model.weights import load_embeddings, resolve_model
+from analysis.model.source import resolve_model
+from analysis.model.weights import load_embeddings
 from analysis.texts import flores
 from analysis.tokenizer.gguf_export import read_gguf_vocab_meta
 from analysis.tokenizer.sources import load

@@ -20,7 +20,7 @@ from analysis.errors import ModelLoadError  # noqa: E402
 from analysis.methods.undertrained import load_lm  # noqa: E402
 from analysis.model.gguf_model import write_gguf_from_hf  # noqa: E402
 from analysis.model.models import CausalLM, converted_gguf, load_causal_lm  # noqa: E402
-from analysis.model.weights import resolve_model  # noqa: E402
+from analysis.model.source import resolve_model  # noqa: E402
 from analysis.tokenizer.sources import load  # noqa: E402
 
 IDS = [5, 17, 3, 99, 42, 7]

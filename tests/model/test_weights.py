@@ -16,7 +16,10 @@ from safetensors.torch import save_file
 from support import MINILM, SMOLLM, need_minilm, need_smollm
 
 from analysis.errors import ModelLoadError
-from analysis.model.weights import Matrix, load_embeddings, read_safetensors_header, resolve_model
+from analysis.model.matrix import Matrix
+from analysis.model.safetensors_file import read_safetensors_header
+from analysis.model.source import resolve_model
+from analysis.model.weights import load_embeddings
 
 
 def _config(folder: Path, **kw) -> None:

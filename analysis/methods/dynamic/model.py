@@ -22,7 +22,8 @@ from analysis.core.outputs import (
     strict_json,
 )
 from analysis.errors import DataError
-from analysis.model.weights import ModelSource, load_embeddings
+from analysis.model.source import ModelSource
+from analysis.model.weights import load_embeddings
 from analysis.tokenizer.tokenizer import LoadedTokenizer
 
 from .report import DynamicResult

@@ -15,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 
 from analysis.errors import DataError
-from analysis.model.weights import EmbeddingWeights, Matrix
+from analysis.model.matrix import EmbeddingWeights, Matrix
 
 from .roundtrip import OK, OK_SPECIAL
 

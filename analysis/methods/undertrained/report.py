@@ -19,15 +19,10 @@ from analysis.core.cache import DiskCache
 from analysis.core.progress import Progress, report
 from analysis.core.unicode import text_script
 from analysis.errors import DataError, ModelLoadError, UnsupportedTokenizerError
+from analysis.model.matrix import EmbeddingWeights, Matrix
 from analysis.model.models import Placement, plan_placement
-from analysis.model.weights import (
-    EmbeddingWeights,
-    Matrix,
-    ModelSource,
-    load_embeddings,
-    resolve_model,
-    tokenizer_for_model,
-)
+from analysis.model.source import ModelSource, resolve_model, tokenizer_for_model
+from analysis.model.weights import load_embeddings
 from analysis.tokenizer.tokenizer import LoadedTokenizer
 
 from .classes import token_class

@@ -16,8 +16,9 @@ import numpy as np
 
 from analysis.core.progress import Progress, report
 from analysis.errors import ModelLoadError, UnsupportedTokenizerError
+from analysis.model.matrix import EmbeddingWeights
 from analysis.model.models import load_causal_lm, pick_device
-from analysis.model.weights import EmbeddingWeights, ModelSource, resolve_model
+from analysis.model.source import ModelSource, resolve_model
 from analysis.tokenizer.tokenizer import LoadedTokenizer
 
 from .roundtrip import OK, RoundTrip, decode_tokenizer, round_trip_categories

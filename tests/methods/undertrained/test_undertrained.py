@@ -38,8 +38,8 @@ from analysis.methods.undertrained import (
     verdict_for,
     verify_result,
 )
+from analysis.model.matrix import EmbeddingWeights, Matrix
 from analysis.model.models import parse_max_memory
-from analysis.model.weights import EmbeddingWeights, Matrix
 
 
 # ------------------------------------------------------------------------------------------ round trip
