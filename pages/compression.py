@@ -251,12 +251,12 @@ def latex_tables(
             for lang, r in pv.to_dict(orient="index").items()]  # fmt: skip
     what = f"{mx.METRIC_LABELS[metric]} on FLORES-200 {split}"
     long = summaries.to_latex(wide, ["code", "language", "script", *pv.columns], caption=what, longtable=True,
-                       label="tab:flores-languages")  # fmt: skip
+                              label="tab:flores-languages")  # fmt: skip
     ss = pd.DataFrame(summaries.script_summary(rows, metric, table2=True))
     per_script = [{"script": g, "n": int(part["n"].max())} | dict(zip(part["tokenizer"], part["mean"]))
                   for g, part in ss.groupby("script", sort=False)]  # fmt: skip
     summary = summaries.to_latex(per_script, ["script", "n", *names], caption=f"Mean {what}, per script group",
-                          label="tab:flores-scripts")  # fmt: skip
+                                 label="tab:flores-scripts")  # fmt: skip
     return long, summary
 
 
@@ -398,7 +398,7 @@ def parity_results(res: dict) -> None:
 
 
 def page() -> None:
-    """Tokenizers, FLORES languages and options → `metrics.compression_table` → charts and downloads."""
+    """Tokenizers, FLORES languages and options → `grid.compression_table` → charts and downloads."""
     st.title("Compression across FLORES-200 languages")
     st.caption(
         "Corpus-level metrics on the parallel FLORES-200 sentences (sums over sentences, no special tokens): "
@@ -437,7 +437,7 @@ def page() -> None:
         return
     with progress("Computing") as cb:
         rows = grid.compression_table([lib[n] for n in names], data, langs, power=float(power), reference=reference,
-                                    names=names, progress=cb)  # fmt: skip
+                                      names=names, progress=cb)  # fmt: skip
     st.success(
         f"{len(names)} tokenizer(s) × {len(langs)} language(s) on {paths.shown_path(data.root)} ({data.split})."
     )
