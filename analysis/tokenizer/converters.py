@@ -8,10 +8,7 @@ from __future__ import annotations
 import base64
 import re
 
-from analysis.core.inputs import (
-    decode_utf8,
-    parse_json,
-)
+from analysis.core.inputs import decode_utf8, parse_json
 from analysis.errors import TokenizerLoadError
 
 from .alphabets import BYTE_TO_CHAR, SPIECE_UNDERLINE

@@ -8,10 +8,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from analysis.core.inputs import (
-    parse_json,
-    read_file,
-)
+from analysis.core.inputs import parse_json, read_file
 from analysis.errors import AnalysisError, TokenizerLoadError
 
 from .converters import (

@@ -12,11 +12,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from analysis.core.cache import DiskCache
-from analysis.core.inputs import (
-    check_not_special,
-    parse_json,
-    path_error,
-)
+from analysis.core.inputs import check_not_special, parse_json, path_error
 from analysis.errors import AnalysisError, TokenizerLoadError
 
 from .gguf_file import GGUF_MAGIC, read_gguf_header, read_header

@@ -63,13 +63,7 @@ from .measures import (
     measure_reuse,
     reused_script_demo,
 )
-from .model import (
-    MODEL_REPORT,
-    export_model,
-    read_model_report,
-    reinit_reused_rows,
-    reused_pieces,
-)
+from .model import MODEL_REPORT, export_model, read_model_report, reinit_reused_rows, reused_pieces
 from .protect import (
     PROTECTIONS,
     all_shared_symbol_ids,

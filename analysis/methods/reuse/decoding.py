@@ -19,9 +19,7 @@ import tokenizers
 from analysis.errors import DataError
 from analysis.tokenizer.tokenizer import LoadedTokenizer
 
-from .classes import (
-    REPLACEMENT,
-)
+from .classes import REPLACEMENT
 
 
 def _check_ids(ids: list[Any]) -> None:

@@ -13,13 +13,7 @@ from analysis.errors import DataError
 from analysis.texts import flores
 from analysis.tokenizer.tokenizer import LoadedTokenizer
 
-from .classes import (
-    REPLACEMENT,
-    ReusePlan,
-    VocabClasses,
-    choose_reusable,
-    standalone_text,
-)
+from .classes import REPLACEMENT, ReusePlan, VocabClasses, choose_reusable, standalone_text
 from .segments import language_role
 
 #: Protections: `symbols` keeps ids whose text is only Common/Inherited-script characters (punctuation, digits and

@@ -62,11 +62,7 @@ from analysis.tokenizer.export import folder_files, zip_files
 from analysis.tokenizer.sources import load
 from analysis.tokenizer.tokenizer import LoadedTokenizer
 
-from .classes import (
-    DEFAULT_RULES,
-    choose_reusable,
-    classify_vocab,
-)
+from .classes import DEFAULT_RULES, choose_reusable, classify_vocab
 from .decoding import ReuseDecoding
 from .protect import protected_ids
 from .segments import segment, target_regex

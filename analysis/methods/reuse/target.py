@@ -23,9 +23,7 @@ from analysis.tokenizer.alphabets import BYTE_TO_CHAR
 from analysis.tokenizer.document import bpe_model
 from analysis.tokenizer.tokenizer import LoadedTokenizer
 
-from .classes import (
-    ReusePlan,
-)
+from .classes import ReusePlan
 from .segments import char_class, language_role, target_regex
 
 
