@@ -13,13 +13,16 @@ words they were written in (``history``) where they were never a table.
 
 from __future__ import annotations
 
+import argparse
 import datetime as _dt
 import json
 import os
 import platform
+import re
 import shlex
 import subprocess
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -151,20 +154,55 @@ class Run:
         out = self.path()
         out.parent.mkdir(parents=True, exist_ok=True)
         atomic_write_text(out, json_document(doc))
-        print(f"results written to {os.path.relpath(out, Path.cwd())}")
+        shown = out.relative_to(Path.cwd()) if out.is_relative_to(Path.cwd()) else out
+        print(f"results written to {shown}")
         return out
+
+
+#: Options that change how a figure is taken or where it goes, not what is measured: never part of a variant.
+NOT_VARIANT = frozenset({"json", "json_out", "out", "keep", "scratch", "deadline", "cap_languages", "cap_warmup",
+                         "repeat", "repeats", "rounds", "visits", "job", "memory_child", "cache_child"})  # fmt: skip
+
+
+def _part(value: Any) -> str:
+    """One option value in a file name: a path by its last part, spaces and separators as dashes."""
+    text = str(value)
+    if "/" in text:
+        text = Path(text.rstrip("/")).name or text
+    return re.sub(r"[^A-Za-z0-9_.+]+", "-", text).strip("-")
 
 
 def variant_of(**options: Any) -> str | None:
     """A variant name from the options that change what is measured (truthy ones only, in the order given):
-    ``variant_of(case="flores-latin", hog=True)`` → ``"flores-latin-hog"``."""
+    ``variant_of(case="flores-latin", hog=True)`` → ``"flores-latin-hog"``; None when none is set."""
     parts = []
     for key, value in options.items():
         if value is True:
             parts.append(key.replace("_", "-"))
         elif value not in (None, False, "", 0):
-            parts.append(str(value).replace("/", "-").replace(" ", "-"))
-    return "-".join(parts) or None
+            parts.append(_part(value))
+    return "-".join(parts)[:80] or None
+
+
+def variant_from(
+    parser: argparse.ArgumentParser, args: argparse.Namespace, *, ignore: Sequence[str] = ()
+) -> str | None:
+    """The variant of a run: every option given a value other than its default (`NOT_VARIANT` and `ignore` left
+    out), so that a run on other inputs (another tokenizer, fewer languages) never replaces the default run's
+    file. A `--variant NAME` option is taken as it is."""
+    parts: dict[str, Any] = {}
+    for action in parser._actions:
+        dest = action.dest
+        if dest in ("help", *NOT_VARIANT, *ignore) or not hasattr(args, dest):
+            continue
+        value = getattr(args, dest)
+        if value == action.default:
+            continue
+        if dest == "variant" or value is True:
+            parts[dest] = value
+        else:
+            parts[dest] = f"{dest.replace('_', '-')}-{_part(value)}"
+    return variant_of(**parts)
 
 
 def load_all(folder: str | os.PathLike | None = None) -> dict[str, dict[str, Any]]:

@@ -26,6 +26,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from _results import Run, variant_from  # noqa: E402
+
 from analysis import load  # noqa: E402
 from analysis.measure import grid  # noqa: E402
 from analysis.texts import flores  # noqa: E402
@@ -78,6 +80,7 @@ def main() -> int:
     if args.cache_child:
         cache_child(args.tokenizer, args.langs)
         return 0
+    run = Run(__file__, variant=variant_from(ap, args))
     tmp = tempfile.mkdtemp(prefix="toklab-bench-")
     os.environ["TOKLAB_CACHE"] = tmp  # a fresh cache: the cold run really computes (children inherit it)
     if args.memory_child:
@@ -119,10 +122,15 @@ def main() -> int:
     cmd += ["--langs", str(args.langs)] if args.langs else []
     out = subprocess.run(cmd, capture_output=True, text=True, check=True, env={**os.environ})
     res = json.loads(out.stdout.strip().splitlines()[-1])
+    t_disk = res["seconds"]
     assert res["rows"] == len(rows) and res["bytes_per_token"] == [r["bytes_per_token"] for r in rows]
     print(f"[2] same request from cache: in memory {t_mem:.3f} s · fresh process, on-disk JSON "
           f"{res['seconds']:.3f} s (target <= 0.5 s)")  # fmt: skip
 
+    figures = {"tokenizer": tok.name, "languages": len(codes), "lines": n_lines, "encode_batch_s": round(b, 3),
+               "compression_table_s": round(o, 3), "ratio": round(o / b, 3), "cache_memory_s": round(t_mem, 4),
+               "cache_disk_s": round(t_disk, 4)}  # fmt: skip
+    met = o / b <= 1.3 and t_disk <= 0.5
     if not args.skip_memory:
         cmd = [sys.executable, __file__, "--memory-child"] + (
             ["--langs", str(args.langs)] if args.langs else []
@@ -132,6 +140,10 @@ def main() -> int:
         print(f"[3] 8 tokenizers x {len(codes)} languages ({res['rows']} rows, {res['seconds']:.1f} s): peak RSS "
               f"{res['peak_rss_mb']:.0f} MB (interpreter+imports {res['rss_start_mb']:.0f} MB) "
               f"(target < 2048 MB)")  # fmt: skip
+        figures["peak_rss_8_tokenizers_mb"] = round(res["peak_rss_mb"])
+        met = met and res["peak_rss_mb"] < 2048
+    run.write(figures, targets={"ratio": "<= 1.3", "cache_disk_s": "<= 0.5", "peak_rss_8_tokenizers_mb": "< 2048"},
+              met=met)  # fmt: skip
     return 0
 
 

@@ -49,6 +49,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from _results import Run, variant_from  # noqa: E402
+
 from analysis import load  # noqa: E402
 from analysis.bpe.training import TrainingWords  # noqa: E402
 from analysis.jobs import ExecutorConfig, compute, train_from_words  # noqa: E402
@@ -160,6 +162,7 @@ def run_corpus(label: str, tok, files: list[Path], args, scratch: Path) -> dict:
     size = sum(p.stat().st_size for p in files)
     print(f"\n== {label}: {len(files)} files, {size / 1e6:,.1f} MB ({load_avg()}); {args.rounds} round(s), each: "
           "in process, then 1 and 2 local workers")  # fmt: skip
+    by_w: dict[int, list[float]] = {}
     warm_up(tok, files)
     rounds: list[dict] = []
     merges_ref: list | None = None
@@ -226,6 +229,7 @@ def run_corpus(label: str, tok, files: list[Path], args, scratch: Path) -> dict:
     for w in (1, 2):
         target = "≤ 1.2×" if w == 1 else "< 1.0×"
         ratios = [rd[w]["stat"] / rd["in"] for rd in rounds]
+        by_w[w] = ratios
         st = {x: med(lambda rd, x=x, w=w: rd[w]["stages"][x]) for x in ("map", "reduce", "finalize")}
         print(f"local {w} worker(s) / in process, statistic wall time: {statistics.median(ratios):.2f}× (target "
               f"{target}; rounds: {', '.join(f'{x:.2f}×' for x in ratios)}); map {st['map'] / stages_in['map']:.2f}×, "
@@ -258,6 +262,11 @@ def run_corpus(label: str, tok, files: list[Path], args, scratch: Path) -> dict:
         "e2e_speedup": e2e_1 / e2e_2,
         "wd2": wd2,
         "per_shard_s": map_1w / len(files),
+        "in_process_s": t_in,
+        "ratio_1_worker": statistics.median(by_w[1]),
+        "rounds_1_worker": [round(x, 3) for x in by_w[1]],
+        "ratio_2_workers": statistics.median(by_w[2]),
+        "rounds_2_workers": [round(x, 3) for x in by_w[2]],
     }
 
 
@@ -279,6 +288,7 @@ def main() -> int:
         "--hog", action="store_true", help="keep one core busy with another process for the whole run"
     )
     args = ap.parse_args()
+    run = Run(__file__, variant=variant_from(ap, args))
     hog = subprocess.Popen([sys.executable, "-c", "while True: pass"]) if args.hog else None
     tok = load(args.tokenizer)
     scratch = Path(args.scratch or tempfile.mkdtemp(prefix="bench-corpus-"))
@@ -321,6 +331,27 @@ def main() -> int:
               f"{big['finalize_s'] + big['train_s']:.0f} s at {big['word_types']:,} word types (grows with word types, "
               "not bytes)")  # fmt: skip
         print(f"\n{load_avg()}")
+        keep = (
+            "files",
+            "bytes",
+            "in_process_s",
+            "ratio_1_worker",
+            "rounds_1_worker",
+            "ratio_2_workers",
+            "rounds_2_workers",
+            "map_speedup",
+            "e2e_speedup",
+            "word_types",
+            "identical",
+        )
+        figures = {"startup_s": round(st, 3), "hog": args.hog, "rounds": args.rounds,
+                   "corpora": {name: {k: (round(r[k], 3) if isinstance(r[k], float) else r[k]) for k in keep}
+                               for name, r in results.items()}}  # fmt: skip
+        fl = results["FLORES-200 devtest"]
+        run.write(figures, targets={"ratio_1_worker": "<= 1.2", "ratio_2_workers": "< 1.0", "startup_s": "<= 0.5",
+                                    "map_speedup": ">= 1.7 (idle)", "identical": True},
+                  met=fl["ratio_1_worker"] <= 1.2 and fl["ratio_2_workers"] < 1.0 and st <= 0.5
+                  and all(r["identical"] for r in results.values()))  # fmt: skip
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
         if hog is not None:

@@ -21,6 +21,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from _results import Run, variant_from  # noqa: E402
+
 from analysis import load  # noqa: E402
 from analysis.methods.dynamic import PairRules, base_tokenize, merge_incremental, merge_naive  # noqa: E402
 
@@ -50,6 +52,8 @@ def main() -> int:
         "--exhaust", default="llama-2", help="tokenizer for the run-to-exhaustion case ('' to skip)"
     )
     args = ap.parse_args()
+    run = Run(__file__, variant=variant_from(ap, args))
+    found = []
     lines = (
         (ASSETS / "flores200" / "devtest" / f"{args.lang}.devtest").read_text(encoding="utf-8").splitlines()
     )
@@ -81,6 +85,9 @@ def main() -> int:
         tracemalloc.stop()
         ratio = t_naive / t_inc
         ratios.append(ratio)
+        found.append({"tokenizer": name, "incremental_ms": round(t_inc * 1000, 2), "naive_ms": round(t_naive * 1000, 2),
+                      "speedup": round(ratio, 2), "peak_mb_incremental": round(peak_inc / 1e6, 3),
+                      "peak_mb_naive": round(peak_naive / 1e6, 3), "identical": same})  # fmt: skip
         after = sum(map(len, inc[0]))
         print(
             f"{name:>16}: {len(texts)} sentences, {n_tok} → {after} tokens after {len(inc[2])} merges | "
@@ -104,8 +111,14 @@ def main() -> int:
             f"{t_naive:.2f} s → {t_naive / t_inc:.1f}x faster | identical: {same}"
         )
         ratios.append(t_naive / t_inc)
+        found.append({"tokenizer": f"{args.exhaust} (rus_Cyrl, to exhaustion)", "merges": len(inc[2]),
+                      "incremental_ms": round(t_inc * 1000, 1), "naive_ms": round(t_naive * 1000, 1),
+                      "speedup": round(t_naive / t_inc, 2), "identical": same})  # fmt: skip
     worst = min(ratios) if ratios else 0.0
     print(f"speed-up {worst:.1f}x at worst (target >= {TARGET:.0f}x) · outputs identical: {ok}")
+    run.write({"lang": args.lang, "batch": args.batch, "merges": args.merges, "runs": found,
+               "worst_speedup": round(worst, 2), "identical": ok},
+              targets={"worst_speedup": f">= {TARGET:g}", "identical": True}, met=ok and worst >= TARGET)  # fmt: skip
     return 0 if ok else 1
 
 

@@ -35,6 +35,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from _results import Run, variant_from  # noqa: E402
+
 from analysis import load  # noqa: E402
 from analysis.bpe.training import continue_training  # noqa: E402
 from analysis.core.paths import shared_assets as assets_dir  # noqa: E402
@@ -152,8 +154,8 @@ def _median(rows: list[dict], key: str) -> float:
     return statistics.median(r[key] for r in rows)
 
 
-def bench_case(case: str, args: argparse.Namespace) -> None:
-    """Interleaved rounds of the case's jobs; medians, ratios and targets."""
+def bench_case(case: str, args: argparse.Namespace) -> dict:
+    """Interleaved rounds of the case's jobs; prints medians, ratios and targets and returns them."""
     kinds = ["continued", "bpetrainer"]
     got: dict[str, list[dict]] = {k: [] for k in kinds + (["cli"] if case == "flores-latin" else [])}
     for _ in range(args.repeat):
@@ -188,6 +190,10 @@ def bench_case(case: str, args: argparse.Namespace) -> None:
             f"{r['rss_before_mb']:.0f} MB)"
         )
     mr = m_c / m_s
+    out = {"mb": round(cont["bytes"] / 1e6, 2), "word_types": cont["word_types"], "continued_s": round(t_c, 3),
+           "bpetrainer_s": round(t_s, 3), "function_ratio": round(ratio, 3), "peak_rss_mb": round(m_c),
+           "bpetrainer_peak_rss_mb": round(m_s), "peak_rss_ratio": round(mr, 3),
+           "phases": {k: round(v, 2) for k, v in cont["phases"].items()}}  # fmt: skip
     print(
         f"ratio peak RSS continued / BpeTrainer: {mr:.2f}x (target <= 1.2x) {'OK' if mr <= 1.2 else 'MISSED'}"
     )
@@ -200,6 +206,12 @@ def bench_case(case: str, args: argparse.Namespace) -> None:
         )
         m_e = _median(got["cli"], "peak_rss_mb")
         print(f"peak RSS extend CLI: median {m_e:.0f} MB ({m_e / m_s:.2f}x BpeTrainer's)")
+        out |= {
+            "extend_json_s": round(t_e, 3),
+            "end_to_end_ratio": round(e, 3),
+            "extend_peak_rss_mb": round(m_e),
+        }
+    return out
 
 
 def preview_bench(tok_dir: str, n_max: int) -> list[tuple[str, int, float]]:
@@ -242,13 +254,20 @@ def main() -> int:
     if args.job:
         print(json.dumps(job(args.job, args.tokenizer, args.n, args.mb, args.case)))
         return 0
+    run = Run(__file__, variant=variant_from(ap, args, ignore=("tokenizer",)))
     load1, load5, _ = os.getloadavg()
     print(
         f"{args.n} new tokens, {os.cpu_count()} CPU cores, load average {load1:.2f} (1 min) {load5:.2f} (5 min)"
     )
+    figures: dict = {"new_tokens": args.n, "rounds": args.repeat}
     for case in CASES if args.case == "all" else [args.case]:
-        bench_case(case, args)
+        figures[case] = bench_case(case, args)
+    targets = {"function_ratio": "<= 1.0", "end_to_end_ratio": "<= 1.2", "peak_rss_ratio": "<= 1.2",
+               "preview_update_worst_s": "<= 2"}  # fmt: skip
+    met = all(c["function_ratio"] <= 1.0 and c["peak_rss_ratio"] <= 1.2 and c.get("end_to_end_ratio", 0) <= 1.2
+              for k, c in figures.items() if isinstance(c, dict))  # fmt: skip
     if args.no_preview:
+        run.write(figures, targets=targets, met=met)
         return 0
     times = preview_bench(CASES["mixed"], min(args.n, 4000))
     for m, n, s in times:
@@ -257,6 +276,9 @@ def main() -> int:
     print(
         f"preview update worst: {worst:.2f} s (target <= 2 s per method) {'OK' if worst <= 2 else 'MISSED'}"
     )
+    figures["preview_updates"] = [{"method": m, "n": n, "seconds": round(s, 3)} for m, n, s in times]
+    figures["preview_update_worst_s"] = round(worst, 3)
+    run.write(figures, targets=targets, met=met and worst <= 2)
     return 0
 
 

@@ -25,6 +25,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 import tokenizers  # noqa: E402
+from _results import Run, variant_from  # noqa: E402
 
 from analysis import load  # noqa: E402
 from analysis.tokenizer.shared import clear_shared  # noqa: E402
@@ -49,6 +50,7 @@ def main() -> int:
     ap.add_argument("tokenizer", nargs="?", default=str(ASSETS / "tokenizers" / "llama-3.1"))
     ap.add_argument("--repeat", type=int, default=7)
     args = ap.parse_args()
+    run = Run(__file__, variant=variant_from(ap, args))
     folder = Path(args.tokenizer)
     path = str(folder / "tokenizer.json")
 
@@ -99,7 +101,13 @@ def main() -> int:
     )
     print(f"first .summary() (parses the JSON document): {t_summary:.3f} s (not in the ratio)")
     print(f"Python memory held by the loaded view: {cur / 1e6:.1f} MB (tracemalloc; Rust side not counted)")
-    return 0 if ratio <= TARGET and ok_again else 1
+    met = ratio <= TARGET and ok_again
+    run.write({"tokenizer": folder.name, "repeat": args.repeat, "rust_load_s": round(mb, 4),
+               "first_load_s": round(mo, 4), "again_s": round(ma, 4), "first_load_ratio": round(ratio, 3),
+               "again_ratio": round(ratio_again, 4), "summary_s": round(t_summary, 3),
+               "python_memory_mb": round(cur / 1e6, 1)},
+              targets={"first_load_ratio": f"<= {TARGET}", "again_ratio": f"<= {TARGET_AGAIN}"}, met=met)  # fmt: skip
+    return 0 if met else 1
 
 
 if __name__ == "__main__":

@@ -38,6 +38,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from _results import Run, variant_from  # noqa: E402
+
 from analysis.adapt.vocab_map import new_ids  # noqa: E402
 from analysis.evaluate.comparison import compare  # noqa: E402
 from analysis.evaluate.model_check import HELDOUT_LINES, RowSwap, heldout_texts, load_pair, model_check  # noqa: E402
@@ -92,11 +94,20 @@ def main() -> None:
     )
     ap.add_argument("--skip-1", action="store_true", help="skip part 1")
     args = ap.parse_args()
+    run = Run(__file__, variant=variant_from(ap, args))
+    figures: dict = {}
+    measure(args, figures)
+    run.write(figures, targets={"bpb_pass.ratio": "<= 1.2", "check.seconds_all_lines": "<= 300 (2 cores)"},
+              met=figures["bpb_pass"]["ratio"] <= 1.2 if "bpb_pass" in figures else None)  # fmt: skip
+
+
+def measure(args: argparse.Namespace, figures: dict) -> None:
+    """The measurements main() asked for: print them and put them into `figures`."""
     t0 = time.perf_counter()
     original, edited = load_pair(args.original, args.edited)
     print(f"loaded both models in {time.perf_counter() - t0:.1f} s on {original.device}")
     if args.hewitt:
-        hewitt(original, edited, args.hewitt)
+        figures["hewitt"] = hewitt(original, edited, args.hewitt)
     if args.skip_1:
         return
     lines = heldout_texts(["est_Latn"], args.bpb_lines)["est_Latn"]
@@ -116,6 +127,9 @@ def main() -> None:
           f"{t_ours:.2f} s vs plain transformers loop {t_ref:.2f} s → {t_ours / t_ref:.2f}× (target ≤ 1.2×); bits "
           f"{got.bits:.3f} vs {bits_ref:.3f}")  # fmt: skip
     print(f"   plain forward throughput {got.tokens / t_ref:.0f} tokens/s ({load()})")
+    figures["bpb_pass"] = {"lines": len(lines), "tokens": got.tokens, "engine_s": round(t_ours, 3),
+                           "plain_loop_s": round(t_ref, 3), "ratio": round(t_ours / t_ref, 3),
+                           "plain_tokens_per_s": round(got.tokens / t_ref)}  # fmt: skip
     if not args.lines:
         return
     langs = [x for x in args.langs.split(",") if x]
@@ -143,6 +157,9 @@ def main() -> None:
         print(f"   {c['lang']}: BPB {c['bpb_original']:.4f} → {c['bpb_edited']:.4f}, tokens/byte "
               f"{c['tokens_per_byte_original']:.4f} → {c['tokens_per_byte_edited']:.4f}, mass on new ids "
               f"{c['mass_new_on_old_text']:.4f}, KL unchanged {c['kl_unchanged']:.4f}")  # fmt: skip
+    figures["check"] = {"languages": len(langs), "lines": args.lines, "seconds": round(took, 1),
+                        "token_positions": work, "seconds_all_lines": round(took * scale),
+                        "per_language": res.to_json()["languages"]}  # fmt: skip
     if args.no_baseline:
         return
     t = time.perf_counter()
@@ -152,9 +169,11 @@ def main() -> None:
     same = max(abs(a.bpb_edited - b.bpb_edited) for a, b in zip(res.languages, slow.languages["edited"]))
     print(f"   baseline, the three-pass reading, same lines: {took_slow:.1f} s ({before} → {load()}) → one pass is "
           f"{took_slow / took:.2f}× faster; largest BPB difference {same:.1e}")  # fmt: skip
+    figures["check"] |= {"three_pass_s": round(took_slow, 1), "one_vs_three_pass": round(took_slow / took, 3),
+                          "largest_bpb_difference": same}  # fmt: skip
 
 
-def hewitt(original, edited, n: int) -> None:
+def hewitt(original, edited, n: int) -> dict:
     """Part 3: the logits of random new rows against the model's own logits, on old-tokenized held-out text."""
     import torch  # noqa: PLC0415 - heavy
 
@@ -171,6 +190,7 @@ def hewitt(original, edited, n: int) -> None:
           f"row norms: random {w_new.norm(dim=1).mean():.3f}, existing {head.norm(dim=1).mean():.3f} (mean), "
           f"mean existing row's norm {head.mean(0).norm():.3f}"
           + ("" if gamma is None else f"; final norm scale |γ| mean {gamma.abs().mean():.3f}"))  # fmt: skip
+    out: dict = {}
     for lang, lines in heldout_texts(["est_Latn", "eng_Latn"], n).items():
         seqs = encode_lines(original.tok, lines, prefix_token(original.tok, cfg))
         hook = HeadInput(m)
@@ -197,6 +217,12 @@ def hewitt(original, edited, n: int) -> None:
         scales = (1, 2, 5, 10, 20, 50)
         shown = ", ".join(f"s={s}: {scaled_mass(z, lse, s):.4f}" for s in scales)
         print(f"      mass on new ids with the rows × s: {shown}")
+        out[lang] = {"positions": len(lse), "hidden_norm": round(float(h.norm(dim=1).mean()), 2),
+                     "mean_logit": round(float(mean.mean()), 3), "top1_logit": round(float(top.mean()), 3),
+                     "log_partition_median": round(float(lse.quantile(q[1])), 3),
+                     "random_rows_logit_std": round(float(z.std()), 4),
+                     "mass_at_scale": {str(s): round(scaled_mass(z, lse, s), 6) for s in scales}}  # fmt: skip
+    return out
 
 
 def scaled_mass(z, lse, scale: float) -> float:

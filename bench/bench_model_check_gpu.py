@@ -58,6 +58,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 import torch  # noqa: E402
+from _results import Run, variant_from  # noqa: E402
 from bench_model_check import plain_loop  # noqa: E402
 from bench_verify import build_model  # noqa: E402
 from torch.nn.attention import SDPBackend, sdpa_kernel  # noqa: E402
@@ -129,6 +130,7 @@ def main() -> int:
         ap.error("--sdpa: any stands alone (PyTorch's own choice of every kernel)")
 
     start = time.perf_counter()
+    run = Run(__file__, variant=variant_from(ap, args))
     if args.device.startswith("cuda") and not torch.cuda.is_available():
         print("bench_model_check_gpu: no CUDA device here; nothing to measure")
         return 0
@@ -147,6 +149,8 @@ def main() -> int:
             )
         if args.json_out:
             atomic_write_text(args.json_out, json_document(summary))
+        run.write(summary, targets={"bpb_pass.ratio": "<= 1.2", "all_languages.seconds": "<= 180",
+                                    "warmup.seconds": "<= 300"})  # fmt: skip
 
     def sync() -> None:
         if on_gpu:

@@ -40,6 +40,7 @@ import time
 import urllib.request
 from pathlib import Path
 
+from _results import Run, variant_from
 from playwright.sync_api import Page, expect, sync_playwright
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -176,7 +177,10 @@ def main() -> None:
     """Time every page cold and warm, then the Playground's updates; print a table, optionally write JSON."""
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--repeat", type=int, default=5, help="Playground edits to time")
-    ap.add_argument("--json", default=None, help="write the figures to this file")
+    ap.add_argument("--json", default=None, help="also write the figures to this file")
+    ap.add_argument(
+        "--variant", default=None, help="a name for this run's conditions (e.g. hog): results file suffix"
+    )
     ap.add_argument(
         "--pages", default="", help="comma-separated page titles to time (after the PRELUDE); default all"
     )
@@ -184,6 +188,7 @@ def main() -> None:
     ap.add_argument("--no-playground", action="store_true", help="skip the Playground's update timing")
     args = ap.parse_args()
     chosen = [p.strip() for p in args.pages.split(",") if p.strip()]
+    run = Run(__file__, variant=variant_from(ap, args))
     visit = [(t, p) for t, p in pages() if not chosen or t in chosen or t in PRELUDE]
     if chosen and len(visit) != len(set(chosen) | set(PRELUDE)):
         raise SystemExit(f"unknown page in --pages; pages: {', '.join(t for t, _ in pages())}")
@@ -239,6 +244,12 @@ def main() -> None:
     if updates:
         print(f"Playground update (3 tokenizers): median {statistics.median(updates):.2f} s, max {max(updates):.2f} s "
               f"over {len(updates)} edits")  # fmt: skip
+    pages_s = [{k: round(v, 3) if isinstance(v, float) else v for k, v in r.items()} for r in rows]
+    figures = {"pages": pages_s, "visits": args.visits, "server": fast,
+               "playground_update_s": {"median": round(statistics.median(updates), 3), "max": round(max(updates), 3),
+                                       "edits": len(updates)} if updates else None}  # fmt: skip
+    run.write(figures, targets={"every page, cold and warm": f"<= {TARGET_S:g} s", "playground_update_s": "<= 1"},
+              met=not over and (not updates or statistics.median(updates) <= 1))  # fmt: skip
     if args.json:
         Path(args.json).parent.mkdir(parents=True, exist_ok=True)
         Path(args.json).write_text(

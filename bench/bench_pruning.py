@@ -21,6 +21,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from _results import Run, variant_from  # noqa: E402
+
 from analysis import load  # noqa: E402
 from analysis.bpe import vocabulary_structure  # noqa: E402
 from analysis.core.paths import shared_assets as assets_dir  # noqa: E402
@@ -81,6 +83,7 @@ def main() -> int:
     ap.add_argument("--points", type=int, default=20)
     ap.add_argument("--baseline-points", type=int, default=3)
     args = ap.parse_args()
+    run = Run(__file__, variant=variant_from(ap, args))
     flores = assets_dir() / "flores200" / "devtest"
     et = (flores / "est_Latn.devtest").read_text(encoding="utf-8").splitlines()
     en = (flores / "eng_Latn.devtest").read_text(encoding="utf-8").splitlines()
@@ -140,6 +143,12 @@ def main() -> int:
     )
     for p in pts[:: max(1, len(pts) // 5)]:
         print(f"    N={p.n:>7,}  " + "  ".join(f"{k} {v:.3f}" for k, v in p.bytes_per_token.items()))
+    run.write({"tokenizer": tok.name, "order_tokens": len(order), "leaf_frequency_order_s": round(t_order, 3),
+               "order_baseline_s": round(t_base, 3), "curve_points": len(ns), "curve_s": round(t_curve, 2),
+               "curve_baseline_s": round(t_bl, 2), "order_peak_python_mb": round(mem_order, 1),
+               "curve": [{"n": p.n, **{k: round(v, 4) for k, v in p.bytes_per_token.items()}} for p in pts]},
+              targets={"leaf_frequency_order_s": "<= 5", "curve_s": "<= 30"},
+              met=t_order <= 5 and t_curve <= 30)  # fmt: skip
     return 0
 
 

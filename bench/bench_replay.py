@@ -17,6 +17,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from _results import Run, variant_from  # noqa: E402
+
 from analysis import load  # noqa: E402
 from analysis.bpe import BPEReplay  # noqa: E402
 
@@ -30,6 +32,7 @@ def main() -> int:
     ap.add_argument("--langs", type=int, default=0, help="first N languages only (default: all)")
     ap.add_argument("--lines", type=int, default=0, help="first N lines per language (default: all 1012)")
     args = ap.parse_args()
+    run = Run(__file__, variant=variant_from(ap, args))
 
     flores = sorted((ASSETS / "flores200" / "devtest").glob("*.devtest"))
     if args.langs:
@@ -88,6 +91,11 @@ def main() -> int:
             + ", ".join(f"{n} {tr / te:.1f}x" for n, _a, te, tr in rows)
         )
     print(f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
+    run.write({"languages": len(flores), "lines": len(corpus),
+               "tokenizers": [{"tokenizer": n, "agreement": round(a, 6), "encode_batch_s": round(te, 2),
+                               "replay_s": round(tr, 2), "replay_vs_encode_batch": round(tr / te, 2)}
+                              for n, a, te, tr in rows]},
+              targets={"agreement": "== 1.0 for every tokenizer"}, met=not total_bad)  # fmt: skip
     return 1 if total_bad else 0
 
 

@@ -19,6 +19,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from _results import Run, variant_from  # noqa: E402
+
 from analysis import load  # noqa: E402
 from analysis.core.paths import shared_assets as assets_dir  # noqa: E402
 from analysis.methods.reuse import build_reuse_tokenizer  # noqa: E402
@@ -49,6 +51,7 @@ def main() -> None:
     ap.add_argument("--tokenizer", default=str(assets_dir() / "tokenizers" / "llama-3.1"))
     ap.add_argument("--repeats", type=int, default=5)
     args = ap.parse_args()
+    run = Run(__file__, variant=variant_from(ap, args))
     tok = load(args.tokenizer)
     t0 = time.perf_counter()
     rt = build_reuse_tokenizer(tok, flores_split("arb_Arab")[0])
@@ -85,6 +88,13 @@ def main() -> None:
     t0 = time.perf_counter()
     base.decode_batch([e.ids for e in base.encode_batch(held, add_special_tokens=False)])
     floor = time.perf_counter() - t0
+    run.write({"tokenizer": tok.name, "lines": len(lines), "encode_ratio": round(ratio, 3),
+               "decode_ratio": round(dec_rbpe / dec_base, 3), "round_trip_exact": ok,
+               "collateral_s": round(took, 2), "base_encode_decode_s": round(floor, 2),
+               "collateral_vs_base": round(took / floor, 2), "held_out_lines": len(held),
+               "not_round_trip": s["not_round_trip"], "not_round_trip_by_role": s["not_round_trip_by_role"]},
+              targets={"encode_ratio": "<= 3", "collateral_vs_base": "<= 5"},
+              met=ratio <= 3 and took / floor <= 5 and ok)  # fmt: skip
     print(
         f"collateral table: {len(rows)} languages × {len(held):,} held-out lines in {took:.1f} s; base tokenizer "
         f"encode + decode of the same lines {floor:.1f} s; ratio {took / floor:.1f}x (target <= 5x: R-BPE encodes "

@@ -25,6 +25,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from _results import Run, variant_from  # noqa: E402
 from tokenizers import Tokenizer, models, pre_tokenizers, trainers  # noqa: E402
 
 from analysis import load  # noqa: E402
@@ -41,6 +42,8 @@ def main() -> None:
     ap.add_argument("--vocab", type=int, default=4000)
     ap.add_argument("--files", type=int, default=3, help="files per repository and language")
     args = ap.parse_args()
+    run = Run(__file__, variant=variant_from(ap, args))
+    found = []
     base = load(args.base)
     recs = code.read_code(max_files_per_repo=args.files)
     texts = [r.text for r in recs]
@@ -71,6 +74,7 @@ def main() -> None:
         st = sabpe.train_source_bpe(sw, n_new, priority=prio, skip=skip)
         dt = time.process_time() - t0
         worst = max(worst, dt / t_plain)
+        found.append({"trainer": label, "cpu_s": round(dt, 3), "vs_plain": round(dt / t_plain, 3)})
         same = " (same merges as plain)" if prio == "F" and st.merges == [s.pair for s in plain] else ""
         skipped = sum(1 for h in st.history if h.skipped)
         print(
@@ -97,7 +101,14 @@ def main() -> None:
         f"ratio SA-BPE collect + train (skip R<2) / BpeTrainer: {sa_total / t_hf:.2f}x "
         f"({sa_total:.2f} s vs {t_hf:.2f} s; target <= 10x)"
     )
-    print(f"peak RSS {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MB")
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    print(f"peak RSS {peak:.0f} MB")
+    run.write({"files": len(recs), "repositories": len(sw.repos), "languages": len(sw.languages), "mb": round(mb, 2),
+               "merges": n_new, "collect_cpu_s": round(t_collect, 3), "plain_cpu_s": round(t_plain, 3),
+               "trainers": found, "worst_vs_plain": round(worst, 3), "bpetrainer_cpu_s": round(t_hf, 3),
+               "collect_train_vs_bpetrainer": round(sa_total / t_hf, 3), "peak_rss_mb": round(peak)},
+              targets={"worst_vs_plain": "<= 4", "collect_train_vs_bpetrainer": "<= 10"},
+              met=worst <= 4 and sa_total / t_hf <= 10)  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -21,6 +21,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from _results import Run, variant_from  # noqa: E402
+
 from analysis import bpe, load  # noqa: E402
 from analysis.bpe import structure, stt  # noqa: E402
 from analysis.core.cache import clear_memory  # noqa: E402
@@ -45,6 +47,7 @@ def main() -> int:
     ap.add_argument("tokenizer", nargs="?", default=str(ASSETS / "tokenizers" / "llama-3.1"))
     ap.add_argument("--repeat", type=int, default=3, help="alternating runs; the best of each is reported")
     args = ap.parse_args()
+    run = Run(__file__, variant=variant_from(ap, args))
 
     t0 = time.perf_counter()
     tok = load(args.tokenizer)
@@ -135,9 +138,17 @@ def main() -> int:
     structure._structure.cache_clear()
     t = time.perf_counter()
     bpe.vocabulary_structure(tok)
-    print(f"vocabulary_structure from the disk cache: {time.perf_counter() - t:.2f} s")
+    from_disk = time.perf_counter() - t
+    print(f"vocabulary_structure from the disk cache: {from_disk:.2f} s")
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print(f"peak RSS: {rss:.0f} MiB; load average now: {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
+    run.write({"tokenizer": tok.name, "unreachable": unreachable, "stt_s": round(stt_s, 3),
+               "bare_tokenize_loop_s": round(base, 3), "stt_ratio": round(stt_s / base, 3),
+               "structure_cold_s": round(min(vs_cold), 3), "structure_stt_cached_s": round(min(vs_given), 3),
+               "replay_baseline_s": round(naive, 3), "same_splits": ref == vs.split,
+               "structure_from_disk_s": round(from_disk, 3), "peak_rss_mib": round(rss)},
+              targets={"stt_ratio": "<= 1.5", "structure_cold_s": "<= 3"},
+              met=stt_s / base <= 1.5 and min(vs_cold) <= 3 and ref == vs.split)  # fmt: skip
     return 0
 
 

@@ -20,6 +20,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+from _results import Run, variant_from
 
 ROOT = Path(__file__).resolve().parents[1]
 REFS = list(range(177, 188))
@@ -131,6 +132,7 @@ def main() -> int:
     ap.add_argument("--dim", type=int, default=4096)
     ap.add_argument("--keep", default=None, help="folder to write the matrix into (kept)")
     args = ap.parse_args()
+    run = Run(__file__, variant=variant_from(ap, args))
     tmp = None if args.keep else tempfile.TemporaryDirectory(prefix="toklab-bench-ut-")
     folder = Path(args.keep or tmp.name)
     folder.mkdir(parents=True, exist_ok=True)
@@ -176,6 +178,15 @@ def main() -> int:
             f"peak memory {ours['peak_rss'] / max(1, naive['peak_rss']):.2f}x; same reference cosine: "
             f"{abs(ours['ref_cos'] - naive['ref_cos']) < 1e-3}"
         )
+    figures = {"rows": args.rows, "dim": args.dim, "matrix_gib": round(nbytes / 2**30, 3),
+               "indicators_s": round(ours["indicators_s"], 3), "cpu_s": round(ours["cpu_s"], 3),
+               "peak_rss_vs_matrix": round(ours["peak_rss"] / nbytes, 3),
+               "tracemalloc_vs_matrix": round(ours["tracemalloc_peak"] / nbytes, 3)}  # fmt: skip
+    if "error" not in naive:
+        figures |= {"naive_s": round(naive["indicators_s"], 3),
+                    "naive_peak_rss_vs_matrix": round(naive["peak_rss"] / nbytes, 3)}  # fmt: skip
+    run.write(figures, targets={"indicators_s": "<= 10", "peak_rss_vs_matrix": "<= 1.5"},
+              met=ours["indicators_s"] <= 10 and ours["peak_rss"] <= 1.5 * nbytes)  # fmt: skip
     if tmp:
         tmp.cleanup()
     return 0

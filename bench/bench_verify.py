@@ -34,6 +34,8 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from _results import Run, variant_from  # noqa: E402
+
 from analysis import load  # noqa: E402
 from analysis.core.paths import shared_assets  # noqa: E402
 from analysis.methods.undertrained import analyze, verify_result  # noqa: E402
@@ -95,6 +97,7 @@ def main() -> int:
     ap.add_argument("--gpu-share", type=float, default=0.5, help="share of the model the GPU cap admits")
     ap.add_argument("--out", default=None, help="write the JSON summary here too")
     args = ap.parse_args()
+    run = Run(__file__, variant=variant_from(ap, args))
     import torch  # noqa: PLC0415 - heavy, only when the bench runs
 
     if not torch.cuda.is_available():
@@ -178,6 +181,8 @@ def main() -> int:
         )
         if args.out:
             Path(args.out).write_text(json.dumps(summary, indent=2))
+        run.write(summary, targets={"indicators.speedup": ">= 1 on big matrices", "verification.same_verdicts": "all"},
+                  met=same == k)  # fmt: skip
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return 0

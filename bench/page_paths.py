@@ -12,12 +12,14 @@ from streamlit.testing.v1 import AppTest
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
+
+from _results import Run  # noqa: E402
 from support import load_shared  # noqa: E402
 
 
 def extend_slider(
     tok_name: str = "gpt2", moves: tuple[int, ...] = (50, 120, 300, 700, 1000, 20, 450)
-) -> None:
+) -> dict:
     """Seconds per slider move on the Extend page after training (the page rerun), and the engine's `at`."""
     at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=600)
     at.switch_page("pages/extend.py").run()
@@ -41,9 +43,11 @@ def extend_slider(
         f"extend slider ({tok_name}, 3 methods): per move median {statistics.median(times):.2f} s, "
         f"max {max(times):.2f} s  {[round(t, 2) for t in times]}"
     )
+    return {"tokenizer": tok_name, "median_s": round(statistics.median(times), 3), "max_s": round(max(times), 3),
+            "moves_s": [round(t, 3) for t in times]}  # fmt: skip
 
 
-def playground(names: tuple[str, ...] = ("gpt2", "llama-3.1", "qwen3", "mistral-7b-v0.3")) -> None:
+def playground(names: tuple[str, ...] = ("gpt2", "llama-3.1", "qwen3", "mistral-7b-v0.3")) -> dict:
     """Seconds per text update on the Playground with four tokenizers (live mode)."""
     at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=600)
     at.query_params["t"] = [f"example:{n}" for n in names]
@@ -59,11 +63,20 @@ def playground(names: tuple[str, ...] = ("gpt2", "llama-3.1", "qwen3", "mistral-
     print(
         f"playground update (4 tokenizers): median {statistics.median(times):.3f} s, max {max(times):.3f} s"
     )
+    return {
+        "tokenizers": list(names),
+        "median_s": round(statistics.median(times), 3),
+        "max_s": round(max(times), 3),
+    }
 
 
 if __name__ == "__main__":
     which = sys.argv[1:] or ["extend", "playground"]
+    run = Run(__file__, variant=None if set(which) == {"extend", "playground"} else "-".join(which))
+    figures = {}
     if "playground" in which:
-        playground()
+        figures["playground_update"] = playground()
     if "extend" in which:
-        extend_slider()
+        figures["extend_slider"] = extend_slider()
+    run.write(figures, targets={"extend_slider.max_s": "<= 0.5"},
+              met=figures["extend_slider"]["max_s"] <= 0.5 if "extend_slider" in figures else None)  # fmt: skip

@@ -15,6 +15,8 @@ from streamlit.testing.v1 import AppTest
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
+from _results import Run, variant_from  # noqa: E402
+
 from analysis.methods import undertrained as ut  # noqa: E402
 from analysis.model.demo_models import DEMO_MODELS, weights_path  # noqa: E402
 from analysis.model.source import resolve_model, tokenizer_for_model  # noqa: E402
@@ -48,6 +50,7 @@ if __name__ == "__main__":
     ap = argparse.ArgumentParser()
     ap.add_argument("--k", type=int, default=10)
     args = ap.parse_args()
+    run = Run(__file__, variant=variant_from(ap, args))
     model = str(weights_path(DEMO_MODELS[0]))
     p, pw = page_path(args.k)
     c, cw = cli_path(model, args.k)
@@ -55,3 +58,6 @@ if __name__ == "__main__":
         f"per candidate: page {p:.3f} s (click→done {pw:.1f} s), cli {c:.3f} s (incl. load {cw:.1f} s); "
         f"ratio {p / c:.2f}"
     )
+    run.write({"model": DEMO_MODELS[0], "k": args.k, "page_per_candidate_s": round(p, 4), "page_click_to_done_s": round(pw, 2),
+               "cli_per_candidate_s": round(c, 4), "cli_with_load_s": round(cw, 2), "ratio": round(p / c, 3)},
+              targets={"ratio": "<= 1.5"}, met=p / c <= 1.5)  # fmt: skip
