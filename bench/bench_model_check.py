@@ -23,7 +23,7 @@ In one run:
    config.initializer_range: what `resize_token_embeddings` did before transformers made mean resizing the
    default), the resulting mass, and the mass when those rows are scaled up.
 
-DIR is an `extend --model SmolLM2.gguf --out DIR` export (see the README's Model check section).
+DIR is an `extend --model SmolLM2.gguf --out DIR` export (see docs/model-check.md).
 """
 
 from __future__ import annotations

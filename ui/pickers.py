@@ -100,7 +100,7 @@ def pick_tokenizers(label: str, key: str, max_n: int = 8, default: list[str] | N
 SERVER_PATHS_OFF = (
     "Server-side paths are off: the browser cannot read or write files on the server. An operator running the "
     "app for a trusted local user can allow paths under chosen folders with `TOKLAB_SERVER_PATHS=1` and "
-    "`TOKLAB_SERVER_ROOTS` (see the README, *Limits and security*)."
+    "`TOKLAB_SERVER_ROOTS` (see docs/security.md)."
 )
 
 

@@ -134,7 +134,7 @@ def add_executor_arguments(parser: argparse.ArgumentParser) -> argparse._Argumen
     """Add the corpus-executor flags (one argument group) to a command's parser; returns the group."""
     g = parser.add_argument_group(
         "corpus executor",
-        "where corpus statistics are computed (datatrove); see README 'Corpora beyond one machine'",
+        "where corpus statistics are computed (datatrove); see docs/corpus-jobs.md",
     )
     g.add_argument(
         "--executor",

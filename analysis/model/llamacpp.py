@@ -46,7 +46,7 @@ def require_llama_cpp() -> Any:
     except (ImportError, OSError) as e:  # OSError: the shared library failed to load
         raise ModelLoadError(
             "llama-cpp-python is not installed (pip install llama-cpp-python==0.3.36; it builds llama.cpp from "
-            f"source, see README 'Export'): {e}"
+            f"source, see docs/model-check.md 'Export'): {e}"
         ) from e
     return llama_cpp
 
