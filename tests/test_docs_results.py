@@ -4,6 +4,7 @@ what `bench/report.py` renders from `bench/results/*.json` now; every bench writ
 
 from __future__ import annotations
 
+import argparse
 import json
 import re
 import sys
@@ -57,7 +58,9 @@ def test_every_bench_writes_its_results(path):
 def test_a_run_writes_a_results_file_and_the_report_renders_it(tmp_path, monkeypatch):
     monkeypatch.setenv("TOKLAB_BENCH_RESULTS", str(tmp_path))
     run = _results.Run("bench/bench_tiny.py", variant="x", argv=["bench/bench_tiny.py", "--n", "3"])
-    out = run.write({"ratio": 0.75, "rows": [{"lang": "est_Latn", "s": 1.5}]}, targets={"ratio": "<= 1"}, met=True)
+    out = run.write(
+        {"ratio": 0.75, "rows": [{"lang": "est_Latn", "s": 1.5}]}, targets={"ratio": "<= 1"}, met=True
+    )
     assert out == tmp_path / "bench_tiny-x.json"
     doc = json.loads(out.read_text(encoding="utf-8"))
     assert all(k in doc for k in _results.REQUIRED)
@@ -68,15 +71,15 @@ def test_a_run_writes_a_results_file_and_the_report_renders_it(tmp_path, monkeyp
 
 
 def test_the_variant_names_what_differs_from_the_defaults():
-    import argparse
-
     ap = argparse.ArgumentParser()
     ap.add_argument("--tokenizer", default="/assets/tokenizers/llama-3.1")
     ap.add_argument("--langs", type=int, default=0)
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--hog", action="store_true")
     assert _results.variant_from(ap, ap.parse_args([])) is None
-    assert _results.variant_from(ap, ap.parse_args(["--repeat", "1"])) is None  # precision, not what is measured
+    assert (
+        _results.variant_from(ap, ap.parse_args(["--repeat", "1"])) is None
+    )  # precision, not what is measured
     got = _results.variant_from(ap, ap.parse_args(["--tokenizer", "/x/gpt2/", "--langs", "2", "--hog"]))
     assert got == "tokenizer-gpt2-langs-2-hog"
 
