@@ -64,7 +64,7 @@ def test_add_an_example_and_load_a_folder(page: Page, app_url, artifacts):
     page.get_by_text(
         "Load a tokenizer", exact=True
     ).click()  # folded once the library has more than the default
-    # server-side paths are off by default (README, Limits and security): the path tab says so, and the
+    # server-side paths are off by default (docs/security.md): the path tab says so, and the
     # operator's example folders load in one click
     page.get_by_role("tab", name="Local folder or file").click()
     expect(page.get_by_text("Server-side paths are off").first).to_be_visible()

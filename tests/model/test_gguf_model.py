@@ -171,7 +171,7 @@ def test_extend_smollm2_with_the_model_to_gguf_and_logprobs(tmp_path, capsys):
     Q4_1 source → llama.cpp; its log-probabilities match the Hugging Face model's within the quantisation's
     error. The Hugging Face model is the de-quantized Q4_1 (same weights); llama.cpp multiplies Q4_1 weights with
     activations quantized to 8 bits (Q8_1) and keeps an F16 KV cache: on the unedited model the same comparison
-    measures a mean |Δ log p| of 0.10 nats, max 1.15, same top-1 96 % (README 'Export')."""
+    measures a mean |Δ log p| of 0.10 nats, max 1.15, same top-1 96 % (docs/model-check.md, 'Export')."""
     out = tmp_path / "smol-et"
     rc = main(["extend", "--model", str(SMOLLM), "--flores", "est_Latn", "--n", "500", "--out", str(out),
                "--gguf", "--json", "--quiet"])  # fmt: skip
