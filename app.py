@@ -31,6 +31,7 @@ PAGES = {
         _page("pages/playground.py", "Playground", "compare", "playground"),
         _page("pages/merge_trees.py", "Merge trees", "account_tree", "merge_trees"),
         _page("pages/vocab_diff.py", "Vocabulary diff", "join_inner", "vocab_diff"),
+        _page("pages/drift.py", "Drift", "difference", "drift"),
         _page("pages/chat_template.py", "Chat template", "forum", "chat_template"),
     ],
     "Diagnose": [

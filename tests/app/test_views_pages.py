@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 from app_support import open_page
-from support import load_shared
+from support import flores_lines, load_shared
 
 import analysis.views.shared_text as shared
 from analysis.views.chat_template import SAMPLE_CONVERSATION, render_chat
@@ -97,3 +97,20 @@ def test_playground_decode_box():
     assert any("outside gpt2's vocabulary" in w.value for w in at.warning)
     at.text_area(key="pg-dec-ids").set_value("15496 abc").run()
     assert any("is not a token id" in e.value for e in at.error)
+
+
+def test_drift_page_compares_two_tokenizers_and_shows_the_cli_command():
+    """Two loadings of gpt2 (the library's example and the same files again): identical ids; the tables carry the
+    engine's counts."""
+    at = open_page("pages/drift.py", t="example:gpt2")
+    assert at.selectbox(key="dr-a").value == at.selectbox(key="dr-b").value == "gpt2"
+    at.multiselect(key="dr-langs").set_value(["est_Latn"])
+    at.multiselect(key="dr-content").set_value(["numbers"]).run()
+    assert any("analysis drift" in c.value and "--langs est_Latn" in c.value for c in at.caption)
+    at.button(key="dr-run").click().run()
+    assert not at.exception and not at.error
+    assert at.metric[0].value == "identical ids"
+    gpt2 = load_shared("gpt2")
+    langs = next(f.value for f in at.dataframe if "Language" in f.value.columns)
+    direct = sum(len(gpt2.tokenizer.encode(s).ids) for s in flores_lines("est_Latn"))
+    assert langs["Tokens A"].tolist() == langs["Tokens B"].tolist() == [direct]

@@ -1,0 +1,112 @@
+"""Small generated probe texts, the same on every run (a fixed seed, no clock): numbers and dates, whitespace runs
+and tabs, emoji and ZWJ sequences. They cover what natural prose rarely holds and where tokenizers built from the
+same vocabulary disagree most often (digit splitting, whitespace merging, multi-code-point graphemes)."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable
+
+#: The seed of every generated set: a fixed one, so two runs (and two tokenizers) see the same lines.
+SEED = 20260
+
+_MONTHS = ("January", "February", "March", "April", "May", "June", "July", "August", "September", "October",
+           "November", "December")  # fmt: skip
+
+
+def _digits(rng: random.Random, k: int) -> str:
+    return str(rng.randrange(10 ** (k - 1) if k > 1 else 0, 10**k))
+
+
+def numbers_and_dates(n: int = 400) -> list[str]:
+    """`n` lines of numbers and dates: integers of 1–15 digits, grouped thousands, decimals, percentages,
+    currency, negative and scientific numbers, ISO / US / European dates, times, phone and version numbers."""
+    rng = random.Random(SEED)
+    forms: list[Callable[[], str]] = [
+        lambda: _digits(rng, rng.randint(1, 15)),
+        lambda: f"{rng.randrange(1000, 10**12):,}",
+        lambda: f"{rng.randrange(1000, 10**9):,}".replace(",", "."),
+        lambda: f"{rng.uniform(0, 10**6):.{rng.randint(1, 6)}f}",
+        lambda: f"{rng.uniform(0, 100):.1f}%",
+        lambda: f"${rng.randrange(1, 10**7):,}.{rng.randrange(100):02d}",
+        lambda: f"-{rng.randrange(1, 10**6)}",
+        lambda: f"{rng.uniform(1, 10):.3f}e{rng.choice('+-')}{rng.randrange(1, 40):02d}",
+        lambda: f"{rng.randrange(1900, 2100)}-{rng.randrange(1, 13):02d}-{rng.randrange(1, 29):02d}",
+        lambda: f"{rng.randrange(1, 13)}/{rng.randrange(1, 29)}/{rng.randrange(1900, 2100)}",
+        lambda: f"{rng.randrange(1, 29):02d}.{rng.randrange(1, 13):02d}.{rng.randrange(1900, 2100)}",
+        lambda: f"{rng.randrange(1, 29)} {rng.choice(_MONTHS)} {rng.randrange(1900, 2100)}",
+        lambda: f"{rng.randrange(24):02d}:{rng.randrange(60):02d}:{rng.randrange(60):02d}",
+        lambda: (
+            f"+{rng.randrange(1, 99)} {rng.randrange(100, 999)} {rng.randrange(1000, 9999)} {rng.randrange(100, 999)}"
+        ),
+        lambda: f"v{rng.randrange(10)}.{rng.randrange(30)}.{rng.randrange(100)}",
+        lambda: (
+            f"In {rng.randrange(1900, 2100)}, {rng.randrange(2, 999)} of {rng.randrange(1000, 99999)} "
+            f"({rng.uniform(0, 100):.2f}%) were counted."
+        ),
+    ]
+    return [forms[i % len(forms)]() for i in range(n)]
+
+
+def whitespace_runs(n: int = 200) -> list[str]:
+    """`n` lines with runs of spaces (1–64), tabs, mixed indentation, trailing spaces, CRLF and blank lines."""
+    rng = random.Random(SEED + 1)
+    words = ("return", "value", "if", "x", "the", "data", "for", "item", "in", "items", "end", "#")
+    out: list[str] = []
+    for i in range(n):
+        kind = i % 6
+        if kind == 0:
+            out.append(" " * rng.randint(1, 64) + rng.choice(words))
+        elif kind == 1:
+            out.append("\t" * rng.randint(1, 8) + rng.choice(words) + "\t" + rng.choice(words))
+        elif kind == 2:
+            out.append(
+                rng.choice(words) + " " * rng.randint(2, 40) + rng.choice(words) + " " * rng.randint(1, 9)
+            )
+        elif kind == 3:
+            out.append(
+                "".join(rng.choice((" ", "\t", "  ", "    ")) for _ in range(rng.randint(2, 12))) + "x = 1"
+            )
+        elif kind == 4:
+            out.append(rng.choice(words) + "\r\n" + " " * rng.randint(0, 8) + rng.choice(words) + "\n\n\n")
+        else:
+            out.append(
+                "\n".join("    " * rng.randint(0, 4) + rng.choice(words) for _ in range(rng.randint(2, 6)))
+            )
+    return out
+
+
+_ZWJ = "\u200d"
+_EMOJI = ("😀", "🎉", "🚀", "❤️", "👍", "🔥", "🌍", "🍕", "🐍", "✨", "🤖", "📈")
+_SKIN = ("\U0001f3fb", "\U0001f3fc", "\U0001f3fd", "\U0001f3fe", "\U0001f3ff")
+_PEOPLE = ("👨", "👩", "👧", "👦", "🧑")
+_ZWJ_SEQUENCES = (
+    "👨" + _ZWJ + "👩" + _ZWJ + "👧" + _ZWJ + "👦",  # family
+    "👩" + _ZWJ + "💻",  # woman technologist
+    "🏳️" + _ZWJ + "🌈",  # rainbow flag
+    "🧑" + _ZWJ + "🚀",  # astronaut
+    "👁️" + _ZWJ + "🗨️",  # eye in speech bubble
+    "🐻" + _ZWJ + "❄️",  # polar bear
+)
+_FLAGS = ("🇪🇪", "🇯🇵", "🇧🇷", "🇺🇦", "🇮🇳", "🇳🇬")
+_KEYCAPS = ("1️⃣", "#️⃣", "*️⃣")
+
+
+def emoji_sequences(n: int = 200) -> list[str]:
+    """`n` lines of emoji: single ones, skin-tone modifiers, ZWJ sequences, flags (regional-indicator pairs) and
+    keycaps, alone, in runs and inside short text."""
+    rng = random.Random(SEED + 2)
+    out: list[str] = []
+    for i in range(n):
+        kind = i % 5
+        if kind == 0:
+            out.append("".join(rng.choice(_EMOJI) for _ in range(rng.randint(1, 6))))
+        elif kind == 1:
+            out.append(f"Thanks {rng.choice(_PEOPLE)}{rng.choice(_SKIN)} see you soon {rng.choice(_EMOJI)}")
+        elif kind == 2:
+            out.append(" ".join(rng.choice(_ZWJ_SEQUENCES) for _ in range(rng.randint(1, 4))))
+        elif kind == 3:
+            out.append(f"Flags: {''.join(rng.choice(_FLAGS) for _ in range(rng.randint(1, 5)))}")
+        else:
+            out.append(f"Press {rng.choice(_KEYCAPS)} then {rng.choice(_ZWJ_SEQUENCES)}{rng.choice(_SKIN)}")
+    return out
