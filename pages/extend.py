@@ -17,6 +17,7 @@ from analysis.bpe.training import continue_training, training_mode
 from analysis.core import paths
 from analysis.core.outputs import json_document
 from analysis.core.references import cite, reference
+from analysis.evaluate.speculative import SPEC_VOCAB_MAX_SIZE_DIFFERENCE, largest_compatible_extension
 from analysis.jobs import TrainingWords, train_from_words
 from analysis.methods.extension import (
     ADDED_MARK,
@@ -37,7 +38,7 @@ from analysis.tokenizer.export import zip_bytes
 from ui.caching import cache_data, cache_resource
 from ui.corpus_jobs import corpus_panel
 from ui.errors import try_step
-from ui.export_check import export_check_section
+from ui.export_check import export_check_section, speculative_line
 from ui.library import add_edited_button
 from ui.model_check import model_check_section
 from ui.palette import OKABE_ITO
@@ -450,6 +451,7 @@ def export(tok: LoadedTokenizer, pv: Preview, label: str, config: tuple, n: int,
                            mime="application/zip", key="ext-download")  # fmt: skip
         st.download_button("Download extension_report.json", z[4], file_name="extension_report.json",
                            mime="application/json", key="ext-report")  # fmt: skip
+        speculative_line(z[5].extension.tokenizer, tok, f"{tok.name} +{n}")
         add_edited_button(z[5].extension.tokenizer, f"{tok.name} +{n} ({METHOD_LABELS[em]})", "ext-add")
         st.caption(
             "tokenizer.json (merges as lists), tokenizer_config.json, special_tokens_map.json and "
@@ -511,6 +513,11 @@ def page() -> None:
         st.warning("The text gave no new tokens: every pair it contains is already a token.")
         return
     n = c_n.slider("N (new tokens)", 1, n_cap, n_cap, key="ext-n")
+    keep = largest_compatible_extension(tok)
+    c_n.caption(f"Speculative decoding (llama.cpp pairs a draft and a target whose vocabularies differ by at most "
+                f"{SPEC_VOCAB_MAX_SIZE_DIFFERENCE} tokens): N ≤ {keep} keeps {tok.name} +N and {tok.name} a valid "
+                f"draft/target pair" + ("" if n <= keep else f"; N = {n} does not") + "." if keep else
+                f"Speculative decoding: llama.cpp reads no {tok.model_type} tokenizer of this kind.")  # fmt: skip
     results = {m: pv.at(m, n) for m in pv.plans}
     # the results in tabs, right under the slider: at 1280×800 the first result is on screen, not 3,800 px down
     t_measure, t_text, t_added, t_export = st.tabs(RESULT_TABS, key="ext-results")

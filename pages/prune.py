@@ -31,7 +31,7 @@ from analysis.tokenizer.defaults import SAMPLE_TEXT
 from ui.caching import cache_resource
 from ui.corpus_jobs import corpus_panel
 from ui.errors import try_step
-from ui.export_check import export_check_section
+from ui.export_check import export_check_section, speculative_line
 from ui.library import add_edited_button
 from ui.model_check import model_check_section
 from ui.pickers import BPE, pick_model, pick_tokenizer, server_path_input
@@ -238,6 +238,7 @@ def export(tok: LoadedTokenizer, method: str, res: P.PruneResult, held: dict[str
                       help=f"none of the removed tokens occurs when the original tokenizer encodes the {lang} lines")  # fmt: skip
         else:
             m3.metric(f"bytes/token ({lang})", f"{after:.3f}", delta=f"{change:+.3f}")
+    speculative_line(new, tok, "The pruned tokenizer")
     own_text(tok, new, held)
     report = prune_report(tok, method, res)
     e1, e2, e3 = st.columns(3)

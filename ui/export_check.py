@@ -16,11 +16,13 @@ import streamlit as st
 
 from analysis.core.outputs import json_document
 from analysis.errors import DataError
+from analysis.evaluate.speculative import speculative_compatibility
 from analysis.texts import flores
 from analysis.tokenizer.export import zip_bytes
 from analysis.tokenizer.tokenizer import LoadedTokenizer
 from analysis.views.export_check import run_export_check
 
+from .caching import cache_data
 from .errors import try_step
 from .pickers import server_path_input
 from .progress import progress
@@ -59,6 +61,23 @@ def _unpack(data: bytes, into: Path) -> Path:
     parts = [PurePosixPath(i.filename).parts for i in infos]
     tops = {p[0] for p in parts}
     return into / tops.pop() if len(tops) == 1 and all(len(p) > 1 for p in parts) else into
+
+
+@cache_data(show_spinner=False, max_entries=32)
+def _speculative(edited: LoadedTokenizer, base: LoadedTokenizer) -> dict:
+    return speculative_compatibility(edited, base).to_json()
+
+
+def speculative_line(
+    edited: LoadedTokenizer, base: LoadedTokenizer, what: str = "The edited tokenizer"
+) -> dict:
+    """One line on a change page: may llama.cpp pair the edited tokenizer's model with the original's for
+    speculative decoding (its draft/target vocabulary rules, :mod:`analysis.evaluate.speculative`); the verdict."""
+    spec = _speculative(edited, base)
+    verdict = "a valid" if spec["compatible"] else "**not** a valid"
+    st.caption(f"Speculative decoding (llama.cpp): {what} and the original are {verdict} draft/target pair — "
+               f"{spec['reason']}.")  # fmt: skip
+    return spec
 
 
 def _run(key: str, base: LoadedTokenizer | None, export: Export, langs: list[str], max_lines: int,
@@ -134,6 +153,12 @@ def show_report(doc: dict, key: str) -> None:
                     for e in par["languages"]]  # fmt: skip
             st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch",
                          column_config={"identical %": st.column_config.NumberColumn(format="%.2f")})  # fmt: skip
+    spec = doc.get("speculative")
+    if spec is not None:
+        (st.success if spec["compatible"] else st.warning)(
+            f"**Speculative decoding with the original** (llama.cpp's draft/target rules): "
+            f"{'compatible' if spec['compatible'] else 'not compatible'} — {spec['reason']}"
+        )
     rt = doc.get("roundtrip")
     if rt is not None:
         st.markdown(

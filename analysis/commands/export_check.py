@@ -74,6 +74,10 @@ def run(args: argparse.Namespace) -> int:
     print(f"{doc['path']} ({doc['kind']}): {'ok' if doc['ok'] else 'NOT ok'}")
     for c in doc["checks"]:
         print(f"  [{c['status']:>5}] {c['name']}: {c['detail']}")
+    spec = doc["speculative"]
+    if spec is not None:
+        verdict = "compatible" if spec["compatible"] else "NOT compatible"
+        print(f"  speculative decoding with the base (llama.cpp's rules): {verdict}: {spec['reason']}")
     if doc["roundtrip"] is not None:
         rt = doc["roundtrip"]
         roles = ", ".join(f"{n} {r}" for r, n in rt["by_role"].items())

@@ -40,6 +40,7 @@ from .preflight import (
     check_special_ids,
     padding_max_probability,
 )
+from .speculative import SpeculativeCompatibility, speculative_compatibility
 
 _WEIGHT_NAMES = ("model.safetensors", "model.safetensors.index.json")
 
@@ -98,6 +99,8 @@ class ExportCheckReport:
     roundtrip: RoundTrip | None = None
     #: llama.cpp running the export's GGUF vs the Hugging Face model, same ids (when both carry weights)
     logprobs: LogprobComparison | None = None
+    #: may llama.cpp pair the export with its original for speculative decoding (with a base only)
+    speculative: SpeculativeCompatibility | None = None
 
     @property
     def ok(self) -> bool:
@@ -129,6 +132,7 @@ class ExportCheckReport:
             "parity": self.parity.to_json() if self.parity is not None else None,
             "roundtrip": self.roundtrip.to_json() if self.roundtrip is not None else None,
             "logprobs": self.logprobs.to_json() if self.logprobs is not None else None,
+            "speculative": self.speculative.to_json() if self.speculative is not None else None,
         }
 
 
@@ -250,6 +254,7 @@ def check_export(
         raise DataError(f"{p.name}: not a folder or a .gguf file")
     report(progress, 0.1, 1.0, "pre-flight checks done")
     if base is not None:
+        rep.speculative = speculative_compatibility(tok, base)
         rep.roundtrip = roundtrip_before_after(base, codec or tok, langs=langs, max_lines=max_lines)
     report(progress, 0.3, 1.0, "round trip before/after done")
     if parity:

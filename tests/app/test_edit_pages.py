@@ -86,6 +86,8 @@ def test_prune_previews_own_text_before_and_after():
     shown = [m.value for m in at.markdown]
     assert f"**Before** ({before} tokens)" in shown
     assert any(s.startswith("**After pruning** (") for s in shown)
+    spec = [c.value for c in at.caption if c.value.startswith("Speculative decoding")]
+    assert spec and "**not** a valid" in spec[0] and "differ by 3,000 tokens" in spec[0]
     at.button(key="prune-add").click().run()
     assert any(n.startswith("gpt2 -3000") for n in at.session_state["toklab_library"])
 

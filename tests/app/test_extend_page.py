@@ -28,8 +28,11 @@ def test_extend_page_trains_previews_and_exports():
     cont = added.loc["Continued BPE training"]
     assert cont["added"] == 200 and cont["STT-unreachable added"] == 0
     assert bpt["continued"] > bpt["regen"] > bpt["before"]
+    speculative = [c.value for c in at.caption if "Speculative decoding" in c.value]
+    assert any("N ≤ 128 keeps" in c and "N = 200 does not" in c for c in speculative), speculative
     at.slider(key="ext-n").set_value(50).run()
     assert at.dataframe[1].value.set_index("method").loc["Continued BPE training"]["added"] == 50
     at.button(key="ext-build").click().run()
     assert not at.exception
+    assert any("gpt2 +50 and the original are a valid draft/target pair" in c.value for c in at.caption)
     assert at.get("download_button")
