@@ -19,6 +19,7 @@ from analysis.core.outputs import json_document
 from analysis.core.references import cite, reference
 from analysis.evaluate.speculative import SPEC_VOCAB_MAX_SIZE_DIFFERENCE, largest_compatible_extension
 from analysis.jobs import TrainingWords, train_from_words
+from analysis.measure.robustness import robustness_delta
 from analysis.methods.extension import (
     ADDED_MARK,
     METHOD_LABELS,
@@ -43,6 +44,7 @@ from ui.library import add_edited_button
 from ui.model_check import model_check_section
 from ui.palette import OKABE_ITO
 from ui.pickers import pick_model, pick_tokenizer, server_path_input
+from ui.robustness import robustness_section
 from ui.spans import pieces_html, token_spans_html
 from ui.trees import merge_tree_text
 
@@ -439,8 +441,12 @@ def export(tok: LoadedTokenizer, pv: Preview, label: str, config: tuple, n: int,
         "Method to export", list(pv.plans), format_func=lambda m: METHOD_LABELS[m], key="ext-export-m"
     )
     if c2.button("Build the extended tokenizer", key="ext-build"):
-        with st.spinner("Building tokenizer.json and measuring it …"):
+        with st.spinner("Building tokenizer.json and measuring it (robustness: a few seconds) …"):
             res = report(pv, em, n, label, config[7], corpus if em == "continued" else None)
+            held = {k.removesuffix(" (FLORES held-out)"): v for k, v in pv.texts.items()}
+            res.robustness = robustness_delta(
+                tok, res.extension.tokenizer, held
+            )  # in the report, shown below
             doc = paths.public_document(res.to_json())  # files by name, never the server layout
             folder = f"{tok.name}-{em}-{n}".replace(" ", "_")
             st.session_state["ext-zip"] = (em, n, config, zip_bytes(res.extension.tokenizer, doc, folder=folder),
@@ -452,6 +458,7 @@ def export(tok: LoadedTokenizer, pv: Preview, label: str, config: tuple, n: int,
         st.download_button("Download extension_report.json", z[4], file_name="extension_report.json",
                            mime="application/json", key="ext-report")  # fmt: skip
         speculative_line(z[5].extension.tokenizer, tok, f"{tok.name} +{n}")
+        robustness_section(z[5].robustness.to_json() if z[5].robustness else None)
         add_edited_button(z[5].extension.tokenizer, f"{tok.name} +{n} ({METHOD_LABELS[em]})", "ext-add")
         st.caption(
             "tokenizer.json (merges as lists), tokenizer_config.json, special_tokens_map.json and "

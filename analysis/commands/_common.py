@@ -121,3 +121,31 @@ def print_json(obj: Any) -> None:
     """Print one strict JSON document to stdout (UTF-8, no ASCII escaping; numpy values and sets converted,
     NaN and infinities written as null)."""
     sys.stdout.write(strict_json(json_ready(obj)) + "\n")
+
+
+def add_robustness_argument(p: argparse.ArgumentParser) -> None:
+    """Add --no-robustness: skip the robustness before → after of an edit (:mod:`analysis.measure.robustness`)."""
+    p.add_argument(
+        "--no-robustness",
+        action="store_true",
+        help="skip the robustness before → after (words kept whole per held-out language, digit grouping, "
+        "round trip on hostile text, encode times on 512 KiB pathological inputs; a few seconds)",
+    )
+
+
+def print_robustness(rob: dict[str, Any] | None) -> None:
+    """The robustness entry of an edit's report as text lines."""
+    if not rob:
+        return
+    w = sys.stdout.write
+    for r in rob["languages"]:
+        w(f"  {r['lang']}: words kept whole (STRR) {r['strr_before']:.2%} → {r['strr_after']:.2%}; "
+          f"{r['split_changed']:.2%} of {r['words']:,} words split differently\n")  # fmt: skip
+    b, a = rob["before"], rob["after"]
+    for side, d in (("before", b), ("after", a)):
+        g = d["digits"]
+        slow = ", ".join(d["slow_inputs"]) or "none"
+        worst = max((e["seconds"] for e in d["encode_seconds"]), default=0.0)
+        w(f"  {side}: digits right-aligned {g['right']:.0%}, left {g['left']:.0%}, single {g['single']:.0%}, "
+          f"other {g['other']:.0%}; round trip {d['round_trip']['ok']}/{d['round_trip']['total']} hostile texts; "
+          f"slowest 512 KiB encode {worst:.2f} s (≥ 1 s: {slow})\n")  # fmt: skip

@@ -25,6 +25,7 @@ from analysis.core.outputs import check_output_folder
 from analysis.core.progress import stderr_progress
 from analysis.errors import DataError
 from analysis.jobs import add_executor_arguments, compute, executor_from_args, train_from_words
+from analysis.measure.robustness import robustness_delta
 from analysis.methods.extension import (
     METHODS,
     PARITY_CONTINUED,
@@ -38,7 +39,14 @@ from analysis.texts.corpora import Source, from_paths, iter_file, with_budget
 from analysis.texts.flores import FLORES_TRAIN_LINES
 from analysis.texts.shards import Shard, iter_units, resolve
 
-from ._common import add_force_argument, add_tokenizer_argument, load_from_args, print_json
+from ._common import (
+    add_force_argument,
+    add_robustness_argument,
+    add_tokenizer_argument,
+    load_from_args,
+    print_json,
+    print_robustness,
+)
 from ._gguf import add_gguf_arguments, check_gguf_arguments, write_gguf_from_args
 
 NAME = "extend"
@@ -116,6 +124,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--no-heldout", action="store_true", help="measure no held-out text (not even the default)"
     )
+    add_robustness_argument(p)
     p.add_argument("--out", default=None, metavar="DIR", help="write the extended tokenizer folder here")
     p.add_argument(
         "--model",
@@ -280,6 +289,8 @@ def run(args: argparse.Namespace) -> int:
     res = ExtendResult(ext, n_requested=n, text=text.label, seconds=seconds, heldout=heldout,
                        text_chars=p.training.chars if p.training is not None else None, training=p.training,
                        aux=p.aux, min_frequency=args.min_frequency, corpus=corpus_info, parity=parity_info)  # fmt: skip
+    if heldout and not args.no_robustness:
+        res.robustness = robustness_delta(tok, ext.tokenizer, {_lang_of(k): v for k, v in heldout.items()})
     if args.out:
         export_extension(res, args.out, model=args.model, init=args.init, seed=args.seed, replace=args.force)
     gguf = write_gguf_from_args(args, ext.tokenizer, tok)
@@ -292,6 +303,12 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
+def _lang_of(heldout_name: str) -> str:
+    """A held-out text's language for the robustness rows: the FLORES code of `LANG (FLORES held-out)`, else the
+    file name."""
+    return heldout_name.removesuffix(" (FLORES held-out)")
+
+
 def _print(res: ExtendResult) -> None:
     rep = res.to_json()
     w = sys.stdout.write
@@ -301,6 +318,7 @@ def _print(res: ExtendResult) -> None:
         w(f"  {name}: bytes/token {h['bytes_per_token_before']:.4f} → {h['bytes_per_token_after']:.4f} "
           f"({h['delta_rel']:+.2%}); characters per 2,048 tokens {h['chars_per_2048_before']:,.0f} → "
           f"{h['chars_per_2048_after']:,.0f}\n")  # fmt: skip
+    print_robustness(rep.get("robustness"))
     par = rep.get("parity")
     if par and "difference" in par:
         a, b = par["plain"]["summary"], par["parity"]["summary"]

@@ -110,3 +110,53 @@ def emoji_sequences(n: int = 200) -> list[str]:
         else:
             out.append(f"Press {rng.choice(_KEYCAPS)} then {rng.choice(_ZWJ_SEQUENCES)}{rng.choice(_SKIN)}")
     return out
+
+
+#: Texts a round trip decode(encode(x)) == x is tested on: each (label, text) holds what normalizers, decoders and
+#: byte-level maps are known to change (the issue list: NFC/NFD pairs, joiners, tabs and whitespace runs, lone
+#: combining marks, unusual line breaks).
+HOSTILE: tuple[tuple[str, str], ...] = (
+    ("NFC é", "caf\u00e9 cr\u00e8me"),
+    ("NFD é", "cafe\u0301 cre\u0300me"),
+    ("NFD Hangul", "\u1112\u1161\u11ab\u1100\u1173\u11af"),  # 한글 as conjoining jamo
+    ("NFD Vietnamese", "Vie\u0323\u0302t Nam"),
+    ("ZWJ emoji", "👩\u200d💻 and 👨\u200d👩\u200d👧"),
+    ("ZWNJ Persian", "\u0645\u06cc\u200c\u062e\u0648\u0627\u0647\u0645"),
+    ("zero-width space", "word\u200bword"),
+    ("BOM inside", "a\ufeffb"),
+    ("tabs", "\tindented\t\ttext\t"),
+    ("long space run", "a" + " " * 200 + "b"),
+    ("leading spaces", "     five leading"),
+    ("trailing spaces", "three trailing   "),
+    ("lone combining mark", "\u0301 starts with an accent"),
+    ("combining after space", "a \u0308b"),
+    ("stacked combining marks", "Z\u0351\u0348\u036b\u0315a\u0306\u0308lgo"),
+    ("CR", "one\rtwo"),
+    ("CRLF", "one\r\ntwo"),
+    ("vertical tab / form feed", "one\x0btwo\x0cthree"),
+    ("NEL", "one\x85two"),
+    ("line / paragraph separator", "one\u2028two\u2029three"),
+    ("no-break spaces", "100\u00a0km\u202fh"),
+    ("ideographic space", "\u65e5\u672c\u3000\u8a9e"),
+    ("fullwidth", "\uff21\uff22\uff23\uff11\uff12\uff13"),
+    ("ligature", "\ufb01nance"),
+    ("control character", "a\x07b"),
+    ("private use", "\ue000\uf8ff"),
+    ("astral plane", "\U0001d400\U0001d401 \U00020000"),
+)
+
+
+def pathological_inputs(
+    size: int = 512 * 1024, flores_text: Callable[[str], str] | None = None
+) -> dict[str, str]:
+    """Inputs where an encoder's time may grow faster than linearly, about `size` UTF-8 bytes each: one character
+    repeated, one space run, one digit run, and a run of Thai and of Chinese without spaces (from `flores_text`,
+    a language code → its text, when given; else a repeated phrase)."""
+    thai = (flores_text("tha_Thai") if flores_text else "") or "ภาษาไทยไม่มีการเว้นวรรคระหว่างคำ"
+    zho = (flores_text("zho_Hans") if flores_text else "") or "中文句子之间没有空格分隔词语"
+    out = {"one character": "a" * size, "spaces": " " * size, "digits": "7" * size}
+    for label, text in (("Thai without spaces", thai), ("Chinese without spaces", zho)):
+        run = "".join(text.split())
+        n_chars = max(1, size // max(1, len(run.encode("utf-8")) // max(1, len(run))))
+        out[label] = (run * (n_chars // max(1, len(run)) + 1))[:n_chars]
+    return out

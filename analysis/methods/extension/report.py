@@ -9,6 +9,7 @@ from typing import Any
 from analysis.bpe import unreachable_ids
 from analysis.bpe.training import TrainingResult
 from analysis.measure.corpus_counts import bytes_per_token
+from analysis.measure.robustness import RobustnessDelta
 
 from .methods import METHOD_LABELS, AuxVocab, Extension
 
@@ -80,6 +81,8 @@ class ExtendResult:
     parity: dict[str, Any] | None = None
     model: dict[str, Any] | None = None
     out: str | None = None
+    #: words kept whole, digit grouping, round trip and encode times before → after (None: not measured)
+    robustness: RobustnessDelta | None = None
     _measured: dict[str, Any] | None = field(default=None, repr=False)
 
     def _measures(self) -> dict[str, Any]:
@@ -131,6 +134,8 @@ class ExtendResult:
                       "chars_per_2048_after"):  # fmt: skip
                 rep[k] = first[k]
             rep["heldout"] = m["heldout"]
+        if self.robustness is not None:
+            rep["robustness"] = self.robustness.to_json()
         for key in ("corpus", "parity", "model", "out"):
             value = getattr(self, key)
             if value is not None:
