@@ -36,6 +36,7 @@ from ui.library import add_edited_button
 from ui.model_check import model_check_section
 from ui.pickers import BPE, pick_model, pick_tokenizer, server_path_input
 from ui.progress import start_now
+from ui.robustness import robustness_button
 from ui.spans import token_spans_html
 from ui.tables import static_table
 from ui.trees import merge_tree_text
@@ -239,6 +240,7 @@ def export(tok: LoadedTokenizer, method: str, res: P.PruneResult, held: dict[str
         else:
             m3.metric(f"bytes/token ({lang})", f"{after:.3f}", delta=f"{change:+.3f}")
     speculative_line(new, tok, "The pruned tokenizer")
+    robustness_button("prune-rob", tok, new, held)
     own_text(tok, new, held)
     report = prune_report(tok, method, res)
     e1, e2, e3 = st.columns(3)

@@ -19,18 +19,22 @@ from analysis.core.inputs import parse_json, read_file, whole_number
 from analysis.core.outputs import check_output_folder
 from analysis.errors import DataError
 from analysis.jobs import CorpusRun
+from analysis.measure.robustness import robustness_delta
 from analysis.methods import pruning
 from analysis.methods.pruning.report import MODEL_INITS, prune_report, write_pruned
 from analysis.texts.corpora import iter_file
+from analysis.texts.flores import ENGLISH, FLORES_TRAIN_LINES, dataset, split_lines
 from analysis.tokenizer.tokenizer import LoadedTokenizer
 
 from ._common import (
     add_corpus_arguments,
     add_force_argument,
+    add_robustness_argument,
     add_tokenizer_argument,
     compute_from_args,
     load_from_args,
     print_json,
+    print_robustness,
 )
 from ._gguf import add_gguf_arguments, write_gguf_from_args
 
@@ -75,6 +79,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="after pruning, extend back by N with continued BPE training on these files",
     )
     p.add_argument("--no-stt", action="store_true", help="skip the Self-Tokenization Test of the result")
+    p.add_argument("--robustness-flores", action="append", default=[], metavar="LANG",
+                   help=f"held-out FLORES lines {FLORES_TRAIN_LINES + 1}–1012 of LANG for the robustness before → "
+                   f"after (repeatable; default {ENGLISH})")  # fmt: skip
+    add_robustness_argument(p)
     p.add_argument("--json", action="store_true", help="print one JSON object (the prune report)")
     add_gguf_arguments(p)
     add_corpus_arguments(
@@ -121,11 +129,26 @@ def _read_scores(path: str) -> dict[int, float]:
     return scores
 
 
+def _robustness_languages(args: argparse.Namespace) -> list[str]:
+    """The FLORES languages of the robustness rows, checked before the work: none with --no-robustness, and none
+    by default when no FLORES data is installed (a language named with --robustness-flores must exist)."""
+    if args.no_robustness:
+        return []
+    try:
+        data = dataset()
+    except DataError:
+        if args.robustness_flores:
+            raise
+        return []
+    return data.resolve_many(args.robustness_flores or [ENGLISH])
+
+
 def run(args: argparse.Namespace) -> int:
     """Compute the order, prune, write the folder (and model), print the report."""
     check_output_folder(args.out, replace=args.force)  # before the work, not after it
     tok = load_from_args(args)
     pruning.check_prunable(tok)
+    langs = _robustness_languages(args)
     freq, corpus_run = corpus_counts(tok, args)
     order = pruning.compute_order(
         tok,
@@ -151,6 +174,10 @@ def run(args: argparse.Namespace) -> int:
         out=args.out,
         corpus=corpus_run.summary() if corpus_run is not None else None,
     )
+    if langs:
+        report.robustness = robustness_delta(
+            tok, final, {lang: split_lines(lang)[1] for lang in langs}
+        ).to_json()
     write_pruned(
         tok, res, args.out, report, model=args.model, init=args.init, replace=args.force, final=final
     )
@@ -161,7 +188,10 @@ def run(args: argparse.Namespace) -> int:
     if gguf:
         print(f"{'gguf':>20}: {gguf['file']} ({gguf['source']}, {gguf['bytes']:,} bytes)")
     for k, v in report.to_json().items():
+        if k == "robustness":
+            continue
         if k == "id_map":
             v = f"{len(v):,} ids (in {args.out}/prune_report.json)"
         print(f"{k:>20}: {v}")
+    print_robustness(report.robustness)
     return 0

@@ -88,6 +88,9 @@ def test_prune_previews_own_text_before_and_after():
     assert any(s.startswith("**After pruning** (") for s in shown)
     spec = [c.value for c in at.caption if c.value.startswith("Speculative decoding")]
     assert spec and "**not** a valid" in spec[0] and "differ by 3,000 tokens" in spec[0]
+    at.button(key="prune-rob-run").click().run()
+    rob = next(f.value for f in at.dataframe if "STRR before" in f.value.columns)
+    assert not at.exception and len(rob) >= 1
     at.button(key="prune-add").click().run()
     assert any(n.startswith("gpt2 -3000") for n in at.session_state["toklab_library"])
 

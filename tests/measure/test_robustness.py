@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from support import TOKENIZERS, load_shared
+from support import FLORES, TOKENIZERS, load_shared
 
 from analysis.cli import main
 from analysis.measure.robustness import (
@@ -34,7 +34,9 @@ def test_words_kept_whole_and_their_splits_in_context():
 
 def test_grouping_classes():
     assert grouping(7, (1, 4)) == "right" and grouping(7, (3, 6)) == "left"
-    assert grouping(4, (1, 2, 3)) == "single" and grouping(5, (2,)) == "right" and grouping(5, (1,)) == "other"
+    assert (
+        grouping(4, (1, 2, 3)) == "single" and grouping(5, (2,)) == "right" and grouping(5, (1,)) == "other"
+    )
     assert grouping(4, (1, 1, 4)) == "right"  # repeated and edge boundaries are one cut / none
 
 
@@ -65,9 +67,30 @@ def test_extending_gpt2_for_estonian_raises_estonian_strr():
 
 @pytest.mark.slow
 def test_extend_cli_report_carries_robustness(capsys):
-    args = ["extend", "--tokenizer", str(TOKENIZERS / "gpt2"), "--method", "continued", "--flores", "est_Latn"]
+    args = [
+        "extend",
+        "--tokenizer",
+        str(TOKENIZERS / "gpt2"),
+        "--method",
+        "continued",
+        "--flores",
+        "est_Latn",
+    ]
     assert main([*args, "--n", "200", "--json", "--quiet"]) == 0
     rob = json.loads(capsys.readouterr().out)["robustness"]
     (row,) = rob["languages"]
     assert row["lang"].startswith("est_Latn") and row["strr_after"] > row["strr_before"]
     assert {e["input"] for e in rob["after"]["encode_seconds"]} >= {"one character", "Thai without spaces"}
+
+
+@pytest.mark.slow
+def test_prune_cli_report_carries_robustness(tmp_path, capsys):
+    base = ["prune", "--tokenizer", str(TOKENIZERS / "gpt2"), "--order", "leaf-frequency", "--n", "2000", "--no-stt",
+            "--text", str(FLORES / "devtest" / "eng_Latn.devtest"), "--quiet"]  # fmt: skip
+    assert main([*base, "--out", str(tmp_path / "p"), "--robustness-flores", "est_Latn", "--json"]) == 0
+    (row,) = json.loads(capsys.readouterr().out)["robustness"]["languages"]
+    assert row["lang"] == "est_Latn" and row["split_changed"] > 0  # pruned tokens were used by Estonian words
+    saved = json.loads((tmp_path / "p" / "prune_report.json").read_text(encoding="utf-8"))
+    assert saved["robustness"]["languages"][0] == row
+    assert main([*base, "--out", str(tmp_path / "q"), "--robustness-flores", "xx_Nope"]) == 2
+    assert "xx_Nope" in capsys.readouterr().err and not (tmp_path / "q").exists()  # refused before the work

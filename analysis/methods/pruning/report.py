@@ -52,6 +52,8 @@ class PruneReport:
     out: str | None = None
     corpus: dict[str, Any] | None = None
     model: dict[str, Any] | None = None
+    #: the robustness before → after (:meth:`analysis.measure.robustness.RobustnessDelta.to_json`), when measured
+    robustness: dict[str, Any] | None = None
 
     def to_json(self) -> dict[str, Any]:
         """The report as a JSON object (id map keys as strings)."""
@@ -78,6 +80,8 @@ class PruneReport:
         out["id_map"] = {str(k): v for k, v in self.id_map.items()}
         if self.model is not None:
             out["model"] = self.model
+        if self.robustness is not None:
+            out["robustness"] = self.robustness
         return out
 
 
