@@ -12,6 +12,7 @@ import streamlit as st
 from analysis import LoadedTokenizer
 from analysis.bpe import merge_tree
 from analysis.core.references import cite, reference
+from analysis.measure.robustness import robustness_delta
 from analysis.methods import pruning as P
 from analysis.methods import undertrained as ut
 from analysis.methods.pruning.report import (
@@ -240,7 +241,8 @@ def export(tok: LoadedTokenizer, method: str, res: P.PruneResult, held: dict[str
         else:
             m3.metric(f"bytes/token ({lang})", f"{after:.3f}", delta=f"{change:+.3f}")
     speculative_line(new, tok, "The pruned tokenizer")
-    robustness_button("prune-rob", tok, new, held)
+    robustness_button("prune-rob", (tok.content_hash, new.content_hash, tuple(held)),
+                      lambda cb: robustness_delta(tok, new, held, progress=cb).to_json())  # fmt: skip
     own_text(tok, new, held)
     report = prune_report(tok, method, res)
     e1, e2, e3 = st.columns(3)

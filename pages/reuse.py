@@ -14,6 +14,7 @@ import streamlit as st
 from analysis import LoadedTokenizer
 from analysis.core import paths
 from analysis.core.outputs import json_document
+from analysis.core.progress import Progress
 from analysis.core.references import cite
 from analysis.methods import reuse
 from analysis.methods.pruning.report import zip_folder
@@ -27,6 +28,7 @@ from ui.export_check import export_check_section
 from ui.model_check import model_check_section
 from ui.pickers import BYTE_LEVEL_BPE, pick_model, pick_tokenizer, server_path_input
 from ui.progress import progress
+from ui.robustness import robustness_button
 from ui.spans import token_spans_html
 from ui.svg import bar_chart
 from ui.tables import static_table
@@ -227,6 +229,12 @@ def collateral_section(report: rm.ReuseReport, key: tuple) -> rm.ReuseReport:
     return report
 
 
+def _robustness(report: rm.ReuseReport, cb: Progress) -> dict:
+    """The report's robustness before → after, measured now (kept in the report, as the CLI's)."""
+    report.measure_robustness(progress=cb)
+    return report.robustness or {}
+
+
 def consequence_and_export(tok: LoadedTokenizer, report: rm.ReuseReport, zipped: bytes, target: str) -> None:
     """What reusing ids costs (a reused script now decodes as the target), the zip, the report and the model
     export."""
@@ -251,6 +259,8 @@ def consequence_and_export(tok: LoadedTokenizer, report: rm.ReuseReport, zipped:
         "tokenizers, so it is not one `tokenizer.json` and cannot join the library like Extend's or Prune's edits."
     )
     model_export(report.rt)
+    robustness_button("reuse-rob", (tok.content_hash, target, len(zipped)),
+                      lambda cb: _robustness(report, cb))  # fmt: skip
     export_check_section("reuse-check", tok, zipped)
 
     def write(folder: Path, original: str) -> None:

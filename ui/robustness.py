@@ -4,16 +4,14 @@ and per tokenizer the digit grouping, the hostile round trip and the encode time
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable
 from typing import Any
 
 import pandas as pd
 import streamlit as st
 
-from analysis.measure.robustness import robustness_delta
-from analysis.tokenizer.tokenizer import LoadedTokenizer
+from analysis.core.progress import Progress
 
-from .caching import cache_data
 from .progress import progress
 
 
@@ -54,25 +52,16 @@ def robustness_section(rob: dict[str, Any] | None) -> None:
         st.caption(note)
 
 
-@cache_data(show_spinner=False, max_entries=8)
-def _delta(
-    before: LoadedTokenizer, after: LoadedTokenizer, held: tuple[tuple[str, tuple[str, ...]], ...]
-) -> dict:
-    with progress("Measuring robustness before → after") as cb:
-        return robustness_delta(before, after, dict(held), progress=cb).to_json()
-
-
 def robustness_button(
-    key: str, before: LoadedTokenizer, after: LoadedTokenizer, held: Mapping[str, Sequence[str]]
+    key: str, ident: tuple, compute: Callable[[Progress], dict[str, Any]]
 ) -> dict[str, Any] | None:
-    """A button that measures the edit's robustness on the page's held-out lines (a few seconds: the encode times
-    of 512 KiB inputs), then the section; the document, once measured for this edit."""
-    ident = (before.content_hash, after.content_hash, tuple(held))
+    """A button that measures an edit's robustness (`compute(progress)` → the document; a few seconds: the encode
+    times of 512 KiB inputs), then the section; the document, once measured for this edit (`ident`)."""
     if st.button("Measure robustness before → after", key=f"{key}-run",
                  help="words kept whole per held-out language, digit grouping, round trip on hostile text, "
                  "encode times on pathological inputs"):  # fmt: skip
-        held_t = tuple((k, tuple(v)) for k, v in held.items())
-        st.session_state[key] = (ident, _delta(before, after, held_t))
+        with progress("Measuring robustness before → after") as cb:
+            st.session_state[key] = (ident, compute(cb))
     got = st.session_state.get(key)
     if got is None or got[0] != ident:
         return None

@@ -22,7 +22,14 @@ from analysis.methods.reuse.model import export_model
 from analysis.texts.corpora import iter_file
 from analysis.texts.flores import FLORES_TRAIN_LINES
 
-from ._common import add_force_argument, add_tokenizer_argument, load_from_args, print_json
+from ._common import (
+    add_force_argument,
+    add_robustness_argument,
+    add_tokenizer_argument,
+    load_from_args,
+    print_json,
+    print_robustness,
+)
 from ._gguf import add_gguf_arguments, check_gguf_arguments, write_gguf_from_args
 
 NAME = "reuse"
@@ -121,6 +128,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "re-initialised by FVT",
     )
     add_force_argument(p)
+    add_robustness_argument(p)
     p.add_argument("--json", action="store_true", help="print one JSON object")
 
 
@@ -167,6 +175,8 @@ def run(args: argparse.Namespace) -> int:
         collateral_split=None if args.collateral == "none" else args.collateral,
         seconds=time.perf_counter() - t0,
     )
+    if not args.no_robustness:
+        rep.measure_robustness()
     if args.out and args.model:
         rep.model = export_model(rt, args.model, args.out, replace=args.force)
         rep.out = rep.model["out"]
@@ -220,6 +230,7 @@ def _print(report: ReuseReport, name: str, args: argparse.Namespace) -> None:
             f"  collateral ({args.collateral} lines): {s['not_round_trip']} of {s['languages']} FLORES languages no "
             f"longer round-trip {s['not_round_trip_by_role']}; kept-script languages broken: {kept}"
         )
+    print_robustness(rep.get("robustness"))
     if rep.get("model"):
         m = rep["model"]
         print(

@@ -130,6 +130,26 @@ def offsets_encoder(tok: LoadedTokenizer) -> Encoder:
     return encode
 
 
+@dataclass(frozen=True)
+class Codec:
+    """What the measures need of an edit that is more than one tokenizer.json (R-BPE routes text between two):
+    lines → token spans, one text → decode(encode(text)), and one plain encode (timed)."""
+
+    spans: Encoder
+    round_trip: Callable[[str], str]
+    encode: Callable[[str], object]
+
+
+def codec_of(tok: LoadedTokenizer) -> Codec:
+    """A tokenizer as a :class:`Codec` (no special tokens added or skipped)."""
+    t = tok.tokenizer
+
+    def rt(text: str) -> str:
+        return t.decode(t.encode(text, add_special_tokens=False).ids, skip_special_tokens=False)
+
+    return Codec(offsets_encoder(tok), rt, lambda text: t.encode(text, add_special_tokens=False))
+
+
 def word_pieces(line: str, offsets: Sequence[tuple[int, int]], pattern: regex.Pattern = WORD) -> list[tuple]:
     """For each word (`pattern` match) of a line: the token boundaries inside it, as a tuple — `()` when one token
     covers it, else the positions (relative to the word) where a token inside it ends; tokens that map to the same
@@ -207,33 +227,31 @@ def digit_grouping(enc: Encoder, lines: Sequence[str]) -> dict[str, float]:
     return {**{k: (v / total if total else 0.0) for k, v in counts.items()}, "numbers": total}
 
 
-def round_trip(tok: LoadedTokenizer) -> tuple[int, list[dict[str, str]]]:
+def round_trip(codec: Codec) -> tuple[int, list[dict[str, str]]]:
     """(texts of :data:`probes.HOSTILE` that decode(encode(x)) returns unchanged, the failures)."""
-    t = tok.tokenizer
-    ids = [e.ids for e in t.encode_batch([x for _, x in probes.HOSTILE], add_special_tokens=False)]
-    back = t.decode_batch(ids, skip_special_tokens=False)
+    back = [codec.round_trip(x) for _, x in probes.HOSTILE]
     fails = [
         {"input": label, "text": x, "decoded": d} for (label, x), d in zip(probes.HOSTILE, back) if d != x
     ]
     return len(probes.HOSTILE) - len(fails), fails[:SHOWN_FAILURES]
 
 
-def encode_times(tok: LoadedTokenizer, inputs: Mapping[str, str]) -> list[dict[str, Any]]:
+def encode_times(tok: LoadedTokenizer | Codec, inputs: Mapping[str, str]) -> list[dict[str, Any]]:
     """Seconds to encode each input once (one call, no batch). An input is first encoded at a sixteenth of its
     length; when that alone takes :data:`SLOW_SECONDS`, the whole is not encoded and its time is projected as
     quadratic growth (×256), marked `projected`."""
-    t = tok.tokenizer
+    encode = (codec_of(tok) if isinstance(tok, LoadedTokenizer) else tok).encode
     out = []
     for label, text in inputs.items():
         part = text[: max(1, len(text) // 16)]
         t0 = time.perf_counter()
-        t.encode(part, add_special_tokens=False)
+        encode(part)
         first = time.perf_counter() - t0
         if first >= SLOW_SECONDS:
             secs, projected = first * 256, True
         else:
             t0 = time.perf_counter()
-            t.encode(text, add_special_tokens=False)
+            encode(text)
             secs, projected = time.perf_counter() - t0, False
         out.append({"input": label, "bytes": len(text.encode("utf-8")), "seconds": round(secs, 3),
                     "projected": projected, "slow": secs >= SLOW_SECONDS})  # fmt: skip
@@ -247,43 +265,48 @@ def tokenizer_robustness(
     """Digit grouping, round trip and encode times of one tokenizer (`pathological`: the inputs to time;
     default :func:`probes.pathological_inputs` of :data:`PATHOLOGICAL_BYTES`, without FLORES). Remembered per
     tokenizer in this process: the original of many edits is measured once."""
-    ok, fails = round_trip(tok)
+    return codec_robustness(codec_of(tok), pathological=pathological)
+
+
+def codec_robustness(codec: Codec, *, pathological: Mapping[str, str] | None = None) -> TokenizerRobustness:
+    """:func:`tokenizer_robustness` of a :class:`Codec` (not remembered)."""
+    ok, fails = round_trip(codec)
     inputs = probes.pathological_inputs(PATHOLOGICAL_BYTES) if pathological is None else pathological
     return TokenizerRobustness(
-        digits=digit_grouping(offsets_encoder(tok), probes.numbers_and_dates()),
+        digits=digit_grouping(codec.spans, probes.numbers_and_dates()),
         round_trip_ok=ok,
         round_trip_total=len(probes.HOSTILE),
         round_trip_failures=fails,
-        encode_seconds=encode_times(tok, inputs),
+        encode_seconds=encode_times(codec, inputs),
     )
 
 
 def robustness_delta(
     before: LoadedTokenizer,
-    after: LoadedTokenizer,
+    after: LoadedTokenizer | Codec,
     heldout: Mapping[str, Sequence[str]],
     *,
-    after_encoder: Encoder | None = None,
     pathological: Mapping[str, str] | None = None,
     progress: Progress | None = None,
 ) -> RobustnessDelta:
     """The robustness of an edit, before → after, on the held-out lines of each language (`heldout`: language
-    → lines) and on the generated probe sets. `after_encoder` replaces the edited tokenizer's encoding where the
-    edit is more than one tokenizer.json (R-BPE routes text between two): lines → each line's token spans; the
-    tokenizer-level measures then use `after` itself."""
+    → lines) and on the generated probe sets. `after` is the edited tokenizer, or a :class:`Codec` for an edit that
+    is more than one tokenizer.json (R-BPE). Every edit calls this one function (extend, prune, reuse, SA-BPE,
+    transplant)."""
     t0 = time.perf_counter()
-    enc_b, enc_a = offsets_encoder(before), after_encoder or offsets_encoder(after)
+    enc_b = offsets_encoder(before)
+    enc_a = after.spans if isinstance(after, Codec) else offsets_encoder(after)
     rows = []
+    total = len(heldout) + 2
     for k, (lang, lines) in enumerate(heldout.items()):
-        report(progress, k, len(heldout) + 2, lang)
+        report(progress, k, total, lang)
         rows.append(language_row(lang, [s for s in lines if s], enc_b, enc_a))
-    report(progress, len(heldout), len(heldout) + 2, "before: digits, round trip, encode times")
+    report(progress, len(heldout), total, "before: digits, round trip, encode times")
     side_b = tokenizer_robustness(before, pathological=pathological)
-    report(progress, len(heldout) + 1, len(heldout) + 2, "after: digits, round trip, encode times")
-    side_a = tokenizer_robustness(after, pathological=pathological)
-    notes = []
-    if after_encoder is not None:
-        notes.append("the edited side's STRR and splits use the edit's own encoder; its digits, round trip and "
-                     "encode times use its tokenizer")  # fmt: skip
-    report(progress, len(heldout) + 2, len(heldout) + 2, "done")
-    return RobustnessDelta(rows, side_b, side_a, time.perf_counter() - t0, notes)
+    report(progress, len(heldout) + 1, total, "after: digits, round trip, encode times")
+    if isinstance(after, Codec):
+        side_a = codec_robustness(after, pathological=pathological)
+    else:
+        side_a = tokenizer_robustness(after, pathological=pathological)
+    report(progress, total, total, "done")
+    return RobustnessDelta(rows, side_b, side_a, time.perf_counter() - t0)

@@ -65,6 +65,9 @@ def test_page_trains_previews_and_exports():
     assert any("decode as the target" in w.value for w in at.warning)
     assert len([h for h in at.get("html") if "tl-spans" in h.proto.body]) >= 2
     assert at.get("download_button")
+    at.button(key="reuse-rob-run").click().run(timeout=120)
+    rob = _table(at, "Language", "STRR before", "STRR after").set_index("Language")
+    assert set(rob.index) == {"arb_Arab", "eng_Latn"} and not at.exception
     # another target: the plan updates, the trained Arabic tokenizer is no longer shown
     at.selectbox(key="reuse-target").set_value("greek").run()
     assert not at.exception, [e.message for e in at.exception]

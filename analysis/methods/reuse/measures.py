@@ -35,6 +35,7 @@ from analysis.core.progress import Progress, report
 from analysis.errors import DataError
 from analysis.measure.corpus_counts import continued_words, text_counts, token_facts
 from analysis.measure.grid import premium
+from analysis.measure.robustness import Codec, RobustnessDelta, robustness_delta
 from analysis.texts import flores
 
 from .classes import DEMO_LANGS
@@ -349,6 +350,15 @@ class ReuseReport:
     model: dict[str, Any] | None = None
     #: the folder the tokenizer (and model) went to
     out: str | None = None
+    #: the robustness before → after (:meth:`analysis.measure.robustness.RobustnessDelta.to_json`), when measured
+    robustness: dict[str, Any] | None = None
+
+    def measure_robustness(self, *, progress: Progress | None = None) -> None:
+        """Fill :attr:`robustness` on the held-out lines of the training and reference languages
+        (:func:`reuse_robustness`)."""
+        langs = [self.train_lang] + ([self.reference_lang] if self.reference_lang else [])
+        held = {lang: flores.split_lines(lang)[1] for lang in langs}
+        self.robustness = reuse_robustness(self.rt, held, progress=progress).to_json()
 
     def measure_collateral(self, split: str = "heldout", *, progress: Progress | None = None) -> None:
         """Fill the collateral table over every FLORES language (:func:`collateral`)."""
@@ -376,7 +386,31 @@ class ReuseReport:
             rep["model"] = self.model
         if self.out is not None:
             rep["out"] = self.out
+        if self.robustness is not None:
+            rep["robustness"] = self.robustness
         return rep
+
+
+def reuse_codec(rt: ReuseTokenizer) -> Codec:
+    """An R-BPE tokenizer as the robustness measures see it: its own encoder (two tokenizers and the id map), its
+    own decoder."""
+
+    def spans(lines: Sequence[str]) -> list[list[tuple[int, int]]]:
+        return [rt.encode_with_offsets(line)[1] for line in lines]
+
+    return Codec(spans, lambda text: rt.decode(rt.encode(text)), rt.encode)
+
+
+def reuse_robustness(
+    rt: ReuseTokenizer,
+    heldout: dict[str, Sequence[str]],
+    *,
+    pathological: dict[str, str] | None = None,
+    progress: Progress | None = None,
+) -> RobustnessDelta:
+    """:func:`analysis.measure.robustness.robustness_delta` of an R-BPE tokenizer against its original
+    (`pathological`: the inputs to time, default the 512 KiB set)."""
+    return robustness_delta(rt.old, reuse_codec(rt), heldout, pathological=pathological, progress=progress)
 
 
 def measure_reuse(

@@ -42,6 +42,21 @@ def llama_rt() -> reuse.ReuseTokenizer:
     return _build("llama-3.1")
 
 
+def test_robustness_of_rbpe_uses_its_own_encoder(llama_rt):
+    """R-BPE's robustness rows come from its own encoder (Arabic through the new tokenizer), English is untouched."""
+    rob = reuse_measures.reuse_robustness(
+        llama_rt,
+        {"arb_Arab": HELDOUT[:60], "eng_Latn": ENG_HELDOUT[:60]},
+        pathological={"one character": "a" * 4096},
+    )
+    arb, eng = rob.languages
+    assert arb.split_changed > 0 and eng.split_changed == 0 and eng.strr_after == eng.strr_before
+    assert rob.after.round_trip_total == rob.before.round_trip_total
+    assert [e["input"] for e in rob.after.encode_seconds] == [
+        "one character"
+    ]  # timed through R-BPE's encoder
+
+
 def test_decode_refuses_what_is_not_a_token_id(llama_rt):
     """The library's decode raises OverflowError on a negative id; the reuse tokenizer says what is wrong."""
     for ids in ([-1], [1, 2, -5], [1.5], [True]):
