@@ -23,6 +23,7 @@ from ui.export_check import export_check_section
 from ui.library import add_to_library
 from ui.pickers import BYTE_LEVEL, pick_tokenizer
 from ui.progress import progress
+from ui.robustness import robustness_button
 
 DEFAULT_LANGS = ["python", "go", "rust", "javascript", "lua", "ruby"]
 METRIC_LABELS = {
@@ -245,6 +246,12 @@ def concentrated_and_export(cmp: S.SabpeComparison, n_vocab: int) -> None:
                             file_name=f"{lb.lower()}-{n_vocab}.zip", mime="application/zip", key=f"sa-dl-{lb}")  # fmt: skip
         if col.button(f"Add {lb} to the library", key=f"sa-add-{lb}"):
             col.success(f"Added as {add_to_library(res.tokenizer, f'{lb} {res.priority} {n_vocab}')}.")
+    if "bpe" in cmp.runs and cmp.heldout:
+        st.markdown(
+            "Robustness of SA-BPE against plain BPE trained on the same words, per held-out language:"
+        )
+        ident = tuple(r.tokenizer.content_hash for r in cmp.runs.values())
+        robustness_button("sa-rob", ident, lambda cb: cmp.measure_robustness(progress=cb) or {})
     export_check_section("sa-check", None, {lb: r.tokenizer for lb, r in runs.items()})
 
 

@@ -40,7 +40,7 @@ def robustness_section(rob: dict[str, Any] | None) -> None:
             "other": f"{g['other']:.0%}",
             "Round trip (hostile texts)": f"{d['round_trip']['ok']}/{d['round_trip']['total']}",
             "Slowest 512 KiB encode": f"{worst['seconds']:.2f} s ({worst['input']})" if worst else "—",
-            "≥ 1 s": ", ".join(d["slow_inputs"]) or "none",
+            "≥ 1 s": ", ".join(e["input"] for e in d["encode_seconds"] if e["slow"]) or "none",
         })  # fmt: skip
     st.dataframe(pd.DataFrame(sides), hide_index=True, width="stretch")
     fails = rob["after"]["round_trip"]["failures"]

@@ -144,7 +144,7 @@ def print_robustness(rob: dict[str, Any] | None) -> None:
     b, a = rob["before"], rob["after"]
     for side, d in (("before", b), ("after", a)):
         g = d["digits"]
-        slow = ", ".join(d["slow_inputs"]) or "none"
+        slow = ", ".join(e["input"] for e in d["encode_seconds"] if e["slow"]) or "none"
         worst = max((e["seconds"] for e in d["encode_seconds"]), default=0.0)
         w(f"  {side}: digits right-aligned {g['right']:.0%}, left {g['left']:.0%}, single {g['single']:.0%}, "
           f"other {g['other']:.0%}; round trip {d['round_trip']['ok']}/{d['round_trip']['total']} hostile texts; "

@@ -34,7 +34,7 @@ from analysis.texts.shards import iter_records, resolve
 from analysis.tokenizer.export import write_folder
 from analysis.tokenizer.sources import load
 
-from ._common import add_force_argument, print_json
+from ._common import add_force_argument, add_robustness_argument, print_json, print_robustness
 
 NAME = "sabpe"
 HELP = (
@@ -118,6 +118,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--out", default=None, metavar="DIR", help="write the SA-BPE tokenizer folder + history.csv here"
     )
     add_force_argument(p)
+    add_robustness_argument(p)
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
     add_executor_arguments(p)
@@ -179,6 +180,8 @@ def run(args: argparse.Namespace) -> int:
         cmp.parity, secs = train_parity_baseline(base, by_lang, args.vocab_size, variant=args.parity_variant)
         cmp.parity_info = {"languages": list(by_lang), "variant": args.parity_variant, "seconds": secs,
                            "targets": "equal compression rate per language"}  # fmt: skip
+    if not args.no_robustness:
+        cmp.measure_robustness()
     sa = runs["sabpe"]
     if args.out:
         cmp.out = str(Path(args.out).resolve())
@@ -221,5 +224,8 @@ def _print(cmp: SabpeComparison) -> None:
             f"parity Parity-aware BPE: held-out bytes/token {m['bytes_per_token']:.4f}, per-language compression "
             f"Gini {m.get('language_compression_gini', float('nan')):.4f}, 3-digit numbers {m['three_digit_numbers']}\n"
         )
+    if cmp.robustness:
+        sys.stdout.write("plain BPE → SA-BPE:\n")
+        print_robustness(cmp.robustness)
     if cmp.out:
         sys.stdout.write(f"written to {cmp.out}\n")

@@ -87,9 +87,9 @@ def test_page_report_is_the_cli_json(monkeypatch):
     assert not at.exception and not at.error, [e.message for e in at.exception]
     page = json.loads(got["reuse-report"])
     buf = io.StringIO()
-    with redirect_stdout(buf):
+    with redirect_stdout(buf):  # the page measures robustness on request only: the CLI skips it here
         rc = main(["reuse", str(TOKENIZERS / "gpt2"), "--no-corpora", "--collateral", "none", "--protect", "symbols",
-                   "--json"])  # fmt: skip
+                   "--no-robustness", "--json"])  # fmt: skip
     assert rc == 0
     cli = json.loads(buf.getvalue())
     assert page["base"] == "gpt2" and page["heldout"]["lang"] == "arb_Arab" and "collateral" not in page

@@ -55,7 +55,17 @@ def test_page_report_is_the_cli_json(monkeypatch, capsys):
     assert not at.exception and not at.error, [e.message for e in at.exception] + [e.value for e in at.error]
     page_doc = json.loads(seen["sa-dl-report"])
     capsys.readouterr()
-    args = ["sabpe", "--languages", "lua,ruby", "--max-files-per-repo", "1", "--vocab-size", "600", "--json"]
+    args = [
+        "sabpe",
+        "--languages",
+        "lua,ruby",
+        "--max-files-per-repo",
+        "1",
+        "--vocab-size",
+        "600",
+        "--json",
+        "--no-robustness",
+    ]  # the page measures robustness on request
     assert main(args) == 0
     cli_doc = json.loads(capsys.readouterr().out)
     cli_doc.pop("counting")  # how the CLI counted (executor, shards); the page read the shared corpus itself

@@ -6,6 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from analysis.core.progress import Progress
+from analysis.measure.robustness import robustness_delta
 from analysis.texts.code import CodeRecord
 from analysis.tokenizer.tokenizer import LoadedTokenizer
 
@@ -33,6 +35,8 @@ class SabpeComparison:
     parity_info: dict[str, Any] = field(default_factory=dict)
     counting: dict[str, Any] | None = None
     out: str | None = None
+    #: plain BPE → SA-BPE robustness per held-out language (:meth:`measure_robustness`), when measured
+    robustness: dict[str, Any] | None = None
     _metrics: dict[str, dict[str, Any]] | None = field(default=None, repr=False)
 
     def tokenizers(self) -> dict[str, LoadedTokenizer]:
@@ -53,6 +57,20 @@ class SabpeComparison:
                     m["parity"] = tokenizer_metrics(self.parity, self.heldout)
             self._metrics = {k: m[k] for k in RUN_LABELS if k in m}
         return self._metrics
+
+    def measure_robustness(self, *, progress: Progress | None = None) -> dict[str, Any] | None:
+        """Fill :attr:`robustness`: plain BPE (before) → SA-BPE (after) on the held-out files of each language
+        (:func:`analysis.measure.robustness.robustness_delta`); None without a baseline or held-out files."""
+        if "bpe" not in self.runs or not self.heldout:
+            return None
+        held: dict[str, list[str]] = {}
+        for r in self.heldout:
+            held.setdefault(r.language, []).append(r.text)
+        before, after = self.runs["bpe"].tokenizer, self.runs["sabpe"].tokenizer
+        self.robustness = robustness_delta(
+            before, after, dict(sorted(held.items())), progress=progress
+        ).to_json()
+        return self.robustness
 
     def language_rows(self) -> list[dict[str, Any]]:
         """Per held-out language: files, bytes and, per run, compression (bytes/token) and coverage."""
@@ -102,6 +120,8 @@ class SabpeComparison:
                 "token_frequency_gini": {k: v["token_frequency_gini"] for k, v in metrics.items()},
                 "paper": list(PAPER_LANGUAGE_GINI),
             }
+        if self.robustness is not None:
+            out["robustness"] = self.robustness
         if self.out is not None:
             out["out"] = self.out
         return out

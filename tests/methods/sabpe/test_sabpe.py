@@ -287,4 +287,6 @@ def test_cli_json(capsys, tmp_path):
     report = json.loads((tmp_path / "tok" / "sabpe_report.json").read_text(encoding="utf-8"))
     assert report == out  # the report written is the document printed
     assert out["counting"]["executor"] == "inprocess" and out["language_compression"]["rows"]
+    rob = out["robustness"]  # plain BPE → SA-BPE per held-out language
+    assert [r["lang"] for r in rob["languages"]] == ["lua", "ruby"] and rob["languages"][0]["words"] > 0
     assert main(["sabpe", "--vocab-size", "600", "--priority", "nope"]) == 2
