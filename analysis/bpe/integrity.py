@@ -29,7 +29,8 @@ from typing import Any
 
 from analysis.core.cache import memoize
 from analysis.core.progress import Progress, report
-from analysis.tokenizer.tokenizer import SPIECE_UNDERLINE, LoadedTokenizer
+from analysis.tokenizer.alphabets import SPIECE_UNDERLINE
+from analysis.tokenizer.tokenizer import LoadedTokenizer
 
 from .stt import stt_report
 

@@ -8,7 +8,7 @@ that do not show in counts (special and added tokens, normalizer, pre-tokenizer,
 template). One :class:`DriftReport`, one :meth:`DriftReport.to_json` for the CLI and the page.
 
 Lines are encoded without special tokens (the post-processor's BOS/EOS differences are listed among the pipeline
-differences instead), in one Rust batch per language and tokenizer (:func:`analysis.measure.metrics.encode_ids`).
+differences instead), in one Rust batch per language and tokenizer (:func:`analysis.measure.corpus_counts.encode_ids`).
 """
 
 from __future__ import annotations
@@ -23,11 +23,12 @@ import numpy as np
 
 from analysis.core.progress import Progress, report
 from analysis.errors import DataError
-from analysis.measure.metrics import encode_ids
+from analysis.measure.corpus_counts import encode_ids
 from analysis.texts import probes
 from analysis.texts.code import read_code
 from analysis.texts.flores import FloresData, dataset
-from analysis.tokenizer.tokenizer import LoadedTokenizer, describe_component
+from analysis.tokenizer.document import describe_component
+from analysis.tokenizer.tokenizer import LoadedTokenizer
 
 #: The content classes, in report order (prose = every FLORES line compared, over all languages).
 CONTENT_CLASSES: tuple[str, ...] = ("prose", "code", "numbers", "whitespace", "emoji")

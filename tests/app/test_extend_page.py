@@ -36,5 +36,7 @@ def test_extend_page_trains_previews_and_exports():
     assert not at.exception
     assert any("gpt2 +50 and the original are a valid draft/target pair" in c.value for c in at.caption)
     strr = next(f.value for f in at.dataframe if "STRR before" in f.value.columns).set_index("Language")
-    assert float(strr.loc["est_Latn", "STRR after"].rstrip("%")) > float(strr.loc["est_Latn", "STRR before"].rstrip("%"))
+    assert float(strr.loc["est_Latn", "STRR after"].rstrip("%")) > float(
+        strr.loc["est_Latn", "STRR before"].rstrip("%")
+    )
     assert at.get("download_button")

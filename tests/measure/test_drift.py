@@ -5,6 +5,7 @@ their counts equal a direct count."""
 from __future__ import annotations
 
 import json
+import shutil
 
 import numpy as np
 import pytest
@@ -34,9 +35,24 @@ def test_probe_sets_are_deterministic_and_hold_what_they_name():
     )
 
 
+def test_gpt2_tokenizer_json_and_its_vocab_and_merges_agree_on_every_id(tmp_path):
+    """Two loadings of one tokenizer: tokenizer.json and the slow files (vocab.json + merges.txt) alone."""
+    slow = tmp_path / "gpt2-slow"
+    slow.mkdir()
+    for name in ("vocab.json", "merges.txt"):
+        shutil.copyfile(TOKENIZERS / "gpt2" / name, slow / name)
+    rep = drift(
+        load_shared("gpt2"), load(slow), "est_Latn,zho_Hans", content=["numbers", "whitespace", "emoji"]
+    )
+    assert rep.identical_everywhere and all(
+        r.tokens_a == r.tokens_b > 0 for r in (*rep.languages, *rep.content)
+    )
+
+
+@pytest.mark.slow  # converting the GGUF's tokenizer takes seconds on a cold cache
 @need_smollm
 def test_smollm2_tokenizer_json_and_its_gguf_agree_on_every_id():
-    """Two loadings of one tokenizer (the fast lane's few languages; all 204 in the slow test below)."""
+    """Two loadings of one tokenizer, every content class (all 204 languages in the slow test below)."""
     rep = drift(load_shared("smollm2-135m-instruct"), load(SMOLLM), "est_Latn,zho_Hans,tha_Thai")
     assert rep.identical_everywhere and not any(r.first_diff for r in (*rep.languages, *rep.content))
     assert [r.name for r in rep.content] == list(CONTENT_CLASSES)
