@@ -9,6 +9,7 @@ import streamlit as st
 
 from analysis import LoadedTokenizer
 from analysis.bpe import CATEGORIES, CATEGORY_HELP, explain_unreachable, never_produced, stt_report
+from analysis.bpe.integrity import integrity
 from analysis.core.outputs import json_document
 from analysis.core.references import cite
 from analysis.texts import flores as fl
@@ -245,6 +246,33 @@ def downloads(name: str, tok: LoadedTokenizer, view: pd.DataFrame, summary: dict
                        f"{name}-stt.json", "application/json", key="th-dl-json")  # fmt: skip
 
 
+def integrity_section(name: str, tok: LoadedTokenizer) -> None:
+    """Every id decoded to its bytes and encoded back with the whole pipeline (behind a button): the counts per
+    reason, the ids that do not come back alone, and the JSON (`python -m analysis integrity --json`)."""
+    st.subheader("Integrity: does every id come back from its own text?")
+    st.caption("The check run before deploying a tokenizer: each id's bytes go through the whole pipeline "
+               "(normalizer, pre-tokenizer, model); an id passes when the text encodes to that id alone. The others are "
+               f"listed with the first reason that explains them. Same as `python -m analysis integrity {name} --json`.")  # fmt: skip
+    if st.button("Check every id", key="th-integrity-run"):
+        with progress("Encoding every token's text") as cb:
+            st.session_state["th-integrity"] = (tok.content_hash, integrity(tok, progress=cb).to_json())
+    got = st.session_state.get("th-integrity")
+    if got is None or got[0] != tok.content_hash:
+        return
+    doc = got[1]
+    st.metric("Ids that come back alone", f"{doc['round_trip']:,} of {doc['ids']:,}")
+    st.dataframe(
+        pd.DataFrame([{"reason": k, "ids": v} for k, v in doc["counts"].items() if v]), hide_index=True
+    )
+    rows = [
+        r | {"encoded_as": " ".join(map(str, r["encoded_as"]))} for v in doc["listed"].values() for r in v
+    ]
+    if rows:
+        st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch", height=300)
+    st.download_button("Download the integrity report (JSON)", json_document(doc), f"{name}-integrity.json",
+                       "application/json", key="th-integrity-dl")  # fmt: skip
+
+
 def page() -> None:
     """Tokenizer (BPE) → STT report → counts, table, charts, explanation, corpus check, downloads."""
     st.title("Token health")
@@ -269,6 +297,7 @@ def page() -> None:
     explain(name, tok, view, replay)
     never_used(name, tok, df)
     downloads(name, tok, view, summary)
+    integrity_section(name, tok)
 
 
 page()
