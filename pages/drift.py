@@ -100,7 +100,8 @@ def results(rep: DriftReport) -> None:
     if rep.languages:
         st.subheader("Languages")
         identical_chart(rep.languages)
-        st.dataframe(rows_frame(rep.languages, "Language"), hide_index=True, width="stretch", height=300)
+        tall = {"height": 300} if len(rep.languages) > 8 else {}
+        st.dataframe(rows_frame(rep.languages, "Language"), hide_index=True, width="stretch", **tall)
     first_difference([*rep.content, *rep.languages])
     pipeline_table(rep)
     for note in rep.notes:
