@@ -140,8 +140,14 @@ def test_token_health_counts_and_downloads():
     assert {"Download all ids (CSV)", "Download summary (JSON)"} <= labels
     at.button(key="th-integrity-run").click().run()  # every id back from its own text (llama-2: ▁ rules)
     got = {m.label: m.value for m in at.metric}["Ids that come back alone"]
-    reasons = next(d.value for d in at.dataframe if list(d.value.columns) == ["reason", "ids"]).set_index("reason")
-    assert got.endswith("of 32,000") and reasons.loc["special", "ids"] == 3 and reasons.loc["byte piece", "ids"] == 256
+    reasons = next(d.value for d in at.dataframe if list(d.value.columns) == ["reason", "ids"]).set_index(
+        "reason"
+    )
+    assert (
+        got.endswith("of 32,000")
+        and reasons.loc["special", "ids"] == 3
+        and reasons.loc["byte piece", "ids"] == 256
+    )
 
 
 def test_token_health_unreachable_table_and_explanation():
