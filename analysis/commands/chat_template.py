@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 
-from analysis.errors import DataError
+from analysis.core.inputs import parse_json, read_file
 from analysis.views.chat_template import SAMPLE_CONVERSATION, render_conversation
+from analysis.views.template_worker import OUTPUT_LIMIT_CHARS
 
 from ._common import add_tokenizer_argument, load_from_args, print_json
 
 NAME = "chat-template"
+#: Largest messages file: a conversation may hold as many characters as a rendering (UTF-8, JSON escapes).
+MESSAGES_FILE_BYTES = 8 * OUTPUT_LIMIT_CHARS
 HELP = "render a conversation through the tokenizer's chat template; print the text and its ids"
 
 
@@ -31,10 +33,8 @@ def run(args: argparse.Namespace) -> int:
     """Render and encode (:func:`analysis.views.chat_template.render_conversation`)."""
     messages = SAMPLE_CONVERSATION
     if args.messages is not None:
-        try:
-            messages = json.loads(args.messages.read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
-            raise DataError(f"cannot read the messages file: {e}") from None
+        data = read_file(args.messages, cap=MESSAGES_FILE_BYTES, what="a messages file")
+        messages = parse_json(data, f"the messages file {args.messages.name}")
     out, note = render_conversation(load_from_args(args), messages, template=args.template,
                                     add_generation_prompt=not args.no_generation_prompt)  # fmt: skip
     if args.json:

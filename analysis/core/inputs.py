@@ -117,21 +117,33 @@ def check_not_special(path: str | os.PathLike, error: type[AnalysisError] = Data
     return p
 
 
-def read_file(path: str | os.PathLike, error: type[AnalysisError] = DataError) -> bytes:
-    """The bytes of one file, refused before reading when over the cap (and never read past the cap), and before
-    opening when it is not a regular file (:func:`check_not_special`)."""
+def read_file(
+    path: str | os.PathLike,
+    error: type[AnalysisError] = DataError,
+    cap: int | None = None,
+    what: str = "tokenizer and vocabulary files",
+) -> bytes:
+    """The bytes of one file, refused before reading when over the cap (the file cap unless `cap` is given; never
+    read past it), and before opening when it is not a regular file (:func:`check_not_special`). `what` names the
+    kind of file in the message for a smaller cap."""
     p = check_not_special(path, error)
-    cap = max_file_bytes()
+    cap = max_file_bytes() if cap is None else cap
+
+    def message(size: int) -> str:
+        if cap == max_file_bytes():
+            return too_big(p.name, size, cap)
+        return f"{p.name} is {human_size(size)}, over the {human_size(cap)} limit for {what}"
+
     try:
         with open(p, "rb") as f:
             size = os.fstat(f.fileno()).st_size
             if size > cap:
-                raise error(too_big(p.name, size))
+                raise error(message(size))
             data = f.read(cap + 1)  # /proc files and growing files report a size that may be wrong
     except OSError as e:
         raise error(path_error(p, e)) from e
     if len(data) > cap:
-        raise error(too_big(p.name, len(data)))
+        raise error(message(len(data)))
     return data
 
 

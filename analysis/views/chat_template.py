@@ -1,7 +1,8 @@
 """A conversation rendered through a tokenizer's chat template, with its special tokens located and its ids.
 
 The template is the tokenizer's own (`chat_template` in tokenizer_config.json, or the `chat_template.jinja`
-file that `analysis.tokenizer.sources` reads into the config). It is rendered in Jinja2's immutable sandbox with the
+file that `analysis.tokenizer.sources` reads into the config). It is rendered in Jinja2's immutable sandbox, in a
+separate process under limits on time, output and memory (:mod:`analysis.views.template_sandbox`), with the
 variables and helpers Hugging Face transformers provides (`messages`, `add_generation_prompt`, `bos_token`,
 `eos_token`, `raise_exception`, `strftime_now`, `tojson`), then encoded without adding special tokens, as
 `apply_chat_template(..., tokenize=True)` does.
@@ -9,16 +10,14 @@ variables and helpers Hugging Face transformers provides (`messages`, `add_gener
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
-from datetime import datetime
 from typing import Any
-
-import jinja2
-from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 from analysis.errors import DataError
 from analysis.tokenizer.tokenizer import LoadedTokenizer
+
+from .template_sandbox import render_template
+from .template_worker import OUTPUT_LIMIT_CHARS
 
 #: A sample conversation (system, user, assistant, user) to start from.
 SAMPLE_CONVERSATION: list[dict[str, str]] = [
@@ -51,12 +50,9 @@ def _special_text(value: Any) -> str:
     return value if isinstance(value, str) else ""
 
 
-def _raise(message: str) -> None:
-    raise jinja2.exceptions.TemplateError(message)
-
-
 def check_messages(messages: Any) -> list[dict[str, str]]:
-    """Messages as a list of {"role", "content"} string dicts (DataError naming the first bad one)."""
+    """Messages as a list of {"role", "content"} string dicts (DataError naming the first bad one, or when they hold
+    more characters than a rendering may)."""
     if not isinstance(messages, list) or not messages:
         raise DataError("a conversation is a non-empty list of messages")
     out = []
@@ -68,6 +64,11 @@ def check_messages(messages: Any) -> list[dict[str, str]]:
         ):
             raise DataError(f'message {k} needs a "role" and a "content", both text')
         out.append({"role": m["role"], "content": m["content"]})
+    size = sum(len(m["role"]) + len(m["content"]) for m in out)
+    if size > OUTPUT_LIMIT_CHARS:
+        raise DataError(
+            f"the conversation is {size:,} characters long, over the {OUTPUT_LIMIT_CHARS:,} a chat template may render"
+        )
     return out
 
 
@@ -133,7 +134,8 @@ def render_chat(
     """Render `messages` through the tokenizer's chat template (`template` names one of several) and encode it.
 
     DataError when the tokenizer has no chat template or the template fails (its own `raise_exception` message
-    included, e.g. roles that must alternate).
+    included, e.g. roles that must alternate) or passes a limit (time, output, memory: see
+    :mod:`analysis.views.template_worker`).
     """
     messages = check_messages(messages)
     templates = chat_templates(tok)
@@ -144,23 +146,15 @@ def render_chat(
     name = template or next(iter(templates))
     if name not in templates:
         raise DataError(f"{tok.name} has no chat template named {name!r} (it has {', '.join(templates)})")
-    env = ImmutableSandboxedEnvironment(
-        trim_blocks=True, lstrip_blocks=True, extensions=["jinja2.ext.loopcontrols"]
-    )
-    env.filters["tojson"] = lambda x, indent=None, **_: json.dumps(x, ensure_ascii=False, indent=indent)
-    env.globals["raise_exception"] = _raise
-    env.globals["strftime_now"] = lambda fmt: datetime.now().strftime(fmt)
-    try:
-        text = env.from_string(templates[name]).render(
-            messages=messages,
-            add_generation_prompt=add_generation_prompt,
-            bos_token=_special_text(tok.config.get("bos_token")),
-            eos_token=_special_text(tok.config.get("eos_token")),
-            tools=None,
-            documents=None,
-        )
-    except jinja2.exceptions.TemplateError as e:
-        raise DataError(f"the chat template of {tok.name} failed: {e}") from None
+    context = {
+        "messages": messages,
+        "add_generation_prompt": add_generation_prompt,
+        "bos_token": _special_text(tok.config.get("bos_token")),
+        "eos_token": _special_text(tok.config.get("eos_token")),
+        "tools": None,
+        "documents": None,
+    }
+    text = render_template(templates[name], context, what=f"the chat template of {tok.name}")
     enc = tok.tokenizer.encode(text, add_special_tokens=False)
     specials = {a.id for a in tok.special_tokens}
     tokens = [
