@@ -129,8 +129,10 @@ def export_check_section(key: str, base: LoadedTokenizer | None, export: Export 
 
 def show_report(doc: dict, key: str) -> None:
     """The typed report: verdict, checks, GGUF, parity per language, round trip; the JSON download."""
+    failed = [f"- **{c['name']}**: {c['detail']}" for c in doc["checks"] if c["status"] == "fail"]
     (st.success if doc["ok"] else st.error)(
         f"**{doc['path']}** ({doc['kind']}): {'ok' if doc['ok'] else 'NOT ok'}"
+        + "".join(f"\n{f}" for f in failed)
     )
     if doc["checks"]:
         rows = [{"check": c["name"], "status": STATUS_MARK.get(c["status"], c["status"]), "detail": c["detail"]}

@@ -34,6 +34,7 @@ from .preflight import (
     Check,
     check_chat_template,
     check_ids_fit,
+    check_json_files,
     check_legacy_fields,
     check_padding_rows,
     check_rows_unchanged,
@@ -233,6 +234,7 @@ def check_export(
             base = codec.base
         ggufs = sorted(p.glob("*.gguf"))
         gguf_path = ggufs[0] if ggufs else None
+        rep.checks.append(check_json_files(p))
         weights, config = _model_rows(p)
         rep.checks.append(check_ids_fit(tok, None if weights is None else weights.n_rows, config))
         rep.checks.append(check_special_ids(p, tok, fix=fix))

@@ -3,11 +3,15 @@
 Each check is pass / fail / fixed (fixed: the check failed and `fix=True` wrote the accepted form), or skip when
 its inputs are absent (no weights, no original model):
 
+* ``json_files`` — every JSON file of the folder parses (the Hugging Face config files as JSON objects): a reader
+  such as transformers fails on the folder otherwise, so an unreadable file is a failure (never read as absent),
+  which `--fix` cannot repair and does not overwrite;
 * ``ids_fit`` — every tokenizer id < the embedding rows, and `config.json`'s `vocab_size` = the rows
   (llama.cpp #6111, arcee-ai/mergekit #428);
 * ``special_ids`` — bos/eos/pad agree across `config.json`, `generation_config.json` (eos as the list of
   terminators), `tokenizer_config.json` and `special_tokens_map.json` (a drifting eos: the model never stops);
-* ``chat_template`` — written both as `chat_template.jinja` and inline in `tokenizer_config.json`;
+* ``chat_template`` — written both as `chat_template.jinja` and inline in `tokenizer_config.json` (a
+  `chat_template.jinja` that is empty or not UTF-8 fails, and is never copied inline);
 * ``legacy_fields`` — fields older readers choke on in their accepted form (`extra_special_tokens` as a list,
   a `tokenizer_class` transformers 4 does not know, `dtype` without `torch_dtype`);
 * ``rows_unchanged`` — the rows of unchanged ids bit-identical to the original model (input, head, head bias),
@@ -24,7 +28,9 @@ from typing import Any
 
 import numpy as np
 
+from analysis.core.inputs import decode_utf8, parse_json, read_file
 from analysis.core.outputs import atomic_write_text
+from analysis.errors import DataError
 from analysis.model.config_files import read_json_file, write_json_file
 from analysis.tokenizer.tokenizer import LoadedTokenizer
 
@@ -55,6 +61,62 @@ class Check:
     def to_json(self) -> dict:
         """JSON form."""
         return {"name": self.name, "status": self.status, "detail": self.detail, "data": self.data}
+
+
+#: The Hugging Face files that must hold a JSON object.
+OBJECT_FILES = (
+    "config.json",
+    "generation_config.json",
+    "tokenizer_config.json",
+    "special_tokens_map.json",
+    "tokenizer.json",
+    "added_tokens.json",
+    "vocab.json",
+    "model.safetensors.index.json",
+)
+
+
+def json_problem(path: Path) -> str | None:
+    """Why a JSON file of an export cannot be read (None when it reads, or is absent)."""
+    if not path.exists() and not path.is_symlink():
+        return None
+    try:
+        doc = parse_json(read_file(path), path.name)
+    except DataError as e:
+        return str(e)
+    if path.name in OBJECT_FILES and not isinstance(doc, dict):
+        return f"{path.name} holds a JSON {type(doc).__name__}, not an object"
+    return None
+
+
+def template_problem(path: Path) -> str | None:
+    """Why chat_template.jinja cannot be used (not UTF-8, empty, unreadable); None when it can or is absent."""
+    if not path.exists() and not path.is_symlink():
+        return None
+    try:
+        text = decode_utf8(read_file(path), path.name)
+    except DataError as e:
+        return str(e)
+    if not text.strip():
+        return f"{path.name} is empty: readers find a template that renders nothing"
+    return None
+
+
+def check_json_files(folder: Path) -> Check:
+    """Every `*.json` of the folder parses (the config files as objects; chat_template.jinja is the
+    ``chat_template`` check's)."""
+    names = sorted(p.name for p in folder.glob("*.json"))
+    problems = [m for n in names if (m := json_problem(folder / n))]
+    data = {"files": names}
+    if problems:
+        detail = "readers such as transformers fail on this folder: " + "; ".join(problems)
+        return Check("json_files", "fail", detail, data)
+    return Check("json_files", "pass", f"{len(names)} JSON files read", data)
+
+
+def _writable_json(path: Path) -> bool:
+    """Whether a fix may (re)write `path`: absent or readable — never over a file that could not be read."""
+    return json_problem(path) is None
 
 
 def _content(v: Any) -> str | None:
@@ -131,7 +193,7 @@ def check_special_ids(folder: Path, tok: LoadedTokenizer, *, fix: bool = False) 
     if not problems:
         return Check("special_ids", "pass", "bos/eos/pad agree across the four files", {"ids": ids})
     only_gen = all(p.startswith("generation_config eos_token_id") for p in problems)
-    if fix and only_gen and gen is not None:
+    if fix and only_gen and gen is not None and _writable_json(folder / "generation_config.json"):
         gen["eos_token_id"] = fixes["eos_token_id"]
         write_json_file(folder / "generation_config.json", gen)
         return Check("special_ids", "fixed", "; ".join(problems), {"ids": ids, "written": fixes})
@@ -145,7 +207,10 @@ def check_chat_template(folder: Path, *, fix: bool = False) -> Check:
     jinja = folder / "chat_template.jinja"
     inline = (tcfg or {}).get("chat_template")
     inline = inline if isinstance(inline, str) and inline else None
-    filed = jinja.read_text(encoding="utf-8") if jinja.is_file() else None
+    problem = template_problem(jinja)
+    if problem is not None:  # not UTF-8, empty or unreadable: never copied inline
+        return Check("chat_template", "fail", problem)
+    filed = decode_utf8(read_file(jinja), jinja.name) if jinja.is_file() else None
     if inline is None and filed is None:
         return Check("chat_template", "pass", "no chat template (nothing to find)")
     if inline is not None and filed is not None and inline == filed:
@@ -155,7 +220,7 @@ def check_chat_template(folder: Path, *, fix: bool = False) -> Check:
     else:
         detail = "only inline" if filed is None else "only chat_template.jinja"
         detail = f"the chat template is {detail}: the other readers find none"
-    if fix and tcfg is not None:
+    if fix and tcfg is not None and _writable_json(tpath):
         template = filed if filed is not None else inline
         tcfg["chat_template"] = template
         write_json_file(tpath, tcfg)
@@ -183,7 +248,7 @@ def check_legacy_fields(folder: Path, *, fix: bool = False) -> Check:
         )
     if not problems:
         return Check("legacy_fields", "pass", "no field older readers choke on")
-    if not fix:
+    if not fix or not (_writable_json(tpath) and _writable_json(cpath)):
         return Check("legacy_fields", "fail", "; ".join(problems))
     if tcfg is not None:
         extra = tcfg.get("extra_special_tokens")
@@ -286,7 +351,7 @@ def check_padding_rows(
         )
     risky = max_prob is None or max_prob >= PADDING_FAIL_P
     detail = f"{len(open_rows)} unused rows not masked{prob}"
-    if fix:
+    if fix and _writable_json(folder / "generation_config.json"):
         mask_padding_rows(folder, open_rows)
         return Check(
             "padding_rows", "fixed", detail + "; masked in generation_config.json suppress_tokens", data
@@ -304,6 +369,8 @@ def check_padding_rows(
 def mask_padding_rows(folder: Path, ids: list[int]) -> None:
     """List `ids` in generation_config.json's `suppress_tokens` (generation never samples them)."""
     gpath = folder / "generation_config.json"
+    if not _writable_json(gpath):
+        raise DataError(f"{gpath.name} cannot be read: not overwritten ({json_problem(gpath)})")
     gen = read_json_file(gpath) or {}
     gen["suppress_tokens"] = sorted(set(_as_list(gen.get("suppress_tokens")) + list(ids)))
     write_json_file(gpath, gen)

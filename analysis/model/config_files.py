@@ -7,19 +7,21 @@ for; :func:`write_accepted_forms` writes them right after `save_pretrained` (:mo
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
+from analysis.core.inputs import parse_json, read_file
 from analysis.core.outputs import atomic_write_text, strict_json
+from analysis.errors import DataError
 
 
 def read_json_file(path: Path) -> dict | None:
-    """The JSON object in `path`; None when the file is absent, unreadable, not JSON or not an object."""
+    """The JSON object in `path`; None when the file is absent, unreadable, not JSON or not an object (read
+    bounded: :func:`analysis.core.inputs.read_file`; the export check's ``json_files`` reports the unreadable)."""
     if not path.is_file():
         return None
     try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        doc = parse_json(read_file(path), path.name)
+    except DataError:
         return None
     return doc if isinstance(doc, dict) else None
 
