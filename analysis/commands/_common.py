@@ -10,11 +10,27 @@ from typing import Any
 
 from analysis.core.outputs import json_ready, strict_json
 from analysis.core.progress import stderr_progress
-from analysis.errors import TokenizerLoadError
+from analysis.errors import DataError, TokenizerLoadError
 from analysis.jobs import CorpusRun, add_executor_arguments, compute, executor_from_args
 from analysis.model.source import resolve_model, tokenizer_for_model
+from analysis.texts import flores
 from analysis.tokenizer.sources import load
 from analysis.tokenizer.tokenizer import LoadedTokenizer
+
+
+def flores_langs(
+    spec: str | None, option: str = "--langs", data: flores.FloresData | None = None
+) -> list[str] | None:
+    """The FLORES codes a `--langs`-style option names ('all' or comma-separated codes, aliases accepted), checked
+    the same way by every command: a list naming no language (``,,,``) or an unknown code is a DataError naming
+    the option. None stays None (the command's default). `data`: another FLORES copy (default: the configured)."""
+    if spec is None:
+        return None
+    try:
+        return (data or flores.dataset()).resolve_many(spec)
+    except DataError as e:
+        raise DataError(f"{option}: {e}") from None
+
 
 _TOKENIZER_HELP = (
     "folder, tokenizer.json, .gguf file (its embedded tokenizer) or hub id; "

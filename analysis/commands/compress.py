@@ -24,7 +24,7 @@ from analysis.texts.flores import DEFAULT_SPLIT, open_flores
 from analysis.tokenizer.sources import load
 from analysis.tokenizer.tokenizer import LoadedTokenizer
 
-from ._common import add_corpus_arguments, compute_from_args, print_json
+from ._common import add_corpus_arguments, compute_from_args, flores_langs, print_json
 
 NAME = "compress"
 HELP = "compression metrics (bytes/token, fertility, parity, Rényi…) per tokenizer × FLORES language or corpus file"
@@ -104,7 +104,7 @@ def corpus_result(toks: list[LoadedTokenizer], args: argparse.Namespace) -> Comp
 def flores_result(toks: list[LoadedTokenizer], args: argparse.Namespace) -> CompressionResult:
     """Rows per tokenizer × FLORES language (cached cells)."""
     data = open_flores(args.flores, split=args.split)
-    codes = data.resolve_many(args.langs)
+    codes = flores_langs(args.langs, data=data)
     reference = args.reference or "eng_Latn"
     rows = compression_table(
         toks, data, codes, power=args.power, reference=reference, use_cache=not args.no_cache

@@ -10,7 +10,7 @@ from analysis.core.progress import stderr_progress
 from analysis.tokenizer.sources import load
 from analysis.views.export_check import run_export_check
 
-from ._common import print_json
+from ._common import flores_langs, print_json
 
 NAME = "export-check"
 HELP = (
@@ -55,7 +55,7 @@ def run(args: argparse.Namespace) -> int:
     """Run the export check and print its report (its verdict is the report's ``ok``); exit status 0 whenever the
     check ran, 2 on bad input."""
     base = load(args.base) if args.base else None
-    langs = [c.strip() for c in args.langs.split(",") if c.strip()] if args.langs else None
+    langs = flores_langs(args.langs)
     rep = run_export_check(
         args.path,
         base=base,

@@ -19,9 +19,8 @@ from analysis.methods.reuse.model import is_reuse_folder, read_for_model_check
 from analysis.methods.undertrained import indicators_for
 from analysis.model.bpb import STRIDE, WINDOW
 from analysis.model.models import parse_max_memory
-from analysis.texts.flores import available_codes
 
-from ._common import add_force_argument, print_json
+from ._common import add_force_argument, flores_langs, print_json
 
 NAME = "model-check"
 HELP = "measure an edited model against the original: bits per byte per language, new rows, inits, warm-up"
@@ -122,11 +121,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def _check(args: argparse.Namespace) -> tuple[list[str], list[str]]:
-    langs = [x.strip() for x in args.langs.split(",") if x.strip()]
-    if langs == ["all"]:
-        langs = available_codes()
-    if not langs:
-        raise DataError("--langs names no language")
+    langs = flores_langs(args.langs)
     inits = [x.strip() for x in args.inits.split(",") if x.strip()]
     bad = [i for i in inits if i not in INITS]
     if bad:
@@ -141,7 +136,7 @@ def _check(args: argparse.Namespace) -> tuple[list[str], list[str]]:
 def run(args: argparse.Namespace) -> int:
     """Check inputs, load both models, measure (bake-off, warm-up), print text or JSON."""
     langs, inits = _check(args)
-    train_langs = [x.strip() for x in (args.train_langs or langs[0]).split(",") if x.strip()]
+    train_langs = flores_langs(args.train_langs or langs[0], "--train-langs")
     if args.out:
         check_output_folder(args.out, replace=args.force)
     texts = heldout_texts(langs, args.lines)

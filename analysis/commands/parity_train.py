@@ -14,7 +14,7 @@ from analysis.core.outputs import check_output_folder
 from analysis.errors import DataError
 from analysis.texts.flores import ENGLISH, FLORES_TRAIN_LINES
 
-from ._common import add_force_argument, print_json
+from ._common import add_force_argument, flores_langs, print_json
 
 NAME = "parity-train"
 HELP = "parity-aware BPE vs plain BPE on FLORES: premium vs English across languages and the compression cost"
@@ -67,7 +67,7 @@ def run(args: argparse.Namespace) -> int:
         check_output_folder(args.out, replace=args.force)  # before the training, not after it
     comparison = parity_comparison(
         args.vocab_size,
-        args.langs,
+        flores_langs(args.langs),
         n_train=args.n_train,
         n_dev=args.n_dev,
         variant=args.variant,
