@@ -132,7 +132,7 @@ def run_check(
     report(0.0, 1.0, "writing the edited model (this session's temporary export)")
     export(folder, original)
     report(0.05, 1.0, "loading both models")
-    first, second = load_pair(original, folder, reader=reader)
+    first, second = load_pair(original, folder, reader=reader, progress=scaled(progress, 0.05, 0.1))
     texts = heldout_texts(langs, lines)
     res = model_check(first, second, texts, inits=inits, progress=scaled(progress, 0.1, 0.5 if steps else 1.0),
                       should_stop=should_stop)  # fmt: skip

@@ -12,7 +12,7 @@ from analysis.adapt.embeddings import INITS
 from analysis.adapt.warmup import OBJECTIVES, WarmupConfig, warm_up
 from analysis.core.inputs import real_number, whole_number
 from analysis.core.outputs import check_output_folder
-from analysis.core.progress import scaled, stderr_progress
+from analysis.core.progress import report, scaled, stderr_progress
 from analysis.errors import DataError
 from analysis.evaluate.model_check import HELDOUT_LINES, heldout_texts, load_pair, model_check, training_texts
 from analysis.methods.reuse.model import is_reuse_folder, read_for_model_check
@@ -117,7 +117,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-memory", default=None, metavar="SPEC",
                    help="memory cap, e.g. cpu=8GiB or 0=20GiB: refuse models that need more")  # fmt: skip
     p.add_argument("--json", action="store_true", help="print one JSON object")
-    p.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
+    p.add_argument("--quiet", action="store_true", help="no progress lines (named stages) on stderr")
 
 
 def _check(args: argparse.Namespace) -> tuple[list[str], list[str]]:
@@ -141,12 +141,17 @@ def run(args: argparse.Namespace) -> int:
         check_output_folder(args.out, replace=args.force)
     texts = heldout_texts(langs, args.lines)
     max_memory = parse_max_memory(args.max_memory)
-    progress = None if args.quiet or args.json else stderr_progress("model-check")
+    progress = None if args.quiet else stderr_progress("model-check")  # stderr: --json keeps stdout clean
+    if args.quiet:  # transformers' own "Loading weights" bars too
+        from transformers.utils import logging as hf_logging  # noqa: PLC0415 - heavy, loaded with the models
+
+        hf_logging.disable_progress_bar()
     reader = read_for_model_check if is_reuse_folder(args.edited) else None  # an R-BPE model folder
     original, edited = load_pair(args.original, args.edited, device=args.device, max_memory=max_memory,
-                                 reader=reader)  # fmt: skip
+                                 reader=reader, progress=scaled(progress, 0.0, 0.05))  # fmt: skip
+    report(progress, 0.05, 1.0, "measuring bits per byte on the held-out lines")
     res = model_check(original, edited, texts, inits=inits, seed=args.seed, window=args.window,
-                      stride=args.stride, progress=scaled(progress, 0.0, 0.3 if args.warmup_steps else 1.0))  # fmt: skip
+                      stride=args.stride, progress=scaled(progress, 0.05, 0.3 if args.warmup_steps else 1.0))  # fmt: skip
     res.indicators = indicators_for(args.edited, edited.tok, [u.id for u in res.new_tokens])
     if args.warmup_steps:
         cfg = WarmupConfig(steps=args.warmup_steps, objective=args.objective, tokens_per_step=args.warmup_tokens,

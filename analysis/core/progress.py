@@ -12,6 +12,7 @@ range), :func:`fraction`.
 
 from __future__ import annotations
 
+import re
 import sys
 import time
 from typing import Protocol
@@ -54,18 +55,27 @@ def scaled(progress: Progress | None, start: float, end: float) -> Progress | No
     return sub
 
 
+def _stage(message: str) -> str:
+    """A progress message without its numbers: "warm-up step 3/10" and "warm-up step 4/10" are one stage."""
+    return re.sub(r"\d+", "#", message)
+
+
 def stderr_progress(label: str, *, every: float = 1.0, stream=None) -> Progress:
-    """A CLI callback: at most one `label: 42% message` line per `every` seconds on stderr (plus the last)."""
+    """A CLI callback: at most one `label: 42% message` line per `every` seconds on stderr, plus the last and
+    the first of each named stage (a message that differs from the last shown by more than its numbers)."""
     out = stream or sys.stderr
-    last = [float("-inf")]  # the first report always shows
+    last = [float("-inf"), None]  # the first report always shows
 
     def show(done: float, total: float | None, message: str = "") -> None:
         now = time.monotonic()
         f = fraction(done, total)
         final = f is not None and f >= 1.0
-        if not final and now - last[0] < every:
+        new_stage = bool(message) and _stage(message) != last[1]
+        if not final and not new_stage and now - last[0] < every:
             return
         last[0] = now
+        if message:
+            last[1] = _stage(message)
         amount = f"{f:.0%}" if f is not None else f"{done:,.0f}"
         out.write(f"{label}: {amount}{' ' + message if message else ''}\n")
         out.flush()

@@ -170,18 +170,23 @@ def load_pair(
     device: str | None = None,
     max_memory: dict[Any, str] | None = None,
     reader: EditedReader | None = None,
+    progress: Progress | None = None,
 ) -> tuple[Loaded, Loaded]:
     """Check (:func:`resolve_pair`, :func:`check_memory`), then load both models on one device: float32 on the
     CPU, bfloat16 on a GPU, through :func:`analysis.model.models.load_causal_lm`. `reader` reads an edited
-    folder that is not one tokenizer (an R-BPE folder)."""
+    folder that is not one tokenizer (an R-BPE folder). `progress` names each stage."""
     import torch  # noqa: PLC0415 - heavy, only when models load
 
+    report(progress, 0, 3, "checking both models (tokenizers, sizes, memory)")
     src_o, src_e, tok_o, tok_e, vocab = resolve_pair(original, edited, reader)
     dev = pick_device(device)
     check_memory([src_o, src_e], dev, max_memory)
     dtype = torch.bfloat16 if dev.startswith("cuda") else torch.float32
+    report(progress, 1, 3, f"loading the original model ({src_o.label}) on {dev}")
     lm_o = load_causal_lm(src_o, dtype=dtype, device=dev)
+    report(progress, 2, 3, f"loading the edited model ({src_e.label}) on {dev}")
     lm_e = load_causal_lm(src_e, dtype=dtype, device=dev)
+    report(progress, 3, 3, "both models loaded")
     return Loaded(lm_o.model, tok_o, lm_o.device, src_o.label), Loaded(
         lm_e.model, tok_e, lm_e.device, src_e.label, vocab
     )

@@ -227,3 +227,14 @@ def test_progress_helpers():
     show(2, 10, "merges")  # throttled
     show(10, 10, "merges")  # the last always shows
     assert buf.getvalue().splitlines() == ["training: 10% merges", "training: 100% merges"]
+    buf = io.StringIO()  # each named stage shows once, its counters throttled
+    show = progress.stderr_progress("model-check", stream=buf, every=3600)
+    for done, message in [
+        (0, "loading 1 of 2"),
+        (1, "loading 2 of 2"),
+        (2, "est_Latn: lines read"),
+        (3, "step 4"),
+    ]:
+        show(done, 10, message)
+    assert buf.getvalue().splitlines() == ["model-check: 0% loading 1 of 2", "model-check: 20% est_Latn: lines read",
+                                           "model-check: 30% step 4"]  # fmt: skip

@@ -388,11 +388,18 @@ def _cli(args: list[str]) -> tuple[int, str, str]:
 @pytest.mark.slow
 def test_cli_json_shape_and_warmed_export(pair, tmp_path: Path):
     src, out = pair
-    rc, text, _ = _cli(["model-check", "--original", str(src), "--edited", str(out), "--langs", "est_Latn,eng_Latn",
-                        "--lines", "2", "--inits", "mean,omp", "--warmup-steps", "2", "--warmup-tokens", "64",
-                        "--objective", "distill",
-                        "--out", str(tmp_path / "warm"), "--json"])  # fmt: skip
+    rc, text, err = _cli(["model-check", "--original", str(src), "--edited", str(out), "--langs", "est_Latn,eng_Latn",
+                          "--lines", "2", "--inits", "mean,omp", "--warmup-steps", "2", "--warmup-tokens", "64",
+                          "--objective", "distill",
+                          "--out", str(tmp_path / "warm"), "--json"])  # fmt: skip
     assert rc == 0
+    for stage in (
+        "loading the original model",
+        "loading the edited model",
+        "est_Latn: lines read",
+        "warm-up step",
+    ):
+        assert "model-check: " in err and stage in err, (stage, err)  # named stages on stderr, --json or not
     doc = json.loads(text)
     assert [c["lang"] for c in doc["languages"]] == ["est_Latn", "eng_Latn"]
     for c in doc["languages"]:
@@ -412,7 +419,7 @@ def test_cli_json_shape_and_warmed_export(pair, tmp_path: Path):
     ).is_file()
     rc, text, _ = _cli(["model-check", "--original", str(src), "--edited", str(out), "--langs", "eng_Latn",
                         "--lines", "1", "--quiet"])  # fmt: skip
-    assert rc == 0 and "eng_Latn: BPB" in text
+    assert rc == 0 and "eng_Latn: BPB" in text and _ == ""  # --quiet: nothing on stderr
 
 
 @pytest.mark.slow
