@@ -14,7 +14,8 @@ import argparse
 import sys
 import time
 from collections.abc import Callable, Iterator
-from itertools import chain
+from dataclasses import dataclass
+from itertools import chain, islice
 from pathlib import Path
 
 from analysis.adapt.embeddings import INIT_HELP, INITS
@@ -55,6 +56,9 @@ HELP = (
 )
 #: New tokens trained when only --min-frequency bounds the run.
 N_CAP = 64_000
+#: Share of the user's own text held out by default (its last units), and the most units held out.
+HELDOUT_SHARE = 0.1
+HELDOUT_MAX_UNITS = 2_000
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -111,7 +115,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         action="append",
         default=[],
         metavar="FILE",
-        help="held-out text for bytes/token before/after (repeatable; first one is the headline)",
+        help="held-out text for bytes/token before/after (repeatable; first one is the headline; default with "
+        f"--text alone: the last {HELDOUT_SHARE:.0%} of the text's units, at most {HELDOUT_MAX_UNITS:,}, not trained on)",
     )
     p.add_argument(
         "--heldout-flores",
@@ -161,13 +166,31 @@ class TrainingText:
         self.shards: list[Shard] = resolve(others) if others else []
         self.inputs = others
         self.max_chars = args.max_chars
+        #: units trained on when the rest is held out (:meth:`hold_out`); None: all of them
+        self.train_units: int | None = None
         if not (self.flores or self.zips or self.shards):
             raise DataError("give training text with --text PATH (or --flores LANG)")
 
     @property
     def only_files(self) -> bool:
-        """Whether the corpus executor can count it: files/globs/hf:// only, no budget."""
-        return not self.flores and not self.zips and self.max_chars is None
+        """Whether the corpus executor can count it: files/globs/hf:// only, no budget, nothing held out."""
+        return not self.flores and not self.zips and self.max_chars is None and self.train_units is None
+
+    @property
+    def size(self) -> int:
+        """Bytes of the files (zips not counted)."""
+        return sum(sh.size for sh in self.shards)
+
+    def hold_out(self) -> HeldOutSplit | None:
+        """Keep the last :data:`HELDOUT_SHARE` of the text units (at most :data:`HELDOUT_MAX_UNITS`) out of
+        training, to measure on; None when the text has fewer than 10 units."""
+        n = sum(1 for _ in self.units())
+        k = min(HELDOUT_MAX_UNITS, int(n * HELDOUT_SHARE))
+        if k < 1:
+            return None
+        held = list(islice(self.units(), n - k, n))
+        self.train_units = n - k
+        return HeldOutSplit(self.label, n, n - k + 1, held)
 
     @property
     def label(self) -> str:
@@ -178,16 +201,21 @@ class TrainingText:
         return "; ".join(parts)
 
     def units(self) -> Iterator[str]:
-        """Every text unit (within the character budget)."""
+        """Every text unit (within the character budget), or the training part of them (:meth:`hold_out`)."""
         it = chain(
             (u for s in self.flores + self.zips for u in s.units()),
             (u for sh in self.shards for u in iter_units(sh)),
         )
         return with_budget(it, self.max_chars)
 
+    def training_units(self) -> Iterator[str]:
+        """The units trained on: all of them, or those before the held-out part."""
+        units = self.units()
+        return units if self.train_units is None else islice(units, self.train_units)
+
     def factory(self) -> Callable[[], Iterator[str]]:
-        """A re-iterable view (each call reads the text again)."""
-        return self.units
+        """A re-iterable view of the training units (each call reads the text again)."""
+        return self.training_units
 
     def by_language(self) -> dict[str, list[str]]:
         """One corpus per language: a --flores LANG each, and the files grouped by stem (``est_Latn.devtest``)."""
@@ -205,6 +233,38 @@ class TrainingText:
         for sh in self.shards:
             out.setdefault(sh.group, []).extend(iter_units(sh))
         return out
+
+
+@dataclass
+class HeldOutSplit:
+    """The part of the user's own text held out of training by default: units `first`…`units` (1-based)."""
+
+    source: str
+    units: int
+    first: int
+    lines: list[str]
+
+    @property
+    def name(self) -> str:
+        """The held-out text's name in the report (says which units)."""
+        return f"your text, units {self.first:,}–{self.units:,} of {self.units:,} (held out)"
+
+    def to_json(self) -> dict:
+        """Which units were held out."""
+        return {"source": self.source, "units": self.units, "first": self.first, "last": self.units,
+                "held_out": len(self.lines), "share": len(self.lines) / self.units}  # fmt: skip
+
+
+def _default_split(args: argparse.Namespace, text: TrainingText, cfg) -> HeldOutSplit | None:
+    """Hold out the end of the user's own text when no held-out text is named (no --heldout, --heldout-flores,
+    --no-heldout, --flores, --parity) and the text is read in this process (below the executor threshold)."""
+    if not args.text or args.heldout or args.heldout_flores or args.no_heldout or args.flores or args.parity:
+        return None
+    if cfg.resolved_kind(text.size) != "inprocess":
+        print(f"extend: no held-out text (the text is counted on the {cfg.resolved_kind(text.size)} executor); "
+              "give --heldout FILE to measure bytes/token before/after", file=sys.stderr)  # fmt: skip
+        return None
+    return text.hold_out()
 
 
 def _heldout(args: argparse.Namespace) -> dict[str, list[str]]:
@@ -269,6 +329,9 @@ def run(args: argparse.Namespace) -> int:
     cfg = executor_from_args(args)
     text = TrainingText(args)
     heldout = _heldout(args)
+    split = _default_split(args, text, cfg)
+    if split is not None:
+        heldout[split.name] = split.lines
     progress = None if args.quiet or args.json else stderr_progress("extend")
     t0 = time.perf_counter()
     corpus_info = parity_info = None
@@ -294,10 +357,14 @@ def run(args: argparse.Namespace) -> int:
     if args.out:
         export_extension(res, args.out, model=args.model, init=args.init, seed=args.seed, replace=args.force)
     gguf = write_gguf_from_args(args, ext.tokenizer, tok)
+    held = {"heldout_split": split.to_json()} if split is not None else {}
     if args.json:
-        print_json({**res.to_json(), **({"gguf": gguf} if gguf else {})})
+        print_json({**res.to_json(), **held, **({"gguf": gguf} if gguf else {})})
         return 0
     _print(res)
+    if split is not None:
+        print(f"  held out of training: the last {len(split.lines):,} of {split.units:,} units of your text "
+              f"({split.first:,}–{split.units:,}); --heldout FILE measures another text instead")  # fmt: skip
     if gguf:
         print(f"  GGUF: {gguf['file']} ({gguf['source']}, {gguf['bytes']:,} bytes)")
     return 0

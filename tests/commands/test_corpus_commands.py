@@ -457,3 +457,22 @@ def test_cli_json_is_the_result_to_json(capsys, tmp_path):
     run.never = stt_command.never_produced_on(tok, parser.parse_args(argv))
     assert isinstance(run.never, NeverProduced)
     assert _no_seconds(json.loads(out)) == _no_seconds(run.to_json())
+
+
+def test_extend_holds_out_the_end_of_the_users_text_by_default(tmp_path, capsys):
+    """`extend --text FILE` alone: the last 10 % of the units are not trained on and are measured (issue 54)."""
+    text = tmp_path / "est.txt"
+    text.write_text("\n".join(flores_lines("est_Latn", 60)) + "\n", encoding="utf-8")
+    args = ["extend", "--tokenizer", str(TOKENIZERS / "gpt2"), "--text", str(text), "--n", "30"]
+    assert main([*args, "--json", "--quiet"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["heldout_split"] | {"source": None} == {"source": None, "units": 60, "first": 55, "last": 60,
+                                                       "held_out": 6, "share": 0.1}  # fmt: skip
+    assert list(doc["heldout"]) == ["your text, units 55–60 of 60 (held out)"]
+    assert main([*args, "--quiet"]) == 0
+    out = capsys.readouterr().out
+    assert (
+        "units 55–60 of 60 (held out): bytes/token" in out and "held out of training: the last 6 of 60" in out
+    )
+    assert main([*args, "--no-heldout", "--json", "--quiet"]) == 0
+    assert "heldout_split" not in json.loads(capsys.readouterr().out)
