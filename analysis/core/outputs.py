@@ -6,7 +6,9 @@
   a socket or block device is refused.
 * :func:`atomic_folder`: a context manager yielding a fresh temporary folder beside the target; on success the
   folder is renamed into place (the target must not exist, or be empty, unless ``replace=True``, which swaps the
-  old folder out whole); on error the temporary folder is removed and the target is untouched.
+  old folder out whole); on error the temporary folder is removed and the target is untouched. A run killed
+  before that leaves a hidden ``.NAME.@HOST~PID@….partial`` folder: the next write of the same output removes it
+  (:func:`clean_stale_partials`: its writer is gone, or it is a day old) — and nothing else.
 * :func:`strict_json`: JSON text that standard parsers accept (NaN/Infinity refused, numpy scalars converted);
   :func:`json_ready` turns NaN/Infinity into null first, for reports and downloads where a missing value is fine;
   :func:`json_document` is the one text of a result's ``to_json()`` that a command prints and a page downloads.
@@ -25,10 +27,13 @@ import errno
 import json
 import math
 import os
+import re
 import shutil
+import socket
 import stat
 import tempfile
 import threading
+import time
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -258,7 +263,8 @@ def atomic_folder(target: str | os.PathLike, *, replace: bool = False) -> Iterat
     try:
         parent = t.parent
         parent.mkdir(parents=True, exist_ok=True)
-        tmp = Path(tempfile.mkdtemp(prefix=f".{t.name[:100]}.", suffix=".partial", dir=parent))
+        clean_stale_partials(parent, t.name)
+        tmp = Path(tempfile.mkdtemp(prefix=partial_prefix(t.name), suffix=".partial", dir=parent))
     except OSError as e:
         raise DataError(f"cannot write the output folder {_short(t)}: {e.strerror or e}") from e
     try:
@@ -281,6 +287,65 @@ def atomic_folder(target: str | os.PathLike, *, replace: bool = False) -> Iterat
         if isinstance(e, OSError):
             raise DataError(f"cannot write the output folder {_short(t)}: {e.strerror or e}") from e
         raise
+
+
+#: A hidden partial folder older than this is stale whoever wrote it (a run on another machine of a shared disk).
+STALE_PARTIAL_S = 24 * 3600
+_PARTIAL = re.compile(r"@([A-Za-z0-9_-]{1,40})~(\d{1,10})@[A-Za-z0-9_]+\.partial")
+_LEGACY_PARTIAL = re.compile(r"[A-Za-z0-9_]{8}\.partial")
+
+
+def _host() -> str:
+    return re.sub(r"[^A-Za-z0-9_-]", "_", socket.gethostname())[:40] or "host"
+
+
+def partial_prefix(name: str) -> str:
+    """The name start of the hidden partial folders :func:`atomic_folder` makes for an output called `name`:
+    ``.NAME.@HOST~PID@`` (the writer, so that a later run can tell a crashed run's leftovers from a live one)."""
+    return f".{name[:100]}.@{_host()}~{os.getpid()}@"
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OverflowError, ValueError):
+        return True
+    return True
+
+
+def clean_stale_partials(parent: Path, name: str, *, now: float | None = None) -> list[str]:
+    """Remove the hidden partial folders a crashed earlier run left for the output `name` in `parent` (never
+    anything else): one made on this machine by a process that is gone, or one made elsewhere (or named before
+    the writer was recorded) older than :data:`STALE_PARTIAL_S`. Returns the names removed."""
+    start = f".{name[:100]}."
+    now = time.time() if now is None else now
+    removed = []
+    try:
+        entries = list(os.scandir(parent))
+    except OSError:
+        return removed
+    for e in entries:
+        if not (e.name.startswith(start) and e.name.endswith(".partial")):
+            continue
+        rest = e.name[len(start) :]
+        m = _PARTIAL.fullmatch(rest)
+        if m is None and not _LEGACY_PARTIAL.fullmatch(rest):
+            continue  # another output's (`out.v2`'s partials also start with `.out.`), or not ours
+        try:
+            if not e.is_dir(follow_symlinks=False):
+                continue
+            old = now - e.stat(follow_symlinks=False).st_mtime > STALE_PARTIAL_S
+        except OSError:
+            continue
+        here = m is not None and m.group(1) == _host()
+        if (
+            not _alive(int(m.group(2))) if here else old
+        ):  # this machine's: its writer is gone; else: a day old
+            shutil.rmtree(e.path, ignore_errors=True)
+            removed.append(e.name)
+    return removed
 
 
 def _resolved(p: Path) -> Path:

@@ -6,6 +6,8 @@ contract between this process and datatrove's workers; they change together.
 Workdir layout (everything a job needs travels in it, so Slurm and Ray workers only need the shared path)::
 
     WORKDIR/
+      .toklab-corpus-job             the marker: the job machinery made this folder (only such a folder is ever
+                                     cleared by --restart; any other is refused, nothing deleted)
       manifest.json                  the job: statistic, options, tokenizer hash, shards, tasks, buckets,
                                      shards of each task
       tokenizer.json                 the tokenizer the tasks load
@@ -47,6 +49,7 @@ from typing import Any
 import numpy as np
 from datatrove.pipeline.base import PipelineStep
 
+from analysis.core import paths
 from analysis.core.cache import memoize
 from analysis.core.memory import no_cyclic_gc
 from analysis.core.outputs import atomic_write_text
@@ -60,6 +63,9 @@ from .counts_io import SUFFIX, read_counts, write_counts
 from .stats import get_stat
 
 MANIFEST = "manifest.json"
+#: The file the job machinery writes into every workdir it creates: only such a folder may be cleared.
+WORKDIR_MARKER = ".toklab-corpus-job"
+MARKER_TEXT = "A corpus-job workdir made by Tokenizer Lab: --restart may delete everything in this folder.\n"
 FORMAT = 1
 
 
@@ -259,13 +265,31 @@ class Workdir:
                 f"{self.root} is not empty and is not a corpus-job workdir; choose another --workdir"
             )
         self.root.mkdir(parents=True, exist_ok=True)
+        atomic_write_text(self.root / WORKDIR_MARKER, MARKER_TEXT)
         atomic_write_text(self.root / "tokenizer.json", tok.to_json())
         atomic_write_text(p, json.dumps(manifest.to_json(), ensure_ascii=False, indent=1))
         _PREPARED[str(self.root)] = tok
         return False
 
+    def made_here(self) -> bool:
+        """Whether the job machinery made this folder (its marker file is there), or it is empty."""
+        try:
+            if (self.root / WORKDIR_MARKER).is_file() or not any(self.root.iterdir()):
+                return True
+            # the default workdirs (named by their job's digest) were made here before the marker existed
+            return self.root.resolve().parent == (paths.cache_dir() / "corpus-jobs").resolve()
+        except OSError:
+            return False
+
     def clear(self) -> None:
-        """Remove every file of the job (the folder itself stays)."""
+        """Remove every file of the job (the folder itself stays) — only in a folder the job machinery made
+        (:data:`WORKDIR_MARKER`); any other folder is refused with nothing deleted."""
+        if not self.made_here():
+            raise DataError(
+                f"{self.root} was not made by a corpus job (it has no {WORKDIR_MARKER} marker file): --restart only "
+                "clears a workdir the job machinery created; nothing was deleted. Choose another --workdir "
+                "(a new or empty folder)"
+            )
         for child in self.root.iterdir():
             if child.is_dir():
                 shutil.rmtree(child)
@@ -566,6 +590,19 @@ def record_error(wd: Workdir, stage: str, rank: int, e: BaseException) -> None:
         pass
 
 
+def check_not_empty(totals: dict, n_shards: int) -> None:
+    """DataError "the text is empty" when the map read no text unit (every line blank, or no file had any)."""
+    empty = (
+        ("units" in totals and not totals["units"])
+        or ("groups" in totals and not totals["groups"])
+        or ("records" in totals and not totals["records"])
+    )
+    if empty:
+        raise DataError(
+            f"the text is empty: the {n_shards} input file(s) hold no non-blank line or record to count"
+        )
+
+
 def finalize(wd: Workdir, progress: Progress | None = None) -> Any:
     """Sum the reduced buckets and hand them to the statistic's finalize (every reduce task must be complete)."""
     m = wd.manifest()
@@ -575,6 +612,7 @@ def finalize(wd: Workdir, progress: Progress | None = None) -> Any:
     stat = get_stat(m.stat)
     tok = wd.tokenizer()
     totals = merged_totals(wd, m)
+    check_not_empty(totals, len(m.shards))
     counts: Counter = Counter()
     symbols = stat.symbols(tok, m.options)
     own = _vocab_strings(tok) if symbols is None else None
@@ -618,6 +656,7 @@ def run_inprocess(
     t0 = time.perf_counter()
     totals = stat.map(tok, docs(), opts, counts.update)
     report(progress, total, total, "counting")
+    check_not_empty(totals, len(shards))
     t1 = time.perf_counter()
     with no_cyclic_gc():  # as the reduce and finalize tasks of a job run
         out = stat.reduce(tok, counts, totals, opts)

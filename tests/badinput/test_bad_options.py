@@ -4,9 +4,18 @@ before a library panics, and full disks reported."""
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
+import time
+
 import pytest
-from bad_run import assert_clear_error
+from bad_run import assert_clear_error, tree
 from support import TOKENIZERS
+
+from analysis.core.outputs import atomic_folder, partial_prefix
+from analysis.jobs.job import WORKDIR_MARKER
 
 GPT2 = TOKENIZERS / "gpt2"
 
@@ -22,3 +31,53 @@ LANGS_COMMANDS = {
 @pytest.mark.parametrize("spec", [",,,", "xx_Yyyy"])
 def test_every_langs_option_is_checked_the_same_way(cli, command, spec):
     assert_clear_error(cli(*LANGS_COMMANDS[command], "--langs", spec), "--langs: ")
+
+
+def test_restart_clears_only_a_workdir_the_job_made(cli, tmp_path):
+    text = tmp_path / "text.txt"
+    text.write_text("tere maailm, see on väike tekst\n" * 50, encoding="utf-8")
+    model = tmp_path / "model"  # a model folder given as --workdir by mistake
+    model.mkdir()
+    (model / "model.safetensors").write_bytes(b"weights")
+    (model / "config.json").write_text("{}", encoding="utf-8")
+    job = ["corpus-stats", "--stat", "pretokens", "--tokenizer", GPT2, "--text", text, "--executor", "local",
+           "--workers", "1"]  # fmt: skip
+    assert_clear_error(
+        cli(*job, "--workdir", model, "--restart"), "not made by a corpus job", "nothing was deleted"
+    )
+    assert tree(model) == {"model.safetensors": 7, "config.json": 2}
+    wd = tmp_path / "wd"
+    assert cli(*job, "--workdir", wd).rc == 0 and (wd / WORKDIR_MARKER).is_file()
+    run = cli(*job, "--workdir", wd, "--restart", "--json")
+    assert run.rc == 0 and json.loads(run.out)["map_tasks_run"] == 1  # its own workdir: cleared and rerun
+
+
+def test_corpus_stats_on_an_empty_text_says_so(cli, tmp_path):
+    empty = tmp_path / "empty.txt"
+    empty.write_text("\n  \n", encoding="utf-8")
+    for stat in ("pretokens", "compression", "token-ids"):
+        assert_clear_error(
+            cli("corpus-stats", "--stat", stat, "--tokenizer", GPT2, "--text", empty), "the text is empty"
+        )
+
+
+def test_a_crashed_runs_partial_folders_are_cleaned_by_the_next_write(tmp_path):
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    host = partial_prefix("out").split("@")[1].split("~")[0]
+    names = {
+        "crashed": f".out.@{host}~{dead.pid}@abcd1234.partial",  # its writer is gone
+        "alive": partial_prefix("out") + "abcd1234.partial",  # this process: a write in progress
+        "old": ".out.abcdefgh.partial",  # before the writer was recorded, two days old
+        "young": ".out.hgfedcba.partial",  # the same, an hour old: maybe a run in progress
+        "other output": ".out.v2.abcdefgh.partial",  # out.v2's, two days old
+        "not a partial": ".out.notes",
+    }
+    for k, n in names.items():
+        (tmp_path / n).mkdir()
+        age = 3600 if k == "young" else 2 * 86400
+        os.utime(tmp_path / n, (time.time() - age, time.time() - age))
+    with atomic_folder(tmp_path / "out") as tmp:
+        (tmp / "a.txt").write_text("a", encoding="utf-8")
+    left = {p.name for p in tmp_path.iterdir()}
+    assert left == {"out"} | {names[k] for k in ("alive", "young", "other output", "not a partial")}
