@@ -14,6 +14,7 @@ through `torch.load(weights_only=True)`, GGUF de-quantized; never remote code).
 
 from __future__ import annotations
 
+import errno
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -21,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from safetensors import SafetensorError
 
 from analysis.bpe import bare_tokenize_fn
 from analysis.errors import DataError, ModelLoadError
@@ -48,6 +50,22 @@ INIT_HELP = {
 # --------------------------------------------------------------------------------------------------
 # Loading / saving
 # --------------------------------------------------------------------------------------------------
+def write_failure(e: BaseException) -> OSError:
+    """A library's failure to write (safetensors' `SafetensorError` wrapping the system's error) as the OSError it
+    stands for, so that the output layer reports it as any other write failure ("No space left on device")."""
+    text = str(e)
+    code = next((c for c, words in _IO_CODES if any(w in text for w in words)), errno.EIO)
+    return OSError(code, os.strerror(code) if code != errno.EIO else f"{os.strerror(code)} ({text[:200]})")
+
+
+_IO_CODES = (
+    (errno.ENOSPC, ("os error 28", "code: 28", "StorageFull", "No space left")),
+    (errno.EDQUOT, ("os error 122", "code: 122", "QuotaExceeded", "Disk quota exceeded")),
+    (errno.EACCES, ("os error 13", "code: 13", "PermissionDenied", "Permission denied")),
+    (errno.EROFS, ("os error 30", "code: 30", "ReadOnlyFilesystem", "Read-only file system")),
+)
+
+
 def load_model(source: str | os.PathLike, *, revision: str | None = None, token: str | None = None) -> Any:
     """A causal LM (on the CPU, in its stored dtype) from a folder, a weight file, a GGUF file or a hub id."""
     return load_causal_lm(source, revision=revision, token=token).model
@@ -68,7 +86,10 @@ def save_model(
     """
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    model.save_pretrained(str(out), safe_serialization=True)
+    try:
+        model.save_pretrained(str(out), safe_serialization=True)
+    except SafetensorError as e:  # safetensors' own I/O failures (a full disk) are not OSErrors
+        raise write_failure(e) from e
     write_accepted_forms(
         out
     )  # the forms every reader accepts (eos list, torch_dtype): see analysis.evaluate.preflight

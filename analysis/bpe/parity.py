@@ -83,7 +83,14 @@ def empty_tokenizer(template: LoadedTokenizer | None = None) -> tokenizers.Token
     return tokenizers.Tokenizer.from_str(json.dumps(doc))
 
 
+#: The largest vocabulary trained here: far above what FLORES can fill (a larger number reaches the Rust trainer's
+#: allocations and aborts the process).
+MAX_VOCAB_SIZE = 1_000_000
+
+
 def _merges_for(vocab_size: int, special_tokens: Sequence[str]) -> int:
+    if vocab_size > MAX_VOCAB_SIZE:
+        raise DataError(f"vocabulary size {vocab_size:,} is over the {MAX_VOCAB_SIZE:,} trained here")
     n = vocab_size - len(_ALPHABET) - len(special_tokens)
     if n < 0:
         raise DataError(
@@ -241,9 +248,23 @@ def flores_splits(
             f"{flores.FLORES_TRAIN_LINES} FLORES lines (the rest is held out)"
         )
     train, dev, held = {}, {}, {}
+    counts = {}
     for lang in langs:
+        counts[lang] = len(flores.lines(lang))
+        if counts[lang] <= flores.FLORES_TRAIN_LINES:
+            raise DataError(
+                f"FLORES {lang} has {counts[lang]:,} lines: parity training reads lines 1–{n_train} to train, "
+                f"{n_train + 1}–{n_train + n_dev} as development and {flores.FLORES_TRAIN_LINES + 1}– as held out, "
+                "so it needs every FLORES-200 devtest line (1,012)"
+            )
         first, rest = flores.split_lines(lang)
         train[lang], dev[lang], held[lang] = first[:n_train], first[n_train : n_train + n_dev], rest
+    if len(set(counts.values())) > 1:
+        shown = ", ".join(f"{c} {n:,}" for c, n in counts.items())
+        raise DataError(
+            f"the FLORES languages have different numbers of lines ({shown}): the premium compares the same "
+            "sentences line by line, so the files must be parallel"
+        )
     return train, dev, held
 
 

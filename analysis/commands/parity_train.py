@@ -8,10 +8,9 @@ from __future__ import annotations
 
 import argparse
 
-from analysis.bpe.parity import VARIANTS, parity_comparison
+from analysis.bpe.parity import MAX_VOCAB_SIZE, VARIANTS, parity_comparison
 from analysis.core.inputs import whole_number
 from analysis.core.outputs import check_output_folder
-from analysis.errors import DataError
 from analysis.texts.flores import ENGLISH, FLORES_TRAIN_LINES
 
 from ._common import add_force_argument, flores_langs, print_json
@@ -24,7 +23,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     """Register the arguments of `parity-train`."""
     p.add_argument(
         "--vocab-size",
-        type=whole_number(1),
+        type=whole_number(300, MAX_VOCAB_SIZE),
         default=8000,
         help="vocabulary size of both tokenizers (default 8000)",
     )
@@ -61,8 +60,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Train both tokenizers (or read the cache), measure, print, optionally write them."""
-    if args.vocab_size < 300:
-        raise DataError("--vocab-size must be at least 300 (256 bytes + merges)")
     if args.out:
         check_output_folder(args.out, replace=args.force)  # before the training, not after it
     comparison = parity_comparison(
@@ -93,13 +90,14 @@ def run(args: argparse.Namespace) -> int:
     for kind in ("plain", "parity"):
         s, r = res[kind]["summary"], res[kind]
         print(
-            f"{kind:8} {s['premium_mean']:>12.3f} {s['premium_max']:>7.3f} {s['premium_gini']:>7.4f} "
-            f"{s['bytes_per_token']:>11.3f} {r['seconds']:>8.1f}"
+            f"{kind:8} {_num(s['premium_mean'], '>12.3f')} {_num(s['premium_max'], '>7.3f')} "
+            f"{_num(s['premium_gini'], '>7.4f')} {_num(s['bytes_per_token'], '>11.3f')} {r['seconds']:>8.1f}"
         )
     c = res["cost"]
     print(
-        f"parity − plain: premium mean {c['premium_mean']:+.3f}, max {c['premium_max']:+.3f}, Gini "
-        f"{c['premium_gini']:+.4f}; bytes/token {c['bytes_per_token']:+.3f} ({c['bytes_per_token_relative']:+.1%})"
+        f"parity − plain: premium mean {_num(c['premium_mean'], '+.3f')}, max {_num(c['premium_max'], '+.3f')}, "
+        f"Gini {_num(c['premium_gini'], '+.4f')}; bytes/token {_num(c['bytes_per_token'], '+.3f')} "
+        f"({_num(c['bytes_per_token_relative'], '+.1%')})"
     )
     if args.rows:
         plain = {r["lang"]: r for r in res["plain"]["rows"]}
@@ -113,3 +111,11 @@ def run(args: argparse.Namespace) -> int:
     if args.out:
         print(f"written to {res['out']}")
     return 0
+
+
+def _num(value: float | None, spec: str) -> str:
+    """A number in `spec`, or "–" (right-aligned like it) when it was not measured."""
+    if value is None:
+        width = "".join(ch for ch in spec.split(".")[0] if ch.isdigit())
+        return f"{'–':>{width or 1}}"
+    return format(value, spec)

@@ -599,7 +599,7 @@ def check_not_empty(totals: dict, n_shards: int) -> None:
     )
     if empty:
         raise DataError(
-            f"the text is empty: the {n_shards} input file(s) hold no non-blank line or record to count"
+            f"the text is empty: the corpus ({n_shards} input file(s)) holds no non-blank line or record to count"
         )
 
 

@@ -27,6 +27,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from safetensors import SafetensorError
+
 from analysis.core.paths import cache_dir, cache_max_bytes
 from analysis.errors import DataError, ModelLoadError
 
@@ -305,12 +307,12 @@ def converted_gguf(src: ModelSource) -> Path | None:
         try:
             model.save_pretrained(str(tmp), safe_serialization=True)
             os.replace(tmp, target)
-        except OSError:
+        except (OSError, SafetensorError):  # safetensors' own I/O errors (a full disk) are not OSErrors
             if not (target / "model.safetensors").is_file():
                 raise
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
-    except OSError:
+    except (OSError, SafetensorError):
         return None  # a full or read-only cache: load from the GGUF file itself
     finally:
         del model

@@ -42,8 +42,8 @@ from pathlib import Path
 from tqdm.auto import tqdm
 
 from analysis.core.cache import memoize
-from analysis.core.inputs import check_not_special
-from analysis.core.paths import BUNDLED, cache_dir, flores_setting, shared_flores
+from analysis.core.inputs import bounded_lines, check_not_special
+from analysis.core.paths import BUNDLED, cache_dir, flores_setting, max_text_bytes, shared_flores
 from analysis.core.progress import Progress, report
 from analysis.errors import DataError
 
@@ -53,6 +53,9 @@ DEFAULT_SPLIT = "devtest"
 FLORES_TRAIN_LINES = 800
 SPLITS = ("devtest", "dev")
 ENV_VAR = "TOKLAB_FLORES"
+#: The longest FLORES line read (its sentences are under 1,000 characters): a longer one is refused with its line
+#: number — a 10 MB "sentence" would otherwise be trained on and measured for minutes.
+MAX_SENTENCE_CHARS = 20_000
 OFFICIAL_URL = "https://dl.fbaipublicfiles.com/nllb/flores200_dataset.tar.gz"
 FLORES_PLUS_REPO = "openlanguagedata/flores_plus"
 ENGLISH = "eng_Latn"
@@ -235,11 +238,12 @@ class FloresData:
         check_not_special(path)  # a FIFO among the language files would block the reader
         try:
             if self.kind == "text":
-                text = path.read_text(encoding="utf-8")
-                return [s.rstrip("\r") for s in text.split("\n") if s.strip()]
-            if self.kind == "jsonl":
-                return _read_jsonl_lines(path)
-            return _read_parquet_lines(path, filt)
+                return _read_text_lines(path)
+            lines = _read_jsonl_lines(path) if self.kind == "jsonl" else _read_parquet_lines(path, filt)
+            for i, line in enumerate(lines, 1):
+                if len(line) > MAX_SENTENCE_CHARS:
+                    raise DataError(_long_sentence(path, i, len(line)))
+            return lines
         except OSError as e:
             raise DataError(f"cannot read FLORES file {path}: {e}") from e
         except UnicodeDecodeError as e:
@@ -314,6 +318,29 @@ def _remember_hash(entry: tuple[Path, str | None], h: str) -> None:
             tmp.replace(path)
         except OSError:
             tmp.unlink(missing_ok=True)
+
+
+def _long_sentence(path: Path, line: int, chars: int | None = None) -> str:
+    size = f"{chars:,} characters" if chars is not None else f"over {MAX_SENTENCE_CHARS:,} characters"
+    return (
+        f"FLORES file {path.name} line {line} is {size} long: not a FLORES sentence (the longest are under "
+        f"1,000; lines over {MAX_SENTENCE_CHARS:,} are refused). Is this folder FLORES-200?"
+    )
+
+
+def _read_text_lines(path: Path) -> list[str]:
+    """The non-blank lines of a FLORES text file, read through the bounded line reader (a line longer than
+    :data:`MAX_SENTENCE_CHARS` is refused as soon as it is seen, never read whole; the text budget applies)."""
+    cap = max_text_bytes()
+    out = []
+    with open(path, "rb") as fh:
+        for line_no, piece, whole in bounded_lines(fh, path.name, [cap], cap, MAX_SENTENCE_CHARS + 1):
+            if not whole and len(piece) > MAX_SENTENCE_CHARS:
+                raise DataError(_long_sentence(path, line_no))
+            line = piece.rstrip("\r\n")
+            if line.strip():
+                out.append(line)
+    return out
 
 
 def _read_jsonl_lines(path: Path) -> list[str]:

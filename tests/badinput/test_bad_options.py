@@ -4,6 +4,7 @@ before a library panics, and full disks reported."""
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import subprocess
@@ -12,8 +13,9 @@ import time
 
 import pytest
 from bad_run import assert_clear_error, tree
-from support import TOKENIZERS
+from support import TOKENIZERS, flores_lines
 
+from analysis.core import outputs
 from analysis.core.outputs import atomic_folder, partial_prefix
 from analysis.jobs.job import WORKDIR_MARKER
 
@@ -81,3 +83,62 @@ def test_a_crashed_runs_partial_folders_are_cleaned_by_the_next_write(tmp_path):
         (tmp / "a.txt").write_text("a", encoding="utf-8")
     left = {p.name for p in tmp_path.iterdir()}
     assert left == {"out"} | {names[k] for k in ("alive", "young", "other output", "not a partial")}
+
+
+def _flores(folder, **lines: list[str]):
+    """A FLORES folder (devtest/LANG.devtest) holding the given lines."""
+    (folder / "devtest").mkdir(parents=True)
+    for lang, text in lines.items():
+        (folder / "devtest" / f"{lang}.devtest").write_text("\n".join(text) + "\n", encoding="utf-8")
+    return folder
+
+
+def test_parity_train_checks_its_bounds_and_its_flores_folder(cli, tmp_path, monkeypatch):
+    assert_clear_error(cli("parity-train", "--vocab-size", "1000000000"), "--vocab-size")
+    eng, est = flores_lines("eng_Latn"), flores_lines("est_Latn")
+    cases = {
+        "few": ({"eng_Latn": eng[:50], "est_Latn": est[:50]}, "has 50 lines"),
+        "not parallel": ({"eng_Latn": eng, "est_Latn": est[:900]}, "different numbers of lines"),
+        "long line": (
+            {"eng_Latn": eng, "est_Latn": est[:4] + ["x " * 5_000_000] + est[5:]},
+            "line 5 is over",
+        ),
+    }
+    for name, (lines, words) in cases.items():
+        monkeypatch.setenv("TOKLAB_FLORES", str(_flores(tmp_path / name.replace(" ", "-"), **lines)))
+        run = cli("parity-train", "--vocab-size", "300", "--langs", "eng_Latn,est_Latn", "--no-cache")
+        assert_clear_error(run, words)
+
+
+def test_parity_train_out_on_a_full_disk_fails(cli, tmp_path, monkeypatch):
+    def full(fd: int) -> None:  # the lowest layer of every output write: ENOSPC as a file system reports it
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(outputs.os, "fsync", full)
+    run = cli(
+        "parity-train", "--vocab-size", "300", "--langs", "eng_Latn,est_Latn", "--out", tmp_path / "out"
+    )
+    assert_clear_error(run, "No space left on device")
+    assert tree(tmp_path) == {}  # no output, no partial folder
+
+
+@pytest.mark.slow
+def test_extend_with_a_model_on_a_full_disk_fails_clearly(cli, tmp_path, monkeypatch):
+    import transformers  # noqa: PLC0415 - heavy, this test only
+    from safetensors import SafetensorError  # noqa: PLC0415
+
+    cfg = transformers.LlamaConfig(vocab_size=50257, hidden_size=8, intermediate_size=16, num_hidden_layers=1,
+                                   num_attention_heads=1, num_key_value_heads=1, tie_word_embeddings=True)  # fmt: skip
+    transformers.LlamaForCausalLM(cfg).save_pretrained(str(tmp_path / "model"), safe_serialization=True)
+    text = tmp_path / "text.txt"
+    text.write_text("\n".join(flores_lines("est_Latn", 50)) + "\n", encoding="utf-8")
+
+    def full(*args, **kwargs) -> None:  # what safetensors raises when the disk fills while it writes
+        raise SafetensorError('Error while serializing: IoError(Os { code: 28, kind: StorageFull, message: "No '
+                              'space left on device" })')  # fmt: skip
+
+    monkeypatch.setattr(transformers.modeling_utils, "safe_save_file", full)
+    run = cli("extend", "--tokenizer", GPT2, "--model", tmp_path / "model", "--text", text, "--n", "5",
+              "--out", tmp_path / "out")  # fmt: skip
+    assert_clear_error(run, "No space left on device")
+    assert not (tmp_path / "out").exists()
