@@ -3,22 +3,19 @@ tokens, sortable and exportable."""
 
 from __future__ import annotations
 
+from functools import partial
+
 import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 
-from analysis.views.vocab_diff import BY_LABELS, VocabDiff, vocab_diff
+from analysis.views.vocab_diff import BY_LABELS, MAX_VOCAB, VocabDiff, vocab_diff
 from ui import links
-from ui.caching import cache_resource
 from ui.library import library
 from ui.pickers import pick_tokenizers
+from ui.progress import progress
 
 BY = {label: by for by, label in BY_LABELS.items()}
-
-
-@cache_resource(show_spinner="Comparing vocabularies…", max_entries=16)
-def _diff(toks: tuple, names: tuple[str, ...], by: str) -> VocabDiff:
-    return vocab_diff(list(toks), list(names), by=by)  # type: ignore[arg-type]
 
 
 def overlap_charts(d: VocabDiff) -> None:
@@ -60,7 +57,7 @@ def unique_tokens(d: VocabDiff) -> None:
         frame = pd.DataFrame({"Token (as text)": [u.readable for u in rows], "Raw token": [u.token for u in rows],
                               "Id": [u.id for u in rows], "Bytes": [u.n_bytes for u in rows]})  # fmt: skip
         tab.dataframe(frame, hide_index=True, width="stretch", height=320)
-        tab.download_button(f"Download the tokens only in {n} (CSV)", d.unique_csv(n),
+        tab.download_button(f"Download the tokens only in {n} (CSV)", partial(d.unique_csv, n),
                             file_name=f"only-in-{n}.csv".replace("/", "_"), mime="text/csv", key=f"vd-csv-{n}")  # fmt: skip
     st.caption("Click a column header to sort (e.g. by bytes: the longest tokens first).")
 
@@ -85,13 +82,19 @@ def page() -> None:
     lib = library()
     c1, c2 = st.columns([3, 1])
     with c1:
-        names = pick_tokenizers("Tokenizers (2 to 8)", key="vd-toks", max_n=8, default=list(lib)[:2])
+        names = pick_tokenizers("Tokenizers (2 to 8)", key="vd-toks", max_n=8, recent=2)
     by_label = c2.radio("Compare", list(BY), key="vd-by", help="By bytes, GPT-2's `Ġthe` and Llama-2's `▁the` are "
                         "the same token; raw strings compare the vocabulary files as written.")  # fmt: skip
     if len(names) < 2:
         st.info("Pick at least two tokenizers (add examples from the sidebar).")
         return
-    d = _diff(tuple(lib[n] for n in names), tuple(names), BY[by_label])
+    by = BY[by_label]
+    st.caption(f"Vocabularies of up to {MAX_VOCAB:,} tokens. The same comparison on the command line: `python -m "
+               f"analysis vocab-diff A B …{' --by raw' if by == 'raw' else ''} [--unique-csv DIR] [--json]`")  # fmt: skip
+    with progress(
+        "Comparing vocabularies…"
+    ) as cb:  # the first comparison of these vocabularies: stage by stage
+        d = vocab_diff([lib[n] for n in names], names, by=by, max_vocab=MAX_VOCAB, progress=cb)  # type: ignore[arg-type]
     m = st.columns(3)
     m[0].metric("Distinct tokens in all", f"{d.union:,}")
     m[1].metric("Shared by all", f"{d.shared_by_all:,}")

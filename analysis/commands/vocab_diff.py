@@ -5,8 +5,9 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from analysis.core.progress import stderr_progress
 from analysis.tokenizer.sources import load
-from analysis.views.vocab_diff import BY_CHOICES, vocab_diff
+from analysis.views.vocab_diff import BY_CHOICES, MAX_VOCAB, MAX_VOCAB_LIMIT, check_sizes, vocab_diff
 
 from ._common import print_json
 
@@ -23,15 +24,23 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="compare what tokens stand for (bytes, default) or their raw vocabulary strings")  # fmt: skip
     p.add_argument("--unique-csv", type=Path, default=None, metavar="DIR",
                    help="write the tokens unique to each tokenizer to DIR/unique-<name>.csv")  # fmt: skip
+    p.add_argument("--max-vocab", type=int, default=MAX_VOCAB, metavar="N",
+                   help=f"refuse vocabularies over N tokens (default {MAX_VOCAB:,}, the page's limit; at most "
+                   f"{MAX_VOCAB_LIMIT:,}: a 2,000,000-token vocabulary takes about a gigabyte)")  # fmt: skip
     p.add_argument("--json", action="store_true", help="print one JSON object (unique tokens included)")
 
 
 def run(args: argparse.Namespace) -> int:
     """Load the tokenizers and print their overlap (:func:`analysis.views.vocab_diff.vocab_diff`)."""
-    toks = [load(t) for t in args.tokenizers]
+    toks = []
+    for t in args.tokenizers:  # each checked as it loads: the next one is not read when one is over the limit
+        toks.append(load(t))
+        check_sizes(toks[-1:], [t], args.max_vocab)
     names = [t.name for t in toks]
     names = [n if names.count(n) == 1 else f"{n} ({k})" for k, n in enumerate(names, 1)]
-    diff = vocab_diff(toks, names, by=args.by)
+    diff = vocab_diff(
+        toks, names, by=args.by, max_vocab=args.max_vocab, progress=stderr_progress("vocab-diff")
+    )
     if args.unique_csv is not None:
         args.unique_csv.mkdir(parents=True, exist_ok=True)
         for n in names:

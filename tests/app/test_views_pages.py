@@ -23,6 +23,18 @@ def test_vocab_diff_page_shows_the_engine_numbers_and_the_unique_tokens():
     assert [m.value for m in at.metric][:2] == [f"{d.union:,}", f"{d.shared_by_all:,}"]
 
 
+def test_vocab_diff_page_refuses_a_vocabulary_over_its_limit(monkeypatch):
+    """The page holds the server while it compares: a vocabulary over its limit gets one clear message before any
+    work (a 2,000,000-token upload held it for minutes). The limit is lowered here to stand for such a file."""
+    monkeypatch.setattr("analysis.views.vocab_diff.MAX_VOCAB", 100)
+    at = open_page("pages/vocab_diff.py", t=["embedded:", "example:gpt2"])
+    assert any(
+        " tokens; the vocabulary diff compares vocabularies of at most 100 tokens" in e.value
+        for e in at.error
+    )
+    assert not at.get("metric")
+
+
 def test_vocab_diff_page_with_one_tokenizer_asks_for_two():
     at = open_page("pages/vocab_diff.py")
     assert any("at least two" in i.value for i in at.info)

@@ -14,7 +14,7 @@ from analysis.cli import main
 from analysis.errors import DataError
 from analysis.views.chat_template import SAMPLE_CONVERSATION, chat_templates, render_chat, render_conversation
 from analysis.views.decode import decode_ids, parse_ids
-from analysis.views.vocab_diff import vocab_diff
+from analysis.views.vocab_diff import MAX_VOCAB_LIMIT, vocab_diff, vocabulary_keys
 
 
 def test_vocab_diff_compares_what_tokens_stand_for_across_flavours():
@@ -43,6 +43,42 @@ def test_vocab_diff_of_a_tokenizer_with_itself_and_with_three():
         vocab_diff([gpt2])
     with pytest.raises(DataError):
         vocab_diff([gpt2, gpt2])  # two tokenizers under one name
+
+
+def test_vocabulary_keys_of_a_whole_byte_level_vocabulary_are_each_tokens_bytes():
+    """The byte-level vocabulary is mapped in one pass (join, translate, slice): the same keys, token by token,
+    as :meth:`LoadedTokenizer.token_bytes` gives, the lowest id winning a shared key, added tokens by content."""
+    gpt2 = load_shared("gpt2")
+    keys = vocabulary_keys(gpt2)
+    added = {a.content for a in gpt2.added_tokens}
+    expected: dict = {}
+    for tid, token in sorted(gpt2.id_to_token.items()):
+        expected.setdefault(("added", token) if token in added else gpt2.token_bytes(token), (token, tid))
+    assert keys == expected
+
+
+def test_vocab_diff_refuses_a_vocabulary_over_the_limit_before_any_work(capsys):
+    """A vocabulary over the limit is refused with its size and the limit (a 2,000,000-token upload held the
+    page for minutes); the CLI raises the limit with --max-vocab, within bounds, and reports stages on stderr."""
+    gpt2, qwen = load_shared("gpt2"), load_shared("qwen3")
+    with pytest.raises(DataError, match=r"qwen3 has 151,\d{3} tokens.*at most 100,000 tokens.*--max-vocab"):
+        vocab_diff([gpt2, qwen], max_vocab=100_000)
+    with pytest.raises(DataError, match="must be 1 to"):
+        vocab_diff([gpt2, qwen], max_vocab=MAX_VOCAB_LIMIT + 1)
+    stages: list[str] = []
+    d = vocab_diff(
+        [gpt2, gpt2], ["stage-a", "stage-b"], progress=lambda done, total, msg="": stages.append(msg)
+    )
+    assert d.pair("stage-a", "stage-b").jaccard == 1.0
+    assert (
+        stages[0] == "reading the vocabulary of stage-a (50,257 tokens)"
+        and "listing the tokens only in stage-b" in stages
+    )
+    g, q = str(TOKENIZERS / "gpt2"), str(TOKENIZERS / "qwen3")
+    assert main(["vocab-diff", g, q, "--max-vocab", "100000"]) == 2
+    assert "error: " in capsys.readouterr().err
+    assert main(["vocab-diff", g, q, "--max-vocab", str(MAX_VOCAB_LIMIT + 1)]) == 2
+    assert "must be 1 to" in capsys.readouterr().err
 
 
 def test_unique_tokens_export_as_csv():
@@ -97,7 +133,9 @@ def test_decode_round_trips_and_lists_unknown_ids():
     out = decode_ids(llama, [*ids, 10**7])
     assert out.text == llama.tokenizer.decode(ids, skip_special_tokens=False)
     assert text in out.text and out.tokens[0].special and out.unknown == [10**7]
-    assert decode_ids(llama, ids, skip_special=True).text == text
+    assert out.n_decoded == len(ids)  # the id left out is not counted as decoded (the page said "6 ids" of 5)
+    skipped = decode_ids(llama, ids, skip_special=True)
+    assert skipped.text == text and skipped.n_decoded == len(ids) - 1  # the BOS is not decoded either
 
 
 def test_chat_template_from_the_config_and_from_chat_template_jinja():
