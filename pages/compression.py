@@ -409,7 +409,7 @@ def page() -> None:
     )
     parity_section()
     lib = library()
-    names = pick_tokenizers("Tokenizers (1–8)", key="cmp-toks", max_n=8, default=list(lib)[:1])
+    names = pick_tokenizers("Tokenizers (1–8)", key="cmp-toks", max_n=8)
     st.caption("Add more tokenizers from the sidebar (examples) or the Load & inspect page.")
     path, split = flores_source()
     data = fl.open_flores(path or None, split=split)

@@ -483,7 +483,7 @@ def page() -> None:
     )
     c1, c2 = st.columns([1, 2])
     with c1:
-        tok = pick_tokenizer("Tokenizer", key="ext-tok")
+        tok = pick_tokenizer("Tokenizer", key="ext-tok", follow_added=False)  # an added example keeps the results
     s = tok.summary()
     with c2:
         lang, others = languages()

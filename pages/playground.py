@@ -13,7 +13,7 @@ from analysis.views.shared_text import URL_TEXT_MAX, load_text, store_text
 from ui import links
 from ui.errors import try_step
 from ui.library import library, source_of
-from ui.pickers import pick_tokenizers
+from ui.pickers import most_recent, pick_tokenizers
 from ui.spans import token_spans_html, visible_whitespace
 from ui.tables import static_table
 
@@ -149,7 +149,10 @@ def decode_box(names: list[str]) -> None:
     lib = library()
     with st.expander("Decode ids → text", expanded=bool(st.session_state.get("pg-dec-ids"))):
         c1, c2 = st.columns([1, 3])
-        which = c1.selectbox("Decode with", names or list(lib), key="pg-dec-tok")
+        options = names or list(lib)
+        if st.session_state.get("pg-dec-tok") not in options:  # first the tokenizer added last
+            st.session_state["pg-dec-tok"] = most_recent(options)
+        which = c1.selectbox("Decode with", options, key="pg-dec-tok")
         skip = c1.toggle("Skip special tokens", key="pg-dec-skip")
         raw = c2.text_area(
             "Token ids", key="pg-dec-ids", height=90, placeholder="15496 11 995   or   [15496, 11, 995]"
@@ -162,7 +165,9 @@ def decode_box(names: list[str]) -> None:
         if out.unknown:
             st.warning(f"{len(out.unknown)} id(s) are outside {which}'s vocabulary and were left out: "
                        + ", ".join(map(str, out.unknown[:20])) + ("…" if len(out.unknown) > 20 else ""))  # fmt: skip
-        st.markdown(f"**Text** ({len(out.ids):,} ids)")
+        left_out = len(out.ids) - out.n_decoded
+        st.markdown(f"**Text** ({out.n_decoded:,} of {len(out.ids):,} ids decoded)" if left_out
+                    else f"**Text** ({out.n_decoded:,} ids)")  # fmt: skip
         st.code(out.text, language=None, wrap_lines=True)
         st.dataframe(pd.DataFrame([{"Id": t.id, "Token": t.token, "Text": t.readable, "Special": t.special}
                                    for t in out.tokens]), hide_index=True, width="stretch",
@@ -204,7 +209,7 @@ def page() -> None:
     st.title("Playground")
     read_link()
     lib = library()
-    names = pick_tokenizers("Tokenizers (up to 8)", key="pg-toks", max_n=8, default=list(lib)[:4])
+    names = pick_tokenizers("Tokenizers (up to 8)", key="pg-toks", max_n=8, recent=4)
     text = text_box()
     c1, c2, c3 = st.columns(3)
     flags = {

@@ -49,21 +49,41 @@ def _preselect_from_link(key: str) -> None:
         st.session_state[key] = name
 
 
+def most_recent(names: list[str], needs: Needs | None = None) -> str | None:
+    """Of `names`, the one added to the library last (that meets `needs`, when one does): what a picker selects
+    first, so that a page opens on what the user just added rather than on the embedded default."""
+    lib = library()
+    order = [n for n in lib if n in names]
+    fitting = [n for n in order if needs is None or needs.ok(lib[n])]
+    return (fitting or order or [None])[-1]
+
+
 def pick_tokenizer(
-    label: str, key: str, *, needs: Needs | None = None, feature: str = "This page"
+    label: str,
+    key: str,
+    *,
+    needs: Needs | None = None,
+    feature: str = "This page",
+    follow_added: bool = True,
 ) -> LoadedTokenizer | None:
     """A selectbox over the session library; returns the chosen tokenizer.
 
-    A `?t=` link preselects its tokenizer when the page is opened. With `needs`, tokenizers the page cannot use
-    are tagged in the list; choosing one explains why and returns None (the page then shows nothing more).
+    It first selects the most recent addition to the library (:func:`most_recent`). A `?t=` link preselects its
+    tokenizer when the page is opened, and a tokenizer just added from the sidebar is selected — unless
+    `follow_added` is False (a page whose results belong to the chosen tokenizer keeps it). With `needs`,
+    tokenizers the page cannot use are tagged in the list; choosing one explains why and returns None (the page
+    then shows nothing more).
     """
     lib = library()
     _preselect_from_link(key)
     added = take_selection()
-    if added:  # just added from the sidebar: select it here
+    if added and follow_added:  # just added from the sidebar: select it here
         st.session_state[key] = added
+    elif added:
+        st.toast(f"Added {added} to the library: pick it under *{label}* to use it here (what this page shows "
+                 "stays until then).", icon=":material/library_add:")  # fmt: skip
     if st.session_state.get(key) not in lib:
-        st.session_state.pop(key, None)
+        st.session_state[key] = most_recent(list(lib), needs)
 
     def shown(name: str) -> str:
         return name if needs is None or needs.ok(lib[name]) else f"{name} · {needs.tag}"
@@ -79,8 +99,12 @@ def pick_tokenizer(
     return tok
 
 
-def pick_tokenizers(label: str, key: str, max_n: int = 8, default: list[str] | None = None) -> list[str]:
-    """A multiselect over the session library; returns the chosen names (names no longer loaded are dropped)."""
+def pick_tokenizers(label: str, key: str, max_n: int = 8, recent: int = 1) -> list[str]:
+    """A multiselect over the session library; returns the chosen names (names no longer loaded are dropped).
+
+    It first selects the `recent` most recent additions to the library (in library order); the user's or the
+    URL's choice is kept, and a tokenizer just added from the sidebar joins it.
+    """
     names = list(library())
     added = take_selection()
     if (
@@ -91,7 +115,7 @@ def pick_tokenizers(label: str, key: str, max_n: int = 8, default: list[str] | N
             chosen = chosen[: max_n - 1] + [added]
         st.session_state[key] = chosen[:max_n]
         return st.multiselect(label, names, key=key, max_selections=max_n)
-    default = [d for d in (default or names[:1]) if d in names][:max_n]
+    default = names[-min(recent, max_n) :]
     if added and added not in default:
         default = default[: max_n - 1] + [added]
     return st.multiselect(label, names, default=default, key=key, max_selections=max_n)

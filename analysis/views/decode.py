@@ -65,12 +65,19 @@ class Decoded:
     unknown: list[int]
     skip_special: bool
 
+    @property
+    def n_decoded(self) -> int:
+        """How many of the ids went into :attr:`text`: ids outside the vocabulary are left out, and so are special
+        tokens when they are skipped."""
+        return sum(1 for t in self.tokens if t.token is not None and not (self.skip_special and t.special))
+
     def to_json(self) -> dict[str, Any]:
         """The decoding as one JSON object."""
         return {
             "ids": self.ids,
             "text": self.text,
             "unknown": self.unknown,
+            "decoded": self.n_decoded,
             "skip_special": self.skip_special,
             "tokens": [t.to_json() for t in self.tokens],
         }

@@ -104,11 +104,36 @@ def test_adding_an_example_selects_it_on_the_current_page():
     at.switch_page("pages/playground.py").run()
     _add_from_sidebar(at, "llama-2")
     assert at.multiselect(key="pg-toks").value[-1] == "llama-2"
-    # on a page without a tokenizer picker the request does not linger into the next page
+    # a page opened after an addition elsewhere opens on it too: the most recent addition comes first
     at.switch_page("pages/home.py").run()
     _add_from_sidebar(at, "qwen3")
+    at.query_params.clear()  # what the Playground wrote into the URL (a browser drops it on navigating)
     at.switch_page("pages/merge_trees.py").run()
-    assert at.selectbox(key="mt-tok").value != "qwen3"
+    assert at.selectbox(key="mt-tok").value == "qwen3"
+
+
+@pytest.mark.slow
+def test_pages_open_on_what_was_added_last():
+    """Vocabulary diff compares the two tokenizers added last (not the embedded default and the first one);
+    Chat template, Compression and the Playground's decode box start on the latest one too; on Extend, an
+    example added from the sidebar joins the library without replacing the tokenizer the page is working on."""
+    at = _app("pages/home.py")
+    for name in ("gpt2", "llama-2", "qwen3"):
+        _add_from_sidebar(at, name)
+    at.switch_page("pages/vocab_diff.py").run()
+    assert at.multiselect(key="vd-toks").value == ["llama-2", "qwen3"]
+    at.switch_page("pages/chat_template.py").run()
+    assert at.selectbox(key="ct-tok").value == "qwen3"
+    at.switch_page("pages/compression.py").run()
+    assert at.multiselect(key="cmp-toks").value == ["qwen3"]
+    at.switch_page("pages/playground.py").run()
+    at.text_area(key="pg-dec-ids").set_value("1 2 3").run()
+    assert at.selectbox(key="pg-dec-tok").value == "qwen3"
+    at.switch_page("pages/extend.py").run()
+    at.selectbox(key="ext-tok").select("gpt2").run()
+    _add_from_sidebar(at, "llama-3.1")
+    assert at.selectbox(key="ext-tok").value == "gpt2" and "llama-3.1" in at.session_state["toklab_library"]
+    assert any("llama-3.1" in t.value for t in at.toast)
 
 
 def test_remove_button_is_a_labelled_delete_icon():
