@@ -483,7 +483,8 @@ def page() -> None:
     )
     c1, c2 = st.columns([1, 2])
     with c1:
-        tok = pick_tokenizer("Tokenizer", key="ext-tok", follow_added=False)  # an added example keeps the results
+        # an example added from the sidebar joins the library but does not replace this page's tokenizer
+        tok = pick_tokenizer("Tokenizer", key="ext-tok", follow_added=False)
     s = tok.summary()
     with c2:
         lang, others = languages()

@@ -28,6 +28,23 @@ def visible_whitespace(s: str) -> str:
     return s.replace(" ", "·").replace("\t", "⇥").replace("\n", "↵\n")
 
 
+def overlapping(offsets: list[tuple[int, int]]) -> list[bool]:
+    """Per token, whether its character span overlaps another token's: byte-level tokens that split one character
+    each get the whole character's offsets (`(0, 1)` twice, or `(0, 1)` then `(0, 2)` when the second one goes on
+    into the next character)."""
+    n = len(offsets)
+    out = [False] * n
+    last_end, last_k = -1, -1  # the furthest end among the earlier tokens, and that token
+    for k, (start, end) in enumerate(offsets):
+        if end <= start:  # a token with no text (a special token the post-processor added)
+            continue
+        if start < last_end:
+            out[k] = out[last_k] = True
+        if end > last_end:
+            last_end, last_k = end, k
+    return out
+
+
 def token_spans_html(
     tok: LoadedTokenizer,
     text: str,
@@ -46,15 +63,14 @@ def token_spans_html(
     id_to_token = tok.id_to_token
     specials = tok.added_ids
     parts = [CSS, '<div class="tl-spans">']
-    seen: dict[tuple[int, int], int] = {}
-    for off in offsets:
-        seen[tuple(off)] = seen.get(tuple(off), 0) + 1
+    shared = overlapping(offsets)
     for k, (tid, (start, end)) in enumerate(zip(ids, offsets)):
         raw = raws[k] if raws is not None else id_to_token.get(tid, "")
         b = tok.token_bytes(raw) if tid not in specials else raw.encode()
         piece = text[start:end] if end > start else tok.readable(raw)
-        shared = seen.get((start, end), 0) > 1  # a character split over several byte tokens
-        shown = tok.readable(raw) if (show_bytes or end <= start or shared) else piece
+        # a token that shares a character with its neighbour (byte-level pieces of one character) shows its own
+        # bytes: the text under its offsets would repeat the shared character ("ППривет")
+        shown = tok.readable(raw) if (show_bytes or end <= start or shared[k]) else piece
         if show_bytes:
             shown = " ".join(f"{x:02X}" for x in b) or shown
         if show_whitespace and not show_bytes:

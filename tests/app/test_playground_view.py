@@ -3,13 +3,17 @@ and a shared link that opens without Streamlit's "default value but also set via
 
 from __future__ import annotations
 
+import html
 import logging
+import re
 
+import pytest
 from streamlit.elements.lib import policies
 from streamlit.testing.v1 import AppTest
 from support import ROOT, load_shared, static_tables
 
 from analysis.views.playground import boundary_diff, compare_encodings
+from ui.spans import token_spans_html
 
 TEXT = "Tokenization is unbelievably fun, tere hommikust!"
 
@@ -68,3 +72,18 @@ def test_shared_link_logs_no_session_state_warning(monkeypatch, caplog):
         at = _open_link(t=["example:gpt2"], text="Hello from a link", ws="1")
     assert at.text_area(key="pg-text").value == "Hello from a link"
     assert not [r for r in caplog.records if "Session State API" in r.getMessage()]
+
+
+@pytest.mark.parametrize(
+    ("name", "text", "drawn"),
+    [("gpt2", "Hello Привет", "Hello ⟨D0⟩⟨9F⟩ривет"), ("gpt2", "Привет, мир!", "⟨D0⟩⟨9F⟩ривет, ⟨D0⟩⟨BC⟩ир!"),
+     ("qwen3", " 東京", " ⟨E6 9D⟩⟨B1⟩京")],
+)  # fmt: skip
+def test_each_token_shows_its_own_bytes_where_byte_level_tokens_split_a_character(name, text, drawn):
+    """Byte-level tokens that share a character get that character's offsets, also when one of them goes on into
+    the next character (gpt2's " П" then "П"): each shows its own bytes, so no character is drawn twice (the page
+    drew "Hello ППривет" and " 東東京")."""
+    tok = load_shared(name)
+    enc = tok.tokenizer.encode(text)
+    spans = re.findall(r'">([^<]*)</span>', token_spans_html(tok, text, enc.ids, enc.offsets))
+    assert len(spans) == len(enc.ids) and "".join(html.unescape(s) for s in spans) == drawn
