@@ -6,11 +6,11 @@ import pandas as pd
 import plotly.express as px
 import streamlit as st
 
-from analysis import LoadedTokenizer
+from analysis import AnalysisError, LoadedTokenizer
 from analysis.core import paths
 from analysis.core.outputs import json_document
 from analysis.tokenizer.converters import TIKTOKEN_PATTERNS
-from analysis.tokenizer.defaults import SAMPLE_TEXT
+from analysis.tokenizer.defaults import DEFAULT_NAME, SAMPLE_TEXT
 from analysis.tokenizer.document import describe_component
 from analysis.tokenizer.vocab_table import vocab_table
 from analysis.views.playground import pre_tokens
@@ -27,7 +27,14 @@ from ui import links
 from ui.charts import interactive_toggle, show_svg
 from ui.errors import try_step
 from ui.export_check import export_check_section
-from ui.library import add_to_library, library, shown_source, take_selection, upload_to_library
+from ui.library import (
+    add_to_library,
+    library,
+    rename_in_library,
+    shown_source,
+    take_selection,
+    upload_to_library,
+)
 from ui.loaders import example_tokenizers, load_hub_cached, load_path_cached
 from ui.pickers import server_path_input
 from ui.svg import bar_chart
@@ -96,15 +103,42 @@ def load_upload() -> None:
         type=["json", "zip", "model", "tiktoken", "bpe", "txt"],
         key="inspect-upload",
     )
-    pattern = st.selectbox(
+    c1, c2 = st.columns(2)
+    pattern = c1.selectbox(
         "Split regex for tiktoken files", ["guess from size"] + list(TIKTOKEN_PATTERNS), key="inspect-tikpat"
     )
+    label = c2.text_input("Name in the library", key="inspect-upload-name", max_chars=80,
+                          placeholder="the file's name (a zip: the folder's)",
+                          help="A tokenizer.json or spiece.model says nothing about whose it is: such an upload is "
+                               "named with its model type and size unless you name it here (rename it later "
+                               "under the picker below).")  # fmt: skip
     if up is not None and st.button("Add upload to library", key="inspect-add-upload"):
         with st.spinner(f"Converting {up.name}…"):
             name = upload_to_library(
-                up.name, up.getvalue(), None if pattern == "guess from size" else pattern
+                up.name, up.getvalue(), None if pattern == "guess from size" else pattern, name=label
             )
         _loaded(name)
+
+
+def _rename(old: str, key: str) -> None:
+    """The rename button's callback (runs before the page is drawn, so every picker shows the new name)."""
+    try:
+        rename_in_library(old, st.session_state.get(key, ""))
+    except AnalysisError as e:
+        st.session_state["inspect-rename-error"] = str(e)
+
+
+def rename_box(name: str) -> None:
+    """Rename the chosen library entry (not the embedded default)."""
+    error = st.session_state.pop("inspect-rename-error", None)
+    if error:
+        st.error(error, icon=":material/error:")
+    if name == DEFAULT_NAME:
+        return
+    with st.popover("Rename", icon=":material/edit:"):
+        key = f"inspect-new-name-{name}"
+        st.text_input("New name", value=name, key=key, max_chars=80)
+        st.button("Rename", key="inspect-rename", on_click=_rename, args=(name, key))
 
 
 def summary(tok: LoadedTokenizer) -> None:
@@ -217,7 +251,10 @@ def page() -> None:
         st.session_state["inspect-pick"] = added
     if st.session_state.get("inspect-pick") not in names:
         st.session_state["inspect-pick"] = names[-1]
-    name = st.selectbox("Tokenizer", names, key="inspect-pick")
+    c1, c2 = st.columns([5, 1], vertical_alignment="bottom")
+    name = c1.selectbox("Tokenizer", names, key="inspect-pick")
+    with c2:
+        rename_box(name)
     tok = lib[name]
     summary(tok)
     vocabulary(name, tok)

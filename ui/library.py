@@ -14,6 +14,7 @@ from typing import Any
 import streamlit as st
 
 from analysis import LoadedTokenizer
+from analysis.errors import DataError
 from analysis.tokenizer.defaults import DEFAULT_NAME
 from analysis.tokenizer.export import library_zip
 from analysis.tokenizer.sources import load_library_zip, load_upload
@@ -25,6 +26,7 @@ LIBRARY_KEY = "toklab_library"
 MARKDOWN_SPECIAL = set("\\`*_{}[]()#+-.!|~<>$")
 _SELECT_NEXT = "toklab-select-next"
 _RESET_EXAMPLE = "toklab-reset-example"
+_RESTORED = "toklab-restored"
 
 
 def library() -> dict[str, LoadedTokenizer]:
@@ -69,9 +71,52 @@ def remove_from_library(name: str) -> None:
         library().pop(name, None)
 
 
-def upload_to_library(filename: str, data: bytes, tiktoken_pattern: str | None = None) -> str:
-    """Convert an uploaded file and add it to this session's library; returns its name."""
-    return add_to_library(load_upload(filename, data, tiktoken_pattern=tiktoken_pattern))
+#: File names that say nothing about whose tokenizer it is (`tokenizer.json`, `spiece.model`, `vocab.txt`…): an
+#: upload of one is named with its model type and size, so that two uploads are told apart in every picker.
+GENERIC_STEMS = frozenset({"tokenizer", "tokenizer_config", "vocab", "model", "spiece", "sentencepiece.bpe",
+                           "sentencepiece", "tokenizer.model", "merges", "ranks"})  # fmt: skip
+
+
+def upload_to_library(
+    filename: str, data: bytes, tiktoken_pattern: str | None = None, name: str | None = None
+) -> str:
+    """Convert an uploaded file and add it to this session's library; returns its name: `name` when given, else
+    the file's (a zip's: the folder's) name, with its model type and size when that name is a generic one."""
+    tok = load_upload(filename, data, tiktoken_pattern=tiktoken_pattern)
+    if name and name.strip():
+        return add_to_library(tok.with_source(name=name.strip()))
+    if tok.name.lower() in GENERIC_STEMS:
+        return add_to_library(
+            tok.with_source(name=f"{tok.name} ({tok.model_type}, {tok.vocab_size:,} tokens)")
+        )
+    return add_to_library(tok)
+
+
+def rename_in_library(old: str, new: str) -> str:
+    """Give a library entry another name (its place in the library and every picker's choice of it kept);
+    returns the new name. DataError for the embedded default, an empty name or one already taken."""
+    lib = library()
+    new = new.strip()
+    if old == DEFAULT_NAME:
+        raise DataError("the embedded default keeps its name")
+    if old not in lib:
+        raise DataError(f"{old!r} is not in this session's library")
+    if not new:
+        raise DataError("give the new name")
+    if new != old and new in lib:
+        raise DataError(f"{new!r} is already the name of another tokenizer in this library")
+    entries = [(new, t.with_source(name=new)) if n == old else (n, t) for n, t in lib.items()]
+    lib.clear()
+    lib.update(entries)
+    for key in list(st.session_state):  # the pickers that chose it (a selectbox's name, a multiselect's list)
+        value = st.session_state[key]
+        if str(key).startswith("toklab"):
+            continue
+        if value == old:
+            st.session_state[key] = new
+        elif isinstance(value, list) and old in value:
+            st.session_state[key] = [new if v == old else v for v in value]
+    return new
 
 
 def source_of(name: str) -> str | None:
@@ -199,6 +244,10 @@ def save_and_restore() -> None:
             st.download_button("Download library (.zip)", st.session_state["lib-zip"],
                                file_name="tokenizer-lab-library.zip", mime="application/zip", key="lib-dl")  # fmt: skip
         up = st.file_uploader("Restore a saved library (.zip)", type=["zip"], key="lib-restore")
+        restored = st.session_state.pop(_RESTORED, None)
+        if restored is not None:
+            st.success(f"Restored {restored} tokenizer(s): every page's picker offers them.")
         if up is not None and st.button("Restore", key="lib-restore-go"):
             names = [add_to_library(tok, name) for name, tok in load_library_zip(up.getvalue())]
-            st.success(f"Restored {len(names)} tokenizer(s).")
+            st.session_state[_RESTORED] = len(names)
+            st.rerun()  # the list above and the page's pickers were drawn before the restore

@@ -41,7 +41,15 @@ def name_from_link(value: str) -> str | None:
         except AnalysisError as e:
             st.warning(f"Could not restore {value!r} from the link: {e}")
             return None
-    return value if value in library() else None
+    if value in library():
+        return value
+    st.warning(
+        f"The link names {value[:80]!r}, a tokenizer that lived only in the browser session that made the link "
+        "(an upload or an edited tokenizer): this session does not have it, so it is left out. Upload it again "
+        "on *Load & inspect*, or restore a saved library from the sidebar, and open the link again.",
+        icon=":material/link_off:",
+    )
+    return None
 
 
 def tokenizer_ref(name: str) -> str:

@@ -291,6 +291,46 @@ def test_library_save_and_restore(tmp_path):
     assert not fresh.exception, [e.message for e in fresh.exception]
     lib = fresh.session_state["toklab_library"]
     assert lib["mine"].content_hash == at.session_state["toklab_library"]["mine"].content_hash
+    # the sidebar list shows what was restored in the same click (it is drawn after the page: a rerun)
+    assert any("mine" in m.value for m in fresh.sidebar.markdown)
+    assert any("Restored 1 tokenizer" in m.value for m in fresh.sidebar.success)
+
+
+def test_uploads_are_named_from_the_upload_and_can_be_renamed():
+    """Every uploaded tokenizer.json was named "tokenizer", with no way to rename it: a generic file name gets the
+    model type and size, the name field names an upload, and Load & inspect renames an entry (its pickers
+    follow)."""
+    at = _app()
+    data = json.dumps(tokenizer_doc()).encode()
+    at.file_uploader(key="inspect-upload").set_value(("tokenizer.json", data, "text/json"))
+    at.run()
+    at.button(key="inspect-add-upload").click().run()
+    lib = at.session_state["toklab_library"]
+    n = lib[list(lib)[-1]].vocab_size
+    assert list(lib)[-1] == f"tokenizer (BPE, {n:,} tokens)"
+    at.text_input(key="inspect-upload-name").set_value("ours")
+    at.button(key="inspect-add-upload").click().run()
+    assert (
+        list(at.session_state["toklab_library"])[-1] == "ours"
+        and at.selectbox(key="inspect-pick").value == "ours"
+    )
+    at.text_input(key="inspect-new-name-ours").set_value("ours, renamed")
+    at.button(key="inspect-rename").click().run()
+    assert not at.exception, [e.message for e in at.exception]
+    assert list(at.session_state["toklab_library"])[-1] == "ours, renamed"
+    assert at.selectbox(key="inspect-pick").value == "ours, renamed"
+    at.text_input(key="inspect-new-name-ours, renamed").set_value(f"tokenizer (BPE, {n:,} tokens)")
+    at.button(key="inspect-rename").click().run()
+    assert any("already the name of another tokenizer" in e.value for e in at.error)
+
+
+def test_a_link_naming_a_session_only_tokenizer_says_it_is_left_out():
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=300)
+    at.query_params["t"] = ["embedded:", "my upload"]
+    at.switch_page("pages/playground.py").run()
+    assert not at.exception, [e.message for e in at.exception]
+    assert at.multiselect(key="pg-toks").value == ["Qwen (embedded)"]
+    assert any("'my upload'" in w.value and "left out" in w.value for w in at.warning)
 
 
 def test_library_zip_refuses_hostile_contents():
