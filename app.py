@@ -11,6 +11,7 @@ import streamlit as st
 from ui import errors, links
 from ui.gallery import start_build
 from ui.library import sidebar_library
+from ui.reconnect import reconnect_note
 
 st.set_page_config(page_title="Tokenizer Lab", page_icon=":material/biotech:", layout="wide")
 
@@ -22,7 +23,9 @@ def _page(path: str, title: str, icon: str, url: str, **kw) -> st.Page:
 #: The page groups: what each one answers is on the home page (`pages/home.py`, GROUPS).
 PAGES = {
     "": [
-        _page("pages/home.py", "Home", "home", "home", default=True),
+        _page("pages/home.py", "Home", "home", "", default=True),
+        # Home also at /home (the default page's own address is /): a typed or bookmarked /home found nothing
+        _page("pages/home.py", "Home", "home", "home", visibility="hidden"),
         _page("pages/gallery.py", "Example gallery", "photo_library", "gallery"),
         _page("pages/references.py", "References", "menu_book", "references"),
     ],
@@ -65,3 +68,5 @@ try:
 finally:  # pages never call st.stop(): it would drop everything after it, this library included
     with library_box, errors.boundary():
         sidebar_library()
+    with st.sidebar:
+        reconnect_note()  # Streamlit's connection-error dialog in this app's words (ui/reconnect.py)

@@ -4,13 +4,16 @@ and the rule that no page-layer string cites papers by number or points to a fil
 from __future__ import annotations
 
 import re
+from pathlib import Path
 from urllib.parse import parse_qs
 
 import pytest
+import streamlit
 from streamlit.testing.v1 import AppTest
 from support import ROOT
 
 from analysis.core.references import REFERENCES, bibtex_all, markdown_list
+from ui.reconnect import STREAMLIT_TEXTS
 
 PAGE_LAYER = [ROOT / "app.py", ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")), *sorted((ROOT / "pages").glob("*.py")),
               *sorted((ROOT / "ui").glob("*.py"))]  # fmt: skip
@@ -143,3 +146,18 @@ def test_remove_button_is_a_labelled_delete_icon():
     assert rm.proto.icon == ":material/delete:" and "Remove gpt2" in rm.proto.help
     rm.click().run()
     assert "gpt2" not in at.session_state["toklab_library"]
+
+
+# ------------------------------------------------------------------------------------------ after a crash
+def test_the_connection_error_dialog_is_reworded_by_the_frame():
+    """After a crash the dialog asked "Are you connected to the internet?": the frame's script rewrites
+    Streamlit's texts, which must still be in the installed front end (a Streamlit upgrade that rewords them
+    fails here, not silently in a user's browser)."""
+    bundle = "".join(p.read_text(encoding="utf-8", errors="replace")
+                     for p in (Path(streamlit.__file__).parent / "static").rglob("*.js"))  # fmt: skip
+    for text in STREAMLIT_TEXTS:
+        assert text in bundle, text
+    at = _app()
+    scripts = [h.proto for h in at.get("html") if "__toklabReconnect" in h.proto.body]
+    assert len(scripts) == 1 and scripts[0].unsafe_allow_javascript
+    assert "scripts/start.sh" in scripts[0].body and "Are you connected to the internet?" in scripts[0].body

@@ -31,6 +31,10 @@ def test_home_page_and_a_journey_on_a_small_screen(page: Page, app_url, artifact
     expect(page.locator(".tl-spans")).to_have_count(3)  # the journey's three tokenizers
     wait_idle(page)
     assert len(parse_qs(urlparse(page.url).query)["t"]) == 3
+    page.goto(app_url + "/home")  # a typed or bookmarked /home: Home, not "Page not found"
+    expect(page.get_by_role("heading", name="Tokenizer Lab")).to_be_visible()
+    wait_idle(page)
+    expect(page.get_by_text("Page not found")).to_have_count(0)
 
 
 def test_shared_playground_link(page: Page, app_url, artifacts):
