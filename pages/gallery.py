@@ -9,6 +9,7 @@ import pandas as pd
 import plotly.express as px
 import streamlit as st
 
+from analysis.core import paths
 from analysis.views.gallery import Gallery, read_gallery
 from ui.charts import interactive_toggle, show_svg
 from ui.gallery import start_build
@@ -108,7 +109,7 @@ def page() -> None:
             start_build(force=True)
             st.rerun()
         if state["error"]:
-            st.error(state["error"])
+            st.error(paths.public_text(state["error"]))
     demo_models(g)
     if not g.entries:
         return

@@ -2,7 +2,7 @@
 sub-step whose failure must not stop the rest of the page.
 
 An `AnalysisError` (bad input: a corrupt file, an unknown language, a feature that does not apply) is shown as
-its message. Anything else is a bug: the user sees a short box with the exception's type and message, the
+its message, with server paths shortened (`analysis.core.paths.public_text`). Anything else is a bug: the user sees a short box with the exception's type and message, the
 traceback goes to the server log and into a collapsed "Details" expander. Streamlit's own control flow
 (`st.rerun`, `st.stop`, `st.switch_page`) raises `BaseException` subclasses, which pass through untouched.
 """
@@ -18,6 +18,7 @@ from typing import Any, TypeVar
 import streamlit as st
 
 from analysis import AnalysisError
+from analysis.core.paths import public_text
 from analysis.errors import is_rust_panic
 
 LOG = logging.getLogger("toklab.ui")
@@ -27,15 +28,17 @@ T = TypeVar("T")
 def show_error(e: Exception) -> None:
     """Show an exception in the page: an AnalysisError's message, or a short box for a bug (traceback logged)."""
     if isinstance(e, AnalysisError):
-        st.error(str(e), icon=":material/error:")
+        st.error(public_text(str(e)), icon=":material/error:")
         return
     LOG.error("unexpected %s in the app", type(e).__name__, exc_info=e)
     st.error(
-        f"Something went wrong: {type(e).__name__}: {e}. This is a bug in Tokenizer Lab, not in your input.",
+        public_text(
+            f"Something went wrong: {type(e).__name__}: {e}. This is a bug in Tokenizer Lab, not in your input."
+        ),
         icon=":material/bug_report:",
     )
-    with st.expander("Details", expanded=False):
-        st.code("".join(traceback.format_exception(e)), language=None)
+    with st.expander("Details", expanded=False):  # the whole traceback is in the server's log
+        st.code(public_text("".join(traceback.format_exception(e))), language=None)
 
 
 @contextmanager
@@ -53,7 +56,7 @@ def boundary() -> Iterator[None]:
         if not is_rust_panic(e):
             raise
         LOG.error("Rust panic in the app", exc_info=e)
-        st.error(f"A library failed on this input (Rust panic: {e}).", icon=":material/error:")
+        st.error(public_text(f"A library failed on this input (Rust panic: {e})."), icon=":material/error:")
 
 
 def try_step(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T | None:

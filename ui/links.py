@@ -13,6 +13,7 @@ import pandas as pd
 import streamlit as st
 
 from analysis import AnalysisError
+from analysis.core.paths import public_text
 from ui.library import ensure_from_source, library, source_of
 
 #: Tokenizer sources a link may name (never arbitrary local paths).
@@ -39,7 +40,7 @@ def name_from_link(value: str) -> str | None:
         try:
             return ensure_from_source(value)
         except AnalysisError as e:
-            st.warning(f"Could not restore {value!r} from the link: {e}")
+            st.warning(public_text(f"Could not restore {value!r} from the link: {e}"))
             return None
     if value in library():
         return value

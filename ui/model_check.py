@@ -231,7 +231,7 @@ def model_check_section(
         _watch(key)
     error = st.session_state.pop(f"{key}-error", None)
     if error:
-        st.error(error, icon=":material/error:")
+        st.error(paths.public_text(error), icon=":material/error:")
     doc = st.session_state.get(f"{key}-doc")
     if doc:
         if not doc.get("complete", True):

@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 from pathlib import Path
 from typing import Any
 
@@ -299,6 +300,28 @@ def public_source(source: str) -> str:
     if not s or s.startswith(_NON_PATH_SOURCES):
         return s
     return public_name(s.removeprefix("path:"))
+
+
+#: An absolute server path (or a `~/…` one) of at least two parts, as messages quote it: not part of a URL
+#: (`https://…`), a fraction or a word (`bytes/token`); it ends at a space, a quote or a bracket.
+_PATH_IN_TEXT = re.compile(r"(?<![\w:/.~\-])~?(?:/[^\s'\"`()<>\[\]{},;|]+){2,}")
+
+
+def public_text(text: str) -> str:
+    """A message as a browser user may read it: every server path in it shortened to `…/` and its
+    :func:`public_name` (`~/.cache/huggingface/hub` → `…/hub`), unless the operator allows server paths (pages then
+    show whole paths, :func:`shown_path`). Error messages name files so that a command-line user can find them;
+    the pages show them through here."""
+    if server_paths_enabled():
+        return text
+
+    def short(m: re.Match) -> str:
+        raw = m.group(0)
+        tail = raw[len(raw.rstrip(".:")) :]  # a sentence's full stop or a colon after the path
+        raw = raw[: len(raw) - len(tail)]
+        return "…/" + public_name(os.path.expanduser(raw)) + tail
+
+    return _PATH_IN_TEXT.sub(short, text)
 
 
 #: Keys whose string values name server files in result documents (a model, corpus inputs, an output folder).

@@ -326,3 +326,21 @@ def test_public_names_never_hold_a_server_path(tmp_path):
     assert paths.public_name(tmp_path / "deep" / "corpus.txt") == "corpus.txt"
     assert paths.public_source(str(tmp_path / "tok")) == "tok"
     assert paths.public_source("hub:openai-community/gpt2") == "hub:openai-community/gpt2"
+
+
+def test_error_messages_on_a_page_shorten_server_paths(monkeypatch, tmp_path):
+    """A hub id missing from the local cache said "not in the local Hugging Face cache (/root/.cache/huggingface/hub)":
+    the page shortens every server path in a message to its public name (the CLI keeps it whole)."""
+    text = f"not in the local Hugging Face cache ({Path.home()}/.cache/huggingface/hub); see ~/.cache/x/y."
+    assert paths.public_text(text) == "not in the local Hugging Face cache (…/hub); see …/y."
+    kept = "https://huggingface.co/openai-community/gpt2 at 3/4 bytes/token"
+    assert paths.public_text(kept) == kept
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hub-cache"))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=120)
+    at.switch_page("pages/inspect.py").run()
+    at.text_input(key="inspect-hub").set_value("nobody-here/no-such-tokenizer").run()
+    at.button(key="inspect-load-hub").click().run()
+    shown = [e.value for e in at.error]
+    assert any("not in the local Hugging Face cache (…/hub-cache)" in e for e in shown), shown
+    assert not any(str(tmp_path) in e for e in shown)
