@@ -25,6 +25,7 @@ import numpy as np
 from safetensors import SafetensorError
 
 from analysis.bpe import bare_tokenize_fn
+from analysis.core.outputs import give_file_modes
 from analysis.errors import DataError, ModelLoadError
 from analysis.model.bpb import prefix_token
 from analysis.model.config_files import write_accepted_forms
@@ -90,6 +91,7 @@ def save_model(
         model.save_pretrained(str(out), safe_serialization=True)
     except SafetensorError as e:  # safetensors' own I/O failures (a full disk) are not OSErrors
         raise write_failure(e) from e
+    give_file_modes(out)  # model.safetensors comes 0600 out of save_pretrained, every other output file 0644
     write_accepted_forms(
         out
     )  # the forms every reader accepts (eos list, torch_dtype): see analysis.evaluate.preflight

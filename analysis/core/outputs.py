@@ -180,6 +180,17 @@ def _write_through(p: Path, target: Path, data: bytes, *, fifo: bool) -> None:
         os.close(fd)
 
 
+def give_file_modes(folder: str | os.PathLike) -> None:
+    """Give the regular files directly in `folder` the mode of any file the user creates (:func:`file_mode`): a
+    writer that goes through its own temporary file (transformers' `save_pretrained` writes `model.safetensors`
+    0600) otherwise leaves one owner-only file among 0644 ones. Links are left alone."""
+    mode = file_mode()
+    for f in Path(folder).iterdir():
+        st = f.lstat()
+        if stat.S_ISREG(st.st_mode) and stat.S_IMODE(st.st_mode) != mode:
+            os.chmod(f, mode)
+
+
 def _mode_for(p: Path) -> int:
     """The mode of the file that `p` replaces, or :func:`file_mode` for a new file."""
     try:

@@ -16,6 +16,7 @@ from support import SMOLLM, TOKENIZERS, flores_lines, load_shared, need_smollm
 from analysis.adapt.embeddings import id_map_by_string, load_model, remap_embeddings, save_model
 from analysis.adapt.fvt import fvt_pieces
 from analysis.cli import main
+from analysis.core.outputs import file_mode
 from analysis.core.paths import cache_dir
 from analysis.errors import DataError, ModelLoadError
 from analysis.methods.pruning import leaf_frequency_order, leaf_last_n_order, prune, token_counts
@@ -83,6 +84,10 @@ def test_pruned_model_logits_match_and_export_loads(tmp_path: Path, smol, tied: 
     assert rep.tied == tied
     out = save_model(loaded, tmp_path / "out", new_tok)
     assert (out / "model.safetensors").is_file() and (out / "tokenizer.json").is_file()
+    # one mode for every file written (save_pretrained left model.safetensors 0600 among 0644 files)
+    assert {f.name: oct(f.stat().st_mode & 0o777) for f in out.iterdir()} == {
+        f.name: oct(file_mode()) for f in out.iterdir()
+    }
 
     again = transformers.AutoModelForCausalLM.from_pretrained(str(out))
     again.eval()
