@@ -16,6 +16,7 @@ and a warm-up of the new rows. The JSON download is the document `python -m anal
 
 from __future__ import annotations
 
+import math
 import tempfile
 import threading
 from collections.abc import Callable
@@ -148,6 +149,40 @@ def run_check(
     return doc
 
 
+#: The tables' headers: the JSON document's keys (`model-check --json`) in words.
+HEADERS = {
+    "lang": "Language", "variant": "Variant", "init": "Initialisation",
+    "bpb_original": "Bits/byte, original", "bpb_edited": "Bits/byte, edited", "delta_bpb": "Δ bits/byte",
+    "tokens_per_byte_original": "Tokens/byte, original", "tokens_per_byte_edited": "Tokens/byte, edited",
+    "mass_new_on_old_text": "Mass on new ids (old text)", "kl_unchanged": "KL on unchanged spans (nats)",
+    "unchanged_positions": "Unchanged positions", "mass_removed": "Mass on removed ids", "lines": "Lines",
+    "bytes": "Bytes", "tokens_original": "Tokens, original", "tokens_edited": "Tokens, edited",
+}  # fmt: skip
+
+
+def human_table(rows: list[dict[str, Any]] | pd.DataFrame) -> pd.DataFrame:
+    """A table of the document's records with :data:`HEADERS` for column names (unknown keys kept)."""
+    return pd.DataFrame(rows).rename(columns=HEADERS)
+
+
+def zoomed_range(values: list[float]) -> list[float] | None:
+    """A y range around the values with a margin (10 % of their spread, at least 1 % of their size): bars from 0
+    made a difference of 0.01 bits per byte invisible. None when there is nothing finite to show."""
+    finite = [float(v) for v in values if v is not None and math.isfinite(v)]
+    if not finite:
+        return None
+    lo, hi = min(finite), max(finite)
+    pad = max((hi - lo) * 0.1, abs(hi) * 0.01, 1e-6)
+    return [max(0.0, lo - 3 * pad) if lo >= 0 else lo - 3 * pad, hi + pad]
+
+
+def _zoomed_bars(fig: Any, values: list[float]) -> Any:
+    span = zoomed_range(values)
+    if span is not None:
+        fig.update_yaxes(range=span)
+    return fig
+
+
 def _charts(doc: dict, key: str) -> None:
     rows = [
         {"language": c["lang"], "model": m, "bits per byte": c[f"bpb_{m}"]}
@@ -156,17 +191,23 @@ def _charts(doc: dict, key: str) -> None:
     ]
     if not rows:
         return
-    st.plotly_chart(px.bar(pd.DataFrame(rows), x="language", y="bits per byte", color="model", barmode="group",
-                           title="Bits per byte on the same held-out bytes"), key=f"{key}-bpb")  # fmt: skip
-    st.dataframe(pd.DataFrame(doc["languages"]), hide_index=True)
+    fig = px.bar(pd.DataFrame(rows), x="language", y="bits per byte", color="model", barmode="group",
+                 title="Bits per byte on the same held-out bytes")  # fmt: skip
+    st.plotly_chart(_zoomed_bars(fig, [r["bits per byte"] for r in rows]), key=f"{key}-bpb")
+    st.caption("The bits-per-byte axis is zoomed to the values (it does not start at 0), so that small "
+               "differences show; the table has the numbers.")  # fmt: skip
+    st.dataframe(human_table(doc["languages"]), hide_index=True)
     bake = doc.get("bakeoff")
     if bake:
         for row in bake["languages"]:
             df = pd.DataFrame([{"init": k, **v} for k, v in row["inits"].items()])
-            st.plotly_chart(px.bar(df, x="init", y="bpb_edited", hover_data=["mass_new_on_old_text", "kl_unchanged"],
-                                   title=f"{row['lang']}: bits per byte by initialisation (original "
-                                   f"{df['bpb_original'].iloc[0]:.4f})"), key=f"{key}-bake-{row['lang']}")  # fmt: skip
-            st.dataframe(df[["init", "bpb_edited", "mass_new_on_old_text", "kl_unchanged"]], hide_index=True)
+            original = df["bpb_original"].iloc[0]
+            fig = px.bar(df, x="init", y="bpb_edited", hover_data=["mass_new_on_old_text", "kl_unchanged"],
+                         labels=HEADERS, title=f"{row['lang']}: bits per byte by initialisation (original {original:.4f})")  # fmt: skip
+            fig.add_hline(y=original, line_dash="dot", annotation_text="original")
+            st.plotly_chart(_zoomed_bars(fig, [*df["bpb_edited"], original]), key=f"{key}-bake-{row['lang']}")
+            st.dataframe(human_table(df[["init", "bpb_edited", "mass_new_on_old_text", "kl_unchanged"]]),
+                         hide_index=True)  # fmt: skip
     wu = doc.get("warmup")
     if wu:
         curve = [

@@ -4,6 +4,7 @@ background job with progress and Cancel; the download names no server or tempora
 
 from __future__ import annotations
 
+import json
 import tempfile
 import time
 
@@ -95,6 +96,13 @@ def test_extend_checks_the_session_edit_and_cancels(monkeypatch):
     text = str(doc)
     assert tempfile.gettempdir() not in text and "toklab-model-check" not in text
     assert at.get("plotly_chart") and at.get("download_button")
+    # the bars' axis is zoomed to the values (from 0, a difference of 0.01 bits per byte was invisible); the
+    # table's headers are words, not the document's keys
+    bpb = json.loads(at.get("plotly_chart")[0].proto.spec)["layout"]["yaxis"]["range"]
+    values = [r[f"bpb_{m}"] for r in doc["languages"] for m in ("original", "edited")]
+    assert 0 < bpb[0] < min(values) and max(values) < bpb[1]
+    table = next(f.value for f in at.dataframe if "Language" in f.value.columns)
+    assert {"Bits/byte, original", "Δ bits/byte", "KL on unchanged spans (nats)"} <= set(table.columns)
 
 
 def test_prune_checks_the_session_edit(monkeypatch):
