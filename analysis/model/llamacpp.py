@@ -1,14 +1,17 @@
 """llama.cpp itself, through `llama-cpp-python`: load a GGUF (vocabulary only, or with its weights), tokenize with
 llama.cpp's own tokenizer, and read next-token log-probabilities.
 
-`llama-cpp-python` is built from its PyPI source distribution (scripts/venv.sh passes the CMake flags); where it
-is missing, :func:`require_llama_cpp` raises ModelLoadError with what to install, and the export check reports the
-parity part as blocked instead of failing.
+`llama-cpp-python` is built from its PyPI source distribution (requirements-llama.txt; scripts/venv.sh passes the
+CMake flags; scripts/start.sh builds it in the background while the app serves); where it is missing,
+:func:`require_llama_cpp` raises ModelLoadError saying whether it is still being built (since when, its log) or how
+to install it, and the export check reports the parity part as blocked instead of failing.
 """
 
 from __future__ import annotations
 
 import os
+import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -39,15 +42,72 @@ def llama_cpp_available() -> bool:
     return True
 
 
+#: How to install llama.cpp by hand (the pinned llama-cpp-python, built with scripts/venv.sh's flags).
+INSTALL_HINT = (
+    "install it with `bash -c 'source scripts/venv.sh && ensure_venv .venv requirements-llama.txt'` (or "
+    "`pip install -r requirements-llama.txt`): llama-cpp-python builds llama.cpp from source, 3–10 min on 2 cores "
+    "(docs/model-check.md, 'Export')"
+)
+
+
+def build_state(prefix: str | os.PathLike | None = None) -> str:
+    """What scripts/start.sh's background build of requirements-llama.txt into this environment is doing, in
+    words: "" when none was started here (or it finished), else that it is running (since when, its log), was
+    interrupted or failed. It reads the marker files that `build_in_background` (scripts/venv.sh) keeps in the
+    virtual environment (`prefix`, default `sys.prefix`)."""
+    venv = Path(prefix or sys.prefix)
+    failed = venv / ".toklab-requirements-llama.txt.failed"
+    building = venv / ".toklab-requirements-llama.txt.building"
+    try:
+        if failed.is_file():
+            log = failed.read_text(encoding="utf-8", errors="replace").strip()
+            return f"the background build of llama.cpp failed (log {_shown(log)})"
+        if not building.is_file():
+            return ""
+        lines = building.read_text(encoding="utf-8", errors="replace").split("\n")
+        pid, started, log = int(lines[0]), float(lines[1]), lines[2].strip()
+    except (OSError, ValueError, IndexError):
+        return ""
+    when = time.strftime("%H:%M", time.localtime(started))
+    minutes = max(0, round((time.time() - started) / 60))
+    if not _alive(pid):
+        return f"the background build of llama.cpp started at {when} was interrupted (log {_shown(log)})"
+    return (
+        f"llama.cpp is still being built (started {when}, {minutes} min ago; log {_shown(log)}): 3–10 min on 2 "
+        "cores in all; the parity check works once it is done, without a restart"
+    )
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # someone else's process: it exists
+        return True
+    return True
+
+
+def _shown(path: str) -> str:
+    """A log path relative to the working folder (the repository) when it lies inside it, else its name."""
+    p = Path(path)
+    try:
+        return str(p.resolve().relative_to(Path.cwd().resolve()))
+    except (OSError, ValueError):
+        return p.name
+
+
 def require_llama_cpp() -> Any:
-    """The `llama_cpp` module, or ModelLoadError saying how to get it."""
+    """The `llama_cpp` module, or ModelLoadError saying why it is missing (still being built in the background by
+    scripts/start.sh, a failed build, or not installed) and how to get it."""
     try:
         import llama_cpp  # noqa: PLC0415 - optional and heavy, loaded on use
     except (ImportError, OSError) as e:  # OSError: the shared library failed to load
-        raise ModelLoadError(
-            "llama-cpp-python is not installed (pip install llama-cpp-python==0.3.36; it builds llama.cpp from "
-            f"source, see docs/model-check.md 'Export'): {e}"
-        ) from e
+        state = build_state()
+        if state.startswith("llama.cpp is still being built"):
+            raise ModelLoadError(state) from e
+        why = state or f"llama-cpp-python is not installed ({type(e).__name__}: {e})"
+        raise ModelLoadError(f"{why}; {INSTALL_HINT}") from e
     return llama_cpp
 
 
