@@ -14,7 +14,7 @@ import streamlit as st
 
 from analysis import AnalysisError
 from analysis.core.paths import public_text
-from ui.library import ensure_from_source, library, source_of
+from ui.library import MARKDOWN_SPECIAL, ensure_from_source, library, source_of
 
 #: Tokenizer sources a link may name (never arbitrary local paths).
 URL_SOURCES = ("example:", "hub:", "embedded:")
@@ -45,12 +45,18 @@ def name_from_link(value: str) -> str | None:
     if value in library():
         return value
     st.warning(
-        f"The link names {value[:80]!r}, a tokenizer that lived only in the browser session that made the link "
+        f"The link names {_plain(repr(value[:80]))}, a tokenizer that lived only in the browser session that made the link "
         "(an upload or an edited tokenizer): this session does not have it, so it is left out. Upload it again "
         "on *Load & inspect*, or restore a saved library from the sidebar, and open the link again.",
         icon=":material/link_off:",
     )
     return None
+
+
+def _plain(text: str) -> str:
+    """Text from a URL shown in Markdown as written (its Markdown characters backslash-escaped: no link, no
+    emphasis)."""
+    return "".join("\\" + c if c in MARKDOWN_SPECIAL else c for c in text)
 
 
 def tokenizer_ref(name: str) -> str:
