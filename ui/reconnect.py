@@ -11,9 +11,9 @@ how to start it again, and that the page reconnects by itself. The strings it lo
 
 from __future__ import annotations
 
-import json
-
 import streamlit as st
+
+from analysis.core.outputs import json_document
 
 #: Streamlit's texts in the dialog (its front-end bundle) → Tokenizer Lab's.
 STREAMLIT_TEXTS: dict[str, str] = {
@@ -53,4 +53,4 @@ _SCRIPT = """<script>
 
 def reconnect_note() -> None:
     """Add the script that rewords Streamlit's connection-error dialog (once per browser page; it draws nothing)."""
-    st.html(_SCRIPT % json.dumps(STREAMLIT_TEXTS), unsafe_allow_javascript=True)
+    st.html(_SCRIPT % json_document(STREAMLIT_TEXTS), unsafe_allow_javascript=True)  # a JSON object is JS
