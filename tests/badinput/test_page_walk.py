@@ -28,7 +28,7 @@ from support import ROOT, load_shared, open_expanders
 
 from analysis.core import paths
 from analysis.tokenizer.export import library_zip
-from ui.library import _SELECT_NEXT
+from ui.library import _SELECT_NEXT, _escape
 
 # the events of the interpreter that touch a path (os.stat and friends have none: they only look)
 _EVENTS = {"open", "os.listdir", "os.scandir", "os.mkdir", "os.remove", "os.rmdir", "os.rename", "os.replace",
@@ -180,10 +180,12 @@ def _echoes(data: bytes, place: bytes, typed: bytes | None) -> list[int]:
     """Where `place` opens a path in `data` that is not the user's own typed text shown back (whole, or cut short
     as the decode box's "item 1 ('/tmp/pytest-of-…/')" does): the path from there to its end is a leak unless it is
     a prefix of what was typed. Positions are in `data` with the whole echoes dropped."""
-    if typed:
-        data = data.replace(
-            typed, b""
-        )  # whole echoes (a widget's value is followed by protobuf bytes, not an end)
+    if (
+        typed
+    ):  # whole echoes (a widget's value is followed by protobuf bytes, not an end), also as the sidebar
+        # writes a library name in Markdown (a tokenizer renamed to the typed text)
+        for form in (typed, _escape(typed.decode("utf-8", "replace")).encode()):
+            data = data.replace(form, b"")
     got, i = [], data.find(place)
     while i >= 0:
         m = _PATH_END.search(data, i)
