@@ -6,6 +6,9 @@ from __future__ import annotations
 
 import io
 import json
+import os
+import sys
+import time
 import zipfile
 
 import pytest
@@ -59,3 +62,25 @@ def test_inspect_export_check_is_the_cli_json(monkeypatch, tmp_path, capsys):
     )
     assert rc == 0
     assert json.loads(capsys.readouterr().out) == page_doc
+
+
+@pytest.mark.slow
+def test_export_check_says_llama_cpp_is_still_being_built(monkeypatch, tmp_path):
+    """On a first start llama.cpp builds in the background (scripts/start.sh): until it is there, the parity part
+    says so (since when, its log) and the rest of the check is shown."""
+    (tmp_path / ".toklab-requirements-llama.txt.building").write_text(
+        f"{os.getpid()}\n{time.time()}\n{tmp_path}/x.log\n"
+    )
+    monkeypatch.setattr(sys, "prefix", str(tmp_path))
+    monkeypatch.setitem(sys.modules, "llama_cpp", None)  # not importable yet
+    at = open_page("pages/inspect.py")
+    at.session_state["toklab_library"] = {**at.session_state["toklab_library"], "gpt2": load_shared("gpt2")}
+    at.run()
+    at.selectbox(key="inspect-pick").set_value("gpt2").run()
+    at.multiselect(key="inspect-check-langs").set_value(["eng_Latn"]).run()
+    at.number_input(key="inspect-check-lines").set_value(1).run()
+    at.button(key="inspect-check-run").click().run()
+    assert not at.exception, [e.message for e in at.exception]
+    assert any(
+        "llama.cpp is still being built (started " in w.value and "x.log" in w.value for w in at.warning
+    )
