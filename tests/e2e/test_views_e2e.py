@@ -8,7 +8,7 @@ import re
 import subprocess
 import sys
 
-from e2e_support import mark, screenshot, wait_idle, wait_rerun
+from e2e_support import choose, mark, screenshot, wait_idle, wait_rerun
 from playwright.sync_api import Page, expect
 from support import FLORES, ROOT, TOKENIZERS, load_shared
 
@@ -54,6 +54,8 @@ def test_playground_updates_while_typing_and_decodes_ids(page: Page, app_url, ar
     expect(page.locator('[data-testid="stCode"]').filter(has_text=ids).first).to_be_visible(timeout=60_000)
     screenshot(page, artifacts / "playground_live.png")
     page.get_by_text("Decode ids → text").click()
+    # the box starts on the tokenizer added last (Mistral here); these are gpt2's ids
+    choose(page, page.locator('[data-testid="stSelectbox"]').filter(has_text="Decode with"), "gpt2")
     ids_box = page.get_by_label("Token ids")
     ids_box.fill("15496 11 995")
     since = mark(page)  # new ids in an empty box: committing them reruns the app
