@@ -122,7 +122,7 @@ def page() -> None:
         return
     c1, c2 = st.columns(2)
     with c1:
-        a = pick_tokenizer("Tokenizer A", key="dr-a")
+        a = pick_tokenizer("Tokenizer A", key="dr-a", nth_recent=2)  # the two added last, A the earlier
     with c2:
         b = pick_tokenizer("Tokenizer B", key="dr-b")
     if a is None or b is None:

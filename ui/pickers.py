@@ -49,13 +49,14 @@ def _preselect_from_link(key: str) -> None:
         st.session_state[key] = name
 
 
-def most_recent(names: list[str], needs: Needs | None = None) -> str | None:
+def most_recent(names: list[str], needs: Needs | None = None, nth: int = 1) -> str | None:
     """Of `names`, the one added to the library last (that meets `needs`, when one does): what a picker selects
-    first, so that a page opens on what the user just added rather than on the embedded default."""
+    first, so that a page opens on what the user just added rather than on the embedded default. `nth=2` gives
+    the one added before it (the earliest when there are fewer)."""
     lib = library()
     order = [n for n in lib if n in names]
-    fitting = [n for n in order if needs is None or needs.ok(lib[n])]
-    return (fitting or order or [None])[-1]
+    fitting = [n for n in order if needs is None or needs.ok(lib[n])] or order
+    return fitting[-min(nth, len(fitting))] if fitting else None
 
 
 def pick_tokenizer(
@@ -65,10 +66,12 @@ def pick_tokenizer(
     needs: Needs | None = None,
     feature: str = "This page",
     follow_added: bool = True,
+    nth_recent: int = 1,
 ) -> LoadedTokenizer | None:
     """A selectbox over the session library; returns the chosen tokenizer.
 
-    It first selects the most recent addition to the library (:func:`most_recent`). A `?t=` link preselects its
+    It first selects the most recent addition to the library (:func:`most_recent`; `nth_recent=2` the one before,
+    for a page's second picker). A `?t=` link preselects its
     tokenizer when the page is opened, and a tokenizer just added from the sidebar is selected — unless
     `follow_added` is False (a page whose results belong to the chosen tokenizer keeps it). With `needs`,
     tokenizers the page cannot use are tagged in the list; choosing one explains why and returns None (the page
@@ -83,7 +86,7 @@ def pick_tokenizer(
         st.toast(f"Added {added} to the library: pick it under *{label}* to use it here (what this page shows "
                  "stays until then).", icon=":material/library_add:")  # fmt: skip
     if st.session_state.get(key) not in lib:
-        st.session_state[key] = most_recent(list(lib), needs)
+        st.session_state[key] = most_recent(list(lib), needs, nth_recent)
 
     def shown(name: str) -> str:
         return name if needs is None or needs.ok(lib[name]) else f"{name} · {needs.tag}"

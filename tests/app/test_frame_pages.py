@@ -127,6 +127,8 @@ def test_pages_open_on_what_was_added_last():
     assert at.multiselect(key="vd-toks").value == ["llama-2", "qwen3"]
     at.switch_page("pages/chat_template.py").run()
     assert at.selectbox(key="ct-tok").value == "qwen3"
+    at.switch_page("pages/drift.py").run()  # two pickers: the two added last
+    assert (at.selectbox(key="dr-a").value, at.selectbox(key="dr-b").value) == ("llama-2", "qwen3")
     at.switch_page("pages/compression.py").run()
     assert at.multiselect(key="cmp-toks").value == ["qwen3"]
     at.switch_page("pages/playground.py").run()
