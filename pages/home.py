@@ -29,6 +29,7 @@ GROUPS = [
             ("pages/merge_trees.py", "Merge trees"),
             ("pages/vocab_diff.py", "Vocabulary diff"),
             ("pages/chat_template.py", "Chat template"),
+            ("pages/drift.py", "Drift"),
         ],
     ),  # fmt: skip
     (
