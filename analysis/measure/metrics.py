@@ -2,8 +2,9 @@
 "Teaching Old Tokenizers New Words" (arXiv 2512.03989, 2025; "Purason et al." below) measure them (§4.2).
 
 Every metric is corpus-level: sums over sentences, then one ratio (never a mean of per-sentence ratios).
-Texts are encoded with ``tok.tokenizer.encode_batch_fast(lines, add_special_tokens=False)`` (Rust, parallel; the
-ids of ``encode_batch`` without its character offsets, 20–30 % faster), so no BOS/EOS tokens are counted, and ignore_merges is used exactly as the tokenizer has it.
+Texts are encoded by :func:`analysis.measure.fast_encode.encode_ids`: the ids of
+``tok.tokenizer.encode_batch_fast(lines, add_special_tokens=False)`` (gigatoken's where they were verified identical),
+so no BOS/EOS tokens are counted, and ignore_merges is used exactly as the tokenizer has it.
 
 Per tokenizer × language (:func:`corpus_stats`):
 

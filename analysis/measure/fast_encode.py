@@ -1,0 +1,523 @@
+"""The one encoder of bulk measurement: `gigatoken` where it is proven to give the ids `tokenizers` gives, else
+`tokenizers` itself (the reference).
+
+Every whole-corpus count — Compression on FLORES and on corpora, the corpus jobs' token ids, the SaBPE measures —
+encodes through :func:`encode_ids` (lines → flat ids and tokens per line, no special tokens added). The fast
+encoder, gigatoken (Marcel Rød, MIT; a Rust BPE encoder that reads tokenizer.json), is never trusted: a tokenizer
+(by :attr:`~analysis.tokenizer.tokenizer.LoadedTokenizer.content_hash`, with both libraries' versions) is encoded
+with it only after its ids were compared with tokenizers' on the whole verification set and found identical:
+
+* every FLORES-200 devtest line (all 204 languages),
+* the shared code corpus (a bounded slice of every repository),
+* a hostile set built from the tokenizer itself (:func:`hostile_lines`): long runs, mixed scripts, combining marks
+  and invisible characters, text the normalizer changes, characters outside the vocabulary (byte fallback),
+  byte-like and control characters, and the text of every added and special token alone, inside words and
+  half-written.
+
+Until then the tokenizer is *being verified*: :func:`encode_ids` returns tokenizers' ids and compares gigatoken's
+ids of the same lines on the side (a shadow encode, about a tenth of the reference's time). A batch that is a
+whole FLORES language counts towards the verification, so a first `compress --langs all` verifies as it measures;
+:func:`verify` runs whatever is left at once. Any difference, exception or Rust panic (pyo3's `PanicException`
+derives from `BaseException` and is caught explicitly), an unsupported model (WordPiece, Unigram) or no
+gigatoken at all keeps the tokenizer on tokenizers, with the reason; the verdict is stored in the disk cache
+(namespace ``encoder``) and shown by :func:`encoder_status` (the Compression page, ``compress --json``).
+A panic after the verdict (on text outside the verification set) falls back for that batch and withdraws it.
+
+``TOKLAB_ENCODER=tokenizers`` switches the fast encoder off.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import importlib.metadata
+import os
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
+
+import numpy as np
+import tokenizers
+
+from analysis.core.cache import DiskCache
+from analysis.core.progress import Progress, report
+from analysis.errors import AnalysisError
+from analysis.texts.code import read_code
+from analysis.texts.flores import open_flores
+from analysis.tokenizer.tokenizer import LoadedTokenizer
+
+#: Bumped whenever the verification set or the comparison changes (every stored verdict is then taken again).
+VERIFY_VERSION = 1
+FAST = "gigatoken"
+REFERENCE = "tokenizers"
+#: ``TOKLAB_ENCODER=tokenizers`` (or ``off``) keeps every tokenizer on tokenizers.
+ENV_SWITCH = "TOKLAB_ENCODER"
+#: The code corpus part of the verification set: at most this many UTF-8 bytes of each repository.
+CODE_BYTES_PER_REPO = 16_000
+#: Lines compared per call of both encoders while verifying (bounded memory).
+VERIFY_BATCH = 4096
+#: Added tokens whose text goes into the hostile set (the first ones by id).
+MAX_ADDED_TOKENS = 3000
+
+_DISK = DiskCache("encoder", VERIFY_VERSION)
+_LOCK = threading.Lock()
+#: verdict key → verdict document (see :func:`_blank`)
+_STATE: dict[str, dict[str, Any]] = {}
+#: content hash → (gigatoken tokenizer or None, why not)
+_LOADED: OrderedDict[str, tuple[Any, str]] = OrderedDict()
+_LOADED_MAX = 4
+_MODULE: list[Any] = []  # [module or None, why not], filled once
+_REQUIRED: list[dict[str, str]] = []  # [FLORES data hash → language], filled once
+
+
+# --------------------------------------------------------------------------------------------------
+# The two encoders
+# --------------------------------------------------------------------------------------------------
+def reference_tokenizer(tok: LoadedTokenizer) -> tokenizers.Tokenizer:
+    """The tokenizers object measurements encode with: the shared one, or a private copy with BPE dropout off."""
+    if tok.dropout:
+        t = tok.fresh_tokenizer()
+        t.model.dropout = 0.0
+        return t
+    return tok.tokenizer
+
+
+def reference_encode(tok: LoadedTokenizer, lines: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+    """tokenizers' ids of lines without special tokens: (flat ids, tokens per line) as int64 arrays."""
+    enc = reference_tokenizer(tok).encode_batch_fast(list(lines), add_special_tokens=False)
+    ids = [e.ids for e in enc]
+    lens = np.fromiter(map(len, ids), dtype=np.int64, count=len(ids))
+    flat = np.fromiter((i for row in ids for i in row), dtype=np.int64, count=int(lens.sum()))
+    return flat, lens
+
+
+def fast_encode(fast: Any, lines: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+    """gigatoken's ids of lines (its encode adds no special tokens): (flat ids, tokens per line) as int64 arrays,
+    read straight from the result's offsets and contents (no Python object per token)."""
+    if not lines:
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+    layout = fast.encode_batch(list(lines)).layout
+    offsets = np.asarray(layout.offsets.data, dtype=np.int64)  # a ListOffsetArray of a NumpyArray of uint32
+    content = np.asarray(layout.content.data)
+    if offsets.size != len(lines) + 1:
+        raise ValueError(f"gigatoken returned {offsets.size - 1} rows for {len(lines)} lines")
+    return content[offsets[0] : offsets[-1]].astype(np.int64), np.diff(offsets)
+
+
+def _fatal(e: BaseException) -> bool:
+    """Exceptions that must go on up (an interrupt, running out of memory): never a verdict about the encoder."""
+    return isinstance(e, (KeyboardInterrupt, SystemExit, GeneratorExit, MemoryError))
+
+
+def _describe(e: BaseException) -> str:
+    first = (str(e).strip().splitlines() or [""])[0][:200]
+    return f"{type(e).__name__}: {first}" if first else type(e).__name__
+
+
+def fast_module() -> tuple[Any | None, str]:
+    """(the gigatoken module, "") or (None, why it cannot be used): not installed, no wheel for this platform,
+    or an import that fails or panics. Never raises."""
+    with _LOCK:
+        if not _MODULE:
+            try:
+                _MODULE[:] = [importlib.import_module("gigatoken"), ""]
+            except BaseException as e:  # a missing wheel, a broken build, a Rust panic at import
+                if _fatal(e):
+                    raise
+                _MODULE[:] = [None, f"gigatoken cannot be imported ({_describe(e)})"]
+        return _MODULE[0], _MODULE[1]
+
+
+def versions() -> dict[str, str]:
+    """The versions of both encoders (part of every verdict's key)."""
+    mod, _ = fast_module()
+    fast = "-"
+    if mod is not None:
+        try:
+            fast = importlib.metadata.version("gigatoken")
+        except importlib.metadata.PackageNotFoundError:
+            fast = str(getattr(mod, "__version__", "?"))
+    return {FAST: fast, REFERENCE: tokenizers.__version__}
+
+
+def _switched_off() -> bool:
+    return os.environ.get(ENV_SWITCH, "").strip().lower() in ("tokenizers", "off", "0", "reference")
+
+
+def _load_fast(tok: LoadedTokenizer) -> tuple[Any | None, str]:
+    """gigatoken's tokenizer for `tok` (cached per content hash), or (None, why not)."""
+    mod, why = fast_module()
+    if mod is None:
+        return None, why
+    with _LOCK:
+        got = _LOADED.get(tok.content_hash)
+        if got is not None:
+            _LOADED.move_to_end(tok.content_hash)
+            return got
+    try:
+        built: tuple[Any, str] = (mod.Tokenizer.from_json(tok.to_json()), "")
+    except BaseException as e:  # unsupported models raise RuntimeError; a Rust panic is a BaseException
+        if _fatal(e):
+            raise
+        built = (None, f"gigatoken cannot load this {tok.model_type} tokenizer ({_describe(e)})")
+    with _LOCK:
+        _LOADED[tok.content_hash] = built
+        while len(_LOADED) > _LOADED_MAX:
+            _LOADED.popitem(last=False)
+    return built
+
+
+def fingerprint(lines: Sequence[str]) -> str:
+    """SHA-256 (16 hex) of lines joined by newlines: for a FLORES language, its
+    :meth:`~analysis.texts.flores.FloresData.data_hash`."""
+    return hashlib.sha256(("\n".join(lines) + "\n").encode("utf-8")).hexdigest()[:16]
+
+
+def first_difference(
+    lines: Sequence[str], ref: tuple[np.ndarray, np.ndarray], fast: tuple[np.ndarray, np.ndarray]
+) -> str | None:
+    """None when both encoders gave the same ids on every line, else the first differing line, described."""
+    (rf, rl), (ff, fl) = ref, fast
+    if rl.shape == fl.shape and np.array_equal(rl, fl) and np.array_equal(rf, ff):
+        return None
+    ro = np.concatenate(([0], np.cumsum(rl)))
+    fo = np.concatenate(([0], np.cumsum(fl)))
+    n = min(len(rl), len(fl))
+    for i in range(n):
+        a, b = rf[ro[i] : ro[i + 1]], ff[fo[i] : fo[i + 1]]
+        if not np.array_equal(a, b):
+            j = next((k for k in range(min(a.size, b.size)) if a[k] != b[k]), min(a.size, b.size))
+            lo = max(0, j - 2)
+            return (
+                f"line {i} ({lines[i][:60]!r}) differs from token {j}: tokenizers {a[lo : j + 3].tolist()} "
+                f"({a.size} tokens), gigatoken {b[lo : j + 3].tolist()} ({b.size} tokens)"
+            )
+    return f"gigatoken returned {len(fl)} lines for {len(rl)}"
+
+
+# --------------------------------------------------------------------------------------------------
+# The verification set
+# --------------------------------------------------------------------------------------------------
+def required_flores() -> dict[str, str]:
+    """Data hash → language of every FLORES-200 devtest language (the FLORES part of the verification set);
+    empty when no FLORES data is found."""
+    with _LOCK:
+        if _REQUIRED:
+            return _REQUIRED[0]
+    try:
+        data = open_flores()
+        got = {data.data_hash(c): c for c in data.codes}
+    except (AnalysisError, OSError):
+        got = {}
+    with _LOCK:
+        _REQUIRED[:] = [got]
+    return got
+
+
+def code_lines() -> list[str]:
+    """The code part of the verification set: whole files of every language of the shared code corpus, at most
+    :data:`CODE_BYTES_PER_REPO` bytes per repository (empty when the corpus is absent)."""
+    try:
+        return [r.text for r in read_code(max_bytes_per_repo=CODE_BYTES_PER_REPO) if r.text]
+    except (AnalysisError, OSError):
+        return []
+
+
+#: Text that is hard for an encoder, whatever the tokenizer: runs, scripts, marks, invisible and control
+#: characters, normalizer bait, characters no vocabulary has (byte fallback), byte-like text.
+_HOSTILE_TEXT = [
+    "",
+    " ",
+    "a" * 5000,
+    " " * 3000,
+    "\n" * 400,
+    "\t \t\n  \r\n" * 200,
+    "0" * 2000,
+    "1234567890" * 300,
+    "ab" * 2500,
+    "日本語" * 1200,
+    "ก" * 2000,
+    "สวัสดีครับ" * 300,
+    "😀" * 600,
+    "👨‍👩‍👧‍👦" * 200,
+    "!!!???..." * 300,
+    "-" * 4000,
+    "=" * 1000 + "\n" + "#" * 1000,
+    "Hello мир 世界 مرحبا नमस्ते สวัสดี 안녕하세요 Γειά σου שלום ሰላም ᓀᐦᐃᔭᐍᐏᐣ 🙂",
+    "abcабвαβγ一二三ابج",
+    "e\u0301 a\u0308 n\u0303 \u0915\u094d\u0937 \u1100\u1161\u11a8 Z\u0351\u0352\u0357\u035b",
+    "zero\u200bwidth\u200cjoin\u200d\u2060word\ufeff \u00a0nbsp\u202fnarrow\u3000ideographic",
+    "\u202eright-to-left override\u202c \u200fmark\u200e",
+    "ｆｕｌｌｗｉｄｔｈ ＡＢＣ １２３ ﬁ ﬂ Ⅻ ² ㎏ ℌ ǅ ﹏ ｶﾀｶﾅ",
+    "ÅÅ Å ﬃ Straße İstanbul ΣΑΣ ǈ ß ẞ",
+    "UPPER lower MiXeD ÀÉÎÕÜ",
+    "  leading and trailing spaces  ",
+    "\x00\x01\x02\x07\x08\x0b\x0c\x1b\x7f \x85 \x9f",
+    "\ufffd\ufffd \uffff \ufffe \U0010ffff \ue000\uf8ff \U000f0000",
+    "Ã© Ã¨ â€™ â€œ Ã¼ Â\xa0",
+    "\x80\x81\xa0\xad\xff þÿ",
+    "<0x00> <0xFF> <0xE2><0x82><0xAC> ▁ ▁▁ Ġ Ċ ## ##s </w> <unk> [UNK]",
+    "𠀀𠀁𠀂 𒀀𒀁 𐀀𐀁 𝔘𝔫𝔦𝔠𝔬𝔡𝔢 𓀀𓀁 🀄 ꙮ",
+    "\U0001f1fa\U0001f1f8\U0001f1ef\U0001f1f5 \U0001f3f4\U000e0067\U000e0062\U000e0065\U000e006e\U000e0067\U000e007f",
+    "def f(x):\n\treturn x  # comment\n\n\nclass A:\n    pass\n",
+    "http://example.com/a?b=c&d=e#f user@example.com 192.168.0.1 2026-12-06T00:00:00Z",
+    "''' \"\"\" `` '' \"\" ‘’ “” «» „“ 「」",
+]
+
+
+def hostile_lines(tok: LoadedTokenizer) -> list[str]:
+    """The hostile part of the verification set: :data:`_HOSTILE_TEXT`, plus the text of the tokenizer's added
+    and special tokens (the first :data:`MAX_ADDED_TOKENS` by id) alone, repeated, glued inside words, between
+    spaces, half-written, and all of them in one line."""
+    out = list(_HOSTILE_TEXT)
+    added = [t.content for t in sorted(tok.added_tokens, key=lambda t: t.id) if t.content][:MAX_ADDED_TOKENS]
+    for c in added:
+        out += [c, c + c, f"x{c}y", f" {c} ", f"a {c}b {c}\n{c}", c[:-1], c[1:]]
+    if added:
+        out.append(" ".join(added[:200]))
+        out.append("".join(added[:200]))
+    return out
+
+
+# --------------------------------------------------------------------------------------------------
+# Verdicts
+# --------------------------------------------------------------------------------------------------
+def _key(tok: LoadedTokenizer) -> str:
+    v = versions()
+    return f"{tok.content_hash}-gt{v[FAST]}-tk{v[REFERENCE]}"
+
+
+def _blank() -> dict[str, Any]:
+    """A verdict document: `encoder` FAST or REFERENCE when decided (None while being verified), `reason`, the
+    FLORES languages compared so far (`checked`: data hash → language) and the lines compared."""
+    return {"encoder": None, "reason": "", "checked": {}, "lines": 0}
+
+
+def _merge(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
+    """Two verdict documents as one: a fall-back wins over a proof, a proof over a verification in progress."""
+    for enc in (REFERENCE, FAST):
+        for d in (a, b):
+            if d.get("encoder") == enc:
+                return dict(d)
+    return {
+        **_blank(),
+        "checked": {**(a.get("checked") or {}), **(b.get("checked") or {})},
+        "lines": max(int(a.get("lines") or 0), int(b.get("lines") or 0)),
+    }
+
+
+def _state(tok: LoadedTokenizer) -> dict[str, Any]:
+    """This tokenizer's verdict document (stored ones read again whenever another process wrote them)."""
+    key = _key(tok)
+    stored = _DISK.read_if_changed(key)
+    with _LOCK:
+        doc = _STATE.get(key) or _blank()
+        if isinstance(stored, dict):
+            doc = _merge(doc, stored)
+        _STATE[key] = doc
+        return dict(doc)
+
+
+def _store(tok: LoadedTokenizer, change: Callable[[dict[str, Any]], dict[str, Any]]) -> dict[str, Any]:
+    """Apply `change` to the verdict document in memory and on disk (merged under the store's lock)."""
+    key = _key(tok)
+    with _LOCK:
+        doc = change(dict(_STATE.get(key) or _blank()))
+        _STATE[key] = doc
+
+    merged = [doc]
+
+    def merge(stored: Any) -> dict[str, Any]:
+        merged[0] = _merge(doc, stored) if isinstance(stored, dict) else doc
+        return merged[0]
+
+    _DISK.update(key, merge)
+    with _LOCK:
+        _STATE[key] = merged[0]
+        return dict(merged[0])
+
+
+def _decide(tok: LoadedTokenizer, encoder: str, reason: str) -> dict[str, Any]:
+    def change(doc: dict[str, Any]) -> dict[str, Any]:
+        if doc.get("encoder") == REFERENCE:  # the first fall-back's reason stays
+            return doc
+        return {**doc, "encoder": encoder, "reason": reason}
+
+    return _store(tok, change)
+
+
+def _static_reason(tok: LoadedTokenizer) -> str:
+    """Why this tokenizer stays on tokenizers without trying gigatoken ("" when it may be tried)."""
+    if _switched_off():
+        return f"the fast encoder is switched off ({ENV_SWITCH}={os.environ.get(ENV_SWITCH)})"
+    _, why = fast_module()
+    return why
+
+
+def reset() -> None:
+    """Forget the in-memory verdicts, loaded encoders and the verification set (tests; not the disk cache)."""
+    with _LOCK:
+        _STATE.clear()
+        _LOADED.clear()
+        _MODULE.clear()
+        _REQUIRED.clear()
+    _DISK.forget_reads()
+
+
+def encoder_status(tok: LoadedTokenizer) -> dict[str, str]:
+    """Which encoder measures this tokenizer now, and why: ``{"encoder": "gigatoken 0.10.0" | "tokenizers
+    0.23.3", "encoder_reason": …}`` (reads the verdict; loads nothing, verifies nothing)."""
+    v = versions()
+    ref = f"{REFERENCE} {v[REFERENCE]}"
+    why = _static_reason(tok)
+    if why:
+        return {"encoder": ref, "encoder_reason": why}
+    doc = _state(tok)
+    if doc["encoder"] == FAST:
+        return {"encoder": f"{FAST} {v[FAST]}", "encoder_reason": doc["reason"]}
+    if doc["encoder"] == REFERENCE:
+        return {"encoder": ref, "encoder_reason": doc["reason"]}
+    with _LOCK:
+        loaded = _LOADED.get(tok.content_hash)
+    if loaded is not None and loaded[0] is None:
+        return {"encoder": ref, "encoder_reason": loaded[1]}
+    need = required_flores()
+    done = sum(1 for h in doc["checked"] if h in need)
+    return {
+        "encoder": ref,
+        "encoder_reason": f"being verified: {FAST}'s ids matched on {done} of {len(need)} FLORES languages "
+        f"({doc['lines']:,} lines) so far; {REFERENCE} encodes until the whole verification set matches",
+    }
+
+
+def uses_fast(tok: LoadedTokenizer) -> bool:
+    """True when :func:`encode_ids` encodes this tokenizer with gigatoken now."""
+    return encoder_status(tok)["encoder"].startswith(FAST)
+
+
+# --------------------------------------------------------------------------------------------------
+# Encoding and verifying
+# --------------------------------------------------------------------------------------------------
+def _compare(
+    tok: LoadedTokenizer, fast: Any, lines: Sequence[str], ref: tuple[np.ndarray, np.ndarray]
+) -> str:
+    """ "" when gigatoken's ids of `lines` equal `ref`, else why not (a difference, an exception, a panic)."""
+    try:
+        got = fast_encode(fast, lines)
+    except BaseException as e:  # pyo3's PanicException derives from BaseException
+        if _fatal(e):
+            raise
+        return f"{FAST} failed on a batch of {len(lines)} lines ({_describe(e)})"
+    diff = first_difference(lines, ref, got)
+    return f"{FAST}'s ids differ from {REFERENCE}': {diff}" if diff else ""
+
+
+def _batches(lines: Sequence[str], n: int = VERIFY_BATCH) -> Iterable[Sequence[str]]:
+    for i in range(0, len(lines), n):
+        yield lines[i : i + n]
+
+
+def _finish(tok: LoadedTokenizer, fast: Any) -> dict[str, Any]:
+    """Every FLORES language matched: compare the code corpus and the hostile set, then decide."""
+    doc = _state(tok)
+    code, hostile = code_lines(), hostile_lines(tok)
+    for part in (code, hostile):
+        for batch in _batches(part):
+            why = _compare(tok, fast, batch, reference_encode(tok, batch))
+            if why:
+                return _decide(tok, REFERENCE, why)
+    n = doc["lines"] + len(code) + len(hostile)
+    return _decide(
+        tok,
+        FAST,
+        f"ids identical to {REFERENCE}' on {n:,} texts: every line of {len(doc['checked'])} FLORES devtest "
+        f"languages, {len(code):,} code files and {len(hostile):,} hostile lines",
+    )
+
+
+def _record(tok: LoadedTokenizer, fast: Any, lines: Sequence[str]) -> None:
+    """A shadow-compared batch matched: count it when it is a whole FLORES language; decide when all are."""
+    need = required_flores()
+    if not need:
+        _no_flores_yet(tok, fast)
+        return
+    h = fingerprint(lines)
+    if h not in need:
+        return
+    doc = _store(
+        tok,
+        lambda d: (
+            d
+            if h in d["checked"]
+            else {**d, "checked": {**d["checked"], h: need[h]}, "lines": d["lines"] + len(lines)}
+        ),
+    )
+    if doc["encoder"] is None and all(k in doc["checked"] for k in need):
+        _finish(tok, fast)
+
+
+def _no_flores_yet(tok: LoadedTokenizer, fast: Any) -> None:
+    """Without FLORES data the verification set is the code corpus and the hostile set: compare them now."""
+    if not required_flores() and _state(tok)["encoder"] is None:
+        _finish(tok, fast)
+
+
+def encode_ids(tok: LoadedTokenizer, lines: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+    """Encode lines without special tokens: (flat token ids, tokens per line) as int64 arrays — with gigatoken
+    where this tokenizer's verdict allows it, else with tokenizers (comparing gigatoken's ids on the side while
+    the tokenizer is being verified). The ids are tokenizers' ids either way. Never raises because of gigatoken."""
+    lines = list(lines)
+    if _static_reason(tok):
+        return reference_encode(tok, lines)
+    doc = _state(tok)
+    if doc["encoder"] == REFERENCE:
+        return reference_encode(tok, lines)
+    fast, why = _load_fast(tok)
+    if fast is None:
+        _decide(tok, REFERENCE, why)
+        return reference_encode(tok, lines)
+    if doc["encoder"] == FAST:
+        try:
+            return fast_encode(fast, lines)
+        except BaseException as e:  # a panic on text outside the verification set: fall back, withdraw
+            if _fatal(e):
+                raise
+            _decide(tok, REFERENCE, f"{FAST} failed after its verification ({_describe(e)})")
+            return reference_encode(tok, lines)
+    ref = reference_encode(tok, lines)
+    why = _compare(tok, fast, lines, ref)
+    if why:
+        _decide(tok, REFERENCE, why)
+    else:
+        _record(tok, fast, lines)
+    return ref
+
+
+def verify(tok: LoadedTokenizer, progress: Progress | None = None) -> dict[str, str]:
+    """Take this tokenizer's verdict now: compare both encoders on whatever of the verification set is not
+    compared yet (:func:`encoder_status` afterwards). A no-op when the verdict is already taken."""
+    if _static_reason(tok):
+        return encoder_status(tok)
+    doc = _state(tok)
+    if doc["encoder"] is not None:
+        return encoder_status(tok)
+    fast, why = _load_fast(tok)
+    if fast is None:
+        _decide(tok, REFERENCE, why)
+        return encoder_status(tok)
+    need = required_flores()
+    todo = [c for h, c in need.items() if h not in doc["checked"]]
+    data = open_flores() if todo else None
+    for i, code in enumerate(todo):
+        lines = data.lines(code) if data is not None else []
+        ref = reference_encode(tok, lines)
+        why = _compare(tok, fast, lines, ref)
+        if why:
+            _decide(tok, REFERENCE, f"{code}: {why}")
+            return encoder_status(tok)
+        _record(tok, fast, lines)
+        report(progress, i + 1, len(todo), f"verifying {tok.name} · {code}")
+    if _state(tok)["encoder"] is None:
+        _finish(tok, fast)
+    return encoder_status(tok)
