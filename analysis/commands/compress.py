@@ -147,6 +147,9 @@ def _print_text(result: CompressionResult, names: list[str]) -> None:
         out.write(
             f"{s['tokenizer']}: mean bytes/token {_fmt(s['mean'])} over {s['languages']} {what}, Gini {_fmt(s['gini'])}\n"
         )
+    encoders = {r["tokenizer"]: (r.get("encoder"), r.get("encoder_reason")) for r in result.rows}
+    for name, (enc, why) in encoders.items():
+        out.write(f"{name}: encoded with {enc} ({why})\n")
     for b in names[1:]:
         c = compare(result.rows, names[0], b)
         if c["languages"]:

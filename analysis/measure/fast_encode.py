@@ -32,15 +32,13 @@ import hashlib
 import importlib
 import importlib.metadata
 import os
-import threading
-from collections import OrderedDict
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 import numpy as np
 import tokenizers
 
-from analysis.core.cache import DiskCache
+from analysis.core.cache import DiskCache, memoize
 from analysis.core.progress import Progress, report
 from analysis.errors import AnalysisError
 from analysis.texts.code import read_code
@@ -60,15 +58,8 @@ VERIFY_BATCH = 4096
 #: Added tokens whose text goes into the hostile set (the first ones by id).
 MAX_ADDED_TOKENS = 3000
 
+#: the verdicts, one document per tokenizer and pair of versions (see :func:`_blank`), shared by every process
 _DISK = DiskCache("encoder", VERIFY_VERSION)
-_LOCK = threading.Lock()
-#: verdict key → verdict document (see :func:`_blank`)
-_STATE: dict[str, dict[str, Any]] = {}
-#: content hash → (gigatoken tokenizer or None, why not)
-_LOADED: OrderedDict[str, tuple[Any, str]] = OrderedDict()
-_LOADED_MAX = 4
-_MODULE: list[Any] = []  # [module or None, why not], filled once
-_REQUIRED: list[dict[str, str]] = []  # [FLORES data hash → language], filled once
 
 
 # --------------------------------------------------------------------------------------------------
@@ -115,18 +106,16 @@ def _describe(e: BaseException) -> str:
     return f"{type(e).__name__}: {first}" if first else type(e).__name__
 
 
+@memoize(maxsize=1)
 def fast_module() -> tuple[Any | None, str]:
     """(the gigatoken module, "") or (None, why it cannot be used): not installed, no wheel for this platform,
     or an import that fails or panics. Never raises."""
-    with _LOCK:
-        if not _MODULE:
-            try:
-                _MODULE[:] = [importlib.import_module("gigatoken"), ""]
-            except BaseException as e:  # a missing wheel, a broken build, a Rust panic at import
-                if _fatal(e):
-                    raise
-                _MODULE[:] = [None, f"gigatoken cannot be imported ({_describe(e)})"]
-        return _MODULE[0], _MODULE[1]
+    try:
+        return importlib.import_module("gigatoken"), ""
+    except BaseException as e:  # a missing wheel, a broken build, a Rust panic at import
+        if _fatal(e):
+            raise
+        return None, f"gigatoken cannot be imported ({_describe(e)})"
 
 
 def versions() -> dict[str, str]:
@@ -145,27 +134,18 @@ def _switched_off() -> bool:
     return os.environ.get(ENV_SWITCH, "").strip().lower() in ("tokenizers", "off", "0", "reference")
 
 
+@memoize(maxsize=4)
 def _load_fast(tok: LoadedTokenizer) -> tuple[Any | None, str]:
-    """gigatoken's tokenizer for `tok` (cached per content hash), or (None, why not)."""
+    """gigatoken's tokenizer for `tok` (the last 4 kept, by content hash), or (None, why not)."""
     mod, why = fast_module()
     if mod is None:
         return None, why
-    with _LOCK:
-        got = _LOADED.get(tok.content_hash)
-        if got is not None:
-            _LOADED.move_to_end(tok.content_hash)
-            return got
     try:
-        built: tuple[Any, str] = (mod.Tokenizer.from_json(tok.to_json()), "")
+        return mod.Tokenizer.from_json(tok.to_json()), ""
     except BaseException as e:  # unsupported models raise RuntimeError; a Rust panic is a BaseException
         if _fatal(e):
             raise
-        built = (None, f"gigatoken cannot load this {tok.model_type} tokenizer ({_describe(e)})")
-    with _LOCK:
-        _LOADED[tok.content_hash] = built
-        while len(_LOADED) > _LOADED_MAX:
-            _LOADED.popitem(last=False)
-    return built
+        return None, f"gigatoken cannot load this {tok.model_type} tokenizer ({_describe(e)})"
 
 
 def fingerprint(lines: Sequence[str]) -> str:
@@ -199,20 +179,15 @@ def first_difference(
 # --------------------------------------------------------------------------------------------------
 # The verification set
 # --------------------------------------------------------------------------------------------------
+@memoize(maxsize=1)
 def required_flores() -> dict[str, str]:
     """Data hash → language of every FLORES-200 devtest language (the FLORES part of the verification set);
     empty when no FLORES data is found."""
-    with _LOCK:
-        if _REQUIRED:
-            return _REQUIRED[0]
     try:
         data = open_flores()
-        got = {data.data_hash(c): c for c in data.codes}
+        return {data.data_hash(c): c for c in data.codes}
     except (AnalysisError, OSError):
-        got = {}
-    with _LOCK:
-        _REQUIRED[:] = [got]
-    return got
+        return {}
 
 
 def code_lines() -> list[str]:
@@ -299,7 +274,7 @@ def _merge(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
     for enc in (REFERENCE, FAST):
         for d in (a, b):
             if d.get("encoder") == enc:
-                return dict(d)
+                return {**_blank(), **d}
     return {
         **_blank(),
         "checked": {**(a.get("checked") or {}), **(b.get("checked") or {})},
@@ -308,34 +283,22 @@ def _merge(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
 
 
 def _state(tok: LoadedTokenizer) -> dict[str, Any]:
-    """This tokenizer's verdict document (stored ones read again whenever another process wrote them)."""
-    key = _key(tok)
-    stored = _DISK.read_if_changed(key)
-    with _LOCK:
-        doc = _STATE.get(key) or _blank()
-        if isinstance(stored, dict):
-            doc = _merge(doc, stored)
-        _STATE[key] = doc
-        return dict(doc)
+    """This tokenizer's verdict document as stored (a blank one while none is)."""
+    stored = _DISK.get(_key(tok))
+    return _merge(_blank(), stored) if isinstance(stored, dict) else _blank()
 
 
 def _store(tok: LoadedTokenizer, change: Callable[[dict[str, Any]], dict[str, Any]]) -> dict[str, Any]:
-    """Apply `change` to the verdict document in memory and on disk (merged under the store's lock)."""
-    key = _key(tok)
-    with _LOCK:
-        doc = change(dict(_STATE.get(key) or _blank()))
-        _STATE[key] = doc
-
-    merged = [doc]
+    """Apply `change` to the stored verdict document under the store's lock (another process's changes kept);
+    returns the new document (also when the store cannot be written: the verdict then holds for this call)."""
+    new: list[dict[str, Any]] = []
 
     def merge(stored: Any) -> dict[str, Any]:
-        merged[0] = _merge(doc, stored) if isinstance(stored, dict) else doc
-        return merged[0]
+        new[:] = [change(_merge(_blank(), stored) if isinstance(stored, dict) else _blank())]
+        return new[0]
 
-    _DISK.update(key, merge)
-    with _LOCK:
-        _STATE[key] = merged[0]
-        return dict(merged[0])
+    _DISK.update(_key(tok), merge)
+    return new[0] if new else change(_state(tok))
 
 
 def _decide(tok: LoadedTokenizer, encoder: str, reason: str) -> dict[str, Any]:
@@ -356,13 +319,9 @@ def _static_reason(tok: LoadedTokenizer) -> str:
 
 
 def reset() -> None:
-    """Forget the in-memory verdicts, loaded encoders and the verification set (tests; not the disk cache)."""
-    with _LOCK:
-        _STATE.clear()
-        _LOADED.clear()
-        _MODULE.clear()
-        _REQUIRED.clear()
-    _DISK.forget_reads()
+    """Forget the loaded encoders, the import and the verification set of this process (not the verdicts)."""
+    for fn in (fast_module, _load_fast, required_flores):
+        fn.cache_clear()
 
 
 def encoder_status(tok: LoadedTokenizer) -> dict[str, str]:
@@ -378,16 +337,20 @@ def encoder_status(tok: LoadedTokenizer) -> dict[str, str]:
         return {"encoder": f"{FAST} {v[FAST]}", "encoder_reason": doc["reason"]}
     if doc["encoder"] == REFERENCE:
         return {"encoder": ref, "encoder_reason": doc["reason"]}
-    with _LOCK:
-        loaded = _LOADED.get(tok.content_hash)
-    if loaded is not None and loaded[0] is None:
-        return {"encoder": ref, "encoder_reason": loaded[1]}
-    need = required_flores()
-    done = sum(1 for h in doc["checked"] if h in need)
     return {
         "encoder": ref,
-        "encoder_reason": f"being verified: {FAST}'s ids matched on {done} of {len(need)} FLORES languages "
-        f"({doc['lines']:,} lines) so far; {REFERENCE} encodes until the whole verification set matches",
+        "encoder_reason": f"being verified: {REFERENCE} encodes, and {FAST}'s ids of the same lines are compared, "
+        "until the whole verification set matches",
+    }
+
+
+def verification_progress(tok: LoadedTokenizer) -> dict[str, int]:
+    """How far this tokenizer's verification is: FLORES languages compared (`languages` of `of`) and `lines`."""
+    doc, need = _state(tok), required_flores()
+    return {
+        "languages": sum(1 for h in doc["checked"] if h in need),
+        "of": len(need),
+        "lines": int(doc["lines"]),
     }
 
 

@@ -25,6 +25,7 @@ from analysis.errors import DataError
 from analysis.texts.flores import language
 from analysis.tokenizer.tokenizer import LoadedTokenizer
 
+from . import fast_encode
 from .metrics import METRICS, METRICS_VERSION, corpus_stats
 from .renyi import DEFAULT_POWER
 from .summaries import summarize
@@ -32,7 +33,7 @@ from .summaries import summarize
 #: Columns of a compression row, in display order: the language, every registered metric, the totals, the keys.
 ROW_COLUMNS = [
     "tokenizer", "lang", "name", "script", "family", *METRICS,
-    "bytes", "chars", "words", "sentences", "power", "tokenizer_hash", "data_hash",
+    "bytes", "chars", "words", "sentences", "power", "tokenizer_hash", "data_hash", "encoder", "encoder_reason",
 ]  # fmt: skip
 
 #: per-language results in memory (LRU, bounded), on disk one document per (tokenizer, parameters), which every
@@ -225,6 +226,7 @@ def compression_table(
         if use_cache:  # what this or another process has stored, read once per tokenizer and sweep
             _load_disk(tok.content_hash, power)
         ref_stats = None
+        status = fast_encode.encoder_status(tok)  # which encoder measures this tokenizer's cells, and why
         if ref is not None:
             ref_stats, was = language_stats(tok, data, ref, power=power, use_cache=use_cache, refresh=False)
             computed += not was
@@ -254,6 +256,7 @@ def compression_table(
                 "parity_corpus": parity_corpus,
                 "tokenizer_hash": tok.content_hash,
                 "data_hash": data.data_hash(code),
+                **status,
             }
             rows.append({k: row.get(k) for k in ROW_COLUMNS})
             done += 1
@@ -286,6 +289,7 @@ def corpus_rows(
     another number of sentences (the ratio of totals only means something on parallel text).
     """
     ref = groups.get(reference) if reference else None
+    status = fast_encode.encoder_status(tok)
     rows = []
     for g, stats in groups.items():
         parity_corpus = None
@@ -297,6 +301,7 @@ def corpus_rows(
             "corpus": g,
             "parity_corpus": parity_corpus,
             "tokenizer_hash": tok.content_hash,
+            **status,
         }
         rows.append({k: row.get(k) for k in CORPUS_ROW_COLUMNS})
     return rows
