@@ -28,8 +28,11 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 from analysis.core.progress import Progress, report
 from analysis.errors import DataError
+from analysis.measure import fast_encode
 from analysis.tokenizer.tokenizer import LoadedTokenizer
 
 #: Default window (tokens per forward pass of one line) and stride of the sliding window.
@@ -341,8 +344,14 @@ class BitsPerByte:
 
 def encode_lines(tok: LoadedTokenizer, lines: Sequence[str], prefix: Prefix) -> list[list[int]]:
     """prefix + the tokenizer's ids (no special tokens added) of every line."""
-    encs = tok.tokenizer.encode_batch_fast(list(lines), add_special_tokens=False)
-    return [[prefix.id, *e.ids] for e in encs]
+    if tok.dropout:  # BPE dropout: the check samples a segmentation with the tokenizer as it is
+        return [
+            [prefix.id, *e.ids]
+            for e in tok.tokenizer.encode_batch_fast(list(lines), add_special_tokens=False)
+        ]
+    flat, lens = fast_encode.encode_ids(tok, lines)  # gigatoken where verified identical, else tokenizers
+    ids, ends = flat.tolist(), np.cumsum(lens).tolist()
+    return [[prefix.id, *ids[e - n : e]] for e, n in zip(ends, lens.tolist())]
 
 
 def check_vocab(model: Any, tok: LoadedTokenizer, label: str = "the model") -> None:

@@ -220,3 +220,16 @@ def test_first_difference_names_the_line_and_the_token():
     assert fe.first_difference(["a", "b"], ref, ref) is None
     got = fe.first_difference(["a", "b"], ref, (np.array([1, 2, 3, 5]), np.array([2, 2])))
     assert got.startswith("line 1 ('b') differs from token 1")
+
+
+def test_the_gigatoken_tokenizer_is_built_anew_to_bound_its_caches(monkeypatch):
+    _fast()
+    tok = load_shared("qwen3")
+    fast, _ = fe._load_fast(tok)
+    lines = flores_lines("est_Latn", 200)
+    monkeypatch.setattr(fe, "RENEW_CHARS", sum(map(len, lines)) + 1)
+    first = fe.fast_encode(fast, lines)
+    inner = fast._tok
+    again = fe.fast_encode(fast, lines)  # over the bound: a new tokenizer, the same ids
+    assert fast._tok is not inner
+    assert _same(first, again) and _same(first, fe.reference_encode(tok, lines))
