@@ -6,7 +6,9 @@ each to the same vocabulary size, on GPT-2's byte-level pre-tokenization:
 * ``tokenizers``: `analysis.bpe.parity.train_plain_bpe` (the `tokenizers` BpeTrainer; parity-train's baseline);
 * ``project``: `analysis.bpe.trainer.learn` over the same pre-token counts (the one from-scratch trainer that
   continued training, regen and SA-BPE use; pre-tokenizing is timed with it);
-* ``gigatoken``: `gigatoken.train_bpe(text, vocab_size, [], tie_breaking="huggingface", separator=b"\\n")`.
+* ``gigatoken``: `gigatoken.train_bpe(text, vocab_size, [], tie_breaking="huggingface", separator=b"\\n")`;
+* ``train_plain_bpe``: what parity-train runs now (gigatoken's merges in the BpeTrainer's tokenizer), checked to
+  be the BpeTrainer's tokenizer exactly (its JSON).
 
 Reports each trainer's seconds and how many of the merges equal the others' (same merges in the same order), so
 gigatoken's trainer is adopted only where its merges are identical and it is faster.
@@ -36,7 +38,7 @@ from analysis.bpe.trainer import learn  # noqa: E402
 from analysis.core.outputs import atomic_write_text  # noqa: E402
 from analysis.measure import fast_encode as fe  # noqa: E402
 from analysis.texts.flores import open_flores  # noqa: E402
-from analysis.tokenizer.tokenizer import BYTE_TO_CHAR  # noqa: E402
+from analysis.tokenizer.alphabets import BYTE_TO_CHAR  # noqa: E402
 
 
 def same_prefix(a: list, b: list) -> int:
@@ -63,9 +65,11 @@ def main() -> None:
     print(f"{len(lines):,} lines, {mb:.1f} MB, vocabulary {args.vocab}")
     out: dict[str, dict] = {}
 
+    os.environ[fe.ENV_SWITCH] = "tokenizers"  # the BpeTrainer itself
     t0 = time.perf_counter()
     tk = train_plain_bpe(lines, args.vocab)
     t_tk = time.perf_counter() - t0
+    del os.environ[fe.ENV_SWITCH]
     m_tk = [
         tuple(m.split(" ", 1)) if isinstance(m, str) else tuple(m)
         for m in json.loads(tk.to_str())["model"]["merges"]
@@ -97,6 +101,12 @@ def main() -> None:
         t_gt = time.perf_counter() - t0
         m_gt = [("".join(BYTE_TO_CHAR[b] for b in x), "".join(BYTE_TO_CHAR[b] for b in y)) for x, y in merges]
         out["gigatoken"] = {"seconds": round(t_gt, 2), "merges": len(m_gt)}
+        t0 = time.perf_counter()
+        adopted = train_plain_bpe(lines, args.vocab)  # what parity-train runs now
+        out["train_plain_bpe"] = {
+            "seconds": round(time.perf_counter() - t0, 2),
+            "same_tokenizer_as_bpe_trainer": adopted.to_str() == tk.to_str(),
+        }
     else:
         m_gt = []
         out["gigatoken"] = {"error": why}

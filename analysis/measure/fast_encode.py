@@ -30,12 +30,14 @@ A panic after the verdict (on text outside the verification set) falls back for 
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import importlib
 import importlib.metadata
 import os
+import sys
 import threading
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -526,3 +528,47 @@ def verify(tok: LoadedTokenizer, progress: Progress | None = None) -> dict[str, 
     if _state(tok)["encoder"] is None:
         _finish(tok, fast)
     return encoder_status(tok)
+
+
+# --------------------------------------------------------------------------------------------------
+# gigatoken's BPE trainer
+# --------------------------------------------------------------------------------------------------
+@contextlib.contextmanager
+def _stdout_to_stderr() -> Iterator[None]:
+    """Send what native code writes to file descriptor 1 to descriptor 2 meanwhile (gigatoken's trainer prints
+    its progress to stdout, which would corrupt a command's `--json`)."""
+    sys.stdout.flush()
+    saved = os.dup(1)
+    try:
+        os.dup2(2, 1)
+        yield
+    finally:
+        os.dup2(saved, 1)
+        os.close(saved)
+
+
+def train_bpe(documents: Sequence[str], vocab_size: int) -> tuple[list[tuple[bytes, bytes]], str]:
+    """gigatoken's plain byte-level BPE trainer on GPT-2's pre-tokenization (ties broken as tokenizers' BpeTrainer
+    breaks them): (merges as byte pairs, "") — or ([], why not): no gigatoken, a document holding the separator
+    (a newline), an exception or a panic. `vocab_size` counts the 256 bytes."""
+    mod, why = fast_module()
+    if _switched_off():
+        return [], f"the fast encoder is switched off ({ENV_SWITCH})"
+    if mod is None:
+        return [], why
+    if any("\n" in d for d in documents):
+        return [], "a document holds a newline (gigatoken's trainer splits documents at newlines)"
+    try:
+        with _stdout_to_stderr():
+            _, merges = mod.train_bpe(
+                "\n".join(documents).encode("utf-8"),
+                vocab_size,
+                [],
+                tie_breaking="huggingface",
+                separator=b"\n",
+            )
+    except BaseException as e:  # a Rust panic is a BaseException
+        if _fatal(e):
+            raise
+        return [], f"gigatoken's trainer failed ({_describe(e)})"
+    return [(bytes(a), bytes(b)) for a, b in merges], ""
