@@ -52,6 +52,10 @@ def test_compute_two_tokenizers_on_languages(at):
     assert round(llama.loc["eng_Latn", "bytes_per_token"], 3) == 4.862
     assert round(llama.loc["est_Latn", "bytes_per_token"], 3) == 2.644
     assert llama.loc["zho_Hans", "spaceless"]
+    # which encoder measured each tokenizer, and why (a fresh cache: tokenizers, while gigatoken is being verified)
+    (encoders,) = [c.value for c in at.caption if c.value.startswith("Encoder")]
+    assert "**llama-3.1** — tokenizers" in encoders
+    assert "being verified" in encoders or "gigatoken cannot be imported" in encoders
     charts = [json.loads(c.proto.spec) for c in at.get("plotly_chart")]
     heat = next(c for c in charts if c["data"][0]["type"] == "heatmap")  # few languages: values in the cells
     assert heat["layout"]["xaxis"]["side"] == "top"  # tokenizer names above the rows
