@@ -12,17 +12,14 @@ each to the same vocabulary size, on GPT-2's byte-level pre-tokenization:
 
 Reports each trainer's seconds and how many of the merges equal the others' (same merges in the same order), so
 gigatoken's trainer is adopted only where its merges are identical and it is faster.
-Usage: `python bench/bench_bpe_train.py [--vocab 8000] [--lines 700] [--out FILE]`.
+Usage: `python bench/bench_bpe_train.py [--vocab 8000] [--lines 700]`.
 """
 
 from __future__ import annotations
 
 import argparse
-import datetime
 import json
 import os
-import platform
-import subprocess
 import sys
 import time
 from collections import Counter
@@ -31,11 +28,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from _results import Run, variant_from  # noqa: E402
 from tokenizers import pre_tokenizers  # noqa: E402
 
 from analysis.bpe.parity import train_plain_bpe  # noqa: E402
 from analysis.bpe.trainer import learn  # noqa: E402
-from analysis.core.outputs import atomic_write_text  # noqa: E402
 from analysis.measure import fast_encode as fe  # noqa: E402
 from analysis.texts.flores import open_flores  # noqa: E402
 from analysis.tokenizer.alphabets import BYTE_TO_CHAR  # noqa: E402
@@ -56,9 +53,8 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--vocab", type=int, default=8000)
     ap.add_argument("--lines", type=int, default=700)
-    ap.add_argument("--out", default=str(ROOT / "bench" / "results" / "bench_bpe_train.json"))
     args = ap.parse_args()
-    load_before = os.getloadavg()
+    run = Run(__file__, variant=variant_from(ap, args))
     data = open_flores()
     lines = [s for c in data.codes for s in data.lines(c)[: args.lines]]
     mb = sum(len(s.encode("utf-8")) for s in lines) / 1e6
@@ -125,28 +121,19 @@ def main() -> None:
         print(f"{k:10}: {v}")
     for k, v in same.items():
         print(f"{k:24}: {v}")
-    commit = subprocess.run(
-        ["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True, text=True
-    )
-    doc = {
-        "bench": "bench_bpe_train",
-        "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
-        "commit": commit.stdout.strip(),
-        "machine": {
-            "platform": platform.platform(),
-            "cpus": os.cpu_count(),
-            "python": platform.python_version(),
+    adopted = out.get("train_plain_bpe", {}).get("same_tokenizer_as_bpe_trainer", False)
+    faster = "seconds" in out["gigatoken"] and out["gigatoken"]["seconds"] < out["tokenizers"]["seconds"]
+    run.write(
+        {
+            "versions": fe.versions(),
+            "corpus": {"lines": len(lines), "mb": round(mb, 2), "flores_lines_per_language": args.lines},
+            "vocab_size": args.vocab,
+            "trainers": out,
+            "merges_compared": same,
         },
-        "load_average_before": load_before,
-        "load_average_after": os.getloadavg(),
-        "versions": fe.versions(),
-        "corpus": {"lines": len(lines), "mb": round(mb, 2), "flores_lines_per_language": args.lines},
-        "vocab_size": args.vocab,
-        "trainers": out,
-        "merges_compared": same,
-    }
-    atomic_write_text(args.out, json.dumps(doc, indent=2) + "\n")
-    print(f"wrote {args.out}")
+        targets={"gigatoken_vs_tokenizers": "identical merges, faster (then train_plain_bpe adopts it)"},
+        met=bool(same["gigatoken_vs_tokenizers"]["identical"] and faster and adopted),
+    )
 
 
 if __name__ == "__main__":

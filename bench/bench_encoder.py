@@ -14,17 +14,15 @@
    TOKENIZERS_PARALLELISM=false and RAYON_NUM_THREADS=1; gigatoken with parallel=False), best of 3.
 4. Memory: peak RSS of each compress process, and the RSS a loaded gigatoken tokenizer adds.
 
-Writes bench/results/bench_encoder.json (date, commit, machine, load average, figures).
+Writes bench/results/bench_encoder.json through bench/_results.py (date, commit, machine, load average, figures).
 Usage: `python bench/bench_encoder.py [--skip-reference]`.
 """
 
 from __future__ import annotations
 
 import argparse
-import datetime
 import json
 import os
-import platform
 import resource
 import shutil
 import subprocess
@@ -36,8 +34,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from _results import Run, variant_from  # noqa: E402
+
 from analysis import load  # noqa: E402
-from analysis.core.outputs import atomic_write_text  # noqa: E402
 from analysis.core.paths import shared_assets as assets_dir  # noqa: E402
 from analysis.measure import fast_encode as fe  # noqa: E402
 from analysis.texts.flores import open_flores  # noqa: E402
@@ -131,13 +130,12 @@ def main() -> None:
     ap.add_argument(
         "--skip-reference", action="store_true", help="skip the TOKLAB_ENCODER=tokenizers compress run"
     )
-    ap.add_argument("--out", default=str(ROOT / "bench" / "results" / "bench_encoder.json"))
     ap.add_argument("--single-thread-child", nargs="+", default=None, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.single_thread_child:
         print(json.dumps(single_thread(args.single_thread_child)))
         return
-    load_before = os.getloadavg()
+    run = Run(__file__, variant=variant_from(ap, args, ignore=["single_thread_child"]))
     paths = [str(assets_dir() / "tokenizers" / n) for n in NAMES]
     toks = [load(p) for p in paths]
     data = open_flores()
@@ -220,36 +218,27 @@ def main() -> None:
             f"MB/s, gigatoken {v['gigatoken_mb_s_unseen']} / {v['gigatoken_mb_s_repeat']} MB/s (unseen / repeated "
             f"text; {v['speedup_unseen']}× / {v['speedup_repeat']}×)"
         )
-    load_after = os.getloadavg()
-    print(
-        f"load average before {load_before}, after {load_after}; gigatoken tokenizers loaded: +{gt_load_mb:.0f} MB"
-    )
-    commit = subprocess.run(
-        ["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True, text=True
-    )
-    doc = {
-        "bench": "bench_encoder",
-        "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
-        "commit": commit.stdout.strip(),
-        "machine": {
-            "platform": platform.platform(),
-            "cpus": os.cpu_count(),
-            "python": platform.python_version(),
-        },
-        "load_average_before": load_before,
-        "load_average_after": load_after,
+    print(f"gigatoken tokenizers loaded: +{gt_load_mb:.0f} MB")
+    figures_all = {
         "versions": fe.versions(),
         "tokenizers": list(NAMES),
         "languages": len(codes),
         "flores_mb_per_tokenizer": round(mb, 2),
         "bare_encode_s": round(bare, 2),
         "compress": figures,
-        "single_thread": single,
+        "single_thread": [{"tokenizer/language": k, **v} for k, v in single.items()],
         "gigatoken_load_rss_mb": round(gt_load_mb),
         "bench_peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024),
     }
-    atomic_write_text(args.out, json.dumps(doc, indent=2) + "\n")
-    print(f"wrote {args.out}")
+    verified = figures["verified"]
+    met = (
+        verified["ratio_to_bare"] <= 0.5
+        and all(f.get("identical_counts", True) for f in figures.values())
+        and figures.get("rows_equal_to_reference", {}).get("value", True)
+    )
+    run.write(
+        figures_all, targets={"compress.verified.ratio_to_bare": "<= 0.5", "identical_counts": "all"}, met=met
+    )
 
 
 if __name__ == "__main__":
