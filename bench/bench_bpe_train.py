@@ -79,13 +79,13 @@ def main() -> None:
         counts.update(w for w, _ in pre.pre_tokenize_str(s))
     alphabet = sorted(pre_tokenizers.ByteLevel.alphabet())
     known = set(alphabet)
-    run = learn(
+    trained = learn(
         ((tuple(w), c) for w, c in counts.items()),
         args.vocab - len(alphabet),
         known=known.__contains__,
         alphabet=alphabet,
     )
-    m_pr = [(p.left, p.right) for p in run.pops if p.skipped is None]
+    m_pr = [(p.left, p.right) for p in trained.pops if p.skipped is None]
     t_pr = time.perf_counter() - t0
     out["project"] = {"seconds": round(t_pr, 2), "merges": len(m_pr)}
 
