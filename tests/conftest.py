@@ -28,7 +28,8 @@ _OWNS_CACHE = pytest.StashKey[bool]()
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    """Give the whole run one empty disk cache (`TOKLAB_CACHE`), as a freshly booted machine has.
+    """Give the whole run one empty disk cache (`TOKLAB_CACHE`) and workspace store (`TOKLAB_DATA`), as a freshly
+    booted machine has.
 
     Without it a test could pass only because an earlier run (or another test file) filled the user's
     `~/.cache/tokenizer-lab`: every run now starts cold, whatever the machine did before. Worker processes and the
@@ -39,6 +40,7 @@ def pytest_configure(config: pytest.Config) -> None:
         os.environ[_RUN_CACHE] = tempfile.mkdtemp(prefix="toklab-test-cache-")
         config.stash[_OWNS_CACHE] = True
     os.environ["TOKLAB_CACHE"] = str(Path(os.environ[_RUN_CACHE]))
+    os.environ["TOKLAB_DATA"] = str(Path(os.environ[_RUN_CACHE]) / "workspaces")  # never the user's workspaces
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:

@@ -23,6 +23,15 @@ variable                   meaning                                              
                            folder; decompressed bytes)
 ``TOKLAB_MAX_LINE_CHARS``  longest text unit: longer lines are read in pieces of this    ``1000000``
                            many characters (JSON lines longer than 16× this are refused)
+``TOKLAB_DATA``             the workspaces (SQLite store and stored files)             ``$XDG_DATA_HOME/tokenizer-lab``
+                                                                                       else ``~/.local/share/
+                                                                                       tokenizer-lab``
+``TOKLAB_WORKSPACE_MAX_MB`` most bytes one workspace holds (uploads, edits, results,    ``1024``
+                           typed inputs)
+``TOKLAB_WORKSPACE_MAX_ITEMS`` most library entries, results and shares in one         ``500``
+                           workspace
+``TOKLAB_WORKSPACE_IDLE_DAYS`` a workspace unused this long is removed (prune, and     ``90``
+                           when its link is opened)
 ``TOKLAB_SERVER_PATHS``    ``1`` lets the browser name files and folders on the server   off
                            (load a folder, train on a folder, write an export folder)
 ``TOKLAB_SERVER_ROOTS``    the folders those paths must lie in (``os.pathsep``-          the user's home folder
@@ -100,6 +109,15 @@ def code_corpus() -> Path:
     return shared_corpora() / "code"
 
 
+def data_dir() -> Path:
+    """Where the workspaces live (``$TOKLAB_DATA``, else ``$XDG_DATA_HOME/tokenizer-lab``, else
+    ``~/.local/share/tokenizer-lab``), created on demand."""
+    xdg = _env_path("XDG_DATA_HOME")
+    d = _env_path("TOKLAB_DATA") or (xdg or Path.home() / ".local" / "share") / "tokenizer-lab"
+    d.mkdir(parents=True, exist_ok=True)
+    return d
+
+
 def tokenizer_dirs() -> list[Path]:
     """Existing folders whose sub-folders are example tokenizers (``$TOKLAB_TOKENIZER_DIRS``, else shared)."""
     env = os.environ.get("TOKLAB_TOKENIZER_DIRS", "")
@@ -168,6 +186,21 @@ def max_line_chars() -> int:
     """The longest text unit, in characters (``$TOKLAB_MAX_LINE_CHARS``, default 1,000,000): longer lines are
     read in pieces of this size, so one line never has to fit in memory whole."""
     return _scaled(_env_number(("TOKLAB_MAX_LINE_CHARS",), 1_000_000))
+
+
+def workspace_max_bytes() -> int:
+    """Most bytes one workspace may hold (``$TOKLAB_WORKSPACE_MAX_MB``, default 1024 MB)."""
+    return _scaled(_env_number(("TOKLAB_WORKSPACE_MAX_MB",), 1024), MB)
+
+
+def workspace_max_items() -> int:
+    """Most library entries, results and shares one workspace may hold (``$TOKLAB_WORKSPACE_MAX_ITEMS``, 500)."""
+    return _scaled(_env_number(("TOKLAB_WORKSPACE_MAX_ITEMS",), 500))
+
+
+def workspace_idle_days() -> float:
+    """Days a workspace may go unused before it is removed (``$TOKLAB_WORKSPACE_IDLE_DAYS``, default 90)."""
+    return _env_number(("TOKLAB_WORKSPACE_IDLE_DAYS",), 90)
 
 
 # --------------------------------------------------------------------------------------------------

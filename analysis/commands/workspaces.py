@@ -1,0 +1,69 @@
+"""`python -m analysis workspaces list|size|prune [--idle-days N] [--dry-run] [--json]`: the operator's view of the
+browser workspaces kept under ``TOKLAB_DATA`` (:mod:`analysis.core.workspace`)."""
+
+from __future__ import annotations
+
+import argparse
+import math
+import time
+
+from analysis.core.inputs import human_size
+from analysis.core.workspace import WorkspaceInfo, default_store
+from analysis.errors import DataError
+
+from ._common import print_json
+
+NAME = "workspaces"
+HELP = "list the browser workspaces, show their size on disk, or remove the idle ones (prune)"
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    """Register the arguments of `workspaces`."""
+    p.add_argument("action", choices=("list", "size", "prune"), help="what to do")
+    p.add_argument("--idle-days", type=float, default=None,
+                   help="prune: remove workspaces unused for more than this many days "
+                        "(default TOKLAB_WORKSPACE_IDLE_DAYS, 90)")  # fmt: skip
+    p.add_argument("--dry-run", action="store_true", help="prune: list what would go, remove nothing")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+
+
+def _when(t: float) -> str:
+    return time.strftime("%Y-%m-%d %H:%M", time.gmtime(t))
+
+
+def _table(rows: list[WorkspaceInfo]) -> None:
+    print(f"{'key':<12}  {'created (UTC)':<16}  {'last used (UTC)':<16}  {'items':>5}  {'size':>9}")
+    for w in rows:
+        print(f"{w.key:<12}  {_when(w.created):<16}  {_when(w.used):<16}  {w.items:>5,}  {human_size(w.bytes):>9}")
+
+
+def run(args: argparse.Namespace) -> int:
+    """List, size or prune the workspaces of the configured data folder."""
+    if args.idle_days is not None and not (math.isfinite(args.idle_days) and args.idle_days >= 0):
+        raise DataError(f"--idle-days must be a number of days ≥ 0, not {args.idle_days}")
+    store = default_store()
+    if args.action == "prune":
+        gone = store.prune(args.idle_days, dry_run=args.dry_run)
+        if args.json:
+            print_json({"removed": [w.to_json() for w in gone], "dry_run": args.dry_run})
+            return 0
+        verb = "would remove" if args.dry_run else "removed"
+        print(f"{verb} {len(gone)} workspace(s), {human_size(sum(w.bytes for w in gone))}")
+        if gone:
+            _table(gone)
+        return 0
+    rows = store.list()
+    if args.action == "size":
+        doc = {"data_folder": str(store.root), "workspaces": len(rows), "items": sum(w.items for w in rows),
+               "charged_bytes": sum(w.bytes for w in rows), "disk_bytes": store.total_bytes()}  # fmt: skip
+        if args.json:
+            print_json(doc)
+        else:
+            print(f"{doc['workspaces']:,} workspace(s), {doc['items']:,} items, {human_size(doc['charged_bytes'])} "
+                  f"charged; {human_size(doc['disk_bytes'])} on disk in {store.root}")  # fmt: skip
+        return 0
+    if args.json:
+        print_json({"workspaces": [w.to_json() for w in rows]})
+    else:
+        _table(rows)
+    return 0

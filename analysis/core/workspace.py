@@ -1,0 +1,472 @@
+"""Workspaces: a browser's work kept on the server, named by an unguessable id, so that a reload, a bookmark,
+another tab or a restarted server brings it back.
+
+A workspace id is ``secrets.token_urlsafe(24)`` (192 random bits, 32 URL-safe characters). The store keeps only the
+SHA-256 of each id (its *key*), so a copy of the database does not hand out working ids. Opening a missing,
+expired or malformed id gives a *fresh* workspace with a new id — never one named by the caller — and answers the
+same way in every case, so no caller learns whether another workspace exists.
+
+What a workspace holds is a list of *items* ``(kind, name) → meta`` (a small JSON object), optionally with a file:
+
+* ``library``: a tokenizer of the sidebar library (an example or hub id by reference, an upload's original bytes, an
+  edit as a one-entry library zip),
+* ``input``: a page input a user must not lose (the Playground's text, picked tokenizers, a page's settings),
+* ``result``: a finished result's JSON document (what the page offers as a JSON download).
+
+Files are stored once per content (``<data>/blobs/ab/<sha256>``, written atomically through
+:mod:`analysis.core.outputs`) and removed when no item or share names them any more; each workspace is charged
+for the bytes of every item it holds (a file shared by two workspaces counts in both, so usage reveals nothing
+about anyone else). *Shares* are texts a user asked a share link for: they carry a random id of their own (not a
+content hash), belong to the workspace that made them and go when it goes.
+
+The database is SQLite in WAL mode (readers never wait for the writer) with a ``schema_version`` table and an
+ordered list of migrations (:data:`MIGRATIONS`): a store made by an older version is brought up to date when first
+opened, one written by a newer version is refused. Quotas (bytes, items) and idle expiry come from
+:mod:`analysis.core.paths` (``TOKLAB_WORKSPACE_MAX_MB``, ``TOKLAB_WORKSPACE_MAX_ITEMS``,
+``TOKLAB_WORKSPACE_IDLE_DAYS``); ``python -m analysis workspaces list|size|prune`` is the operator's view.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import secrets
+import sqlite3
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import closing, contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from analysis.core import paths
+from analysis.core.inputs import human_size
+from analysis.core.outputs import atomic_write_bytes
+from analysis.errors import DataError
+
+#: The schema this code writes; :data:`MIGRATIONS` takes a store from any earlier version to it.
+SCHEMA_VERSION = 1
+#: ``MIGRATIONS[v]`` takes the schema from version ``v`` to ``v + 1`` (statements separated by ``;``, run in one
+#: transaction). Version 0 is an empty database.
+MIGRATIONS: tuple[str, ...] = (
+    """
+    CREATE TABLE workspaces (key TEXT PRIMARY KEY, created REAL NOT NULL, used REAL NOT NULL);
+    CREATE TABLE items (
+        ws TEXT NOT NULL REFERENCES workspaces(key) ON DELETE CASCADE,
+        kind TEXT NOT NULL, name TEXT NOT NULL, meta TEXT NOT NULL, blob TEXT,
+        size INTEGER NOT NULL, seq INTEGER NOT NULL, updated REAL NOT NULL,
+        PRIMARY KEY (ws, kind, name));
+    CREATE INDEX items_blob ON items(blob);
+    CREATE TABLE shares (
+        key TEXT PRIMARY KEY, ws TEXT NOT NULL REFERENCES workspaces(key) ON DELETE CASCADE,
+        blob TEXT NOT NULL, size INTEGER NOT NULL, created REAL NOT NULL);
+    CREATE INDEX shares_ws ON shares(ws);
+    CREATE INDEX shares_blob ON shares(blob)
+    """,
+)
+#: The kinds of item a workspace holds; ``input`` items are charged for their bytes, not as items.
+KINDS = ("library", "input", "result")
+#: The database file inside the data folder.
+DB_NAME = "workspaces.sqlite3"
+#: Random bytes of a workspace id and of a share id.
+ID_BYTES = 24
+SHARE_BYTES = 16
+#: A workspace that never held anything is removed after this many days without use.
+EMPTY_IDLE_DAYS = 1.0
+_ID = re.compile(r"[A-Za-z0-9_-]{32}")
+_SHARE = re.compile(r"[A-Za-z0-9_-]{22}")
+_DAY = 86400.0
+_MIGRATED: set[Path] = set()
+_MIGRATE_LOCK = threading.Lock()
+
+
+class QuotaError(DataError):
+    """The workspace would exceed its quota (bytes or items); nothing was written."""
+
+
+@dataclass(frozen=True)
+class Item:
+    """One item of a workspace: its kind and name, its JSON metadata, the bytes it is charged for, whether it has
+    a file, and when it was last written (Unix time)."""
+
+    kind: str
+    name: str
+    meta: dict[str, Any]
+    size: int
+    has_file: bool
+    updated: float
+
+
+@dataclass(frozen=True)
+class Usage:
+    """What a workspace holds against its quota."""
+
+    bytes: int
+    items: int
+    max_bytes: int
+    max_items: int
+
+    def describe(self) -> str:
+        """One line for a user: items and bytes used of the quota."""
+        return (f"{self.items:,} of {self.max_items:,} items · {human_size(self.bytes)} of "
+                f"{human_size(self.max_bytes)}")  # fmt: skip
+
+
+@dataclass(frozen=True)
+class WorkspaceInfo:
+    """The operator's view of one workspace: a short prefix of its key (never its id), times and usage."""
+
+    key: str
+    created: float
+    used: float
+    items: int
+    bytes: int
+
+    def to_json(self) -> dict[str, Any]:
+        """A JSON object for `python -m analysis workspaces --json`."""
+        return {"key": self.key, "created": self.created, "used": self.used, "items": self.items,
+                "bytes": self.bytes}  # fmt: skip
+
+
+def new_id() -> str:
+    """A fresh workspace id: 192 random bits, URL-safe."""
+    return secrets.token_urlsafe(ID_BYTES)
+
+
+def valid_id(raw: object) -> bool:
+    """Whether `raw` has the form of a workspace id (says nothing about whether it exists)."""
+    return isinstance(raw, str) and bool(_ID.fullmatch(raw))
+
+
+def _key(ws_id: str) -> str:
+    return hashlib.sha256(ws_id.encode("ascii")).hexdigest()
+
+
+def _meta_text(meta: dict[str, Any]) -> str:
+    try:
+        return json.dumps(meta, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+    except (TypeError, ValueError) as e:
+        raise DataError(f"a workspace item must be plain JSON: {e}") from None
+
+
+class WorkspaceStore:
+    """The workspaces under one data folder (default :func:`analysis.core.paths.data_dir`)."""
+
+    def __init__(self, root: str | Path | None = None) -> None:
+        self.root = Path(root) if root is not None else paths.data_dir()
+        self.root.mkdir(parents=True, exist_ok=True)
+        self.db = self.root / DB_NAME
+        self.blobs = self.root / "blobs"
+        self._migrate()
+
+    # ------------------------------------------------------------------ database
+    def _connect(self) -> sqlite3.Connection:
+        c = sqlite3.connect(self.db, timeout=60, isolation_level=None)
+        c.execute("PRAGMA foreign_keys = ON")
+        c.execute("PRAGMA synchronous = NORMAL")
+        return c
+
+    @contextmanager
+    def _tx(self) -> Iterator[sqlite3.Connection]:
+        """One write transaction (taken at once, so two writers never interleave a check and a write)."""
+        with closing(self._connect()) as c:
+            c.execute("BEGIN IMMEDIATE")
+            try:
+                yield c
+            except BaseException:
+                c.execute("ROLLBACK")
+                raise
+            c.execute("COMMIT")
+
+    def _read(self, sql: str, args: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+        with closing(self._connect()) as c:
+            return c.execute(sql, args).fetchall()
+
+    def schema_version(self) -> int:
+        """The schema version the database is at (0: empty)."""
+        with closing(self._connect()) as c:
+            return _version(c)
+
+    def _migrate(self) -> None:
+        """Bring the database to :data:`SCHEMA_VERSION` (once per process and file); refuse a newer one."""
+        db = self.db.resolve()
+        with _MIGRATE_LOCK:
+            if db in _MIGRATED and self.db.exists():
+                return
+            with closing(self._connect()) as c:
+                c.execute("PRAGMA journal_mode = WAL")
+                c.execute("BEGIN IMMEDIATE")
+                try:
+                    c.execute("CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)")
+                    v = _version(c)
+                    if v > SCHEMA_VERSION:
+                        raise DataError(f"the workspace store {self.db} was written by a newer Tokenizer Lab "
+                                        f"(schema {v}; this one knows up to {SCHEMA_VERSION})")  # fmt: skip
+                    for step in range(v, SCHEMA_VERSION):
+                        for stmt in MIGRATIONS[step].split(";"):
+                            if stmt.strip():
+                                c.execute(stmt)
+                    c.execute("DELETE FROM schema_version")
+                    c.execute("INSERT INTO schema_version VALUES (?)", (SCHEMA_VERSION,))
+                except BaseException:
+                    c.execute("ROLLBACK")
+                    raise
+                c.execute("COMMIT")
+            _MIGRATED.add(db)
+
+    # ------------------------------------------------------------------ workspaces
+    def create(self) -> str:
+        """A new, empty workspace; its id."""
+        ws_id, now = new_id(), time.time()
+        with self._tx() as c:
+            c.execute("INSERT INTO workspaces VALUES (?, ?, ?)", (_key(ws_id), now, now))
+        return ws_id
+
+    def exists(self, ws_id: str) -> bool:
+        """Whether `ws_id` names a workspace of this store that has not expired."""
+        if not valid_id(ws_id):
+            return False
+        rows = self._read("SELECT used FROM workspaces WHERE key = ?", (_key(ws_id),))
+        return bool(rows) and rows[0][0] >= time.time() - paths.workspace_idle_days() * _DAY
+
+    def open(self, raw: str | None) -> tuple[str, bool]:
+        """The workspace a link names: ``(id, True)`` when `raw` is a live workspace's id (its use time is
+        renewed), else ``(a fresh id, False)`` — the same answer for a missing, expired, forged or malformed id."""
+        if raw is not None and self.exists(raw):
+            with self._tx() as c:
+                c.execute("UPDATE workspaces SET used = ? WHERE key = ?", (time.time(), _key(raw)))
+            return raw, True
+        if valid_id(raw):  # expired: its items go now, not at the next prune
+            self.delete(raw)  # type: ignore[arg-type]
+        return self.create(), False
+
+    def delete(self, ws_id: str) -> None:
+        """Remove a workspace, its items, its shares and the files no other workspace holds."""
+        if not valid_id(ws_id):
+            return
+        with self._tx() as c:
+            blobs = _blobs_of(c, _key(ws_id))
+            c.execute("DELETE FROM workspaces WHERE key = ?", (_key(ws_id),))
+            self._drop_unused(c, blobs)
+
+    def _ws(self, c: sqlite3.Connection, ws_id: str) -> str:
+        """The key of a live workspace (a DataError for any other id: a page never writes to a workspace that
+        is not there)."""
+        if valid_id(ws_id):
+            key = _key(ws_id)
+            if c.execute("SELECT 1 FROM workspaces WHERE key = ?", (key,)).fetchone():
+                return key
+        raise DataError("this workspace is no longer on the server: reload the page to open a new one")
+
+    # ------------------------------------------------------------------ items
+    def put(self, ws_id: str, kind: str, name: str, meta: dict[str, Any], data: bytes | None = None) -> None:
+        """Write an item (replacing one of the same kind and name), with an optional file; QuotaError when the
+        workspace would go over its quota (nothing is written then)."""
+        if kind not in KINDS:
+            raise ValueError(f"unknown workspace item kind {kind!r}")
+        if not isinstance(name, str) or not name or len(name) > 300:
+            raise DataError("a workspace item needs a name of 1 to 300 characters")
+        text = _meta_text(meta)
+        size = len(text.encode("utf-8")) + (len(data) if data is not None else 0)
+        digest = hashlib.sha256(data).hexdigest() if data is not None else None
+        with self._tx() as c:
+            key = self._ws(c, ws_id)
+            old = c.execute("SELECT size, blob, seq FROM items WHERE ws = ? AND kind = ? AND name = ?",
+                            (key, kind, name)).fetchone()  # fmt: skip
+            counted = kind != "input" and old is None
+            self._check_quota(c, key, size - (old[0] if old else 0), int(counted))
+            if digest is not None:
+                self._write_blob(digest, data)  # type: ignore[arg-type]
+            seq = old[2] if old else (c.execute("SELECT COALESCE(MAX(seq), 0) + 1 FROM items WHERE ws = ?",
+                                                (key,)).fetchone()[0])  # fmt: skip
+            c.execute("INSERT OR REPLACE INTO items VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                      (key, kind, name, text, digest, size, seq, time.time()))  # fmt: skip
+            c.execute("UPDATE workspaces SET used = ? WHERE key = ?", (time.time(), key))
+            if old and old[1] and old[1] != digest:
+                self._drop_unused(c, {old[1]})
+
+    def items(self, ws_id: str, kind: str) -> list[Item]:
+        """The items of one kind, in the order they were first written."""
+        if not valid_id(ws_id):
+            return []
+        rows = self._read("SELECT name, meta, size, blob, updated FROM items WHERE ws = ? AND kind = ? ORDER BY seq",
+                          (_key(ws_id), kind))  # fmt: skip
+        return [Item(kind, n, json.loads(m), s, b is not None, u) for n, m, s, b, u in rows]
+
+    def get(self, ws_id: str, kind: str, name: str) -> Item | None:
+        """One item, or None."""
+        return next((i for i in self.items(ws_id, kind) if i.name == name), None)
+
+    def read(self, ws_id: str, kind: str, name: str) -> bytes | None:
+        """The file of an item of this workspace (None: no such item, or it has no file). Files are reached only
+        through an item of the caller's workspace."""
+        if not valid_id(ws_id):
+            return None
+        rows = self._read("SELECT blob FROM items WHERE ws = ? AND kind = ? AND name = ?", (_key(ws_id), kind, name))
+        return self._read_blob(rows[0][0]) if rows and rows[0][0] else None
+
+    def remove(self, ws_id: str, kind: str, name: str) -> bool:
+        """Remove one item; whether it was there."""
+        if not valid_id(ws_id):
+            return False
+        with self._tx() as c:
+            key = _key(ws_id)
+            row = c.execute("SELECT blob FROM items WHERE ws = ? AND kind = ? AND name = ?", (key, kind, name)).fetchone()
+            if row is None:
+                return False
+            c.execute("DELETE FROM items WHERE ws = ? AND kind = ? AND name = ?", (key, kind, name))
+            if row[0]:
+                self._drop_unused(c, {row[0]})
+        return True
+
+    def inputs(self, ws_id: str) -> dict[str, Any]:
+        """The saved page inputs, key → value."""
+        return {i.name: i.meta.get("value") for i in self.items(ws_id, "input")}
+
+    def put_input(self, ws_id: str, key: str, value: Any) -> None:
+        """Save one page input (a JSON value)."""
+        self.put(ws_id, "input", key, {"value": value})
+
+    def usage(self, ws_id: str) -> Usage:
+        """Bytes and items held against the quota."""
+        with closing(self._connect()) as c:
+            b, n = _usage(c, _key(ws_id)) if valid_id(ws_id) else (0, 0)
+        return Usage(b, n, paths.workspace_max_bytes(), paths.workspace_max_items())
+
+    def _check_quota(self, c: sqlite3.Connection, key: str, add_bytes: int, add_items: int) -> None:
+        b, n = _usage(c, key)
+        max_b, max_n = paths.workspace_max_bytes(), paths.workspace_max_items()
+        if add_items and n + add_items > max_n:
+            raise QuotaError(f"this workspace is full: it holds {n:,} items, the most one may hold "
+                             "(TOKLAB_WORKSPACE_MAX_ITEMS): remove library entries or results, or start a new "
+                             "workspace")  # fmt: skip
+        if add_bytes > 0 and b + add_bytes > max_b:
+            raise QuotaError(f"this workspace is full: {human_size(b)} used, {human_size(add_bytes)} more would go "
+                             f"over its {human_size(max_b)} (TOKLAB_WORKSPACE_MAX_MB): remove library entries or "
+                             "results, or start a new workspace")  # fmt: skip
+
+    # ------------------------------------------------------------------ shares
+    def share(self, ws_id: str, data: bytes) -> str:
+        """Keep `data` (a text a user asked a share link for) under a new random share id, owned by the
+        workspace; the id. QuotaError when the workspace is full."""
+        sid, digest = secrets.token_urlsafe(SHARE_BYTES), hashlib.sha256(data).hexdigest()
+        with self._tx() as c:
+            key = self._ws(c, ws_id)
+            self._check_quota(c, key, len(data), 1)
+            self._write_blob(digest, data)
+            c.execute("INSERT INTO shares VALUES (?, ?, ?, ?, ?)",
+                      (hashlib.sha256(sid.encode()).hexdigest(), key, digest, len(data), time.time()))  # fmt: skip
+        return sid
+
+    def read_share(self, share_id: str) -> bytes | None:
+        """The data of a share link, or None (malformed, unknown, or its workspace is gone)."""
+        if not (isinstance(share_id, str) and _SHARE.fullmatch(share_id)):
+            return None
+        rows = self._read("SELECT blob FROM shares WHERE key = ?", (hashlib.sha256(share_id.encode()).hexdigest(),))
+        return self._read_blob(rows[0][0]) if rows else None
+
+    # ------------------------------------------------------------------ files
+    def _blob_path(self, digest: str) -> Path:
+        return self.blobs / digest[:2] / digest
+
+    def _write_blob(self, digest: str, data: bytes) -> None:
+        p = self._blob_path(digest)
+        if not p.is_file() or p.stat().st_size != len(data):
+            p.parent.mkdir(parents=True, exist_ok=True)
+            atomic_write_bytes(p, data)
+
+    def _read_blob(self, digest: str) -> bytes | None:
+        try:
+            return self._blob_path(digest).read_bytes()
+        except OSError:
+            return None
+
+    def _drop_unused(self, c: sqlite3.Connection, digests: set[str]) -> None:
+        """Remove the files no item or share names any more (inside the caller's write transaction)."""
+        for d in digests:
+            if not c.execute("SELECT 1 FROM items WHERE blob = ? UNION ALL SELECT 1 FROM shares WHERE blob = ? LIMIT 1",
+                             (d, d)).fetchone():  # fmt: skip
+                self._blob_path(d).unlink(missing_ok=True)
+
+    # ------------------------------------------------------------------ operator
+    def list(self) -> list[WorkspaceInfo]:
+        """Every workspace (most recently used first), by key prefix."""
+        with closing(self._connect()) as c:
+            rows = c.execute("SELECT key, created, used FROM workspaces ORDER BY used DESC").fetchall()
+            out = []
+            for k, cr, u in rows:
+                b, n = _usage(c, k)
+                out.append(WorkspaceInfo(k[:12], cr, u, n, b))
+            return out
+
+    def prune(self, idle_days: float | None = None, *, dry_run: bool = False) -> list[WorkspaceInfo]:
+        """Remove the workspaces unused for more than `idle_days` (default ``TOKLAB_WORKSPACE_IDLE_DAYS``) and the
+        empty ones unused for more than :data:`EMPTY_IDLE_DAYS`; the removed ones (with `dry_run`, those that
+        would be)."""
+        days = paths.workspace_idle_days() if idle_days is None else idle_days
+        now = time.time()
+        gone = []
+        with self._tx() as c:
+            rows = c.execute("SELECT key, created, used FROM workspaces").fetchall()
+            for k, cr, u in rows:
+                b, n = _usage(c, k)
+                empty = b == 0 and n == 0
+                if u < now - days * _DAY or (empty and u < now - min(days, EMPTY_IDLE_DAYS) * _DAY):
+                    gone.append(WorkspaceInfo(k[:12], cr, u, n, b))
+                    if not dry_run:
+                        blobs = _blobs_of(c, k)
+                        c.execute("DELETE FROM workspaces WHERE key = ?", (k,))
+                        self._drop_unused(c, blobs)
+            if not dry_run:
+                self._drop_orphans(c)
+        return gone
+
+    def _drop_orphans(self, c: sqlite3.Connection) -> None:
+        """Remove files no item or share names (left by a crash between writing a file and its row)."""
+        if not self.blobs.is_dir():
+            return
+        named = {r[0] for r in c.execute("SELECT blob FROM items WHERE blob IS NOT NULL UNION SELECT blob FROM shares")}
+        for p in self.blobs.glob("*/*"):
+            if p.is_file() and p.name not in named and not p.name.startswith("."):
+                p.unlink(missing_ok=True)
+
+    def total_bytes(self) -> int:
+        """Bytes on disk: the database and the stored files."""
+        files = [self.db, self.db.with_name(DB_NAME + "-wal"), *self.blobs.glob("*/*")]
+        return sum(p.stat().st_size for p in files if p.is_file())
+
+
+def _version(c: sqlite3.Connection) -> int:
+    if not c.execute("SELECT 1 FROM sqlite_master WHERE name = 'schema_version'").fetchone():
+        return 0
+    row = c.execute("SELECT MAX(version) FROM schema_version").fetchone()
+    return int(row[0] or 0)
+
+
+def _usage(c: sqlite3.Connection, key: str) -> tuple[int, int]:
+    """(bytes, items) of one workspace: items of every kind but inputs, and shares."""
+    b, n = c.execute("SELECT COALESCE(SUM(size), 0), COALESCE(SUM(kind != 'input'), 0) FROM items WHERE ws = ?",
+                     (key,)).fetchone()  # fmt: skip
+    sb, sn = c.execute("SELECT COALESCE(SUM(size), 0), COUNT(*) FROM shares WHERE ws = ?", (key,)).fetchone()
+    return int(b + sb), int(n + sn)
+
+
+def _blobs_of(c: sqlite3.Connection, key: str) -> set[str]:
+    rows = c.execute("SELECT blob FROM items WHERE ws = ? AND blob IS NOT NULL UNION SELECT blob FROM shares WHERE ws = ?",
+                     (key, key)).fetchall()  # fmt: skip
+    return {r[0] for r in rows}
+
+
+_DEFAULT: dict[Path, WorkspaceStore] = {}
+_DEFAULT_LOCK = threading.Lock()
+
+
+def default_store() -> WorkspaceStore:
+    """The store under the configured data folder (one object per folder in this process)."""
+    root = paths.data_dir().resolve()
+    with _DEFAULT_LOCK:
+        if root not in _DEFAULT:
+            _DEFAULT[root] = WorkspaceStore(root)
+        return _DEFAULT[root]
