@@ -40,7 +40,9 @@ def pytest_configure(config: pytest.Config) -> None:
         os.environ[_RUN_CACHE] = tempfile.mkdtemp(prefix="toklab-test-cache-")
         config.stash[_OWNS_CACHE] = True
     os.environ["TOKLAB_CACHE"] = str(Path(os.environ[_RUN_CACHE]))
-    os.environ["TOKLAB_DATA"] = str(Path(os.environ[_RUN_CACHE]) / "workspaces")  # never the user's workspaces
+    os.environ["TOKLAB_DATA"] = str(
+        Path(os.environ[_RUN_CACHE]) / "workspaces"
+    )  # never the user's workspaces
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:

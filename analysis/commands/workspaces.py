@@ -34,7 +34,9 @@ def _when(t: float) -> str:
 def _table(rows: list[WorkspaceInfo]) -> None:
     print(f"{'key':<12}  {'created (UTC)':<16}  {'last used (UTC)':<16}  {'items':>5}  {'size':>9}")
     for w in rows:
-        print(f"{w.key:<12}  {_when(w.created):<16}  {_when(w.used):<16}  {w.items:>5,}  {human_size(w.bytes):>9}")
+        print(
+            f"{w.key:<12}  {_when(w.created):<16}  {_when(w.used):<16}  {w.items:>5,}  {human_size(w.bytes):>9}"
+        )
 
 
 def run(args: argparse.Namespace) -> int:

@@ -304,7 +304,9 @@ class WorkspaceStore:
         through an item of the caller's workspace."""
         if not valid_id(ws_id):
             return None
-        rows = self._read("SELECT blob FROM items WHERE ws = ? AND kind = ? AND name = ?", (_key(ws_id), kind, name))
+        rows = self._read(
+            "SELECT blob FROM items WHERE ws = ? AND kind = ? AND name = ?", (_key(ws_id), kind, name)
+        )
         return self._read_blob(rows[0][0]) if rows and rows[0][0] else None
 
     def remove(self, ws_id: str, kind: str, name: str) -> bool:
@@ -313,7 +315,9 @@ class WorkspaceStore:
             return False
         with self._tx() as c:
             key = _key(ws_id)
-            row = c.execute("SELECT blob FROM items WHERE ws = ? AND kind = ? AND name = ?", (key, kind, name)).fetchone()
+            row = c.execute(
+                "SELECT blob FROM items WHERE ws = ? AND kind = ? AND name = ?", (key, kind, name)
+            ).fetchone()
             if row is None:
                 return False
             c.execute("DELETE FROM items WHERE ws = ? AND kind = ? AND name = ?", (key, kind, name))
@@ -364,7 +368,9 @@ class WorkspaceStore:
         """The data of a share link, or None (malformed, unknown, or its workspace is gone)."""
         if not (isinstance(share_id, str) and _SHARE.fullmatch(share_id)):
             return None
-        rows = self._read("SELECT blob FROM shares WHERE key = ?", (hashlib.sha256(share_id.encode()).hexdigest(),))
+        rows = self._read(
+            "SELECT blob FROM shares WHERE key = ?", (hashlib.sha256(share_id.encode()).hexdigest(),)
+        )
         return self._read_blob(rows[0][0]) if rows else None
 
     # ------------------------------------------------------------------ files
@@ -427,7 +433,10 @@ class WorkspaceStore:
         """Remove files no item or share names (left by a crash between writing a file and its row)."""
         if not self.blobs.is_dir():
             return
-        named = {r[0] for r in c.execute("SELECT blob FROM items WHERE blob IS NOT NULL UNION SELECT blob FROM shares")}
+        named = {
+            r[0]
+            for r in c.execute("SELECT blob FROM items WHERE blob IS NOT NULL UNION SELECT blob FROM shares")
+        }
         for p in self.blobs.glob("*/*"):
             if p.is_file() and p.name not in named and not p.name.startswith("."):
                 p.unlink(missing_ok=True)

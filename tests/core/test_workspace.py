@@ -40,7 +40,9 @@ def test_items_and_files_stay_in_their_workspace(store):
     assert store.read(a, "library", "mine") == b"secret bytes"
     assert store.read(b, "library", "mine") is None and store.items(b, "library") == []
     assert store.inputs(b) == {} and store.inputs(a) == {"pg-text": "typed by a"}
-    assert store.usage(b).bytes == 0 and store.usage(a).items == 1  # inputs are charged for bytes, not as items
+    assert (
+        store.usage(b).bytes == 0 and store.usage(a).items == 1
+    )  # inputs are charged for bytes, not as items
     # the same file in b is stored once on disk but charged to each workspace
     store.put(b, "library", "copy", {"kind": "upload"}, b"secret bytes")
     assert len(list(store.blobs.glob("*/*"))) == 1
@@ -89,7 +91,7 @@ def test_idle_workspaces_expire_and_prune_removes_them(store, monkeypatch):
 
 def test_shares_carry_a_random_id_and_go_with_their_workspace(store):
     ws = store.create()
-    s1, s2 = store.share(ws, "same text".encode()), store.share(ws, "same text".encode())
+    s1, s2 = store.share(ws, b"same text"), store.share(ws, b"same text")
     assert s1 != s2 and store.read_share(s1) == b"same text"  # random ids, not the content's hash
     assert store.read_share("x" * 22) is None and store.read_share("../x") is None
     store.delete(ws)
