@@ -3,15 +3,19 @@
 The page groups sit in the top bar, so that the sidebar holds the tokenizer library alone and the library is
 reachable without scrolling on a small screen. Every page runs inside the one error boundary
 (`ui.errors.boundary`); the sidebar library is drawn after the page, also when the page failed or returned early,
-so it shows what the page loaded.
+so it shows what the page loaded. Each tab works in a workspace (`ui.workspace`): opened from `?ws=` before the
+page, its inputs written after it.
 """
 
 import streamlit as st
 
-from ui import errors, links
+from ui import errors, links, privacy, workspace
 from ui.gallery import start_build
 from ui.library import sidebar_library
 from ui.reconnect import reconnect_note
+from ui.workspace_panel import workspace_panel
+
+privacy.install()  # download links only their session knows (once per process)
 
 st.set_page_config(page_title="Tokenizer Lab", page_icon=":material/biotech:", layout="wide")
 
@@ -61,6 +65,7 @@ nav = st.navigation(PAGES, position="top")
 st.html(TIGHT_TOP)
 start_build()  # once per server: the example gallery's missing entries, computed in the background
 links.enter(nav.url_path)
+workspace.enter()  # this tab's workspace: opened from ?ws= on the session's first run, kept in the URL
 library_box = st.sidebar.container()
 try:
     with errors.boundary():
@@ -68,5 +73,7 @@ try:
 finally:  # pages never call st.stop(): it would drop everything after it, this library included
     with library_box, errors.boundary():
         sidebar_library()
+        workspace_panel()
+        workspace.save_inputs()
     with st.sidebar:
         reconnect_note()  # Streamlit's connection-error dialog in this app's words (ui/reconnect.py)

@@ -1,6 +1,10 @@
-"""Playground: one text, several tokenizers side by side; the state is shareable through the URL."""
+"""Playground: one text, several tokenizers side by side. The tokenizers, a text of up to 2,000 characters and the
+toggles are in the URL; the whole state is kept in the workspace; *Share link* makes a link for someone else (a
+longer text is kept on the server for that link under a random id)."""
 
 from __future__ import annotations
+
+from urllib.parse import urlencode
 
 import pandas as pd
 import streamlit as st
@@ -9,8 +13,8 @@ from analysis.tokenizer.defaults import SAMPLE_TEXT
 from analysis.views.decode import decode_ids, parse_ids
 from analysis.views.playground import EncodingView, boundary_diff, compare_encodings
 from analysis.views.runtime import switched_off_note
-from analysis.views.shared_text import URL_TEXT_MAX, load_text, store_text
-from ui import links
+from analysis.views.shared_text import URL_TEXT_MAX, load_text, share_text
+from ui import links, workspace
 from ui.errors import try_step
 from ui.library import library, source_of
 from ui.pickers import most_recent, pick_tokenizers
@@ -18,10 +22,13 @@ from ui.spans import token_spans_html, visible_whitespace
 from ui.tables import static_table
 
 #: The only query parameters read, as plain strings (never unpickled or evaluated).
-ALLOWED = ("t", "text", "textid", "ws", "bytes", "special")
+ALLOWED = ("t", "text", "textid", "spaces", "bytes", "special")
 #: The pause after the last keystroke before the Playground updates, in "Update while typing" mode.
 LIVE_PAUSE = "250ms"
-FLAGS = (("ws", "pg-ws"), ("bytes", "pg-bytes"), ("special", "pg-special"))
+FLAGS = (("spaces", "pg-ws"), ("bytes", "pg-bytes"), ("special", "pg-special"))
+#: The inputs kept in the workspace (restored after a reload or a restart).
+KEPT = ("pg-toks", "pg-text", "pg-live", "pg-live-text", "pg-ws", "pg-bytes", "pg-special", "pg-dec-tok",
+        "pg-dec-skip", "pg-dec-ids")  # fmt: skip
 
 
 def read_link() -> None:
@@ -39,8 +46,8 @@ def read_link() -> None:
     if qp.get("textid"):
         stored = load_text(qp["textid"][0])
         if stored is None:
-            st.warning("The link's text is no longer on this server (it was restarted or its store was emptied): "
-                       "the sample text is shown instead.")  # fmt: skip
+            st.warning("The link's text is no longer on this server (the workspace that shared it was deleted "
+                       "or expired): the sample text is shown instead.")  # fmt: skip
         else:
             st.session_state["pg-text"] = stored
     elif qp.get("text"):
@@ -50,34 +57,41 @@ def read_link() -> None:
             st.session_state[key] = qp[flag][0] == "1"
 
 
-def link_text(text: str) -> dict[str, str]:
-    """The text part of a shared link: the text itself when short, else the key of a copy kept on the server;
-    when neither carries it whole, the first URL_TEXT_MAX characters and a note that says so."""
-    if len(text) <= URL_TEXT_MAX:
-        return {"text": text}
-    key = store_text(text)
-    if key is not None:
-        return {"textid": key}
-    st.caption(
-        f"The shared link carries only the first {URL_TEXT_MAX:,} of the text's {len(text):,} characters."
-    )
-    return {"text": text[:URL_TEXT_MAX]}
-
-
 def write_link(names: list[str], text: str, flags: dict[str, bool]) -> None:
-    """Write the shareable state back to the URL; say which tokenizers a link cannot restore."""
+    """Keep the URL in step with the page: tokenizers, the text when it is short enough for a URL (a longer one is
+    kept in the workspace only), the toggles and the workspace id. Nothing is written to the server's disk."""
+    text_part = {"text": text} if len(text) <= URL_TEXT_MAX else {}
     st.query_params.from_dict(
         {"t": [links.tokenizer_ref(n) for n in names]}
-        | link_text(text)
+        | text_part
         | {flag: str(int(flags[flag])) for flag, _ in FLAGS}
+        | {workspace.PARAM: workspace.current()}
     )
-    unshareable = [n for n in names if source_of(n) is None]
+
+
+def share_link(names: list[str], text: str, flags: dict[str, bool]) -> None:
+    """*Share link*: a link for someone else (no workspace id). A text longer than a URL holds is kept on the
+    server for the link under a random id — only when this button is pressed."""
+    if not st.button("Share link", key="pg-share", icon=":material/share:",
+                     help="A link that opens this comparison in any browser (not your workspace)"):  # fmt: skip
+        return
+    shareable = [n for n in names if (source_of(n) or "").startswith(links.URL_SOURCES)]
+    params: dict[str, str | list[str]] = {"t": [links.tokenizer_ref(n) for n in shareable]}
+    if len(text) <= URL_TEXT_MAX:
+        params["text"] = text
+    else:
+        sid = try_step(share_text, workspace.current(), text)
+        if sid is None:
+            return
+        params["textid"] = sid
+    params |= {flag: str(int(flags[flag])) for flag, _ in FLAGS}
+    base = st.context.url or "./playground"
+    st.code(f"{base}?{urlencode(params, doseq=True)}", language=None, wrap_lines=True)
+    st.caption("Copy the link with the button at its right.")
+    unshareable = [n for n in names if n not in shareable]
     if unshareable:
-        st.caption(
-            "Uploads and edited tokenizers live only in this session: a shared link cannot restore "
-            + ", ".join(unshareable)
-            + "."
-        )
+        st.caption("Uploads and edited tokenizers live in your workspace: the link cannot open "
+                   + ", ".join(unshareable) + ".")  # fmt: skip
 
 
 def comparison_table(names: list[str], results: list[EncodingView]) -> None:
@@ -119,7 +133,7 @@ def encodings(
     for n, tok, r in zip(names, toks, results):
         st.markdown(f"**{n}** · {r.n_tokens} tokens")
         boundaries = r.common_boundaries if len(toks) > 1 else None
-        st.html(token_spans_html(tok, text, r.ids, r.offsets, show_whitespace=flags["ws"],
+        st.html(token_spans_html(tok, text, r.ids, r.offsets, show_whitespace=flags["spaces"],
                                  show_bytes=flags["bytes"], boundaries_elsewhere=boundaries))  # fmt: skip
         st.code(" ".join(map(str, r.ids)), language=None, wrap_lines=True)
 
@@ -207,17 +221,19 @@ def text_box() -> str:
 def page() -> None:
     """Tokenizers and text → encodings side by side → coloured spans."""
     st.title("Playground")
+    workspace.keep(*KEPT)
     read_link()
     lib = library()
     names = pick_tokenizers("Tokenizers (up to 8)", key="pg-toks", max_n=8, recent=4)
     text = text_box()
     c1, c2, c3 = st.columns(3)
     flags = {
-        "ws": c1.toggle("Show whitespace", key="pg-ws"),
+        "spaces": c1.toggle("Show whitespace", key="pg-ws"),
         "bytes": c2.toggle("Show bytes", key="pg-bytes"),
         "special": c3.toggle("Add special tokens", key="pg-special"),
     }
     write_link(names, text, flags)
+    share_link(names, text, flags)
     if not names:
         st.info("Pick at least one tokenizer.")
         return

@@ -1,8 +1,9 @@
-"""This browser session's tokenizer library and the sidebar that lists it.
+"""This workspace's tokenizer library and the sidebar that lists it.
 
 The library is a dict name → `LoadedTokenizer` in `st.session_state`, so uploads and edited tokenizers never leak
 into another session; shared loads come from `ui.loaders` (cached, immutable). The embedded default is always
-there.
+there. Every entry added or removed is also written to the session's workspace (`ui.workspace`), from which a new
+session with the same `?ws=` link restores the library.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from analysis.tokenizer.export import library_zip
 from analysis.tokenizer.sources import load_library_zip, load_upload
 from ui.expanders import lazy_expander
 from ui.loaders import example_tokenizers, load_default, load_path_cached, load_source
+from ui.workspace import forget_tokenizer, record_tokenizer, rename_tokenizer, restored_library
 
 LIBRARY_KEY = "toklab_library"
 #: characters backslash-escaped in names shown as Markdown
@@ -34,12 +36,16 @@ def library() -> dict[str, LoadedTokenizer]:
     lib = st.session_state.get(LIBRARY_KEY)
     if lib is None:
         lib = {DEFAULT_NAME: load_default()}
+        lib.update((n, t) for n, t in restored_library() if n != DEFAULT_NAME)
         st.session_state[LIBRARY_KEY] = lib
     return lib
 
 
-def add_to_library(tok: LoadedTokenizer, name: str | None = None) -> str:
-    """Add a tokenizer under a unique name (the same tokenizer under the same name is not added twice)."""
+def add_to_library(
+    tok: LoadedTokenizer, name: str | None = None, *, upload: tuple[str, bytes, str | None] | None = None
+) -> str:
+    """Add a tokenizer under a unique name (the same tokenizer under the same name is not added twice) and keep it
+    in the workspace (`upload`: the file name, bytes and tiktoken pattern it was converted from)."""
     lib = library()
     base = name or tok.name
     for existing, t in lib.items():
@@ -49,6 +55,7 @@ def add_to_library(tok: LoadedTokenizer, name: str | None = None) -> str:
     while final in lib:
         final, k = f"{base} ({k})", k + 1
     lib[final] = tok
+    record_tokenizer(final, tok, source_of(final), upload)
     return final
 
 
@@ -67,8 +74,8 @@ def add_edited_button(tok: LoadedTokenizer, name: str, key: str, container: Any 
 
 def remove_from_library(name: str) -> None:
     """Forget a tokenizer in this session (the default stays)."""
-    if name != DEFAULT_NAME:
-        library().pop(name, None)
+    if name != DEFAULT_NAME and library().pop(name, None) is not None:
+        forget_tokenizer(name)
 
 
 #: File names that say nothing about whose tokenizer it is (`tokenizer.json`, `spiece.model`, `vocab.txt`…): an
@@ -83,13 +90,14 @@ def upload_to_library(
     """Convert an uploaded file and add it to this session's library; returns its name: `name` when given, else
     the file's (a zip's: the folder's) name, with its model type and size when that name is a generic one."""
     tok = load_upload(filename, data, tiktoken_pattern=tiktoken_pattern)
+    upload = (filename, data, tiktoken_pattern)  # the workspace keeps the file itself
     if name and name.strip():
-        return add_to_library(tok.with_source(name=name.strip()))
+        return add_to_library(tok.with_source(name=name.strip()), upload=upload)
     if tok.name.lower() in GENERIC_STEMS:
         return add_to_library(
-            tok.with_source(name=f"{tok.name} ({tok.model_type}, {tok.vocab_size:,} tokens)")
+            tok.with_source(name=f"{tok.name} ({tok.model_type}, {tok.vocab_size:,} tokens)"), upload=upload
         )
-    return add_to_library(tok)
+    return add_to_library(tok, upload=upload)
 
 
 def rename_in_library(old: str, new: str) -> str:
@@ -108,6 +116,7 @@ def rename_in_library(old: str, new: str) -> str:
     entries = [(new, t.with_source(name=new)) if n == old else (n, t) for n, t in lib.items()]
     lib.clear()
     lib.update(entries)
+    rename_tokenizer(old, new)
     for key in list(st.session_state):  # the pickers that chose it (a selectbox's name, a multiselect's list)
         value = st.session_state[key]
         if str(key).startswith("toklab"):
@@ -210,7 +219,7 @@ def sidebar_library() -> None:
     st.session_state.pop(_SELECT_NEXT, None)  # a selection request lives for one run (pages without a picker)
     lib = library()
     st.markdown("### Tokenizer library")
-    st.caption("This session's tokenizers: every page's picker offers them.")
+    st.caption("This workspace's tokenizers: every page's picker offers them.")
     for name, tok in list(lib.items()):
         _entry(name, tok)
     examples = example_tokenizers()
@@ -228,8 +237,8 @@ def _escape(text: str) -> str:
 def save_and_restore() -> None:
     """Save this session's library as a zip and restore one: uploads and edits live in this browser tab only."""
     st.caption(
-        "Uploads and edited tokenizers live only in this browser tab: reloading the page or closing it loses "
-        "them. Save the library as a zip (tokenizer.json files and their names) and restore it later."
+        "The library is kept in this tab's workspace on the server (see *Workspace* below). Save it as a zip "
+        "(tokenizer.json files and their names) to keep a copy of your own, and restore it into any workspace."
     )
     box = lazy_expander("Save or restore this library", "lib-box")
     if box is None:  # closed: its uploader is not part of every page's first view

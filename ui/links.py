@@ -29,6 +29,11 @@ def enter(url_path: str) -> None:
     st.session_state[_PAGE_KEY] = url_path
 
 
+def current_page() -> str:
+    """The URL path of the page this run shows ("" before app.py has called :func:`enter`)."""
+    return str(st.session_state.get(_PAGE_KEY) or "")
+
+
 def opened() -> bool:
     """True on the run that opens a page (follow its link parameters), False on the page's own reruns."""
     return bool(st.session_state.get(_OPENED_KEY, True))

@@ -325,6 +325,27 @@ class WorkspaceStore:
                 self._drop_unused(c, {row[0]})
         return True
 
+    def rename(self, ws_id: str, kind: str, old: str, new: str) -> bool:
+        """Give an item another name (replacing any item of that name; its file and place kept); whether it was
+        there."""
+        if not valid_id(ws_id) or not isinstance(new, str) or not new or len(new) > 300:
+            return False
+        with self._tx() as c:
+            key = _key(ws_id)
+            if not c.execute(
+                "SELECT 1 FROM items WHERE ws = ? AND kind = ? AND name = ?", (key, kind, old)
+            ).fetchone():
+                return False
+            gone = c.execute(
+                "SELECT blob FROM items WHERE ws = ? AND kind = ? AND name = ?", (key, kind, new)
+            ).fetchone()
+            c.execute("DELETE FROM items WHERE ws = ? AND kind = ? AND name = ?", (key, kind, new))
+            c.execute("UPDATE items SET name = ?, updated = ? WHERE ws = ? AND kind = ? AND name = ?",
+                      (new, time.time(), key, kind, old))  # fmt: skip
+            if gone and gone[0]:
+                self._drop_unused(c, {gone[0]})
+        return True
+
     def inputs(self, ws_id: str) -> dict[str, Any]:
         """The saved page inputs, key → value."""
         return {i.name: i.meta.get("value") for i in self.items(ws_id, "input")}

@@ -1,41 +1,33 @@
-"""Texts too long for a URL, kept on the server under a short content key so a shared link can carry the key.
+"""Texts too long for a URL, kept on the server for a share link the user asked for.
 
-The key is the first 16 hex digits of the text's SHA-256: the same text always gets the same key, and a key
-reveals nothing but itself. Texts live in the size-capped disk store (`analysis.core.cache.DiskCache`), so they
-survive a server restart until the cap evicts them.
+A share link carries a random id (:meth:`analysis.core.workspace.WorkspaceStore.share`), never a hash of the text:
+the id says nothing about the text, and nobody can test whether a given text was shared. The text belongs to the
+workspace that shared it (charged to its quota) and goes when that workspace is deleted or expires. Nothing is
+stored unless a share link is asked for: the Playground keeps a long text in its own workspace only.
 """
 
 from __future__ import annotations
 
-import hashlib
-import re
+from analysis.core.workspace import default_store
+from analysis.errors import DataError
 
-from analysis.core.cache import DiskCache
-
-#: The longest text a link carries in the URL itself; longer texts travel as a key.
+#: The longest text a link carries in the URL itself; longer texts travel as a share id.
 URL_TEXT_MAX = 2000
 #: The longest text kept on the server for a link (the Playground's own limit).
 STORE_TEXT_MAX = 1_000_000
-_STORE = DiskCache("shared-texts", 1)
-_KEY = re.compile(r"[0-9a-f]{16}")
 
 
-def text_key(text: str) -> str:
-    """The short content key of a text."""
-    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:16]
-
-
-def store_text(text: str) -> str | None:
-    """Keep `text` on the server; its key, or None when it is too long or the store cannot be written."""
+def share_text(ws_id: str, text: str) -> str:
+    """Keep `text` for a share link made by workspace `ws_id`; the link's random id (DataError when the text is
+    too long, the workspace is gone or full)."""
     if len(text) > STORE_TEXT_MAX:
-        return None
-    key = text_key(text)
-    return key if _STORE.put(key, text) else None
+        raise DataError(
+            f"the text has {len(text):,} characters: a share link holds at most {STORE_TEXT_MAX:,}"
+        )
+    return default_store().share(ws_id, text.encode("utf-8", "surrogatepass"))
 
 
-def load_text(key: str) -> str | None:
-    """The text stored under `key`, or None (a malformed key, or a text no longer on this server)."""
-    if not _KEY.fullmatch(key or ""):
-        return None
-    text = _STORE.get(key)
-    return text if isinstance(text, str) and text_key(text) == key else None
+def load_text(share_id: str) -> str | None:
+    """The text of a share link, or None (a malformed or unknown id, or its workspace is gone)."""
+    data = default_store().read_share(share_id or "")
+    return data.decode("utf-8", "surrogatepass") if data is not None else None

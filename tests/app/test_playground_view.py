@@ -69,7 +69,7 @@ def test_shared_link_logs_no_session_state_warning(monkeypatch, caplog):
     """A link sets the text through the Session State API: the widget must not also get a default value."""
     monkeypatch.setattr(policies, "_shown_default_value_warning", False)
     with caplog.at_level(logging.WARNING):
-        at = _open_link(t=["example:gpt2"], text="Hello from a link", ws="1")
+        at = _open_link(t=["example:gpt2"], text="Hello from a link", spaces="1")
     assert at.text_area(key="pg-text").value == "Hello from a link"
     assert not [r for r in caplog.records if "Session State API" in r.getMessage()]
 

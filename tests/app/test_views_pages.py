@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import hashlib
+from urllib.parse import parse_qs, urlparse
+
 import pytest
 from app_support import open_page
 from support import flores_lines, load_shared
 
-import analysis.views.shared_text as shared
+from analysis.core.cache import store_dir
+from analysis.core.workspace import default_store
 from analysis.views.chat_template import SAMPLE_CONVERSATION, render_chat
 from analysis.views.vocab_diff import vocab_diff
 
@@ -63,28 +67,41 @@ def test_chat_template_page_explains_a_missing_or_failing_template():
 LONG = "Tere hommikust! " * 200  # 3,200 characters: longer than a URL carries
 
 
-def test_a_long_playground_text_is_shared_whole_through_a_server_side_key():
+def _param(at, key: str) -> str:
+    v = at.query_params[key]
+    return v[0] if isinstance(v, list) else v
+
+
+def test_a_long_text_reaches_the_disk_only_for_a_share_link_under_a_random_id():
+    store = default_store()
     at = open_page("pages/playground.py", t="example:gpt2")
+    ws = _param(at, "ws")
     at.text_area(key="pg-text").set_value(LONG).run()
-    assert "text" not in at.query_params and at.query_params["textid"]
-    link = dict(at.query_params)
-    again = open_page(
-        "pages/playground.py", **{k: v for k, v in link.items()}
-    )  # a new session opens the link
-    assert again.text_area(key="pg-text").value == LONG
+    assert "text" not in at.query_params and "textid" not in at.query_params
+    assert store.inputs(ws)["pg-text"] == LONG and store.usage(ws).items == 1  # its own workspace; no share
+    assert not (store_dir() / "shared-texts").exists()  # no copy under the text's hash any more
+    at.button(key="pg-share").click().run()
+    link = next(c.value for c in at.code if "textid=" in c.value)
+    query = parse_qs(urlparse(link).query)
+    assert "ws" not in query and store.usage(ws).items == 2  # the link names no workspace
+    sid = query["textid"][0]
+    assert len(sid) == 22 and sid not in hashlib.sha256(LONG.encode()).hexdigest()
+    again = open_page("pages/playground.py", **query)  # a new session opens the link
+    assert again.text_area(key="pg-text").value == LONG and _param(again, "ws") != ws
 
 
 def test_a_link_whose_text_is_gone_says_so():
-    at = open_page("pages/playground.py", t="example:gpt2", textid="0123456789abcdef")
+    at = open_page("pages/playground.py", t="example:gpt2", textid="0123456789abcdefABCDEF")
     assert any("no longer on this server" in w.value for w in at.warning)
 
 
-def test_a_text_the_server_cannot_keep_is_cut_with_a_note(monkeypatch):
-    monkeypatch.setattr(shared._STORE, "put", lambda key, data: False)
+def test_a_share_the_workspace_cannot_hold_is_refused_with_a_message(monkeypatch):
     at = open_page("pages/playground.py", t="example:gpt2")
+    monkeypatch.setenv("TOKLAB_WORKSPACE_MAX_ITEMS", "1")
     at.text_area(key="pg-text").set_value(LONG).run()
-    assert at.query_params["text"] == [LONG[:2000]] or at.query_params["text"] == LONG[:2000]
-    assert any("only the first 2,000 of the text's 3,200 characters" in c.value for c in at.caption)
+    at.button(key="pg-share").click().run()
+    at.button(key="pg-share").click().run()  # the second share goes over one item
+    assert any("workspace is full" in e.value for e in at.error)
 
 
 def test_playground_live_mode_keeps_the_text_and_updates_from_the_live_box():

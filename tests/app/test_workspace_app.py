@@ -1,0 +1,110 @@
+"""Workspaces in the app (AppTest): a `?ws=` link restores the library and the Playground after a reload and a
+server restart; a missing or forged id opens a fresh workspace without saying whether another exists; no link
+reaches another workspace's items; download ids are private to their session."""
+
+from __future__ import annotations
+
+from app_support import open_page
+from streamlit.runtime import memory_media_file_storage as mm
+
+from analysis.core import paths
+from analysis.core import workspace as wsm
+from analysis.core.workspace import default_store
+from analysis.tokenizer.export import library_zip
+from analysis.tokenizer.sources import load_upload
+from ui import privacy
+
+GPT2_JSON = paths.shared_assets() / "tokenizers" / "gpt2" / "tokenizer.json"
+
+
+def _ws(at) -> str:
+    v = at.query_params["ws"]
+    return v[0] if isinstance(v, list) else v
+
+
+def _library(at) -> list[str]:
+    return [m.value.split("**")[1] for m in at.sidebar.markdown if m.value.startswith("**")]
+
+
+def _restart() -> None:
+    """What a server restart leaves: the data folder on disk, nothing of the process's store objects."""
+    wsm._DEFAULT.clear()
+    wsm._MIGRATED.clear()
+
+
+def test_a_workspace_link_restores_library_and_text_after_a_reload_and_a_restart():
+    at = open_page("pages/playground.py")
+    ws = _ws(at)
+    at.sidebar.selectbox(key="sidebar-example").set_value("gpt2").run()
+    at.sidebar.button(key="sidebar-add").click().run()
+    at.text_area(key="pg-text").set_value("Tere, maailm! Typed before the reload.").run()
+    # an upload and an edit, as the Load & inspect page and the Change pages keep them
+    store = default_store()
+    data = GPT2_JSON.read_bytes()
+    store.put(
+        ws, "library", "my upload", {"how": "upload", "filename": "tokenizer.json", "pattern": None}, data
+    )
+    edited = load_upload("tokenizer.json", data).with_source(name="my edit", source="edited:")
+    store.put(ws, "library", "my edit", {"how": "zip"}, library_zip({"my edit": edited}))
+    _restart()
+    again = open_page("pages/playground.py", ws=ws)
+    assert _ws(again) == ws
+    assert again.text_area(key="pg-text").value == "Tere, maailm! Typed before the reload."
+    assert {"gpt2", "my upload", "my edit"} <= set(_library(again))
+    assert again.multiselect(key="pg-toks").value == at.multiselect(key="pg-toks").value
+    # removing an entry is kept too
+    again.sidebar.button(key="rm-my edit").click().run()
+    assert [i.name for i in store.items(ws, "library")] == ["gpt2", "my upload"]
+
+
+def test_a_forged_or_missing_id_opens_a_fresh_workspace_and_never_reaches_another():
+    owner = open_page("pages/playground.py")
+    ws = _ws(owner)
+    owner.text_area(key="pg-text").set_value("secret of the owner").run()
+    plain = open_page("pages/playground.py")  # no id: a fresh workspace, no note
+    assert _ws(plain) != ws and plain.text_area(key="pg-text").value != "secret of the owner"
+    assert not [i for i in plain.sidebar.info if "not available" in i.value]
+    notes = set()
+    for forged in ("A" * 32, ws[:-1] + ("A" if ws[-1] != "A" else "B")):
+        other = open_page("pages/playground.py", ws=forged)
+        assert _ws(other) not in (forged, ws)
+        assert other.text_area(key="pg-text").value != "secret of the owner"
+        notes |= {i.value for i in other.sidebar.info}
+    assert len(notes) == 1  # the same neutral note for every id that is not a live workspace
+    # another workspace's id in any other parameter is no key to it
+    other = open_page("pages/playground.py", textid=ws, t=ws)
+    assert other.text_area(key="pg-text").value != "secret of the owner" and _ws(other) != ws
+    assert default_store().inputs(_ws(other)).get("pg-text") != "secret of the owner"
+
+
+def test_new_and_delete_workspace_from_the_sidebar():
+    at = open_page("pages/playground.py")
+    ws = _ws(at)
+    at.text_area(key="pg-text").set_value("kept text").run()
+    at.session_state["ws-box"] = True
+    at.run()
+    at.sidebar.button(key="ws-new").click().run()
+    new = _ws(at)
+    assert new != ws and at.text_area(key="pg-text").value != "kept text"
+    assert default_store().inputs(ws)["pg-text"] == "kept text"  # the old one stays under its link
+    at.session_state["ws-box"] = True
+    at.run()
+    at.sidebar.checkbox(key="ws-del-sure").check().run()
+    at.sidebar.button(key="ws-del").click().run()
+    assert _ws(at) != new and not default_store().exists(new)
+
+
+def test_download_ids_are_private_to_their_session(monkeypatch):
+    privacy.install()
+
+    class Ctx:
+        def __init__(self, sid: str) -> None:
+            self.session_id = sid
+
+    ids = []
+    for sid in ("session-a", "session-b"):
+        monkeypatch.setattr(privacy, "get_script_run_ctx", lambda suppress_warning=False, s=sid: Ctx(s))
+        ids.append(mm._calculate_file_id(b"the same report", "application/json", "r.json"))
+    assert ids[0] != ids[1] and len(ids[0]) == 32
+    privacy.install()  # a second install does not wrap twice
+    assert getattr(mm._calculate_file_id, "_toklab_private", False)
