@@ -17,7 +17,7 @@ import streamlit as st
 
 from analysis import AnalysisError
 from analysis.core.inputs import human_size
-from analysis.core.outputs import strict_json
+from analysis.core.outputs import json_document
 from analysis.core.paths import max_file_bytes
 from analysis.errors import DataError
 from analysis.tokenizer.defaults import DEFAULT_NAME
@@ -60,7 +60,7 @@ def export_zip(ws: str) -> bytes:
     }
     buf = io.BytesIO(library_zip(entries))
     with zipfile.ZipFile(buf, "a", compression=zipfile.ZIP_DEFLATED) as zf:
-        zf.writestr(MANIFEST, strict_json(doc))
+        zf.writestr(MANIFEST, json_document(doc))
     return buf.getvalue()
 
 

@@ -19,12 +19,18 @@ HELP = "list the browser workspaces, show their size on disk, or remove the idle
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     """Register the arguments of `workspaces`."""
-    p.add_argument("action", choices=("list", "size", "prune"), help="what to do")
-    p.add_argument("--idle-days", type=float, default=None,
-                   help="prune: remove workspaces unused for more than this many days "
-                        "(default TOKLAB_WORKSPACE_IDLE_DAYS, 90)")  # fmt: skip
-    p.add_argument("--dry-run", action="store_true", help="prune: list what would go, remove nothing")
-    p.add_argument("--json", action="store_true", help="print one JSON object")
+    sub = p.add_subparsers(dest="action", required=True)
+    listing = sub.add_parser("list", help="every workspace: key prefix, created, last used, items, size")
+    size = sub.add_parser(
+        "size", help="how many workspaces, items and bytes, and the data folder's size on disk"
+    )
+    prune = sub.add_parser("prune", help="remove the workspaces unused for longer than the idle limit")
+    prune.add_argument("--idle-days", type=float, default=None,
+                       help="remove workspaces unused for more than this many days "
+                            "(default TOKLAB_WORKSPACE_IDLE_DAYS, 90)")  # fmt: skip
+    prune.add_argument("--dry-run", action="store_true", help="list what would go, remove nothing")
+    for q in (listing, size, prune):
+        q.add_argument("--json", action="store_true", help="print one JSON object")
 
 
 def _when(t: float) -> str:
@@ -41,7 +47,9 @@ def _table(rows: list[WorkspaceInfo]) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """List, size or prune the workspaces of the configured data folder."""
-    if args.idle_days is not None and not (math.isfinite(args.idle_days) and args.idle_days >= 0):
+    if getattr(args, "idle_days", None) is not None and not (
+        math.isfinite(args.idle_days) and args.idle_days >= 0
+    ):
         raise DataError(f"--idle-days must be a number of days ≥ 0, not {args.idle_days}")
     store = default_store()
     if args.action == "prune":

@@ -42,6 +42,7 @@ from pathlib import Path
 from typing import Any
 
 from analysis.core import paths
+from analysis.core.cache import memoize
 from analysis.core.inputs import human_size
 from analysis.core.outputs import atomic_write_bytes
 from analysis.errors import DataError
@@ -489,14 +490,12 @@ def _blobs_of(c: sqlite3.Connection, key: str) -> set[str]:
     return {r[0] for r in rows}
 
 
-_DEFAULT: dict[Path, WorkspaceStore] = {}
-_DEFAULT_LOCK = threading.Lock()
+@memoize(maxsize=4)
+def store_at(root: str) -> WorkspaceStore:
+    """The store under data folder `root` (one object per folder in this process)."""
+    return WorkspaceStore(root)
 
 
 def default_store() -> WorkspaceStore:
-    """The store under the configured data folder (one object per folder in this process)."""
-    root = paths.data_dir().resolve()
-    with _DEFAULT_LOCK:
-        if root not in _DEFAULT:
-            _DEFAULT[root] = WorkspaceStore(root)
-        return _DEFAULT[root]
+    """The store under the configured data folder (``TOKLAB_DATA``)."""
+    return store_at(str(paths.data_dir().resolve()))

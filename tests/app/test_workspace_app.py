@@ -28,7 +28,7 @@ def _library(at) -> list[str]:
 
 def _restart() -> None:
     """What a server restart leaves: the data folder on disk, nothing of the process's store objects."""
-    wsm._DEFAULT.clear()
+    wsm.store_at.cache_clear()
     wsm._MIGRATED.clear()
 
 
