@@ -9,6 +9,10 @@ from analysis.views.chat_template import ROLES, SAMPLE_CONVERSATION, chat_templa
 from ui.errors import try_step
 from ui.pickers import pick_tokenizer
 from ui.spans import token_spans_html
+from ui.workspace import keep
+
+#: The page inputs kept in the workspace.
+KEPT = ("ct-tok", "ct-gen")
 
 
 def conversation_editor() -> list[dict[str, str]]:
@@ -33,6 +37,7 @@ def conversation_editor() -> list[dict[str, str]]:
 def page() -> None:
     """Tokenizer and conversation → one engine call → the rendered text as tokens, and its ids."""
     st.title("Chat template")
+    keep(*KEPT)  # restored from the workspace after a reload or a restart
     st.caption("The conversation as the model sees it: rendered through the tokenizer's own chat template "
                "(`chat_template` in tokenizer_config.json or `chat_template.jinja`), then encoded.")  # fmt: skip
     tok = pick_tokenizer("Tokenizer", key="ct-tok")

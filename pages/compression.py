@@ -22,6 +22,23 @@ from ui.palette import tokenizer_colours, tokenizer_symbols
 from ui.pickers import pick_tokenizers, server_path_input
 from ui.progress import progress
 from ui.spans import token_spans_html
+from ui.workspace import json_download, keep
+
+#: The page inputs kept in the workspace.
+KEPT = (
+    "cmp-toks",
+    "cmp-mode",
+    "cmp-langs",
+    "cmp-metric",
+    "cmp-power",
+    "cmp-ref",
+    "cmp-split",
+    "cmp-group-by",
+    "cmp-par-vocab",
+    "cmp-par-variant",
+    "cmp-par-scope",
+    "cmp-par-langs",
+)
 
 TABLE_COLUMNS = ["tokenizer", "lang", "name", "script", "family", *[m for m in mx.METRIC_LABELS if m != "parity_corpus"],
                  "spaceless"]  # fmt: skip
@@ -272,8 +289,8 @@ def downloads(df: pd.DataFrame, rows: list[dict], names: list[str], metric: str,
         key="cmp-csv",
         on_click="ignore",
     )
-    c2.download_button("Download JSON", json_document(rows).encode("utf-8"), "compression.json",
-                       "application/json", key="cmp-json", on_click="ignore")  # fmt: skip
+    json_download("Download JSON", json_document(rows), "compression.json", container=c2, key="cmp-json",
+                  on_click="ignore")  # fmt: skip
     c1, c2 = st.columns(2)
     c1.download_button("Download LaTeX, every language (longtable)", long.encode("utf-8"), "compression-languages.tex",
                        "text/x-tex", key="cmp-tex", on_click="ignore")  # fmt: skip
@@ -393,13 +410,15 @@ def parity_results(res: dict) -> None:
         "bytes_per_token parity",
     ]
     st.dataframe(rows[cols], hide_index=True, key="cmp-par-table")
-    st.download_button("Download the comparison (JSON)", json_document(res),
-                       file_name="parity_vs_plain.json", mime="application/json", key="cmp-par-dl")  # fmt: skip
+    json_download(
+        "Download the comparison (JSON)", json_document(res), "parity_vs_plain.json", key="cmp-par-dl"
+    )
 
 
 def page() -> None:
     """Tokenizers, FLORES languages and options → `grid.compression_table` → charts and downloads."""
     st.title("Compression across FLORES-200 languages")
+    keep(*KEPT)  # restored from the workspace after a reload or a restart
     st.caption(
         "Corpus-level metrics on the parallel FLORES-200 sentences (sums over sentences, no special tokens): "
         f"bytes/token as in {paper('continued-bpe').short} (§4.2), fertility and continued words as in "

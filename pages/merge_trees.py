@@ -11,6 +11,10 @@ from analysis.views.vocab_views import search_tokens
 from ui import links
 from ui.pickers import BPE, pick_tokenizer
 from ui.trees import depth_slider, forest_rows, merge_tree_figure
+from ui.workspace import keep
+
+#: The page inputs kept in the workspace.
+KEPT = ("mt-tok", "mt-mode", "mt-text")
 
 MAX_MATCHES = 200
 MAX_TEXT_TOKENS = 80
@@ -167,6 +171,7 @@ def text_view(tok: LoadedTokenizer) -> None:
 def page() -> None:
     """Tokenizer (BPE) and a token or a text → merge trees."""
     st.title("Merge trees")
+    keep(*KEPT)  # restored from the workspace after a reload or a restart
     st.caption(
         "How the BPE merges build a token from its own string (merges only, ignore_merges off, no dropout), "
         "or every token of a text (the tokenizer's own pipeline). Node labels show the token and, below it, the "

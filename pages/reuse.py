@@ -32,6 +32,7 @@ from ui.robustness import robustness_button
 from ui.spans import token_spans_html
 from ui.svg import bar_chart
 from ui.tables import static_table
+from ui.workspace import json_download
 
 TARGETS = {"arabic": "arb_Arab", "hebrew": "heb_Hebr", "cyrillic": "rus_Cyrl", "devanagari": "hin_Deva",
            "thai": "tha_Thai", "greek": "ell_Grek", "armenian": "hye_Armn", "georgian": "kat_Geor",
@@ -249,8 +250,8 @@ def consequence_and_export(tok: LoadedTokenizer, report: rm.ReuseReport, zipped:
     d1, d2 = st.columns(2)
     d1.download_button("Download the R-BPE tokenizer (.zip)", zipped, file_name=f"{tok.name}-rbpe-{target}.zip",
                        mime="application/zip", key="reuse-download")  # fmt: skip
-    d2.download_button("Download the report (JSON)", json_document(paths.public_document(report.to_json())), file_name="rbpe_report.json",
-                       mime="application/json", key="reuse-report",
+    json_download("Download the report (JSON)", json_document(paths.public_document(report.to_json())), "rbpe_report.json",
+                  container=d2, key="reuse-report",
                        help="the document `python -m analysis reuse --json` prints (with the collateral table once "
                        "checked)")  # fmt: skip
     st.caption(

@@ -24,6 +24,7 @@ from ui.library import add_to_library
 from ui.pickers import BYTE_LEVEL, pick_tokenizer
 from ui.progress import progress
 from ui.robustness import robustness_button
+from ui.workspace import json_download
 
 DEFAULT_LANGS = ["python", "go", "rust", "javascript", "lua", "ruby"]
 METRIC_LABELS = {
@@ -237,8 +238,12 @@ def concentrated_and_export(cmp: S.SabpeComparison, n_vocab: int) -> None:
             col.caption("No learned token has ≥ 90 % of its training occurrences in one repository.")
     st.subheader("Export")
     report = paths.public_document(cmp.to_json())  # the code corpus by name, never the server layout
-    st.download_button("Download the report (sabpe_report.json)", json_document(report),
-                       file_name="sabpe_report.json", mime="application/json", key="sa-dl-report")  # fmt: skip
+    json_download(
+        "Download the report (sabpe_report.json)",
+        json_document(report),
+        "sabpe_report.json",
+        key="sa-dl-report",
+    )
     st.caption("The same document as `python -m analysis sabpe --json` (and `--out`'s sabpe_report.json).")
     for col, (lb, res) in zip(st.columns(len(runs)), runs.items()):
         col.download_button(f"Download {lb} tokenizer (.zip)",

@@ -25,6 +25,10 @@ from ui.pickers import BPE, pick_tokenizer
 from ui.progress import progress, start_now
 from ui.spans import pieces_html
 from ui.svg import bar_chart, id_bins
+from ui.workspace import json_download, keep
+
+#: The page inputs kept in the workspace.
+KEPT = ("th-tok",)
 
 LABELS = {
     "reachable": "Reachable",
@@ -242,8 +246,9 @@ def downloads(name: str, tok: LoadedTokenizer, view: pd.DataFrame, summary: dict
                        "text/csv", key="th-dl-csv")  # built on click: 150k rows take a second  # fmt: skip
     d2.download_button("Download filtered rows (CSV)", lambda: view.to_csv(index=False), f"{name}-stt-filtered.csv",
                        "text/csv", key="th-dl-view")  # fmt: skip
-    d3.download_button("Download summary (JSON)", json_document(summary),
-                       f"{name}-stt.json", "application/json", key="th-dl-json")  # fmt: skip
+    json_download(
+        "Download summary (JSON)", json_document(summary), f"{name}-stt.json", container=d3, key="th-dl-json"
+    )
 
 
 def integrity_section(name: str, tok: LoadedTokenizer) -> None:
@@ -276,6 +281,7 @@ def integrity_section(name: str, tok: LoadedTokenizer) -> None:
 def page() -> None:
     """Tokenizer (BPE) → STT report → counts, table, charts, explanation, corpus check, downloads."""
     st.title("Token health")
+    keep(*KEPT)  # restored from the workspace after a reload or a restart
     st.caption(
         f"The Self-Tokenization Test ({cite('continued-bpe')}, §3.3): every vocabulary string goes through the bare BPE model "
         "(no normalizer or pre-tokenizer, ignore_merges off, no dropout). A token is reachable when the model "

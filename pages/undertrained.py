@@ -20,6 +20,7 @@ from ui.caching import cache_resource
 from ui.errors import try_step
 from ui.library import library
 from ui.pickers import pick_model
+from ui.workspace import json_download
 
 OWN = "the model's own tokenizer"
 VERDICT_COLOURS = {"strong_verified": "#D55E00", "weak_verified": "#E69F00", "weak_rejected": "#56B4E9",
@@ -291,8 +292,7 @@ def tables(res: ut.UndertrainedResult, table: pd.DataFrame) -> None:
     st.dataframe(view.sort_values(res.main).head(5000), hide_index=True, width="stretch", height=360)
     _download(view, "token-health", "ut-dl-health", "token health")
     doc = paths.public_document(res.to_json())  # the model by name, never the server's layout
-    st.download_button("Download the report (JSON)", json_document(doc), file_name="undertrained.json",
-                       mime="application/json", key="ut-dl-report",
+    json_download("Download the report (JSON)", json_document(doc), "undertrained.json", key="ut-dl-report",
                        help="the document `python -m analysis undertrained --json` prints")  # fmt: skip
     counts = table[table["candidate"]].groupby("class").size().reindex(ut.TOKEN_CLASSES, fill_value=0)
     st.markdown(f"**Candidates by class** (the rules of {reference('sa-bpe').short}, App. A)")

@@ -14,6 +14,10 @@ from ui import links
 from ui.library import library
 from ui.pickers import pick_tokenizers
 from ui.progress import progress
+from ui.workspace import keep
+
+#: The page inputs kept in the workspace.
+KEPT = ("vd-toks", "vd-by")
 
 BY = {label: by for by, label in BY_LABELS.items()}
 
@@ -76,6 +80,7 @@ def read_link() -> None:
 def page() -> None:
     """Tokenizers → one engine call → overlap charts, pair table and unique tokens."""
     st.title("Vocabulary diff")
+    keep(*KEPT)  # restored from the workspace after a reload or a restart
     st.caption("Which tokens the vocabularies share, which are unique to each, and how similar they are "
                "(Jaccard index = shared ÷ tokens in either).")  # fmt: skip
     read_link()

@@ -21,6 +21,7 @@ from analysis.texts import flores
 from analysis.tokenizer.export import zip_bytes
 from analysis.tokenizer.tokenizer import LoadedTokenizer
 from analysis.views.export_check import run_export_check
+from ui.workspace import json_download
 
 from .caching import cache_data
 from .errors import try_step
@@ -185,6 +186,5 @@ def show_report(doc: dict, key: str) -> None:
     if doc.get("gguf"):
         with st.expander("GGUF metadata"):
             st.json(doc["gguf"])
-    st.download_button("Download the export check (JSON)", json_document(doc), file_name="export_check.json",
-                       mime="application/json", key=f"{key}-dl",
+    json_download("Download the export check (JSON)", json_document(doc), "export_check.json", key=f"{key}-dl",
                        help="the document `python -m analysis export-check --json` prints")  # fmt: skip

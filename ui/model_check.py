@@ -44,6 +44,7 @@ from analysis.evaluate.model_check import (
 from analysis.methods.undertrained import indicators_for
 from analysis.texts.flores import available_codes
 from ui.pickers import pick_model
+from ui.workspace import json_download
 
 #: How often the job panel polls the running check (seconds).
 POLL_SECONDS = 1.0
@@ -278,8 +279,9 @@ def model_check_section(
         if not doc.get("complete", True):
             st.warning("Cancelled: the languages finished before the cancel are shown.")
         _charts(doc, key)
-        st.download_button("Download model_check.json", json_document(doc), file_name="model_check.json",
-                           mime="application/json", key=f"{key}-download")  # fmt: skip
+        json_download(
+            "Download model_check.json", json_document(doc), "model_check.json", key=f"{key}-download"
+        )
 
 
 @st.fragment(run_every=POLL_SECONDS)
