@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from urllib.parse import parse_qs, urlparse
 
-from e2e_support import RUN_TIMEOUT_MS, add_example, pick_tokenizer, screenshot, wait_idle
+from e2e_support import RUN_TIMEOUT_MS, add_example, mark, pick_tokenizer, screenshot, wait_idle, wait_rerun
 from playwright.sync_api import Page, expect
 
 #: 3,010 characters: more than the 2,000 a link used to carry (it cut the rest without a word)
@@ -19,13 +19,17 @@ def test_a_long_text_survives_a_shared_link(page: Page, app_url, artifacts):
     box = page.get_by_label("Text", exact=True)
     box.fill(LONG)
     box.press("Control+Enter")
-    page.wait_for_url(lambda url: "textid=" in url, timeout=RUN_TIMEOUT_MS)
+    page.wait_for_url(lambda url: "text=" not in url)  # too long for the URL: kept in the workspace only
     wait_idle(page)
-    query = parse_qs(urlparse(page.url).query)
-    assert "text" not in query and len(query["textid"][0]) < 100  # the URL holds an id, not the text
+    since = mark(page)
+    page.get_by_role("button", name="Share link").click()
+    wait_rerun(page, since)
+    link = page.locator('[data-testid="stCode"]').filter(has_text="textid=").first.inner_text().strip()
+    query = parse_qs(urlparse(link).query)
+    assert "text" not in query and "ws" not in query and len(query["textid"][0]) < 100  # a random id
     # the link, opened in a new tab, restores every character
     other = page.context.new_page()
-    other.goto(page.url)
+    other.goto(link)
     wait_idle(other)
     expect(other.get_by_label("Text", exact=True)).to_have_value(LONG)
     screenshot(other, artifacts / "fix_long_link.png")

@@ -34,16 +34,26 @@ def test_a_workspace_survives_a_reload_and_a_server_restart(page: Page, serve_ap
         page.get_by_role("tab", name="Upload").click()
         since = mark(page)
         page.locator('[data-testid="stMain"] [data-testid="stFileUploaderDropzoneInput"]').set_input_files(
-            files=[{"name": "kept-upload.json", "mimeType": "application/json",
-                    "buffer": json.dumps(tokenizer_doc()).encode()}]  # fmt: skip
+            files=[
+                {
+                    "name": "kept-upload.json",
+                    "mimeType": "application/json",
+                    "buffer": json.dumps(tokenizer_doc()).encode(),
+                }
+            ]  # fmt: skip
         )
         wait_rerun(page, since)
         since = mark(page)
         page.get_by_role("button", name="Add upload to library").click()
         wait_rerun(page, since)
         # to the Playground through the menu: the workspace id stays in the URL
-        page.get_by_role("link", name="Playground").first.click()
+        nav = page.locator('[data-testid="stTopNav"] [data-testid="stTopNavSection"]').filter(
+            has_text="Look inside"
+        )
+        nav.click()
+        page.get_by_role("menuitem", name="Playground").click()
         wait_idle(page)
+        expect(page.get_by_role("heading", name="Playground")).to_be_visible()
         box = page.get_by_label("Text", exact=True)
         box.fill(TEXT)
         box.press("Control+Enter")
