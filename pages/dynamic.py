@@ -39,6 +39,10 @@ from ui.pickers import Needs, model_picker_keys, pick_model, pick_tokenizer
 from ui.spans import token_spans_html
 from ui.svg import line_chart
 from ui.tables import static_table
+from ui.workspace import keep
+
+#: The page inputs kept in the workspace.
+KEPT = ("dyn-tok", *model_picker_keys("dyn-model"))
 
 #: The tokenizers the page can merge: token strings that concatenate to the text (the engine's own test).
 CONCATENATING = Needs(
@@ -184,6 +188,7 @@ def download(tok: LoadedTokenizer, report: DynamicReport, k: int) -> None:
 def page() -> None:
     """Tokenizer, batch, boundary and k → `dynamic.dynamic_tokenize` → numbers, curve, spans, merges."""
     st.title("Dynamic tokenization")
+    keep(*KEPT)  # restored from the workspace after a reload or a restart
     st.caption(
         f"Batch-level dynamic tokenization ({cite('dynamic-tokenization')}): tokenize a batch with the "
         "base tokenizer, then repeatedly merge the most frequent valid adjacent pair across the whole batch. The "

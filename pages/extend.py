@@ -43,10 +43,14 @@ from ui.export_check import export_check_section, speculative_line
 from ui.library import add_edited_button
 from ui.model_check import model_check_section
 from ui.palette import OKABE_ITO
-from ui.pickers import pick_model, pick_tokenizer, server_path_input
+from ui.pickers import model_picker_keys, pick_model, pick_tokenizer, server_path_input
 from ui.robustness import robustness_section
 from ui.spans import pieces_html, token_spans_html
 from ui.trees import merge_tree_text
+from ui.workspace import keep as keep_inputs
+
+#: The page inputs kept in the workspace.
+KEPT = ("ext-tok", "ext-lang", "ext-methods", "ext-nmax", "ext-minfreq", *model_picker_keys("ext-model"))
 
 NO_FLORES = "FLORES-200 was not found: set TOKLAB_FLORES (or TOKLAB_ASSETS to the shared assets folder)."
 MERGE_METHODS = ("continued", "regen", "merges")
@@ -476,6 +480,7 @@ RESULT_TABS = ["Compression", "Before and after", "Added tokens", "Export"]
 def page() -> None:
     """Tokenizer, text, methods → one training run per method (`Preview`) → metrics, curve, spans, export."""
     st.title("Extend a tokenizer")
+    keep_inputs(*KEPT)  # restored from the workspace after a reload or a restart
     st.caption(
         f"Add N tokens learned from your text: **continued BPE training** ({cite('continued-bpe')}, §3.1) keeps "
         f"every new token reachable; the **naive** baselines add a separately trained tokenizer's tokens "

@@ -35,12 +35,16 @@ from ui.errors import try_step
 from ui.export_check import export_check_section, speculative_line
 from ui.library import add_edited_button
 from ui.model_check import model_check_section
-from ui.pickers import BPE, pick_model, pick_tokenizer, server_path_input
+from ui.pickers import BPE, model_picker_keys, pick_model, pick_tokenizer, server_path_input
 from ui.progress import start_now
 from ui.robustness import robustness_button
 from ui.spans import token_spans_html
 from ui.tables import static_table
 from ui.trees import merge_tree_text
+from ui.workspace import keep
+
+#: The page inputs kept in the workspace.
+KEPT = ("prune-tok", *model_picker_keys("prune-model"))
 
 SCRIPTS = ["Latin", "Cyrillic", "Greek", "Arabic", "Hebrew", "Han", "Hiragana", "Katakana", "Hangul", "Thai",
            "Devanagari", "Georgian", "Armenian"]  # fmt: skip
@@ -299,6 +303,7 @@ def prune_now(tok: LoadedTokenizer, n: int) -> bool:
 def page() -> None:
     """Tokenizer, order, text mix → `pruning.compute_order` → curves, next tokens, export."""
     st.title("Prune a tokenizer without breaking it")
+    keep(*KEPT)  # restored from the workspace after a reload or a restart
     st.caption(
         f"Leaf-based pruning ({cite('continued-bpe')}, §3.2) only removes tokens that no surviving merge needs, "
         "so it never creates unreachable tokens; naive orders (by id, by frequency) can. The under-trained-first "

@@ -26,13 +26,16 @@ from ui.charts import interactive_toggle, show_svg
 from ui.errors import try_step
 from ui.export_check import export_check_section
 from ui.model_check import model_check_section
-from ui.pickers import BYTE_LEVEL_BPE, pick_model, pick_tokenizer, server_path_input
+from ui.pickers import BYTE_LEVEL_BPE, model_picker_keys, pick_model, pick_tokenizer, server_path_input
 from ui.progress import progress
 from ui.robustness import robustness_button
 from ui.spans import token_spans_html
 from ui.svg import bar_chart
 from ui.tables import static_table
-from ui.workspace import json_download
+from ui.workspace import json_download, keep
+
+#: The page inputs kept in the workspace.
+KEPT = ("reuse-tok", *model_picker_keys("reuse-model"))
 
 TARGETS = {"arabic": "arb_Arab", "hebrew": "heb_Hebr", "cyrillic": "rus_Cyrl", "devanagari": "hin_Deva",
            "thai": "tha_Thai", "greek": "ell_Grek", "armenian": "hye_Armn", "georgian": "kat_Geor",
@@ -327,6 +330,7 @@ def options(tok: LoadedTokenizer) -> tuple[dict, reuse.VocabClasses, reuse.Reuse
 def page() -> None:
     """Tokenizer, rules, target, threshold → `reuse.choose_reusable` → classes; Train → R-BPE, measures, export."""
     st.title("Token reuse (R-BPE)")
+    keep(*KEPT)  # restored from the workspace after a reload or a restart
     st.caption(
         f"R-BPE ({cite('r-bpe')}) classifies the vocabulary by **Unicode block**, picks the classes of scripts you "
         "do not need (smallest first, up to the threshold h), trains a new byte-level BPE on the target language and "

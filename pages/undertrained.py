@@ -19,8 +19,11 @@ from analysis.model.source import ModelSource, resolve_model, tokenizer_for_mode
 from ui.caching import cache_resource
 from ui.errors import try_step
 from ui.library import library
-from ui.pickers import pick_model
-from ui.workspace import json_download
+from ui.pickers import model_picker_keys, pick_model
+from ui.workspace import json_download, keep
+
+#: The page inputs kept in the workspace.
+KEPT = ("ut-tok", *model_picker_keys("ut-model"))
 
 OWN = "the model's own tokenizer"
 VERDICT_COLOURS = {"strong_verified": "#D55E00", "weak_verified": "#E69F00", "weak_rejected": "#56B4E9",
@@ -302,6 +305,7 @@ def tables(res: ut.UndertrainedResult, table: pd.DataFrame) -> None:
 def page() -> None:
     """Model and tokenizer → `undertrained.analyze` → indicators, verification, tables."""
     st.title("Under-trained tokens")
+    keep(*KEPT)  # restored from the workspace after a reload or a restart
     st.caption(
         "Tokens a model (almost) never saw in training keep untrained embeddings and can cause glitches "
         f"({cite('magikarp')}; token classes as in {reference('sa-bpe').short}). Indicators come straight from the "

@@ -21,6 +21,7 @@ what this session holds.
 from __future__ import annotations
 
 import hashlib
+import sqlite3
 import threading
 from typing import Any
 
@@ -41,6 +42,8 @@ _NOTES = "toklab-ws-notes"  # messages for the sidebar panel, once
 _APPLY = "toklab-ws-apply"  # set: the saved inputs replace the session's on the next run (an import)
 #: The query parameter that carries the workspace id.
 PARAM = "ws"
+#: What a store that cannot be read or written raises (shown as a warning; the tab keeps working).
+STORE_ERRORS = (AnalysisError, OSError, sqlite3.Error)
 #: The JSON types a page input may hold.
 _PLAIN = (str, bool, int, float, type(None))
 _PRUNED: set[str] = set()
@@ -74,7 +77,7 @@ def enter() -> str:
         try:
             _prune_once()
             ws, restored = store().open(raw)
-        except (AnalysisError, OSError) as e:
+        except STORE_ERRORS as e:
             st.session_state[WS_KEY] = ""
             note(f"Workspaces are unavailable on this server ({e}): this tab's work is not kept.")
             return ""
@@ -101,7 +104,7 @@ def _prune_once() -> None:
     store().prune()
 
 
-def _warn(e: AnalysisError | OSError) -> None:
+def _warn(e: Exception) -> None:
     st.warning(f"Not kept in this workspace: {e}", icon=":material/cloud_off:")
 
 
@@ -124,7 +127,7 @@ def record_tokenizer(
             store().put(ws, "library", name, {"how": "ref", "source": source})
         else:
             store().put(ws, "library", name, {"how": "zip"}, library_zip({name: tok}))
-    except (AnalysisError, OSError) as e:
+    except STORE_ERRORS as e:
         _warn(e)
 
 
@@ -133,7 +136,7 @@ def forget_tokenizer(name: str) -> None:
     if current():
         try:
             store().remove(current(), "library", name)
-        except (AnalysisError, OSError) as e:
+        except STORE_ERRORS as e:
             _warn(e)
 
 
@@ -154,7 +157,7 @@ def restored_library() -> list[tuple[str, LoadedTokenizer]]:
     for item in store().items(ws, "library"):
         try:
             out.append((item.name, _load_item(ws, item.name, item.meta)))
-        except (AnalysisError, OSError, ValueError) as e:
+        except (*STORE_ERRORS, ValueError) as e:
             failed.append(f"{item.name} ({e})")
     if failed:
         note("Could not restore from this workspace: " + "; ".join(failed))
@@ -208,7 +211,7 @@ def save_inputs() -> None:
             continue
         try:
             store().put_input(ws, k, v)
-        except (AnalysisError, OSError) as e:
+        except STORE_ERRORS as e:
             _warn(e)
             return
         saved[k] = v
@@ -226,7 +229,7 @@ def keep_result(file_name: str, text: str) -> None:
         return
     try:
         store().put(ws, "result", file_name, {}, text.encode("utf-8"))
-    except (AnalysisError, OSError) as e:
+    except STORE_ERRORS as e:
         _warn(e)
         return
     seen[file_name] = digest

@@ -4,15 +4,22 @@ reaches another workspace's items; download ids are private to their session."""
 
 from __future__ import annotations
 
+import io
+import json
+import zipfile
+
+import pytest
 from app_support import open_page
 from streamlit.runtime import memory_media_file_storage as mm
 
 from analysis.core import paths
 from analysis.core import workspace as wsm
 from analysis.core.workspace import default_store
+from analysis.errors import DataError
 from analysis.tokenizer.export import library_zip
 from analysis.tokenizer.sources import load_upload
 from ui import privacy
+from ui.workspace_panel import FORMAT, MANIFEST, read_manifest
 
 GPT2_JSON = paths.shared_assets() / "tokenizers" / "gpt2" / "tokenizer.json"
 
@@ -92,6 +99,30 @@ def test_new_and_delete_workspace_from_the_sidebar():
     at.sidebar.checkbox(key="ws-del-sure").check().run()
     at.sidebar.button(key="ws-del").click().run()
     assert _ws(at) != new and not default_store().exists(new)
+
+
+def test_the_workspace_export_holds_inputs_and_results_and_an_import_takes_only_page_inputs():
+    at = open_page("pages/playground.py")
+    at.text_area(key="pg-text").set_value("exported text").run()
+    default_store().put(_ws(at), "result", "model_check.json", {}, b'{"ok": true}')
+    at.session_state["ws-box"] = True
+    at.run()
+    at.sidebar.button(key="ws-export").click().run()
+    doc = read_manifest(at.session_state["ws-zip"])
+    assert doc["inputs"]["pg-text"] == "exported text" and doc["results"] == {
+        "model_check.json": '{"ok": true}'
+    }
+    # a crafted file: the app's own state, odd keys and values that are not plain JSON are left out
+    crafted = {"format": FORMAT, "version": 1,
+               "inputs": {"pg-text": "imported", "toklab-ws": "A" * 32, "Bad Key": 1, "pg-toks": [{"x": 1}]},
+               "results": {"r.json": "{}", "evil": "x", "n.json": 3}}  # fmt: skip
+    buf = io.BytesIO(library_zip({}))
+    with zipfile.ZipFile(buf, "a") as zf:
+        zf.writestr(MANIFEST, json.dumps(crafted))
+    assert read_manifest(buf.getvalue()) == {"inputs": {"pg-text": "imported"}, "results": {"r.json": "{}"}}
+    assert read_manifest(library_zip({})) == {}  # a plain library zip
+    with pytest.raises(DataError, match="not a Tokenizer Lab workspace"):
+        read_manifest(b"not a zip")
 
 
 def test_download_ids_are_private_to_their_session(monkeypatch):
