@@ -39,7 +39,7 @@ from ui.pickers import Needs, model_picker_keys, pick_model, pick_tokenizer
 from ui.spans import token_spans_html
 from ui.svg import line_chart
 from ui.tables import static_table
-from ui.workspace import keep
+from ui.workspace import json_download, keep
 
 #: The page inputs kept in the workspace.
 KEPT = ("dyn-tok", *model_picker_keys("dyn-model"))
@@ -290,8 +290,8 @@ def batches_section(tok: LoadedTokenizer, texts: list[str], boundary: str, speci
         runs = _batches(tok, tuple(texts), int(size), int(seed), boundary, special)
         doc = paths.public_document(runs.to_json())
         static_table(pd.DataFrame(doc["batches"]), height=400)
-        st.download_button("Download the batches (JSON)", json_document(doc), file_name="dynamic_batches.json",
-                           mime="application/json", key="dyn-batches-download",
+        json_download("Download the batches (JSON)", json_document(doc), "dynamic_batches.json",
+                      key="dyn-batches-download",
                            help="the document `python -m analysis dynamic … --batch-size B --sample-merges "
                            "--json` prints")  # fmt: skip
 

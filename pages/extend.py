@@ -47,6 +47,7 @@ from ui.pickers import model_picker_keys, pick_model, pick_tokenizer, server_pat
 from ui.robustness import robustness_section
 from ui.spans import pieces_html, token_spans_html
 from ui.trees import merge_tree_text
+from ui.workspace import json_download
 from ui.workspace import keep as keep_inputs
 
 #: The page inputs kept in the workspace.
@@ -459,8 +460,7 @@ def export(tok: LoadedTokenizer, pv: Preview, label: str, config: tuple, n: int,
     if z and z[:3] == (em, n, config):
         st.download_button("Download zip (Hugging Face folder)", z[3], file_name=f"{tok.name}-{em}-{n}.zip".replace(" ", "_"),
                            mime="application/zip", key="ext-download")  # fmt: skip
-        st.download_button("Download extension_report.json", z[4], file_name="extension_report.json",
-                           mime="application/json", key="ext-report")  # fmt: skip
+        json_download("Download extension_report.json", z[4], "extension_report.json", key="ext-report")
         speculative_line(z[5].extension.tokenizer, tok, f"{tok.name} +{n}")
         robustness_section(z[5].robustness.to_json() if z[5].robustness else None)
         add_edited_button(z[5].extension.tokenizer, f"{tok.name} +{n} ({METHOD_LABELS[em]})", "ext-add")
