@@ -31,6 +31,7 @@ from analysis import AnalysisError, LoadedTokenizer
 from analysis.core.workspace import WorkspaceStore, default_store, valid_id
 from analysis.tokenizer.export import library_zip
 from analysis.tokenizer.sources import load_library_zip, load_upload
+from analysis.views.shared_text import remove_legacy_texts
 from ui.loaders import load_source
 
 #: Session State: the workspace id of this session ("" when the store is unavailable).
@@ -95,12 +96,14 @@ def enter() -> str:
 
 
 def _prune_once() -> None:
-    """Remove the idle workspaces once per server process and data folder (the operator's `workspaces prune`)."""
+    """Once per server process and data folder: remove the idle workspaces (the operator's `workspaces prune`) and
+    the texts earlier versions kept under their hash."""
     root = str(store().root)
     with _PRUNE_LOCK:
         if root in _PRUNED:
             return
         _PRUNED.add(root)
+    remove_legacy_texts()
     store().prune()
 
 

@@ -10,8 +10,10 @@ import pytest
 
 from analysis.cli import main
 from analysis.core import workspace as wsm
+from analysis.core.cache import store_dir
 from analysis.core.workspace import QuotaError, WorkspaceStore, valid_id
 from analysis.errors import DataError
+from analysis.views.shared_text import LEGACY_NAMESPACE, remove_legacy_texts
 
 
 @pytest.fixture
@@ -136,3 +138,12 @@ def test_the_operator_command_lists_sizes_and_prunes(tmp_path, monkeypatch, caps
     assert "removed 1 workspace" in capsys.readouterr().out and store.list() == []
     assert main(["workspaces", "prune", "--idle-days", "-1"]) == 2
     assert "error: --idle-days" in capsys.readouterr().err
+
+
+def test_texts_kept_under_their_hash_by_earlier_versions_are_removed(tmp_path, monkeypatch):
+    monkeypatch.setenv("TOKLAB_CACHE", str(tmp_path / "cache"))
+    old = store_dir() / LEGACY_NAMESPACE / "0123456789abcdef.json"
+    old.parent.mkdir(parents=True)
+    old.write_text('{"data": "a typed text"}')
+    assert remove_legacy_texts() and not old.parent.exists()
+    assert not remove_legacy_texts()
