@@ -34,6 +34,7 @@ from streamlit.testing.v1 import AppTest
 from support import ROOT, TOKENIZERS, load_shared
 
 from analysis import TokenizerLoadError
+from analysis.core.workspace import default_store
 from analysis.methods.pruning.report import zip_folder
 from analysis.tokenizer.export import library_zip
 from analysis.tokenizer.sources import load_library_zip
@@ -267,7 +268,7 @@ def test_latin1_training_text_upload(page_file, uploader):
     assert "not UTF-8" in _errors(at)
 
 
-# ====================================================================== a session's library survives a reload
+# ====================================================================== a library in a workspace and in a zip
 def test_library_save_and_restore(tmp_path):
     at = _app()
     at.file_uploader(key="inspect-upload").set_value(
@@ -276,7 +277,12 @@ def test_library_save_and_restore(tmp_path):
     at.run()
     at.button(key="inspect-add-upload").click().run()
     assert "mine" in at.session_state["toklab_library"]
-    assert any("reloading the page" in c.value for c in at.sidebar.caption)
+    assert any("kept in this tab's workspace" in c.value for c in at.sidebar.caption)
+    # the workspace keeps the upload's own bytes (stored once by content hash)
+    ws = at.session_state["toklab-ws"]
+    [item] = default_store().items(ws, "library")
+    assert (item.name, item.meta["how"]) == ("mine", "upload")
+    assert default_store().read(ws, "library", "mine") == json.dumps(tokenizer_doc()).encode()
     assert "lib-save" not in [b.key for b in at.button]  # drawn when the box is opened, as a user opens it
     at.session_state["lib-box"] = True
     at.run()
