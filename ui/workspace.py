@@ -148,7 +148,7 @@ def rename_tokenizer(old: str, new: str) -> None:
     if current() and old != new:
         try:
             store().rename(current(), "library", old, new)
-        except (AnalysisError, OSError) as e:
+        except STORE_ERRORS as e:
             _warn(e)
 
 

@@ -52,7 +52,9 @@ def test_items_and_files_stay_in_their_workspace(store):
     store.delete(a)
     assert store.read(b, "library", "copy") == b"secret bytes"  # still named by b
     assert not store.exists(a) and store.read(a, "library", "mine") is None
-    store.remove(b, "library", "copy")
+    assert store.rename(b, "library", "copy", "renamed") and not store.rename(a, "library", "renamed", "x")
+    assert store.read(b, "library", "renamed") == b"secret bytes" and store.get(b, "library", "copy") is None
+    store.remove(b, "library", "renamed")
     assert list(store.blobs.glob("*/*")) == []  # the last name gone, the file goes
     with pytest.raises(DataError, match="no longer on the server"):
         store.put(a, "result", "x.json", {})  # a deleted workspace is never written again
