@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import errno
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -26,6 +26,7 @@ from safetensors import SafetensorError
 
 from analysis.bpe import bare_tokenize_fn
 from analysis.core.outputs import give_file_modes
+from analysis.core.progress import Progress
 from analysis.errors import DataError, ModelLoadError
 from analysis.model.bpb import prefix_token
 from analysis.model.config_files import write_accepted_forms
@@ -207,7 +208,7 @@ def remap_embeddings(
             w_new[rows] = rows_w.to(w_new.dtype)
         if b_new is not None:
             b_new[rows] = rows_b.to(b_new.dtype)
-    _install(model, e_new, w_new, b_new, tied, has_head)
+    install_rows(model, e_new, w_new, b_new, tied, has_head)
     dropped = _remap_config_ids(model, id_map)
     return RemapReport(
         old_rows=n_old,
@@ -235,13 +236,22 @@ def init_rows(
     std: float = 0.02,
     omp_k: int = DEFAULT_K,
     model: Any = None,
+    pieces: Mapping[int, list[int]] | None = None,
+    omp_anchors: Sequence[int] | None = None,
+    omp_layer: int | None = None,
+    omp_candidates: int | None = None,
+    progress: Progress | None = None,
 ) -> tuple[Any, Any, Any, dict[int, list[int]]]:
     """Rows for the new ids `missing` of `new_tok` from the old matrices (input `e_old`, untied output `w_old`
     or None, output bias `b_old` or None): (input rows, output rows or None, bias values or None, FVT pieces).
 
     `init` is one of :data:`INITS` (see :data:`INIT_HELP`); "omp" needs the ORIGINAL `model`: each token's
     hidden state (its FVT pieces read by the model) is coded over anchor tokens' hidden states with `omp_k`
-    atoms and the codes are applied to the anchors' rows (:func:`analysis.adapt.omp.hidden_space_rows`).
+    atoms and the codes are applied to the anchors' rows (:func:`analysis.adapt.omp.hidden_space_rows`; anchors
+    `omp_anchors` when given, at layer `omp_layer`, atoms screened to `omp_candidates`).
+
+    `pieces` (new id → original ids) replaces the FVT pieces found from `new_tok`'s token strings: a caller whose
+    two vocabularies spell tokens differently (a transplant) gives the original tokenizer's reading itself.
     """
     import torch  # noqa: PLC0415 - heavy, only when rows are initialised
 
@@ -254,13 +264,21 @@ def init_rows(
     mean_w = w_old[:n_old_tok].float().mean(0) if w_old is not None else None
     mean_b = b_old[:n_old_tok].float().mean() if b_old is not None else None
     k = len(missing)
-    pieces: dict[int, list[int]] = {}
+    given = pieces
+    pieces = {}
     rows_w = rows_b = None
     if init in ("fvt", "omp"):  # no pieces → the mean row
-        tokenize = bare_tokenize_fn(old_tok)
+        tokenize = bare_tokenize_fn(old_tok) if given is None else None
         for j in missing:
-            s = new_tok.id_to_token.get(j)
-            ids = [] if s is None else fvt_pieces(old_tok, s, text=s not in new_tok.vocab, tokenize=tokenize)
+            if given is not None:
+                ids = list(given.get(j, []))
+            else:
+                s = new_tok.id_to_token.get(j)
+                ids = (
+                    []
+                    if s is None
+                    else fvt_pieces(old_tok, s, text=s not in new_tok.vocab, tokenize=tokenize)
+                )
             pieces[j] = [i for i in ids if 0 <= i < n_old]
         plist = [pieces[j] for j in missing]
         rows_e = fvt_rows(e_old, plist, mean_e)
@@ -273,7 +291,9 @@ def init_rows(
                 raise DataError("the omp init reads the original model: pass it")
             mats = [e_old[:n_old_tok]] + ([w_old[:n_old_tok]] if w_old is not None else [])
             prefix = prefix_token(old_tok, model.config).id
-            coded = hidden_space_rows(model, mats, plist, prefix, exclude=set(old_tok.added_ids), k=omp_k)
+            coded = hidden_space_rows(model, mats, plist, prefix, exclude=set(old_tok.added_ids), k=omp_k,
+                                      anchor_ids=omp_anchors, layer=omp_layer, candidates=omp_candidates,
+                                      progress=progress)  # fmt: skip
             rows_e = coded[0]
             if w_old is not None:
                 rows_w = coded[1]
@@ -319,7 +339,7 @@ def mvn_rows(rows: Any, k: int, generator: Any = None) -> Any:
     return (mu.double() + z @ factor.T).float()
 
 
-def _install(model, e_new, w_new, b_new, tied: bool, has_head: bool) -> None:
+def install_rows(model: Any, e_new: Any, w_new: Any, b_new: Any, tied: bool, has_head: bool) -> None:
     """Resize the model's matrices to the new row count and write the new rows (keeping ties)."""
     import torch  # noqa: PLC0415 - heavy, only when a model is remapped
 

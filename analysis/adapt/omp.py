@@ -17,8 +17,10 @@ with the residual, then a least-squares refit on the chosen atoms), in torch, fl
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
+from analysis.core.progress import Progress, report, scaled
 from analysis.errors import DataError
 
 #: Atoms per new token (the paper sweeps k; 8 is a small, common choice).
@@ -27,13 +29,19 @@ DEFAULT_K = 8
 DEFAULT_ANCHORS = 8192
 
 
-def omp(dictionary: Any, targets: Any, k: int = DEFAULT_K, *, exclude: Any = None) -> tuple[Any, Any]:
+def omp(
+    dictionary: Any, targets: Any, k: int = DEFAULT_K, *, exclude: Any = None, candidates: int | None = None
+) -> tuple[Any, Any]:
     """Sparse codes of `targets` (m × d) over the rows of `dictionary` (n × d): returns (indices m × k, long;
     coefficients m × k, float32) with ``targets[i] ≈ coefficients[i] @ dictionary[indices[i]]``.
 
     Each step picks the atom whose normalised row has the largest |correlation| with the residual (an atom is
-    never picked twice), then refits all chosen coefficients by least squares. `exclude` (a bool tensor of n)
-    marks rows that may never be chosen. Zero rows are never chosen. Torch tensors in, torch tensors out.
+    never picked twice), then refits all chosen coefficients by least squares (kept as an incremental QR of the
+    chosen atoms: Gram–Schmidt, orthogonalised twice, so a step costs O(d·step), not a new solve). `exclude` (a
+    bool tensor of n) marks rows that may never be chosen. Zero rows are never chosen. With `candidates` < n,
+    each target's atoms are chosen among the `candidates` rows most correlated with the target itself (a
+    screening that makes k = 64 over tens of thousands of atoms affordable on a CPU; None: every row, exact
+    OMP). Torch tensors in, torch tensors out.
     """
     import torch  # noqa: PLC0415 - heavy, only when rows are initialised
 
@@ -49,13 +57,28 @@ def omp(dictionary: Any, targets: Any, k: int = DEFAULT_K, *, exclude: Any = Non
     banned = norms <= 1e-12
     if exclude is not None:
         banned = banned | torch.as_tensor(exclude, dtype=torch.bool)
-    if int((~banned).sum()) < k:
-        raise DataError(
-            f"OMP needs {k} usable atoms; only {int((~banned).sum())} rows are non-zero and allowed"
-        )
+    allowed = int((~banned).sum())
+    if allowed < k:
+        raise DataError(f"OMP needs {k} usable atoms; only {allowed} rows are non-zero and allowed")
+    screen = candidates is not None and max(candidates, k) < allowed
     m = y.shape[0]
     idx = torch.zeros((m, k), dtype=torch.long)
     coef = torch.zeros((m, k), dtype=torch.float64)
+    if screen:
+        width = max(int(candidates), k)
+        chunk = max(1, (1 << 25) // (width * max(width, dim)))  # a block's candidate rows ≈ 128 MB
+        d32, unit32 = d_mat.float(), unit.float()
+        for s in range(0, m, chunk):
+            yb = y[s : s + chunk].float()
+            corr0 = (yb @ unit32.T).abs()
+            corr0[:, banned] = -1.0
+            cand = corr0.topk(width, dim=1).indices  # m × C
+            atoms = d32[cand]  # m × C × d
+            gram = torch.bmm(atoms, atoms.transpose(1, 2)).double()
+            alpha0 = torch.bmm(atoms, yb[:, :, None])[:, :, 0].double()
+            local, coef[s : s + chunk] = _batch_omp(gram, alpha0, k)
+            idx[s : s + chunk] = cand.gather(1, local)
+        return idx, coef.float()
     chunk = max(1, (1 << 25) // n)  # targets per block: the correlations stay ≈ 256 MB
     for s in range(0, m, chunk):
         idx[s : s + chunk], coef[s : s + chunk] = _omp_block(d_mat, unit, banned, y[s : s + chunk], k)
@@ -71,26 +94,37 @@ def hidden_space_rows(
     exclude: set[int] | None = None,
     k: int = DEFAULT_K,
     anchors: int = DEFAULT_ANCHORS,
+    anchor_ids: Sequence[int] | None = None,
     layer: int | None = None,
+    candidates: int | None = None,
     batch: int = 256,
+    progress: Progress | None = None,
 ) -> list[Any]:
     """New rows for every matrix in `matrices` (input rows first; each indexed by the original ids): OMP codes of
     each new token's hidden state (its `pieces` read after `prefix_id`, at the last piece; layer `layer`, default
-    the middle one) over the hidden states of the anchors (ids 0 … `anchors` − 1 minus `exclude`, each read
-    alone after the prefix), applied to the anchors' rows. One float32 tensor (m × width) per matrix."""
+    the middle one) over the hidden states of the anchors (the first `anchors` of `anchor_ids`, default ids
+    0 … `anchors` − 1, minus `exclude`; each read alone after the prefix), applied to the anchors' rows.
+    `candidates` screens each token's atoms (:func:`omp`). One float32 tensor (m × width) per matrix. The model
+    runs only up to `layer` (the layers above it do not change its hidden state)."""
     import torch  # noqa: PLC0415 - heavy, only when rows are initialised
 
     n_layers = int(getattr(model.config, "num_hidden_layers", 0) or 0)
     layer = n_layers // 2 if layer is None else layer
+    if n_layers and not 0 <= layer <= n_layers:
+        raise DataError(f"the OMP layer must be between 0 and {n_layers}, not {layer}")
     n_rows = int(matrices[0].shape[0])
-    ids = [i for i in range(min(anchors, n_rows)) if i not in (exclude or set())]
+    pool = range(n_rows) if anchor_ids is None else [int(i) for i in anchor_ids]
+    ids = [i for i in pool if 0 <= i < n_rows and i not in (exclude or set())][:anchors]
     if len(ids) < k:
         raise DataError(f"OMP needs at least {k} anchor tokens, the vocabulary offers {len(ids)}")
     device = next(model.parameters()).device
-    anchor_h = _states(model, [[prefix_id, i] for i in ids], layer, batch, device)
     seqs = [[prefix_id, *(p or [prefix_id])] for p in pieces]
-    new_h = _states(model, seqs, layer, batch, device)
-    idx, coef = omp(anchor_h, new_h, k)
+    total = len(ids) + len(seqs)
+    anchor_h = _states(
+        model, [[prefix_id, i] for i in ids], layer, batch, device, scaled(progress, 0, len(ids) / total)
+    )
+    new_h = _states(model, seqs, layer, batch, device, scaled(progress, len(ids) / total, 1.0))
+    idx, coef = omp(anchor_h, new_h, k, candidates=candidates)
     chosen = torch.as_tensor(ids)[idx]  # m × k original ids
     out = []
     for mat in matrices:
@@ -99,10 +133,30 @@ def hidden_space_rows(
     return out
 
 
-def _states(model: Any, seqs: list[list[int]], layer: int, batch: int, device: Any) -> Any:
-    """Hidden states (float32, CPU) at layer `layer` of the last token of every sequence, batched."""
+class _Reached(Exception):
+    """Raised by the hook on the layer whose output is wanted: the layers above it need not run."""
+
+    def __init__(self, value: Any) -> None:
+        super().__init__("layer reached")
+        self.value = value
+
+
+def _decoder_layers(model: Any) -> Any:
+    """The model's list of decoder layers (``model.model.layers`` for Llama-style models), None when unknown."""
+    inner = getattr(model, "model", None)
+    layers = getattr(inner, "layers", None)
+    return layers if layers is not None and hasattr(layers, "__getitem__") else None
+
+
+def _states(
+    model: Any, seqs: list[list[int]], layer: int, batch: int, device: Any, progress: Progress | None = None
+) -> Any:
+    """Hidden states (float32, CPU) at layer `layer` of the last token of every sequence, batched; the forward
+    stops at that layer when the model's decoder layers are reachable (0 < layer < their number)."""
     import torch  # noqa: PLC0415 - heavy, only when rows are initialised
 
+    layers = _decoder_layers(model)
+    stop = layers is not None and 0 < layer < len(layers)
     out = []
     order = sorted(range(len(seqs)), key=lambda i: len(seqs[i]))
     for s in range(0, len(order), batch):
@@ -114,13 +168,32 @@ def _states(model: Any, seqs: list[list[int]], layer: int, batch: int, device: A
             x[r, : len(q)] = torch.as_tensor(q)
             mask[r, : len(q)] = 1
         with torch.inference_mode():
-            kw = {"input_ids": x.to(device), "attention_mask": mask.to(device), "output_hidden_states": True}
-            try:
-                h = model(logits_to_keep=1, **kw).hidden_states[layer]
-            except TypeError:
-                h = model(**kw).hidden_states[layer]
+            kw = {
+                "input_ids": x.to(device),
+                "attention_mask": mask.to(device),
+                "output_hidden_states": not stop,
+            }
+            if stop:
+
+                def reached(_mod: Any, _inp: Any, output: Any) -> None:
+                    raise _Reached(output[0] if isinstance(output, tuple) else output)
+
+                hook = layers[layer - 1].register_forward_hook(reached)
+                try:
+                    model(**kw)
+                    raise DataError("the model's decoder layers were not reached")  # pragma: no cover
+                except _Reached as got:
+                    h = got.value
+                finally:
+                    hook.remove()
+            else:
+                try:
+                    h = model(logits_to_keep=1, **kw).hidden_states[layer]
+                except TypeError:
+                    h = model(**kw).hidden_states[layer]
         last = mask.sum(1) - 1
         out.append(h[torch.arange(len(group)), last.to(h.device)].float().cpu())
+        report(progress, min(s + batch, len(order)), len(order), "hidden states")
     states = torch.cat(out)
     back = torch.empty_like(states)
     back[torch.as_tensor(order)] = states
@@ -128,24 +201,91 @@ def _states(model: Any, seqs: list[list[int]], layer: int, batch: int, device: A
 
 
 def _omp_block(d_mat: Any, unit: Any, banned: Any, y: Any, k: int) -> tuple[Any, Any]:
-    """OMP for one block of targets (float64 tensors)."""
+    """OMP for one block of targets (float64 tensors) over every allowed row of the dictionary."""
     import torch  # noqa: PLC0415 - heavy, only when rows are initialised
 
-    m = y.shape[0]
+    m, dim = y.shape
+    rows = torch.arange(m)
     idx = torch.zeros((m, k), dtype=torch.long)
-    coef = torch.zeros((m, k), dtype=torch.float64)
+    q = torch.zeros((m, dim, k), dtype=torch.float64)  # orthonormal basis of the chosen atoms
+    r = torch.zeros((m, k, k), dtype=torch.float64)  # chosen atoms = q @ r (upper triangular)
+    qty = torch.zeros((m, k), dtype=torch.float64)
     residual = y.clone()
     used = banned[None, :].repeat(m, 1)
-    rows = torch.arange(m)
     for step in range(k):
         corr = (residual @ unit.T).abs()
         corr[used] = -1.0
-        pick = corr.argmax(dim=1)
-        idx[:, step] = pick
+        atom = corr.argmax(dim=1)
+        used[rows, atom] = True
+        idx[:, step] = atom
+        a = d_mat[atom]  # m × d
+        v = a
+        proj = torch.zeros((m, step), dtype=torch.float64)
+        if step:
+            basis = q[:, :, :step]
+            for _ in range(2):  # classical Gram–Schmidt, twice: orthogonal to working precision
+                c = torch.bmm(basis.transpose(1, 2), v[:, :, None])[:, :, 0]
+                v = v - torch.bmm(basis, c[:, :, None])[:, :, 0]
+                proj = proj + c
+        nrm = v.norm(dim=1)
+        ok = nrm > 1e-10 * a.norm(dim=1).clamp(
+            min=1e-300
+        )  # an atom in the span of the chosen ones adds nothing
+        qs = torch.where(ok[:, None], v / nrm.clamp(min=1e-300)[:, None], torch.zeros_like(v))
+        q[:, :, step] = qs
+        r[:, :step, step] = torch.where(ok[:, None], proj, torch.zeros_like(proj))
+        r[:, step, step] = torch.where(ok, nrm, torch.ones_like(nrm))
+        t = (qs * residual).sum(1)
+        qty[:, step] = t
+        residual = residual - qs * t[:, None]
+    coef = torch.linalg.solve_triangular(r, qty[:, :, None], upper=True)[:, :, 0]
+    return idx, coef
+
+
+def _batch_omp(gram: Any, alpha0: Any, k: int) -> tuple[Any, Any]:
+    """OMP in Gram form (Rubinstein, Zibulevsky & Elad, "Efficient Implementation of the K-SVD Algorithm using
+    Batch Orthogonal Matching Pursuit", 2008) for a block of targets, each over its own C atoms: `gram` (m × C × C)
+    the atoms' inner products, `alpha0` (m × C) their inner products with the target. The same choice as
+    :func:`_omp_block` (largest |correlation| of the normalised atom with the residual, never twice) and the same
+    least-squares refit, through an incremental Cholesky factor of the chosen atoms' Gram matrix: a step costs
+    O(C·step), independent of the width d. Returns (local indices m × k, coefficients m × k, float64)."""
+    import torch  # noqa: PLC0415 - heavy, only when rows are initialised
+
+    m, c_n, _ = gram.shape
+    rows = torch.arange(m)
+    diag = gram.diagonal(dim1=1, dim2=2).clamp(min=1e-300)
+    scale = diag.sqrt()
+    chol = torch.zeros((m, k, k), dtype=torch.float64)
+    cols = torch.zeros((m, c_n, k), dtype=torch.float64)  # Gram columns of the chosen atoms
+    idx = torch.zeros((m, k), dtype=torch.long)
+    live = torch.ones(
+        (m, k), dtype=torch.float64
+    )  # 0: an atom in the span of the chosen ones (coefficient 0)
+    used = diag <= 1e-24
+    alpha = alpha0.clone()
+    coef = torch.zeros((m, k), dtype=torch.float64)
+    for step in range(k):
+        score = alpha.abs() / scale
+        score[used] = -1.0
+        pick = score.argmax(dim=1)
         used[rows, pick] = True
-        atoms = d_mat[idx[:, : step + 1]]  # m × (step+1) × d
-        # least squares min ‖atomsᵀ c − y‖ for every target at once
-        sol = torch.linalg.lstsq(atoms.transpose(1, 2), y[:, :, None]).solution[:, :, 0]
-        coef[:, : step + 1] = sol
-        residual = y - (sol[:, None, :] @ atoms)[:, 0, :]
+        idx[:, step] = pick
+        g = gram[rows, :, pick]  # m × C
+        cols[:, :, step] = g
+        d_new = diag[rows, pick]
+        if step:
+            w = torch.linalg.solve_triangular(chol[:, :step, :step], g.gather(1, idx[:, :step])[:, :, None],
+                                              upper=False)[:, :, 0]  # fmt: skip
+            rest = d_new - (w * w).sum(1)
+            ok = rest > 1e-10 * d_new
+            chol[:, step, :step] = torch.where(ok[:, None], w, torch.zeros_like(w))
+            chol[:, step, step] = torch.where(ok, rest.clamp(min=1e-300).sqrt(), torch.ones_like(rest))
+            live[:, step] = ok.double()
+        else:
+            chol[:, 0, 0] = d_new.sqrt()
+        rhs = alpha0.gather(1, idx[:, : step + 1]) * live[:, : step + 1]
+        c = torch.cholesky_solve(rhs[:, :, None], chol[:, : step + 1, : step + 1])[:, :, 0]
+        coef = torch.zeros((m, k), dtype=torch.float64)
+        coef[:, : step + 1] = c
+        alpha = alpha0 - torch.bmm(cols[:, :, : step + 1], c[:, :, None])[:, :, 0]
     return idx, coef

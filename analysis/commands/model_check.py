@@ -9,6 +9,8 @@ import argparse
 import sys
 
 from analysis.adapt.embeddings import INITS
+from analysis.adapt.transplant import is_transplant_folder
+from analysis.adapt.transplant import read_for_model_check as read_transplant
 from analysis.adapt.warmup import OBJECTIVES, WarmupConfig, warm_up
 from analysis.core.inputs import real_number, whole_number
 from analysis.core.outputs import check_output_folder
@@ -146,7 +148,11 @@ def run(args: argparse.Namespace) -> int:
         from transformers.utils import logging as hf_logging  # noqa: PLC0415 - heavy, loaded with the models
 
         hf_logging.disable_progress_bar()
-    reader = read_for_model_check if is_reuse_folder(args.edited) else None  # an R-BPE model folder
+    reader = None
+    if is_reuse_folder(args.edited):  # an R-BPE model folder
+        reader = read_for_model_check
+    elif is_transplant_folder(args.edited):  # ids follow the transplant's map, not token strings
+        reader = read_transplant
     original, edited = load_pair(args.original, args.edited, device=args.device, max_memory=max_memory,
                                  reader=reader, progress=scaled(progress, 0.0, 0.05))  # fmt: skip
     report(progress, 0.05, 1.0, "measuring bits per byte on the held-out lines")

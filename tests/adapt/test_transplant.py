@@ -1,0 +1,222 @@
+"""Transplant (analysis.adapt.transplant, `transplant`): a tokenizer whose ids are a permutation of the model's
+own gives the same logits on every text; a tokenizer that extends the model's gives the rows `extend --model`
+gives; tokens match by bytes across spellings; special tokens map by role; OMP's screened Gram form agrees with
+brute-force least squares; the folder loads in transformers, passes the model check, and (slow) in llama.cpp."""
+
+from __future__ import annotations
+
+import io
+import json
+import math
+from contextlib import redirect_stdout
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+import transformers
+from support import flores_lines, load_shared
+
+from analysis.adapt.omp import omp
+from analysis.adapt.transplant import (
+    pieces_of_bytes,
+    plan_transplant,
+    read_for_model_check,
+    special_roles,
+    transplant,
+)
+from analysis.cli import main
+from analysis.errors import DataError
+from analysis.methods.extension import ExtendResult, export_extension, plan
+from analysis.model.models import load_causal_lm
+from analysis.tokenizer.sources import load
+from analysis.tokenizer.tokenizer import LoadedTokenizer
+
+TEXTS = [
+    "The quick brown fox jumps over the lazy dog.",
+    "Tere hommikust, kuidas läheb?",
+    "数字 123 and ünïcödé!",
+]
+
+
+def _tokenizer(lines: list[str]) -> dict:
+    """A small byte-level BPE (300 ids, <|endoftext|> at 0) trained on `lines`, as a tokenizer.json document."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers  # noqa: PLC0415
+
+    tk = Tokenizer(models.BPE())
+    tk.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tk.decoder = decoders.ByteLevel()
+    tr = trainers.BpeTrainer(vocab_size=300, initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+                             special_tokens=["<|endoftext|>"], show_progress=False)  # fmt: skip
+    tk.train_from_iterator(lines, trainer=tr)
+    return json.loads(tk.to_str())
+
+
+def _save_model(folder: Path, doc: dict, *, tied: bool) -> None:
+    """A tiny random Llama (hidden 16, one layer) for the tokenizer `doc`, saved with it."""
+    cfg = transformers.LlamaConfig(vocab_size=len(doc["model"]["vocab"]), hidden_size=16, intermediate_size=32,
+                                   num_hidden_layers=2, num_attention_heads=2, num_key_value_heads=2,
+                                   max_position_embeddings=256, tie_word_embeddings=tied, bos_token_id=0,
+                                   eos_token_id=0)  # fmt: skip
+    torch.manual_seed(0)
+    model = transformers.LlamaForCausalLM(cfg)
+    with torch.no_grad():  # a bias-free head has nothing to check; make rows distinct and not tiny
+        model.get_input_embeddings().weight.normal_(0, 1)
+    model.save_pretrained(str(folder), safe_serialization=True)
+    (folder / "tokenizer.json").write_text(json.dumps(doc), encoding="utf-8")
+
+
+def _permuted(doc: dict, seed: int = 1) -> tuple[dict, np.ndarray]:
+    """The same tokenizer with its ids permuted: (document, perm with new id = perm[old id])."""
+    vocab = doc["model"]["vocab"]
+    perm = np.random.default_rng(seed).permutation(len(vocab))
+    out = json.loads(json.dumps(doc))
+    out["model"]["vocab"] = {s: int(perm[i]) for s, i in vocab.items()}
+    for a in out["added_tokens"]:
+        a["id"] = int(perm[a["id"]])
+    return out, perm
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+    """A tiny model folder per head kind (tied, untied) on a small byte-level BPE."""
+    doc = _tokenizer(flores_lines("eng_Latn", 200) + flores_lines("est_Latn", 100))
+    root = tmp_path_factory.mktemp("transplant")
+    out = {}
+    for tied in (True, False):
+        f = root / ("tied" if tied else "untied")
+        f.mkdir()
+        _save_model(f, doc, tied=tied)
+        out[tied] = f
+    return doc, out
+
+
+def _logits(folder: Path | str, ids: list[int]) -> np.ndarray:
+    model = load_causal_lm(folder).model
+    with torch.no_grad():
+        return model(torch.tensor([ids])).logits[0].double().numpy()
+
+
+@pytest.mark.parametrize("tied", [True, False])
+def test_permuted_ids_reproduce_the_logits_exactly(tiny, tmp_path: Path, tied: bool) -> None:
+    doc, folders = tiny
+    pdoc, perm = _permuted(doc)
+    a = load(folders[tied] / "tokenizer.json")
+    b = LoadedTokenizer.from_document(pdoc, "permuted")
+    res = transplant(folders[tied], b, tmp_path / "out", init="random")
+    assert res.plan.counts()["initialised"] == 0 and res.tied is tied
+    assert (res.plan.src[perm] == np.arange(len(perm))).all()  # B's id perm[i] carries A's row i
+    for text in TEXTS:
+        ids_a = a.tokenizer.encode(text, add_special_tokens=False).ids
+        ids_b = b.tokenizer.encode(text, add_special_tokens=False).ids
+        assert ids_b == [int(perm[i]) for i in ids_a]
+        la, lb = _logits(folders[tied], ids_a), _logits(tmp_path / "out", ids_b)
+        np.testing.assert_array_equal(lb[:, perm], la)
+    cfg = json.loads((tmp_path / "out" / "config.json").read_text())
+    assert cfg["vocab_size"] == len(perm) and cfg["eos_token_id"] == int(perm[0])
+    assert load(tmp_path / "out").digest == b.digest  # the folder's tokenizer is B
+
+
+def test_model_check_reads_a_transplant_through_its_map(tiny, tmp_path: Path) -> None:
+    doc, folders = tiny
+    pdoc, _ = _permuted(doc, seed=2)
+    (tmp_path / "b").mkdir()
+    (tmp_path / "b" / "tokenizer.json").write_text(json.dumps(pdoc), encoding="utf-8")
+    buf = io.StringIO()
+    with redirect_stdout(buf):
+        rc = main(["transplant", "--model", str(folders[False]), "--tokenizer", str(tmp_path / "b"), "--init", "mean",
+                   "--out", str(tmp_path / "out"), "--langs", "eng_Latn,est_Latn", "--lines", "3", "--json"])  # fmt: skip
+    assert rc == 0
+    rows = json.loads(buf.getvalue())["languages"]
+    assert [r["lang"] for r in rows] == ["eng_Latn", "est_Latn"]
+    for r in rows:  # the same model under other ids: the same bits on the same bytes
+        assert math.isclose(r["bpb_edited"], r["bpb_original"], rel_tol=1e-6)
+        assert r["tokens_per_byte_edited"] == r["tokens_per_byte_original"]
+    a = load(folders[False] / "tokenizer.json")
+    _, vocab = read_for_model_check(tmp_path / "out", a)
+    assert vocab.new == [] and vocab.removed == []
+
+
+@pytest.mark.parametrize("init", ["fvt", "omp"])
+def test_an_extended_tokenizer_gets_the_rows_extend_gives(tiny, tmp_path: Path, init: str) -> None:
+    doc, folders = tiny
+    a = load(folders[False] / "tokenizer.json")
+    ext = plan(a, "continued", flores_lines("est_Latn", 150), 30).apply(30)
+    export_extension(ExtendResult(ext, 30), tmp_path / "ext", model=folders[False], init=init)
+    res = transplant(folders[False], ext.tokenizer, tmp_path / "tp", init=init, k=8, omp_candidates=None)
+    assert res.plan.counts()["initialised"] == 30
+    e = load_causal_lm(tmp_path / "ext").model
+    t = load_causal_lm(tmp_path / "tp").model
+    for get in ("get_input_embeddings", "get_output_embeddings"):
+        torch.testing.assert_close(getattr(t, get)().weight, getattr(e, get)().weight, atol=1e-5, rtol=1e-5)
+
+
+def test_tokens_match_by_bytes_across_spellings() -> None:
+    sp, bl = load_shared("llama-2"), load_shared("gpt2")
+    p = plan_transplant(bl, sp, a_rows=len(bl.id_to_token), need_pieces=False)
+    the = sp.vocab["▁the"]
+    assert bl.id_to_token[int(p.src[the])] == "Ġthe"
+    assert bl.id_to_token[int(p.src[sp.vocab["<0x41>"]])] == "A"  # a byte-fallback piece is its byte
+    # a partial UTF-8 character: byte-level alphabet on one side, <0xNN> pieces on the other
+    assert pieces_of_bytes(sp, "é".encode()[:1]) == [sp.vocab["<0xC3>"]]
+    assert pieces_of_bytes(bl, "é".encode()[:1]) == [bl.vocab["Ã"]]
+    assert pieces_of_bytes(sp, b" the") == [the]
+
+
+def test_special_tokens_map_by_role_and_report_the_rest() -> None:
+    smol, llama, qwen = load_shared("smollm2-135m-instruct"), load_shared("llama-3.1"), load_shared("qwen3")
+    cfg = {"bos_token_id": 1, "eos_token_id": 2, "pad_token_id": 2}
+    assert special_roles(llama)["bos"] == llama.tokenizer.token_to_id(
+        "<|begin_of_text|>"
+    )  # its post-processor's
+    p = plan_transplant(smol, llama, a_rows=len(smol.id_to_token), a_config=cfg, need_pieces=False)
+    roles = {r.role: r for r in p.roles}
+    assert (roles["bos"].b_token, roles["bos"].a_token, roles["bos"].status) == (
+        "<|begin_of_text|>",
+        "<|im_start|>",
+        "mapped by role",
+    )
+    assert (roles["turn_end"].b_token, roles["turn_end"].a_token) == ("<|eot_id|>", "<|im_end|>")
+    assert (roles["end_of_text"].b_token, roles["end_of_text"].a_token) == (
+        "<|end_of_text|>",
+        "<|endoftext|>",
+    )
+    assert roles["pad"].status == "only in A"
+    q = plan_transplant(smol, qwen, a_rows=len(smol.id_to_token), a_config=cfg, need_pieces=False)
+    qroles = {r.role: r for r in q.roles}
+    assert qroles["turn_start"].status == "same token"
+    assert "<think>" not in [r.b_token for r in q.roles]  # not a role: initialised from its text
+    assert q.src[qwen.tokenizer.token_to_id("<think>")] == -1
+    with pytest.raises(DataError, match="does not fit"):
+        plan_transplant(smol, qwen, a_rows=100, need_pieces=False)
+
+
+def test_screened_omp_agrees_with_brute_force_least_squares() -> None:
+    gen = torch.Generator().manual_seed(0)
+    d = torch.randn(40, 30, generator=gen)
+    truth = torch.zeros(2, 40)
+    truth[0, [3, 17]] = torch.tensor([1.5, -2.0])
+    truth[1, [8, 30]] = torch.tensor([0.7, 1.1])
+    idx, coef = omp(d, truth @ d, 2, candidates=12)  # screening active: 12 of 40 atoms per target
+    for i in range(2):
+        assert set(idx[i].tolist()) == set(torch.nonzero(truth[i]).flatten().tolist())
+        torch.testing.assert_close(coef[i] @ d[idx[i]], (truth @ d)[i], atol=1e-5, rtol=0)
+    z = torch.randn(3, 30, generator=gen)
+    idx, coef = omp(d, z, 4, candidates=39)
+    exact_idx, exact_coef = omp(d, z, 4)
+    for i in range(3):  # the coefficients are the least-squares fit on the chosen atoms
+        sol = torch.linalg.lstsq(d[idx[i]].T.double(), z[i].double()).solution
+        torch.testing.assert_close(coef[i].double(), sol, atol=1e-5, rtol=0)
+        sol = torch.linalg.lstsq(d[exact_idx[i]].T.double(), z[i].double()).solution
+        torch.testing.assert_close(exact_coef[i].double(), sol, atol=1e-5, rtol=0)
+    # brute force over every pair of atoms: OMP's fit is never better than the best pair's, and is the exact
+    # least-squares fit of the pair it chose
+    idx, coef = omp(d, z[:1], 2, candidates=20)
+    got = float((coef[0].double() @ d[idx[0]].double() - z[0].double()).norm())
+
+    def residual(atoms: list[int]) -> float:
+        a = d[atoms].T.double()
+        return float((a @ torch.linalg.lstsq(a, z[0].double()).solution - z[0].double()).norm())
+
+    assert got >= min(residual([i, j]) for i in range(40) for j in range(i + 1, 40)) - 1e-9
+    assert math.isclose(got, residual(idx[0].tolist()), rel_tol=1e-6)
