@@ -54,6 +54,7 @@ PAGES = {
         _page("pages/reuse.py", "Token reuse (R-BPE)", "recycling", "reuse"),
         _page("pages/dynamic.py", "Dynamic tokenization", "bolt", "dynamic"),
         _page("pages/sabpe.py", "Source-attributed BPE", "source", "sabpe"),
+        _page("pages/transplant.py", "Transplant", "swap_horiz", "transplant"),
     ],
 }
 

@@ -44,13 +44,14 @@ GROUPS = [
     ),
     (
         "Change",
-        "How do I add, remove or reuse tokens without breaking the tokenizer or the model?",
+        "How do I add, remove or reuse tokens, or swap the tokenizer, without breaking the model?",
         [
             ("pages/extend.py", "Extend"),
             ("pages/prune.py", "Prune"),
             ("pages/reuse.py", "Token reuse (R-BPE)"),
             ("pages/dynamic.py", "Dynamic tokenization"),
             ("pages/sabpe.py", "Source-attributed BPE"),
+            ("pages/transplant.py", "Transplant"),
         ],
     ),  # fmt: skip
 ]

@@ -247,7 +247,9 @@ def _batch_omp(gram: Any, alpha0: Any, k: int) -> tuple[Any, Any]:
     Batch Orthogonal Matching Pursuit", 2008) for a block of targets, each over its own C atoms: `gram` (m × C × C)
     the atoms' inner products, `alpha0` (m × C) their inner products with the target. The same choice as
     :func:`_omp_block` (largest |correlation| of the normalised atom with the residual, never twice) and the same
-    least-squares refit, through an incremental Cholesky factor of the chosen atoms' Gram matrix: a step costs
+    least-squares fit, through the chosen atoms' orthonormalised directions q_s: each step keeps Dᵀq_s (m × C), so
+    the correlations update as α ← α − (Dᵀq_s)(q_sᵀy) and the Cholesky factor of the chosen atoms' Gram matrix
+    grows by the row (Dᵀq_j)[new atom]; one back substitution at the end gives the coefficients. A step costs
     O(C·step), independent of the width d. Returns (local indices m × k, coefficients m × k, float64)."""
     import torch  # noqa: PLC0415 - heavy, only when rows are initialised
 
@@ -256,36 +258,33 @@ def _batch_omp(gram: Any, alpha0: Any, k: int) -> tuple[Any, Any]:
     diag = gram.diagonal(dim1=1, dim2=2).clamp(min=1e-300)
     scale = diag.sqrt()
     chol = torch.zeros((m, k, k), dtype=torch.float64)
-    cols = torch.zeros((m, c_n, k), dtype=torch.float64)  # Gram columns of the chosen atoms
+    dq = torch.zeros((m, k, c_n), dtype=torch.float64)  # row j: Dᵀ q_j over the C atoms
+    z = torch.zeros((m, k), dtype=torch.float64)  # q_jᵀ y
     idx = torch.zeros((m, k), dtype=torch.long)
-    live = torch.ones(
-        (m, k), dtype=torch.float64
-    )  # 0: an atom in the span of the chosen ones (coefficient 0)
     used = diag <= 1e-24
     alpha = alpha0.clone()
-    coef = torch.zeros((m, k), dtype=torch.float64)
     for step in range(k):
-        score = alpha.abs() / scale
-        score[used] = -1.0
+        score = (alpha.abs() / scale).masked_fill_(used, -1.0)
         pick = score.argmax(dim=1)
         used[rows, pick] = True
         idx[:, step] = pick
-        g = gram[rows, :, pick]  # m × C
-        cols[:, :, step] = g
+        g = gram[rows, pick]  # m × C: the new atom's inner products (the Gram matrix is symmetric)
         d_new = diag[rows, pick]
         if step:
-            w = torch.linalg.solve_triangular(chol[:, :step, :step], g.gather(1, idx[:, :step])[:, :, None],
-                                              upper=False)[:, :, 0]  # fmt: skip
+            w = dq[rows, :step, pick]  # q_jᵀ d_new
+            u = g - torch.bmm(w[:, None, :], dq[:, :step, :])[:, 0, :]
             rest = d_new - (w * w).sum(1)
-            ok = rest > 1e-10 * d_new
-            chol[:, step, :step] = torch.where(ok[:, None], w, torch.zeros_like(w))
-            chol[:, step, step] = torch.where(ok, rest.clamp(min=1e-300).sqrt(), torch.ones_like(rest))
-            live[:, step] = ok.double()
         else:
-            chol[:, 0, 0] = d_new.sqrt()
-        rhs = alpha0.gather(1, idx[:, : step + 1]) * live[:, : step + 1]
-        c = torch.cholesky_solve(rhs[:, :, None], chol[:, : step + 1, : step + 1])[:, :, 0]
-        coef = torch.zeros((m, k), dtype=torch.float64)
-        coef[:, : step + 1] = c
-        alpha = alpha0 - torch.bmm(cols[:, :, : step + 1], c[:, :, None])[:, :, 0]
+            w, u, rest = None, g, d_new
+        ok = rest > 1e-10 * d_new  # an atom in the span of the chosen ones adds nothing (coefficient 0)
+        norm = torch.where(ok, rest.clamp(min=1e-300).sqrt(), torch.ones_like(rest))
+        u = torch.where(ok[:, None], u / norm[:, None], torch.zeros_like(u))
+        if w is not None:
+            chol[:, step, :step] = torch.where(ok[:, None], w, torch.zeros_like(w))
+        chol[:, step, step] = norm
+        zs = torch.where(ok, alpha[rows, pick] / norm, torch.zeros_like(norm))
+        z[:, step] = zs
+        dq[:, step, :] = u
+        alpha = alpha - u * zs[:, None]
+    coef = torch.linalg.solve_triangular(chol.transpose(1, 2), z[:, :, None], upper=True)[:, :, 0]
     return idx, coef

@@ -137,6 +137,7 @@ SMALL_WORK: dict[str, dict[str, object]] = {
     "pages/compression.py": {"cmp-par-scope": "chosen", "cmp-par-vocab": 500},
     "pages/sabpe.py": {"sa-langs": ["python", "go"], "sa-files": 1, "sa-vocab": 500},
     "pages/undertrained.py": {"ut-k": 2},
+    "pages/transplant.py": {"tp-init": "random", "tp-check-langs": ["est_Latn"], "tp-check-lines": 2},
 }
 # the Export check section of every exporting page: one language, a few lines (the check itself is measured in
 # tests/evaluate/test_export_check.py; here only where its fields and downloads reach matters)

@@ -1,0 +1,73 @@
+"""Transplant: give a model another tokenizer — the rows of tokens both vocabularies have are copied, the rest
+initialised — and measure the result like every edit (bits per byte per language on the same bytes)."""
+
+from __future__ import annotations
+
+import shlex
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import streamlit as st
+
+from analysis.adapt.embeddings import INIT_HELP, INITS
+from analysis.adapt.transplant import DEFAULT_K, read_for_model_check, transplant
+from analysis.core import paths
+from analysis.core.outputs import json_document
+from ui.model_check import model_check_section
+from ui.pickers import pick_model, pick_tokenizer
+
+st.title("Transplant")
+st.caption(
+    "Give a model another tokenizer. Tokens the two vocabularies share — the same bytes, whatever the spelling "
+    "(`Ġ`, `▁`, `<0xNN>`) — keep the model's rows; special tokens are matched by text, then by role (bos, eos, "
+    "pad, unk, chat markers); every other token's row is initialised: OMP (Goddard & Fernandes Neto 2025: the "
+    "token read by the model, coded over the shared tokens), FVT, mean, MVN or random. The result is measured "
+    "against the original model on the same held-out bytes."
+)
+model = pick_model("tp-model", "Model (A)", optional=True)
+tok = pick_tokenizer("Tokenizer it gets (B)", "tp-tok")
+c1, c2 = st.columns([3, 1])
+init = c1.selectbox("Rows of B's tokens the model lacks", INITS, index=INITS.index("omp"), key="tp-init",
+                    format_func=lambda i: f"{i} — {INIT_HELP[i]}")  # fmt: skip
+k = c2.number_input("OMP atoms (k)", 1, 256, DEFAULT_K, key="tp-k", disabled=init != "omp",
+                    help="OMP costs grow with k: on a CPU, k = 8 codes ~100k tokens in minutes; k = 64 takes ~10× longer")  # fmt: skip
+if init == "omp":
+    st.caption(
+        "OMP reads every new token with the model: on a CPU expect minutes for a 100k-token vocabulary."
+    )
+if not model or tok is None:
+    st.info("Choose the model and the tokenizer it should get.")
+    st.stop()
+
+shown_model = paths.shown_path(model) if not model.startswith("hub:") else model[4:]
+cmd = ["python", "-m", "analysis", "transplant", "--model", shown_model, "--tokenizer", tok.source or tok.name,
+       "--init", init] + (["--k", str(int(k))] if init == "omp" else []) + ["--out", "OUT", "--gguf", "--json"]  # fmt: skip
+st.caption("The same from the command line (the model check's languages with `--langs`, `--lines`):")
+st.code(shlex.join(cmd), language="bash", wrap_lines=True)
+
+holder: dict[str, Any] = st.session_state.setdefault("tp-result", {})
+
+
+def _export(folder: Path, original: str) -> None:
+    """Write the transplant of `original` with the chosen tokenizer into `folder` (the check's temporary one)."""
+    res = transplant(original, tok, folder, init=init, k=int(k))
+    holder["doc"] = paths.public_document(res.to_json())
+    holder["doc"]["model"] = paths.public_source(holder["doc"]["model"])
+    holder["doc"].pop("out", None)
+
+
+model_check_section("tp-check", _export, f"{Path(shown_model).name} ← {tok.name}", original=model,
+                    reader=read_for_model_check, bakeoff=False)  # fmt: skip
+
+doc = holder.get("doc")
+if doc:
+    st.subheader("Where the rows came from")
+    st.write(f"**{doc['rows']:,}** rows: **{doc['copied']:,}** copied from the model, **{doc['initialised']:,}** "
+             f"initialised ({doc['init']}); {doc['seconds']:.0f} s, peak memory "
+             f"{doc['peak_rss_bytes'] / 2**30:.2f} GiB.")  # fmt: skip
+    st.dataframe(pd.DataFrame(doc["roles"]), hide_index=True)
+    for n in doc["notes"] + doc["warnings"]:
+        st.warning(n, icon=":material/info:")
+    st.download_button("Download transplant_report.json", json_document(doc), file_name="transplant_report.json",
+                       mime="application/json", key="tp-report")  # fmt: skip

@@ -1,0 +1,56 @@
+"""AppTest: the Transplant page gives the demo SmolLM2 the session's Qwen tokenizer (random rows: the fast init) as
+a background job and measures it per language like the CLI; it shows the equivalent command and where the rows came
+from, and its downloads name no server path. The engine is tested in tests/adapt/test_transplant.py."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from streamlit.testing.v1 import AppTest
+from support import ROOT, need_smollm
+
+from analysis.tokenizer.defaults import DEFAULT_NAME, default_tokenizer
+from ui.loaders import fetched_models
+
+pytestmark = pytest.mark.slow
+
+
+def _app() -> AppTest:
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=300)
+    at.session_state["toklab_library"] = {DEFAULT_NAME: default_tokenizer()}
+    at.run()
+    at.switch_page("pages/transplant.py").run()
+    assert not at.exception, [e.message for e in at.exception]
+    return at
+
+
+def test_page_asks_for_a_model_then_shows_the_command():
+    at = _app()
+    assert any("Choose the model" in i.value for i in at.info)
+    assert not at.code
+
+
+@need_smollm
+def test_page_transplants_as_a_job_and_measures_it(monkeypatch):
+    monkeypatch.delenv("TOKLAB_SERVER_PATHS", raising=False)
+    at = _app()
+    smol = next(k for k, v in fetched_models().items() if str(v).endswith(".gguf"))
+    at.selectbox(key="tp-model-kind").set_value(smol).run()
+    at.selectbox(key="tp-init").set_value("random").run()
+    assert "analysis transplant --model" in at.code[0].value and "--init random" in at.code[0].value
+    at.multiselect(key="tp-check-langs").set_value(["est_Latn"]).run()
+    at.number_input(key="tp-check-lines").set_value(2).run()
+    at.button(key="tp-check-run").click().run()
+    deadline = time.monotonic() + 900
+    while "tp-check-job" in at.session_state and time.monotonic() < deadline:
+        time.sleep(2)
+        at.run()
+    assert not at.exception and not at.error, [e.message for e in at.exception] + [e.value for e in at.error]
+    doc = at.session_state["tp-check-doc"]
+    row = doc["languages"][0]
+    assert row["lang"] == "est_Latn" and row["bpb_edited"] > 0 and row["bpb_original"] > 0
+    report = at.session_state["tp-result"]["doc"]
+    assert report["copied"] > 30_000 and report["initialised"] > 0 and report["tokenizer"] == DEFAULT_NAME
+    assert "source_ids" not in report and "/" not in report["model"]
+    assert at.get("plotly_chart") and at.get("download_button")
