@@ -49,6 +49,11 @@ class EditedVocab:
     byte_len: np.ndarray
     #: the token string of each new id (labels)
     tokens: dict[int, str]
+    #: the edit's own reading of its new tokens, for a bake-off of their rows (new id → original ids: the FVT pieces,
+    #: OMP's sequence) when token strings do not give it (a transplant); None: from the strings
+    init_pieces: Callable[[], dict[int, list[int]]] | None = None
+    #: OMP's dictionary for such an edit (original ids; None: the first original ids)
+    anchors: list[int] | None = None
 
     @property
     def top(self) -> int:

@@ -33,6 +33,8 @@ from analysis.tokenizer.tokenizer import LoadedTokenizer
 
 from .comparison import CheckRun, LanguageCheck, NewTokenUse, Variant, compare
 
+#: OMP's screening in a bake-off of an edit with its own reading of new tokens (a transplant: ~10⁵ of them).
+OWN_CANDIDATES = 256
 #: Held-out FLORES lines per language (lines 801–1012 of devtest).
 HELDOUT_LINES = 1012 - FLORES_TRAIN_LINES
 
@@ -220,7 +222,11 @@ class RowSwap:
 
     def __init__(self, original: Loaded, edited: Loaded, *, seed: int = 0) -> None:
         self.original, self.edited, self.seed = original, edited, seed
-        self.ids = new_ids(original.tok, edited.tok)
+        vocab = edited.vocab
+        #: an edit that reads its new tokens its own way (a transplant): its ids, pieces and OMP dictionary
+        self.own = vocab if vocab is not None and vocab.init_pieces is not None else None
+        self.ids = list(self.own.new) if self.own is not None else new_ids(original.tok, edited.tok)
+        self._pieces: dict[int, list[int]] | None = None
         if not self.ids:
             raise DataError("the edited vocabulary has no new tokens: there are no rows to initialise")
         emb = edited.model.get_input_embeddings()
@@ -267,8 +273,13 @@ class RowSwap:
         w = None if tied or head is None else head.weight.detach().float().cpu()
         b = None if head is None or getattr(head, "bias", None) is None else head.bias.detach().float().cpu()
         std = float(getattr(m.config, "initializer_range", None) or 0.02)
+        own: dict[str, Any] = {}
+        if self.own is not None:
+            if self._pieces is None and init in ("fvt", "omp"):
+                self._pieces = self.own.init_pieces()
+            own = {"pieces": self._pieces, "omp_anchors": self.own.anchors, "omp_candidates": OWN_CANDIDATES}
         e_rows, w_rows, b_rows, _ = init_rows(emb, w, b, self.original.tok, self.edited.tok, self.ids, init,
-                                              seed=self.seed, std=std, model=m)  # fmt: skip
+                                              seed=self.seed, std=std, model=m, **own)  # fmt: skip
         return e_rows, (w_rows if not self.tied else None), b_rows
 
     def variants(self, inits: Sequence[str]) -> list[Variant]:
@@ -372,7 +383,7 @@ def model_check(
     variants: list[Variant] = [("edited", None)]
     swap = None
     vocab = edited.vocab_against(original)
-    if inits and edited.vocab is not None:
+    if inits and edited.vocab is not None and edited.vocab.init_pieces is None:
         raise DataError("the initialisation bake-off is for extensions (new ids appended by string); this edit "
                         "keeps its ids and re-initialises their rows: check it without inits")  # fmt: skip
     if inits:

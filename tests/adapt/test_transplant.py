@@ -27,6 +27,7 @@ from analysis.adapt.transplant import (
 )
 from analysis.cli import main
 from analysis.errors import DataError
+from analysis.evaluate.model_check import load_pair, model_check
 from analysis.methods.extension import ExtendResult, export_extension, plan
 from analysis.model.models import load_causal_lm
 from analysis.tokenizer.sources import load
@@ -149,6 +150,14 @@ def test_an_extended_tokenizer_gets_the_rows_extend_gives(tiny, tmp_path: Path, 
     t = load_causal_lm(tmp_path / "tp").model
     for get in ("get_input_embeddings", "get_output_embeddings"):
         torch.testing.assert_close(getattr(t, get)().weight, getattr(e, get)().weight, atol=1e-5, rtol=1e-5)
+    if (
+        init == "fvt"
+    ):  # the bake-off on the transplant: its fvt variant is the exported rows, on the same bytes
+        original, edited = load_pair(folders[False], tmp_path / "tp", reader=read_for_model_check)
+        res = model_check(original, edited, {"est_Latn": flores_lines("est_Latn", 2)}, inits=["fvt", "mean"])
+        rows = {name: langs[0] for name, langs in res.bakeoff.items()}
+        assert set(rows) == {"exported", "fvt", "mean"}
+        assert math.isclose(rows["fvt"].bpb_edited, rows["exported"].bpb_edited, rel_tol=1e-6)
 
 
 def test_tokens_match_by_bytes_across_spellings() -> None:
@@ -163,6 +172,7 @@ def test_tokens_match_by_bytes_across_spellings() -> None:
     assert pieces_of_bytes(sp, b" the") == [the]
 
 
+@pytest.mark.slow
 def test_special_tokens_map_by_role_and_report_the_rest() -> None:
     smol, llama, qwen = load_shared("smollm2-135m-instruct"), load_shared("llama-3.1"), load_shared("qwen3")
     cfg = {"bos_token_id": 1, "eos_token_id": 2, "pad_token_id": 2}
@@ -220,3 +230,36 @@ def test_screened_omp_agrees_with_brute_force_least_squares() -> None:
 
     assert got >= min(residual([i, j]) for i in range(40) for j in range(i + 1, 40)) - 1e-9
     assert math.isclose(got, residual(idx[0].tolist()), rel_tol=1e-6)
+
+
+@pytest.mark.slow
+def test_gguf_round_trip_through_llama_cpp(tmp_path: Path) -> None:
+    """A tiny Llama on SmolLM2's vocabulary given Qwen3's tokenizer: transformers and llama.cpp load the folder,
+    both tokenize FLORES as Qwen3 does, and llama.cpp's next-token log-probabilities are the model's."""
+    pytest.importorskip("llama_cpp")
+    from analysis.model.gguf_model import compare_logprobs  # noqa: PLC0415 - llama.cpp, slow lane only
+    from analysis.model.llamacpp import llama_tokenize, open_gguf  # noqa: PLC0415
+
+    smol, qwen = load_shared("smollm2-135m-instruct"), load_shared("qwen3")
+    src = tmp_path / "smol"
+    cfg = transformers.LlamaConfig(vocab_size=len(smol.id_to_token), hidden_size=64, intermediate_size=128,
+                                   num_hidden_layers=1, num_attention_heads=2, num_key_value_heads=2,
+                                   max_position_embeddings=512, tie_word_embeddings=True, bos_token_id=1,
+                                   eos_token_id=2)  # fmt: skip
+    torch.manual_seed(0)
+    transformers.LlamaForCausalLM(cfg).save_pretrained(str(src), safe_serialization=True)
+    (src / "tokenizer.json").write_text(smol.to_json(), encoding="utf-8")
+    res = transplant(src, qwen, tmp_path / "out", init="mean", gguf=True)
+    assert res.gguf is not None and res.gguf["vocab"]["pre"] == "qwen2"
+    gguf = tmp_path / "out" / "out.gguf"
+    hf = transformers.AutoTokenizer.from_pretrained(str(tmp_path / "out"))
+    llm = open_gguf(gguf)
+    try:
+        for line in flores_lines("zho_Hans", 5) + flores_lines("est_Latn", 5):
+            ids = qwen.tokenizer.encode(line, add_special_tokens=False).ids
+            assert hf.encode(line, add_special_tokens=False) == ids
+            assert llama_tokenize(llm, line, add_special=False) == ids
+    finally:
+        llm.close()
+    cmp = compare_logprobs(tmp_path / "out", gguf, qwen, flores_lines("est_Latn", 1)[0], max_tokens=32)
+    assert cmp.top1_same == 1.0 and cmp.max_abs_diff < 1e-2

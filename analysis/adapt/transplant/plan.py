@@ -100,6 +100,23 @@ def pieces_of_bytes(tok: LoadedTokenizer, data: bytes, tokenize: Any = None) -> 
     return fvt_pieces(tok, "".join(parts), tokenize=tokenize)
 
 
+def reading(a_tok: LoadedTokenizer, b_tok: LoadedTokenizer, ids: list[int]) -> dict[int, list[int]]:
+    """A's reading of each of B's `ids`: a special token's text through A's whole pipeline, any other token's
+    bytes through A's BPE model (:func:`pieces_of_bytes`); an id without a token reads as nothing."""
+    tokenize = bare_tokenize_fn(a_tok)
+    b_added = {a.content for a in b_tok.added_tokens}
+    out: dict[int, list[int]] = {}
+    for j in ids:
+        s = b_tok.id_to_token.get(j)
+        if s is None:
+            out[j] = []
+        elif s in b_added:
+            out[j] = list(a_tok.tokenizer.encode(s, add_special_tokens=False).ids)
+        else:
+            out[j] = pieces_of_bytes(a_tok, b_tok.token_bytes(s), tokenize)
+    return out
+
+
 @dataclass
 class RoleMatch:
     """One special-token role: B's token for it, A's, and what the transplant did."""
@@ -234,16 +251,6 @@ def plan_transplant(
         notes.append(
             f"roles of {b_tok.name} without a counterpart in {a_tok.name}: {', '.join(missing)} (rows initialised)"
         )
-    pieces: dict[int, list[int]] = {}
-    if need_pieces:
-        tokenize = bare_tokenize_fn(a_tok)
-        for j in np.flatnonzero(src < 0).tolist():
-            s = b_tok.id_to_token.get(j)
-            if s is None:
-                pieces[j] = []
-            elif s in b_added:  # a special token's text, through A's whole pipeline
-                pieces[j] = list(a_tok.tokenizer.encode(s, add_special_tokens=False).ids)
-            else:
-                pieces[j] = pieces_of_bytes(a_tok, b_tok.token_bytes(s), tokenize)
+    pieces = reading(a_tok, b_tok, np.flatnonzero(src < 0).tolist()) if need_pieces else {}
     shared = sorted({int(i) for i in src[how == COPIED_BYTES]})
     return TransplantPlan(a_tok.name, b_tok.name, src, how, roles, pieces, shared, notes)

@@ -32,7 +32,7 @@ from analysis.tokenizer.gguf_export import gguf_model_kind
 from analysis.tokenizer.sources import load
 from analysis.tokenizer.tokenizer import LoadedTokenizer
 
-from .plan import COPIED_BYTES, TransplantPlan, plan_transplant, special_roles
+from .plan import COPIED_BYTES, TransplantPlan, plan_transplant, reading, special_roles
 from .report import KIND, REPORT_NAME, TransplantResult
 
 #: OMP atoms per token (mergekit's tokensurgeon default; Goddard & Fernandes Neto sweep k).
@@ -250,6 +250,10 @@ def read_for_model_check(folder: Path, original: LoadedTokenizer) -> tuple[Loade
     def encode(lines: list[str]) -> list[list[int]]:
         return [e.ids for e in tok.tokenizer.encode_batch_fast(lines, add_special_tokens=False)]
 
+    def init_pieces() -> dict[int, list[int]]:
+        return reading(original, tok, new)
+
+    anchors = sorted({int(a) for a in src[(how == COPIED_BYTES) & (src >= 0)]})
     vocab = EditedVocab(tok.name, tok, encode, o2e, new, removed, byte_lengths(tok),
-                        {i: tok.id_to_token.get(i, f"<id {i}>") for i in new})  # fmt: skip
+                        {i: tok.id_to_token.get(i, f"<id {i}>") for i in new}, init_pieces, anchors)  # fmt: skip
     return tok, vocab
