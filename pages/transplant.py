@@ -41,7 +41,7 @@ if not model or tok is None:
     st.stop()
 
 shown_model = paths.shown_path(model) if not model.startswith("hub:") else model[4:]
-cmd = ["python", "-m", "analysis", "transplant", "--model", shown_model, "--tokenizer", tok.source or tok.name,
+cmd = ["python", "-m", "analysis", "transplant", "--model", shown_model, "--tokenizer", paths.public_source(tok.source or tok.name),
        "--init", init] + (["--k", str(int(k))] if init == "omp" else []) + ["--out", "OUT", "--gguf", "--json"]  # fmt: skip
 st.caption("The same from the command line (the model check's languages with `--langs`, `--lines`):")
 st.code(shlex.join(cmd), language="bash", wrap_lines=True)

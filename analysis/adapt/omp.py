@@ -127,9 +127,14 @@ def hidden_space_rows(
     idx, coef = omp(anchor_h, new_h, k, candidates=candidates)
     chosen = torch.as_tensor(ids)[idx]  # m × k original ids
     out = []
+    step = max(1, (1 << 24) // (k * int(matrices[0].shape[1])))  # the gathered atoms of a block stay ≈ 128 MB
     for mat in matrices:
-        atoms = mat.detach().cpu()[chosen].to(torch.float64)
-        out.append((coef.double()[:, None, :] @ atoms)[:, 0, :].float())
+        src = mat.detach().cpu()
+        rows = torch.empty((len(chosen), src.shape[1]), dtype=torch.float32)
+        for s in range(0, len(chosen), step):
+            atoms = src[chosen[s : s + step]].to(torch.float64)
+            rows[s : s + step] = (coef[s : s + step].double()[:, None, :] @ atoms)[:, 0, :].float()
+        out.append(rows)
     return out
 
 
