@@ -16,7 +16,8 @@ import numpy as np
 from analysis.adapt.fvt import fvt_pieces
 from analysis.bpe import bare_tokenize_fn
 from analysis.errors import DataError
-from analysis.tokenizer.tokenizer import LoadedTokenizer, bytes_to_unicode
+from analysis.tokenizer.alphabets import bytes_to_unicode
+from analysis.tokenizer.tokenizer import LoadedTokenizer
 
 #: Roles a special token can play, in the order the report lists them.
 ROLES = ("bos", "eos", "pad", "unk", "turn_start", "turn_end", "end_of_text")
