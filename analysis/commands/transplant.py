@@ -14,12 +14,10 @@ from analysis.adapt.transplant import DEFAULT_CANDIDATES, DEFAULT_K, read_for_mo
 from analysis.core.inputs import whole_number
 from analysis.core.outputs import check_output_folder
 from analysis.core.progress import scaled, stderr_progress
-from analysis.errors import DataError
 from analysis.evaluate.model_check import heldout_texts, load_pair, model_check
-from analysis.texts.flores import available_codes
 from analysis.tokenizer.sources import load
 
-from ._common import add_force_argument, print_json
+from ._common import add_force_argument, flores_langs, print_json
 from ._gguf import add_gguf_arguments, check_gguf_arguments
 
 NAME = "transplant"
@@ -58,21 +56,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
 
 
-def _langs(spec: str) -> list[str]:
-    langs = [x.strip() for x in spec.split(",") if x.strip()]
-    if langs == ["all"]:
-        return available_codes()
-    if not langs:
-        raise DataError("--langs names no language")
-    return langs
-
-
 def run(args: argparse.Namespace) -> int:
     """Transplant, write, measure; print text or JSON."""
     check_gguf_arguments(args)
     check_output_folder(args.out, replace=args.force)
     texts = (
-        None if args.no_check else heldout_texts(_langs(args.langs), args.lines)
+        None if args.no_check else heldout_texts(flores_langs(args.langs), args.lines)
     )  # bad codes: before the work
     tok = load(args.tokenizer)
     progress = None if args.quiet or args.json else stderr_progress("transplant")

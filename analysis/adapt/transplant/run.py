@@ -27,7 +27,7 @@ from analysis.errors import DataError, ModelLoadError, TokenizerLoadError
 from analysis.model.bpb import prefix_token
 from analysis.model.gguf_model import DTYPES, HF_ARCHITECTURES, GgufWriteInfo, export_gguf
 from analysis.model.models import load_causal_lm
-from analysis.model.weights import resolve_model, tokenizer_for_model
+from analysis.model.source import resolve_model, tokenizer_for_model
 from analysis.tokenizer.gguf_export import gguf_model_kind
 from analysis.tokenizer.sources import load
 from analysis.tokenizer.tokenizer import LoadedTokenizer
