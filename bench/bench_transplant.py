@@ -94,6 +94,9 @@ def main() -> None:
     ap.add_argument(
         "--collect", action="store_true", help="assemble the JSON from a previous run's --work outputs"
     )
+    ap.add_argument(
+        "--note", default="", help="what the figures should be read with (kept in the results file)"
+    )
     args = ap.parse_args()
     run = Run(__file__, variant=f"smollm2-{Path(args.tokenizer.rstrip('/')).name}")
     work, py = Path(args.work), str(ROOT / ".venv" / "bin" / "python")
@@ -134,7 +137,7 @@ def main() -> None:
              "transplant_wall_s": r["usage"]["transplant"]["wall_s"], "transplant_cpu_s": r["usage"]["transplant"]["cpu_s"],
              "transplant_peak_rss_mib": r["usage"]["transplant"]["peak_rss_mib"],
              "check_wall_s": r["usage"]["model_check"]["wall_s"], "check_peak_rss_mib": r["usage"]["model_check"]["peak_rss_mib"],
-             "load_during": f"{r['usage']['transplant']['load_before']}–{r['usage']['model_check']['load_after']}",
+             "load_during": f"{r['usage']['transplant']['load_before'] or '?'}–{r['usage']['model_check']['load_after'] or '?'}",
              "same_ids_transformers": f"{r['usage']['loads']['transformers_same_ids']}/{r['usage']['loads']['lines']}",
              "same_ids_llama_cpp": f"{r['usage']['loads']['llama_cpp_same_ids']}/{r['usage']['loads']['lines']}"}
             for i, r in runs.items()]  # fmt: skip
@@ -143,6 +146,7 @@ def main() -> None:
         "tokenizer": Path(args.tokenizer.rstrip("/")).name,
         "text": f"FLORES-200 devtest held-out lines 801–{800 + args.lines} of {args.langs}",
         "omp_args": args.omp_args,
+        **({"note": args.note} if args.note else {}),
         "bpb": bpb,
         "cost": cost,
         "runs": runs,
