@@ -149,7 +149,7 @@ def main() -> None:
         **({"note": args.note} if args.note else {}),
         "bpb": bpb,
         "cost": cost,
-        "runs": runs,
+        "roles": next(iter(runs.values()))["roles"] if runs else [],
     }
     run.write(figures, targets={"omp ahead of random": "bpb_edited(omp) < bpb_edited(random) on every language"},
               met=all(o["bpb_edited"] < r["bpb_edited"] for o, r in zip(runs.get("omp", {}).get("languages", []),
