@@ -36,38 +36,43 @@ if init == "omp":
     st.caption(
         "OMP reads every new token with the model: on a CPU expect minutes for a 100k-token vocabulary."
     )
-if not model or tok is None:
+
+
+def _page(model: str, tok: Any) -> None:
+    """The command, the transplant as a background job with its model check, and where the rows came from."""
+
+    shown_model = paths.shown_path(model) if not model.startswith("hub:") else model[4:]
+    cmd = ["python", "-m", "analysis", "transplant", "--model", shown_model, "--tokenizer", paths.public_source(tok.source or tok.name),
+           "--init", init] + (["--k", str(int(k))] if init == "omp" else []) + ["--out", "OUT", "--gguf", "--json"]  # fmt: skip
+    st.caption("The same from the command line (the model check's languages with `--langs`, `--lines`):")
+    st.code(shlex.join(cmd), language="bash", wrap_lines=True)
+
+    holder: dict[str, Any] = st.session_state.setdefault("tp-result", {})
+
+    def _export(folder: Path, original: str) -> None:
+        """Write the transplant of `original` with the chosen tokenizer into `folder` (the check's temporary one)."""
+        res = transplant(original, tok, folder, init=init, k=int(k))
+        holder["doc"] = paths.public_document(res.to_json())
+        holder["doc"]["model"] = paths.public_source(holder["doc"]["model"])
+        holder["doc"].pop("out", None)
+
+    model_check_section("tp-check", _export, f"{Path(shown_model).name} ← {tok.name}", original=model,
+                        reader=read_for_model_check, bakeoff=False)  # fmt: skip
+
+    doc = holder.get("doc")
+    if doc:
+        st.subheader("Where the rows came from")
+        st.write(f"**{doc['rows']:,}** rows: **{doc['copied']:,}** copied from the model, **{doc['initialised']:,}** "
+                 f"initialised ({doc['init']}); {doc['seconds']:.0f} s, peak memory "
+                 f"{doc['peak_rss_bytes'] / 2**30:.2f} GiB.")  # fmt: skip
+        st.dataframe(pd.DataFrame(doc["roles"]), hide_index=True)
+        for n in doc["notes"] + doc["warnings"]:
+            st.warning(n, icon=":material/info:")
+        st.download_button("Download transplant_report.json", json_document(doc), file_name="transplant_report.json",
+                           mime="application/json", key="tp-report")  # fmt: skip
+
+
+if not model or tok is None:  # no st.stop(): the app frame draws the sidebar library after the page
     st.info("Choose the model and the tokenizer it should get.")
-    st.stop()
-
-shown_model = paths.shown_path(model) if not model.startswith("hub:") else model[4:]
-cmd = ["python", "-m", "analysis", "transplant", "--model", shown_model, "--tokenizer", paths.public_source(tok.source or tok.name),
-       "--init", init] + (["--k", str(int(k))] if init == "omp" else []) + ["--out", "OUT", "--gguf", "--json"]  # fmt: skip
-st.caption("The same from the command line (the model check's languages with `--langs`, `--lines`):")
-st.code(shlex.join(cmd), language="bash", wrap_lines=True)
-
-holder: dict[str, Any] = st.session_state.setdefault("tp-result", {})
-
-
-def _export(folder: Path, original: str) -> None:
-    """Write the transplant of `original` with the chosen tokenizer into `folder` (the check's temporary one)."""
-    res = transplant(original, tok, folder, init=init, k=int(k))
-    holder["doc"] = paths.public_document(res.to_json())
-    holder["doc"]["model"] = paths.public_source(holder["doc"]["model"])
-    holder["doc"].pop("out", None)
-
-
-model_check_section("tp-check", _export, f"{Path(shown_model).name} ← {tok.name}", original=model,
-                    reader=read_for_model_check, bakeoff=False)  # fmt: skip
-
-doc = holder.get("doc")
-if doc:
-    st.subheader("Where the rows came from")
-    st.write(f"**{doc['rows']:,}** rows: **{doc['copied']:,}** copied from the model, **{doc['initialised']:,}** "
-             f"initialised ({doc['init']}); {doc['seconds']:.0f} s, peak memory "
-             f"{doc['peak_rss_bytes'] / 2**30:.2f} GiB.")  # fmt: skip
-    st.dataframe(pd.DataFrame(doc["roles"]), hide_index=True)
-    for n in doc["notes"] + doc["warnings"]:
-        st.warning(n, icon=":material/info:")
-    st.download_button("Download transplant_report.json", json_document(doc), file_name="transplant_report.json",
-                       mime="application/json", key="tp-report")  # fmt: skip
+else:
+    _page(model, tok)
