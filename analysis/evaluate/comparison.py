@@ -15,7 +15,9 @@ to the edited tokenizer), each language's lines are read by both:
 * **mass on removed ids** (removed = original ids whose string the edited vocabulary lacks): the mean
   probability the original model put on them reading its own tokenization (what a pruning takes away);
 * **per new token**: how often it occurs in the edited tokenization, the largest probability the edited model
-  gives it anywhere in the text and how often it is the argmax (whether the model can emit it).
+  gives it anywhere in the text and how often it is the argmax (whether the model can emit it), and both again
+  over the positions where it is *not* the next token (its misplaced probability: what
+  :mod:`analysis.evaluate.flags` flags).
 
 One pass per group of lines runs the original once and then every *variant* of the edited model (the model as
 exported, each initialisation of a bake-off, a warm-up checkpoint): a variant is a name and a callable that
@@ -128,6 +130,10 @@ class NewTokenUse:
     argmax_count: int = 0
     #: mean log₂ probability at the positions where it is the next token (None: it never occurs)
     mean_log2_prob: float | None = None
+    #: the largest probability it gets at a position whose next token is another (in either tokenization read)
+    misplaced_max_prob: float = 0.0
+    #: how often it is the argmax at a position whose next token is another
+    misplaced_argmax: int = 0
 
     def to_json(self) -> dict[str, Any]:
         """A JSON-ready record."""
@@ -166,7 +172,8 @@ class _Acc:
 
 class _NewOnDevice:
     """The new ids' running measures on old-tokenized text, per variant, kept on the device of the logits: each
-    new id's best probability and how often it is the argmax; read once, after the run (:meth:`into`)."""
+    new id's best probability and how often it is the argmax; read once, after the run (:meth:`into`). On
+    old-tokenized text a new id is never the next token, so both are misplaced measures too."""
 
     def __init__(self, new_cols: Any, n_extra: int, names: Sequence[str]) -> None:
         self._cols_cpu, self._n_extra, self._names = new_cols, n_extra, list(names)
@@ -190,15 +197,23 @@ class _NewOnDevice:
         return self
 
     def into(
-        self, max_probs: dict[str, np.ndarray], uses: dict[str, dict[int, NewTokenUse]], new: list[int]
+        self,
+        max_probs: dict[str, np.ndarray],
+        misplaced: dict[str, np.ndarray],
+        uses: dict[str, dict[int, NewTokenUse]],
+        new: list[int],
     ) -> None:
-        """Merge the measures into `max_probs` (per variant, order of `new`) and the argmax counts of `uses`."""
+        """Merge the measures into `max_probs` and `misplaced` (per variant, order of `new`) and the argmax
+        counts of `uses` (all of them misplaced: a new id is never the next token of old-tokenized text)."""
         if self.device is None:
             return
         for name in self._names:
-            np.maximum(max_probs[name], self.best[name].double().cpu().numpy(), out=max_probs[name])
+            best = self.best[name].double().cpu().numpy()
+            np.maximum(max_probs[name], best, out=max_probs[name])
+            np.maximum(misplaced[name], best, out=misplaced[name])
             for i, c in zip(new, self.argmax[name].cpu().tolist()):
                 uses[name][i].argmax_count += int(c)
+                uses[name][i].misplaced_argmax += int(c)
 
 
 @dataclass
@@ -439,6 +454,9 @@ def compare(
     uses = {name: {i: NewTokenUse(i, vocab.tokens[i]) for i in new} for name, _ in variants}
     logp_sums = {name: np.zeros(len(new)) for name, _ in variants}
     max_probs = {name: np.zeros(len(new)) for name, _ in variants}  # per new id (order of `new`): its best p
+    misplaced = {
+        name: np.zeros(len(new)) for name, _ in variants
+    }  # … and its best p where another token is next
     on_device = _NewOnDevice(new_cols, len(extra), [name for name, _ in variants])
     new_pos = {i: r for r, i in enumerate(new)}
     budget = batch_tokens or min(batch_tokens_for(original), batch_tokens_for(edited))
@@ -489,7 +507,7 @@ def compare(
                     if prepare is not None:
                         prepare()
                     _read_edited(edited, changed, nw, old, o2e, align, ref, accs[name], uses[name],
-                                 logp_sums[name], max_probs[name], new_pos, new_t, shared_e, device_edited, window,
+                                 logp_sums[name], max_probs[name], misplaced[name], new_pos, new_t, shared_e, device_edited, window,
                                  stride, budget, mass_on_old=not shared_states)  # fmt: skip
                 done += len(group)
                 report(progress, done, total, f"{lang}: lines read")
@@ -515,11 +533,12 @@ def compare(
                 )
     except Cancelled:
         run.complete = False
-    on_device.into(max_probs, uses, new)
+    on_device.into(max_probs, misplaced, uses, new)
     for name, _ in variants:
         for r, i in enumerate(new):
             u = uses[name][i]
             u.max_prob = max(u.max_prob, float(max_probs[name][r]))
+            u.misplaced_max_prob = max(u.misplaced_max_prob, float(misplaced[name][r]))
             if u.occurrences:
                 u.mean_log2_prob = float(logp_sums[name][r] / u.occurrences / LN2)
         run.new_tokens[name] = list(uses[name].values())
@@ -600,6 +619,7 @@ def _read_edited(
     uses: dict[int, NewTokenUse],
     logp_sum: np.ndarray,
     max_prob: np.ndarray,
+    misplaced: np.ndarray,
     new_pos: dict[int, int],
     new_t: Any,
     shared_e: Any,
@@ -611,8 +631,8 @@ def _read_edited(
     mass_on_old: bool = True,
 ) -> None:
     """One variant of the edited model on the lines `group`: its own tokenization (bits, KL at aligned
-    positions, the new tokens' use; each new id's best probability goes to `max_prob`, in the order of
-    `new_pos`), then, with `mass_on_old`, the old tokenization mapped to its ids (mass on new ids)."""
+    positions, the new tokens' use; each new id's best probability goes to `max_prob` and its best where another
+    token is next to `misplaced`, in the order of `new_pos`), then, with `mass_on_old`, the old tokenization mapped to its ids (mass on new ids)."""
 
     if not group:
         return
@@ -631,12 +651,20 @@ def _read_edited(
             acc.kl += ref.kl([k for _, k in pairs], lp_e)
             acc.kl_n += len(pairs)
         if len(new_t):
-            sub = logp[:, new_t.to(logp.device)]
+            cols = new_t.to(logp.device)
+            sub = logp[:, cols]
             np.maximum(max_prob, sub.max(0).values.exp().double().cpu().numpy(), out=max_prob)
+            is_next = (
+                sc.targets[:, None].to(logp.device) == cols[None, :]
+            )  # the new id is this position's token
+            away = sub.masked_fill(is_next, -math.inf).max(0).values.exp()
+            np.maximum(misplaced, away.double().cpu().numpy(), out=misplaced)
             arg = logp.argmax(1).cpu().numpy()
-            for a in arg:
+            for a, tid in zip(arg, seg.targets):
                 if int(a) in uses:
                     uses[int(a)].argmax_count += 1
+                    if int(a) != int(tid):
+                        uses[int(a)].misplaced_argmax += 1
             for tid, lp in zip(seg.targets, at_target.double().cpu().numpy()):
                 if tid in uses:
                     uses[tid].occurrences += 1
