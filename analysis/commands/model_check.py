@@ -16,6 +16,7 @@ from analysis.core.inputs import real_number, whole_number
 from analysis.core.outputs import check_output_folder
 from analysis.core.progress import report, scaled, stderr_progress
 from analysis.errors import DataError
+from analysis.evaluate.flags import MASS_LIMIT
 from analysis.evaluate.model_check import HELDOUT_LINES, heldout_texts, load_pair, model_check, training_texts
 from analysis.methods.reuse.model import is_reuse_folder, read_for_model_check
 from analysis.methods.undertrained import indicators_for
@@ -202,6 +203,19 @@ def _print(doc: dict) -> None:
     never = sum(1 for u in doc["new_tokens"] if u["argmax_count"] == 0)
     w(f"  new tokens: {never} of {len(doc['new_tokens'])} never the argmax on this text; {len(flagged)} flagged "
       "under-trained by the embedding indicator\n")  # fmt: skip
+    rows, langs = doc.get("flagged_new_rows", []), doc.get("flagged_languages", [])
+    w(f"  unusual mass ({doc['flag_rule']['rows']}): "
+      f"{len(rows)} new row{'' if len(rows) == 1 else 's'} flagged{':' if rows else ''}\n")  # fmt: skip
+    for r in rows[:20]:
+        w(f"    {r['id']} {r['token']!r}: argmax {r['argmax_count']:,}× where another token is next, occurs "
+          f"{r['occurrences']:,}×, max p {r['misplaced_max_prob']:.3f}\n")  # fmt: skip
+    if len(rows) > 20:
+        w(f"    … {len(rows) - 20} more (--json lists all)\n")
+    for c in langs:
+        w(f"  flagged {c['lang']}: mass on new ids {c['mass_new_on_old_text']:.4f} reading the old tokenization "
+          f"(> {MASS_LIMIT}: {c['kl_nats']:.3f} nats per token)\n")  # fmt: skip
+    if b:
+        w("  flagged rows per init: " + ", ".join(f"{i} {n}" for i, n in b["flagged"].items()) + "\n")
     wu = doc.get("warmup")
     if wu:
         w(f"  warm-up ({wu['objective']}, {wu['steps_done']} steps, {wu['seconds']:.0f} s):\n")

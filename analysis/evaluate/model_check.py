@@ -32,6 +32,7 @@ from analysis.tokenizer.sources import load
 from analysis.tokenizer.tokenizer import LoadedTokenizer
 
 from .comparison import CheckRun, LanguageCheck, NewTokenUse, Variant, compare
+from .flags import MASS_LIMIT, FlaggedLanguage, FlaggedRow, flag_languages, flag_rows
 
 #: OMP's screening in a bake-off of an edit with its own reading of new tokens (a transplant: ~10⁵ of them).
 OWN_CANDIDATES = 256
@@ -319,6 +320,16 @@ class ModelCheck:
     #: new id → its under-trained indicator in the edited model (filled by a caller that owns the indicators)
     indicators: dict[int, dict[str, Any]] = field(default_factory=dict)
 
+    @property
+    def flagged_new_rows(self) -> list[FlaggedRow]:
+        """The new rows that take unusual probability mass (:mod:`analysis.evaluate.flags`), loudest first."""
+        return flag_rows(self.new_tokens)
+
+    @property
+    def flagged_languages(self) -> list[FlaggedLanguage]:
+        """The languages whose old-tokenized text sends more than half the mass to new ids."""
+        return flag_languages(self.languages)
+
     def to_json(self) -> dict[str, Any]:
         """The JSON document of the CLI (``--json``) and the pages' download."""
         doc: dict[str, Any] = {
@@ -336,6 +347,12 @@ class ModelCheck:
             "new_tokens": [
                 {**u.to_json(), "undertrained": self.indicators.get(u.id)} for u in self.new_tokens
             ],
+            "flagged_new_rows": [r.to_json() for r in self.flagged_new_rows],
+            "flagged_languages": [c.to_json() for c in self.flagged_languages],
+            "flag_rule": {
+                "rows": "argmax at positions where another token is next, more often than it occurs (≥ 1)",
+                "languages": f"mean mass on new ids reading the old tokenization > {MASS_LIMIT}",
+            },
             "seconds": self.seconds,
         }
         if self.bakeoff:
@@ -353,6 +370,7 @@ class ModelCheck:
                 "emittable": {
                     i: sum(1 for u in us if u.argmax_count > 0) for i, us in self.bakeoff_tokens.items()
                 },
+                "flagged": {i: len(flag_rows(us)) for i, us in self.bakeoff_tokens.items()},
             }
         if self.warmup is not None:
             doc["warmup"] = self.warmup
