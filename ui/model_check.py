@@ -198,6 +198,7 @@ def _charts(doc: dict, key: str) -> None:
     st.caption("The bits-per-byte axis is zoomed to the values (it does not start at 0), so that small "
                "differences show; the table has the numbers.")  # fmt: skip
     st.dataframe(human_table(doc["languages"]), hide_index=True)
+    _flags(doc)
     bake = doc.get("bakeoff")
     if bake:
         for row in bake["languages"]:
@@ -218,6 +219,40 @@ def _charts(doc: dict, key: str) -> None:
         ]
         st.plotly_chart(px.line(pd.DataFrame(curve), x="step", y="bits per byte", color="language", markers=True,
                                 title=f"Warm-up of the new rows ({wu['objective']})"), key=f"{key}-warm")  # fmt: skip
+
+
+#: The flagged rows' table headers.
+FLAG_HEADERS = {
+    "id": "Id", "token": "Token", "argmax_count": "Argmax where another token is next", "occurrences": "Occurrences",
+    "max_prob": "Largest p", "misplaced_max_prob": "Largest p where another token is next",
+}  # fmt: skip
+
+
+def flag_table(rows: list[dict[str, Any]], limit: int = 200) -> pd.DataFrame:
+    """The flagged rows (``flagged_new_rows`` of the document, loudest first) as a table with words for headers,
+    the first `limit` of them."""
+    return pd.DataFrame(rows[:limit], columns=list(FLAG_HEADERS)).rename(columns=FLAG_HEADERS)
+
+
+def _flags(doc: dict) -> None:
+    """The new rows (and languages) flagged for unusual probability mass, or "none flagged"."""
+    rule = doc.get("flag_rule")
+    if rule is None:
+        return
+    rows, langs = doc.get("flagged_new_rows", []), doc.get("flagged_languages", [])
+    st.markdown("**New rows with unusual probability mass**")
+    st.caption(f"Rule: a new row is flagged when it is the {rule['rows']}; a row initialised as a mean of "
+               "original rows can never win (Jensen's inequality), so a flagged row is loud: large, random or "
+               f"mis-copied. A language is flagged when the {rule['languages']} (≥ 1 bit per token lost).")  # fmt: skip
+    if rows:
+        st.dataframe(flag_table(rows), hide_index=True)
+        if len(rows) > 200:
+            st.caption(f"The 200 loudest of {len(rows):,} flagged rows; the JSON download lists all.")
+    else:
+        st.caption("None flagged.")
+    for c in langs:
+        st.warning(f"{c['lang']}: the new ids take {c['mass_new_on_old_text']:.2f} of the probability reading the "
+                   f"old tokenization ({c['kl_nats']:.3f} nats per token).", icon=":material/warning:")  # fmt: skip
 
 
 def model_check_section(

@@ -121,6 +121,8 @@ def test_prune_checks_the_session_edit(monkeypatch):
     assert doc["n_removed_tokens"] == 300 and doc["n_new_tokens"] == 0
     assert eng["mass_removed"] is not None and 0 <= eng["mass_removed"] < 1
     assert eng["tokens_per_byte_edited"] >= eng["tokens_per_byte_original"]
+    # no new rows: the flag section says so (the rule and its table: analysis.evaluate.flags, ui.model_check)
+    assert doc["flagged_new_rows"] == [] and any(c.value == "None flagged." for c in at.caption)
 
 
 def test_reuse_checks_the_session_edit(monkeypatch):

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 
-from ui.model_check import HEADERS, human_table, zoomed_range
+from ui.model_check import FLAG_HEADERS, HEADERS, flag_table, human_table, zoomed_range
 
 
 def test_the_bits_per_byte_axis_is_zoomed_to_the_values():
@@ -25,3 +25,15 @@ def test_the_tables_have_words_for_headers():
         "KL on unchanged spans (nats)",
     ]
     assert all("_" not in h for h in HEADERS.values())
+
+
+def test_the_flagged_rows_table_keeps_the_loudest_first_with_words_for_headers():
+    rows = [
+        {"id": 50300 + i, "token": f"t{i}", "reason": "argmax", "argmax_count": 90 - i, "occurrences": 1,
+         "max_prob": 0.9, "misplaced_max_prob": 0.8}
+        for i in range(5)
+    ]  # fmt: skip
+    table = flag_table(rows, limit=3)
+    assert list(table.columns) == list(FLAG_HEADERS.values()) and len(table) == 3
+    assert list(table["Id"]) == [50300, 50301, 50302]
+    assert flag_table([]).empty and list(flag_table([]).columns) == list(FLAG_HEADERS.values())

@@ -25,7 +25,8 @@ from analysis.adapt.warmup import WarmupConfig, _distill_loss, _distill_pairs, w
 from analysis.cli import build_parser, main
 from analysis.commands.model_check import _check
 from analysis.errors import DataError
-from analysis.evaluate.comparison import compare, kl_from_mass
+from analysis.evaluate.comparison import LanguageCheck, compare, kl_from_mass
+from analysis.evaluate.flags import ARGMAX, MASS_LIMIT, flag_languages, flag_rows
 from analysis.evaluate.model_check import RowSwap, heldout_texts, load_pair, model_check, resolve_pair
 from analysis.methods.extension import ExtendResult, export_extension, plan
 from analysis.model import bpb
@@ -225,8 +226,14 @@ def test_one_pass_per_model_equals_the_three_pass_reading(pair):
                     assert a[k] == pytest.approx(v, rel=1e-4, abs=1e-7), (name, fast.lang, k)
         uses = {u.id: u for u in runs[1].new_tokens[name]}
         for u in runs[0].new_tokens[name]:
-            assert (u.occurrences, u.argmax_count) == (uses[u.id].occurrences, uses[u.id].argmax_count)
-            assert u.max_prob == pytest.approx(uses[u.id].max_prob, rel=1e-4, abs=1e-7)
+            v = uses[u.id]
+            assert (u.occurrences, u.argmax_count, u.misplaced_argmax) == (
+                v.occurrences,
+                v.argmax_count,
+                v.misplaced_argmax,
+            )
+            assert u.max_prob == pytest.approx(v.max_prob, rel=1e-4, abs=1e-7)
+            assert u.misplaced_max_prob == pytest.approx(v.misplaced_max_prob, rel=1e-4, abs=1e-7)
 
 
 def test_bakeoff_scores_each_init_on_the_same_bytes_and_restores_the_rows(pair):
@@ -246,6 +253,43 @@ def test_bakeoff_scores_each_init_on_the_same_bytes_and_restores_the_rows(pair):
     assert row["fvt"]["bpb_edited"] == pytest.approx(row["exported"]["bpb_edited"], abs=1e-9)
     assert row["mean"]["bpb_edited"] != row["fvt"]["bpb_edited"]
     assert res.languages[0].lang == "est_Latn" and res.languages[0].variant == "exported"
+
+
+def test_a_row_scaled_50_times_is_flagged_and_rows_at_the_mean_are_not(pair):
+    """The flag rule (analysis.evaluate.flags) on one pass with two variants: every new output row at the mean of
+    the original rows (inside their hull: never the argmax, so nothing flagged), then the same with one row
+    50 × its exported (FVT) row (it wins where other tokens are next: flagged, the only one)."""
+    src, out = pair
+    original, edited = load_pair(src, out, device="cpu")
+    swap = RowSwap(original, edited)
+    e, w, b = swap.exported
+    mean = w.clone()
+    mean[:] = original.model.get_output_embeddings().weight.detach().float().mean(0)
+    loud = mean.clone()
+    loud[0] = 50 * w[0]
+    variants = [("mean", lambda: swap.write((e, mean, b))), ("loud", lambda: swap.write((e, loud, b)))]
+    texts = {"est_Latn": flores_lines("est_Latn")[900:902], "eng_Latn": flores_lines("eng_Latn")[900:901]}
+    try:
+        run = compare(original.model, original.tok, edited.model, edited.tok, texts, variants=variants)
+    finally:
+        swap.write(swap.exported)
+    assert flag_rows(run.new_tokens["mean"]) == []
+    assert all(u.misplaced_argmax == 0 for u in run.new_tokens["mean"])
+    flagged = flag_rows(run.new_tokens["loud"])
+    assert [r.id for r in flagged] == [swap.ids[0]] and flagged[0].reason == ARGMAX
+    assert flagged[0].misplaced_argmax > flagged[0].occurrences
+    for u in run.new_tokens["loud"]:  # the misplaced measures are parts of the overall ones
+        assert u.misplaced_argmax <= u.argmax_count and u.misplaced_max_prob <= u.max_prob
+    assert flag_languages(run.languages["mean"]) == []
+
+
+def test_a_language_is_flagged_when_new_ids_take_over_half_the_mass_of_old_text():
+    def lang(code: str, mass: float | None) -> LanguageCheck:
+        return LanguageCheck(code, "edited", 1, 10, 8.0, 9.0, 5, 4, mass, None, 0, None)
+
+    flagged = flag_languages([lang("est_Latn", 0.93), lang("eng_Latn", 0.02), lang("zho_Hans", None)])
+    assert [c.lang for c in flagged] == ["est_Latn"] and MASS_LIMIT == 0.5
+    assert flagged[0].to_json()["kl_nats"] == pytest.approx(-math.log(1 - 0.93))
 
 
 @pytest.mark.slow
@@ -408,6 +452,8 @@ def test_cli_json_shape_and_warmed_export(pair, tmp_path: Path):
         assert c["lines"] == 2 and c["bpb_original"] > 0
     assert doc["bakeoff"]["inits"] == ["exported", "mean", "omp"] and doc["n_new_tokens"] == 60
     assert len(doc["new_tokens"]) == 60
+    assert isinstance(doc["flagged_new_rows"], list) and isinstance(doc["flagged_languages"], list)
+    assert doc["bakeoff"]["flagged"].keys() == {"exported", "mean", "omp"}
     for u in doc["new_tokens"]:
         ut = u["undertrained"]
         assert ut["indicator"] and 0 <= ut["rank_share"] <= 1 and isinstance(ut["candidate"], bool)
@@ -420,6 +466,7 @@ def test_cli_json_shape_and_warmed_export(pair, tmp_path: Path):
     rc, text, _ = _cli(["model-check", "--original", str(src), "--edited", str(out), "--langs", "eng_Latn",
                         "--lines", "1", "--quiet"])  # fmt: skip
     assert rc == 0 and "eng_Latn: BPB" in text and _ == ""  # --quiet: nothing on stderr
+    assert "new rows flagged" in text or "new row flagged" in text
 
 
 @pytest.mark.slow
