@@ -525,11 +525,13 @@ def page() -> None:
     if n_cap < 1:
         st.warning("The text gave no new tokens: every pair it contains is already a token.")
         return
-    n = c_n.slider("N (new tokens)", 1, n_cap, n_cap, key="ext-n")
     keep = largest_compatible_extension(tok)
-    c_n.caption(f"Speculative decoding (llama.cpp pairs a draft and a target whose vocabularies differ by at most "
-                f"{SPEC_VOCAB_MAX_SIZE_DIFFERENCE} tokens): N ≤ {keep} keeps {tok.name} +N and {tok.name} a valid "
-                f"draft/target pair" + ("" if n <= keep else f"; N = {n} does not") + "." if keep else
+    spec_help = (f"llama.cpp pairs a draft and a target model for speculative decoding only when their vocabularies "
+                 f"differ by at most {SPEC_VOCAB_MAX_SIZE_DIFFERENCE} tokens and agree on every token's text.")  # fmt: skip
+    n = c_n.slider("N (new tokens)", 1, n_cap, n_cap, key="ext-n", help=spec_help)
+    # one line, so that the result tabs below still start above the fold at 1280×800
+    c_n.caption(f"Speculative decoding: N ≤ {keep} keeps {tok.name} + N a valid draft/target pair with {tok.name}"
+                + ("" if n <= keep else f" (N = {n} does not)") + "." if keep else
                 f"Speculative decoding: llama.cpp reads no {tok.model_type} tokenizer of this kind.")  # fmt: skip
     results = {m: pv.at(m, n) for m in pv.plans}
     # the results in tabs, right under the slider: at 1280×800 the first result is on screen, not 3,800 px down
