@@ -15,7 +15,8 @@
 4. Memory: peak RSS of each compress process, and the RSS a loaded gigatoken tokenizer adds.
 
 Writes bench/results/bench_encoder.json through bench/_results.py (date, commit, machine, load average, figures).
-Usage: `python bench/bench_encoder.py [--skip-reference]`.
+Usage: `python bench/bench_encoder.py [--skip-reference]`. The app's Compression page cold (4 tokenizers × 204
+languages) is bench/bench_encoder_app.py; `corpus-stats` on 1 GB of text is bench/bench_encoder_corpus.py.
 """
 
 from __future__ import annotations

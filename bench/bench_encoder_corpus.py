@@ -141,16 +141,17 @@ def main() -> None:
     same_tokens = {g: row["tokens"] for g, row in ref["summary"]["groups"].items()} == {
         g: row["tokens"] for g, row in fast["summary"]["groups"].items()
     }
-    variants = {}
+    variants = []
     for how, r in (("tokenizers", ref), ("fast", fast)):
-        variants[how] = {
+        variants.append({
+            "variant": how,
             "wall_s": round(r["wall_s"], 2),
             "mb_s": round(size / 1e6 / r["wall_s"], 2),
             "maxrss_mb": round(r["maxrss_mb"]),
             "workers_maxrss_mb": round(r["children_maxrss_mb"]),
             "executor": r["summary"].get("executor"),
             "tokens": tokens(r),
-        }
+        })  # fmt: skip
         print(f"corpus-stats ({how:10}): {r['wall_s']:7.1f} s, {size / 1e6 / r['wall_s']:7.2f} MB/s, "
               f"{tokens(r):,} tokens, executor {r['summary'].get('executor')}; peak RSS {r['maxrss_mb']:.0f} MB "
               f"(largest worker {r['children_maxrss_mb']:.0f} MB)")  # fmt: skip

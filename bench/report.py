@@ -56,6 +56,13 @@ ABOUT = {
     "Llama-3.1 and Qwen3 × 204 FLORES languages in a new process with a fresh compression cache (tokenizers only; the "
     "first run, which verifies; verified) against the bare `encode_batch_fast` of the same lines, identical counts; "
     "single-thread MB/s of both encoders on unseen and repeated text; peak memory",
+    "bench_encoder_app": "the app's Compression page (AppTest, the real page) for Llama-3.1, Qwen3, Gemma and "
+    "Mistral-Nemo × 204 FLORES languages, cold (each run a new process with a fresh cache): click→result seconds and "
+    "peak RSS with `TOKLAB_ENCODER=tokenizers`, on the first click ever (verifying) and once verified; identical "
+    "results tables",
+    "bench_encoder_corpus": "`corpus-stats --stat compression` on 1 GB of generated text (FLORES lines of 204 "
+    "languages and the shared text corpora) in a new process with a fresh cache, `TOKLAB_ENCODER=tokenizers` against "
+    "the verified fast encoder: wall time, MB/s, peak RSS, identical counts and output files",
     "bench_bpe_train": "gigatoken's `train_bpe` against the tokenizers BpeTrainer (parity-train's plain baseline) and "
     "the project's from-scratch trainer on FLORES lines 1–700 of 204 languages, 8,000 tokens: seconds and how many "
     "merges agree",
