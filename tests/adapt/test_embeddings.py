@@ -235,7 +235,7 @@ def test_cli_prune_with_model(tmp_path: Path) -> None:
     buf = io.StringIO()
     with redirect_stdout(buf):
         rc = main(["prune", "--tokenizer", str(TOKENIZERS / "llama-2"), "--order", "score", "--scores", str(scores),
-                   "--n", "500", "--out", str(out), "--model", str(src), "--no-stt", "--json"])  # fmt: skip
+                   "--n", "500", "--out", str(out), "--model", str(src), "--no-stt", "--no-robustness", "--json"])  # fmt: skip
     assert rc == 0, buf.getvalue()
     data = json.loads(buf.getvalue())
     assert data["removed"] == 500 and data["vocab_size"] == 31500

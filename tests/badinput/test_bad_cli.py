@@ -216,9 +216,9 @@ def test_malformed_safetensors_headers(cli, tmp_path, entry):
 
 def test_unwritable_outputs(cli, tmp_path):
     (tmp_path / "a-file").write_text("x")
-    assert_clear_error(cli("prune", "--tokenizer", GPT2, "--order", "last-n", "--n", "1", "--no-stt",
+    assert_clear_error(cli("prune", "--tokenizer", GPT2, "--order", "last-n", "--n", "1", "--no-stt", "--no-robustness",
                            "--out", tmp_path / "a-file"), "not a folder")  # fmt: skip
-    assert_clear_error(cli("prune", "--tokenizer", GPT2, "--order", "last-n", "--n", "1", "--no-stt",
+    assert_clear_error(cli("prune", "--tokenizer", GPT2, "--order", "last-n", "--n", "1", "--no-stt", "--no-robustness",
                            "--out", "/proc/toklab-out"), "cannot write")  # fmt: skip
     assert_clear_error(cli("stt", GPT2, "--csv", tmp_path / "missing" / "x.csv"), "cannot write")
     assert_clear_error(cli("stt", GPT2, "--csv", tmp_path), "is a folder")
@@ -237,7 +237,17 @@ def test_full_disk_leaves_no_output(cli, tmp_path, monkeypatch):
 
     monkeypatch.setattr(export.Path, "write_bytes", full)
     run = cli(
-        "prune", "--tokenizer", GPT2, "--order", "last-n", "--n", "1", "--no-stt", "--out", tmp_path / "out"
+        "prune",
+        "--tokenizer",
+        GPT2,
+        "--order",
+        "last-n",
+        "--n",
+        "1",
+        "--no-stt",
+        "--no-robustness",
+        "--out",
+        tmp_path / "out",
     )
     assert_clear_error(run, "No space left on device")
     assert tree(tmp_path) == {}  # no target, no temporary folder
@@ -247,7 +257,7 @@ def test_a_5000_character_path(cli, tmp_path):
     long = "/tmp/" + "x" * 5000
     assert_clear_error(cli("inspect", long), "cannot read")
     assert_clear_error(cli("extend", "--tokenizer", GPT2, "--text", long, "--n", "5"))
-    assert_clear_error(cli("prune", "--tokenizer", GPT2, "--order", "last-n", "--n", "1", "--no-stt",
+    assert_clear_error(cli("prune", "--tokenizer", GPT2, "--order", "last-n", "--n", "1", "--no-stt", "--no-robustness",
                            "--out", tmp_path / ("y" * 5000)), "cannot write")  # fmt: skip
 
 
@@ -407,7 +417,18 @@ def test_some_nan_rows_are_a_visible_note_and_json_stays_strict(cli, tmp_path):
 # ============================================================================ atomic outputs
 def _prune(cli, out: Path, *extra: str):
     return cli(
-        "prune", "--tokenizer", GPT2, "--order", "last-n", "--n", "10", "--no-stt", "--out", out, *extra
+        "prune",
+        "--tokenizer",
+        GPT2,
+        "--order",
+        "last-n",
+        "--n",
+        "10",
+        "--no-stt",
+        "--no-robustness",
+        "--out",
+        out,
+        *extra,
     )
 
 
@@ -459,6 +480,7 @@ def test_killed_mid_write_leaves_no_folder(cli, tmp_path):
             "--n",
             "10",
             "--no-stt",
+            "--no-robustness",
             "--out",
             str(out),
         ],  # fmt: skip

@@ -113,7 +113,7 @@ def test_prune_local_executor_writes_exactly_the_in_process_tokenizer(capsys, tm
 
 @pytest.mark.slow
 def test_prune_rerun_resumes_and_stdout_is_the_report(capsys, tmp_path):
-    argv = ["prune", "--tokenizer", GPT2, "--order", "frequency", "--text", GLOB, "--n", "500", "--no-stt",
+    argv = ["prune", "--tokenizer", GPT2, "--order", "frequency", "--text", GLOB, "--n", "500", "--no-stt", "--no-robustness",
             "--json", *_local(tmp_path, 4, "wd")]  # fmt: skip
     rc, out, err = _run(capsys, *argv, "--out", tmp_path / "a")
     assert rc == 0, err
@@ -138,7 +138,18 @@ def test_merge_based_order_from_merge_counts(tmp_path):
 @pytest.mark.slow
 def test_prune_merge_based_local_equals_in_process(capsys, tmp_path):
     files = [str(FLORES / "devtest" / f"{lang}.devtest") for lang in B_LANGS[:4]]
-    common = ["prune", "--tokenizer", GPT2, "--order", "merge-based", "--n", "1000", "--no-stt", "--quiet"]
+    common = [
+        "prune",
+        "--tokenizer",
+        GPT2,
+        "--order",
+        "merge-based",
+        "--n",
+        "1000",
+        "--no-stt",
+        "--no-robustness",
+        "--quiet",
+    ]
     common += [x for f in files for x in ("--text", f)]
     assert _run(capsys, *common, "--out", tmp_path / "a")[0] == 0
     assert _run(capsys, *common, "--out", tmp_path / "b", *_local(tmp_path, 4, "wd"))[0] == 0
@@ -289,7 +300,7 @@ def test_tokenizer_argument_defaults_to_the_models_own():
 @pytest.mark.slow
 @need_smollm
 def test_prune_with_only_a_model_prunes_the_models_tokenizer(capsys, tmp_path):
-    rc, out, err = _run(capsys, "prune", "--model", SMOLLM, "--order", "leaf-last-n", "--n", "100", "--no-stt",
+    rc, out, err = _run(capsys, "prune", "--model", SMOLLM, "--order", "leaf-last-n", "--n", "100", "--no-stt", "--no-robustness",
                         "--out", tmp_path / "o", "--json")  # fmt: skip
     assert rc == 0, err
     rep = json.loads(out)
@@ -424,6 +435,7 @@ def test_corrupt_shard_is_an_error_naming_the_shard(capsys, tmp_path, executor):
         "--n",
         "10",
         "--no-stt",
+        "--no-robustness",
         "--out",
         tmp_path / "o",
     ]

@@ -184,6 +184,7 @@ def test_pruned_llama31_exports_a_gguf_llama_cpp_loads_with_parity(tmp_path, cap
             "--out",
             str(out),
             "--no-stt",
+            "--no-robustness",
             "--json",
         ]
     )

@@ -19,7 +19,7 @@ from analysis.methods.pruning.report import prune_report, pruned_zip, write_prun
 def test_report_is_the_clis_report(tmp_path, capsys):
     out = tmp_path / "cli"
     assert main(["prune", "--tokenizer", str(TOKENIZERS / "llama-2"), "--order", "leaf-last-n", "--n", "100",
-                 "--out", str(out), "--no-stt", "--json"]) == 0  # fmt: skip
+                 "--out", str(out), "--no-stt", "--no-robustness", "--json"]) == 0  # fmt: skip
     printed = json.loads(capsys.readouterr().out)
     cli = json.loads((out / "prune_report.json").read_text(encoding="utf-8"))
     assert printed == cli  # one schema: what --json prints is the file the folder holds
