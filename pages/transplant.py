@@ -72,7 +72,9 @@ def _page(model: str, tok: Any) -> None:
                            mime="application/json", key="tp-report")  # fmt: skip
 
 
-if not model or tok is None:  # no st.stop(): the app frame draws the sidebar library after the page
+if (
+    not model or tok is None
+):  # no stop of the script run here: the app frame draws the sidebar library after the page
     st.info("Choose the model and the tokenizer it should get.")
 else:
     _page(model, tok)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 
+from analysis.core.inputs import whole_number
 from analysis.core.progress import stderr_progress
 from analysis.measure.drift import CONTENT_CLASSES, DriftReport, DriftRow, drift
 from analysis.tokenizer.sources import load
@@ -32,7 +33,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="FLORES codes, comma-separated, 'all' (default: the 204 languages) or 'none'")  # fmt: skip
     p.add_argument("--content", default=",".join(CONTENT_CLASSES),
                    help=f"content classes, comma-separated (default: {','.join(CONTENT_CLASSES)}; 'none')")  # fmt: skip
-    p.add_argument("--show", type=int, default=10, metavar="N",
+    p.add_argument("--show", type=whole_number(0, 10_000), default=10, metavar="N",
                    help="text output: the N languages with the fewest identical lines (default 10)")  # fmt: skip
     p.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
     p.add_argument("--json", action="store_true", help="print one JSON object (rows carry lang, tokens_a, tokens_b, identical)")  # fmt: skip

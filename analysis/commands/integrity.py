@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 
 from analysis.bpe.integrity import REASONS, integrity
+from analysis.core.inputs import whole_number
 from analysis.core.progress import stderr_progress
 
 from ._common import add_tokenizer_argument, load_from_args, print_json
@@ -20,7 +21,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     """Register the arguments of `integrity`."""
     add_tokenizer_argument(p)
     p.add_argument(
-        "--show", type=int, default=5, metavar="N", help="text output: N ids per reason (default 5)"
+        "--show",
+        type=whole_number(0, 100_000),
+        default=5,
+        metavar="N",
+        help="text output: N ids per reason (default 5)",
     )
     p.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
     p.add_argument(

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from analysis.core.inputs import whole_number
 from analysis.core.progress import stderr_progress
 from analysis.tokenizer.sources import load
 from analysis.views.vocab_diff import BY_CHOICES, MAX_VOCAB, MAX_VOCAB_LIMIT, check_sizes, vocab_diff
@@ -24,7 +25,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="compare what tokens stand for (bytes, default) or their raw vocabulary strings")  # fmt: skip
     p.add_argument("--unique-csv", type=Path, default=None, metavar="DIR",
                    help="write the tokens unique to each tokenizer to DIR/unique-<name>.csv")  # fmt: skip
-    p.add_argument("--max-vocab", type=int, default=MAX_VOCAB, metavar="N",
+    p.add_argument("--max-vocab", type=whole_number(1, MAX_VOCAB_LIMIT), default=MAX_VOCAB, metavar="N",
                    help=f"refuse vocabularies over N tokens (default {MAX_VOCAB:,}, the page's limit; at most "
                    f"{MAX_VOCAB_LIMIT:,}: a 2,000,000-token vocabulary takes about a gigabyte)")  # fmt: skip
     p.add_argument("--json", action="store_true", help="print one JSON object (unique tokens included)")

@@ -41,18 +41,6 @@ def test_no_page_layer_string_cites_papers_by_number(path):
     assert hits == []
 
 
-def test_no_page_calls_st_stop():
-    """st.stop() ends the script run, so the frame's sidebar library (drawn after the page) would vanish."""
-    calls = re.compile(r"^[^#]*\bst\.stop\(\)")
-    hits = [
-        f"{p.relative_to(ROOT)}:{n}"
-        for p in [*sorted((ROOT / "pages").glob("*.py")), *sorted((ROOT / "ui").glob("*.py"))]
-        for n, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1)
-        if calls.search(line)
-    ]
-    assert hits == []
-
-
 def test_docs_references_are_the_reference_list():
     """docs/references.md is the list of analysis.core.references, and the README links to it."""
     doc = (ROOT / "docs" / "references.md").read_text(encoding="utf-8")
