@@ -72,6 +72,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 # the app builds the example gallery in the background at a server's first start: never inside the test suite
 os.environ.setdefault("TOKLAB_GALLERY_AUTOSTART", "0")
+# the robustness report of every edit times its pathological inputs at 512 KiB each (about 1.4 s a tokenizer):
+# the suite runs that path on dozens of edits, so it times them at 16 KiB (tests of the timing set their own)
+os.environ.setdefault("TOKLAB_PATHOLOGICAL_KB", "16")
 
 
 # each pytest-xdist worker (and every process it starts) gets its share of the cores

@@ -23,6 +23,7 @@ variable                   meaning                                              
                            folder; decompressed bytes)
 ``TOKLAB_MAX_LINE_CHARS``  longest text unit: longer lines are read in pieces of this    ``1000000``
                            many characters (JSON lines longer than 16× this are refused)
+``TOKLAB_PATHOLOGICAL_KB`` size of each input an edit's robustness report times       ``512``
 ``TOKLAB_DATA``             the workspaces (SQLite store and stored files)             ``$XDG_DATA_HOME/tokenizer-lab``
                                                                                        else ``~/.local/share/
                                                                                        tokenizer-lab``
@@ -156,6 +157,13 @@ def _scaled(value: float, unit: int = 1) -> int:
     """`value` × `unit` as a whole number from 1 to :data:`NO_LIMIT` (1e300 MB is no limit, not an OverflowError;
     a setting of a fraction of a byte is a cap of one, not of nothing)."""
     return max(1, int(min(value * unit, NO_LIMIT)))
+
+
+def pathological_bytes() -> int:
+    """Size of each pathological input whose encode time an edit's robustness report measures
+    (``$TOKLAB_PATHOLOGICAL_KB``, default 512 KiB, at most 64 MiB): a hosted lab may lower it to spend less CPU on
+    every edit; the test suite does, since it measures the same path on many edits."""
+    return min(_scaled(_env_number(("TOKLAB_PATHOLOGICAL_KB",), 512), 1024), 64 * MB)
 
 
 def max_file_bytes() -> int:

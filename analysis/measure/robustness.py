@@ -12,7 +12,7 @@
   digit count is not a multiple of 3, by how their pieces fall: right-aligned 3-digit groups (`1|234|567`),
   left-aligned (`123|456|7`), single digits, or other.
 * **Round trip** decode(encode(x)) == x on :data:`analysis.texts.probes.HOSTILE`.
-* **Worst-case encode time** on :func:`analysis.texts.probes.pathological_inputs` (512 KiB each): the CPU time
+* **Worst-case encode time** on :func:`analysis.texts.probes.pathological_inputs` (512 KiB each by default, ``$TOKLAB_PATHOLOGICAL_KB``): the CPU time
   of the process (other load on the machine does not count; the wall time is kept beside it), flagged at
   :data:`SLOW_SECONDS`; an input that takes that long at a sixteenth of its size is not encoded whole (its time is
   projected quadratically, and flagged). A measurement of this machine, never a pass/fail.
@@ -31,6 +31,7 @@ import numpy as np
 import regex
 
 from analysis.core.cache import memoize
+from analysis.core.paths import pathological_bytes
 from analysis.core.progress import Progress, report
 from analysis.texts import probes
 from analysis.tokenizer.tokenizer import LoadedTokenizer
@@ -41,8 +42,6 @@ WORD = regex.compile(r"\w+")
 NUMBER = regex.compile(r"\d+")
 #: An encode this slow on a pathological input is flagged.
 SLOW_SECONDS = 1.0
-#: The pathological inputs' size (UTF-8 bytes each).
-PATHOLOGICAL_BYTES = 512 * 1024
 #: Round-trip failures listed per tokenizer.
 SHOWN_FAILURES = 10
 
@@ -268,7 +267,7 @@ def tokenizer_robustness(
     tok: LoadedTokenizer, *, pathological: Mapping[str, str] | None = None
 ) -> TokenizerRobustness:
     """Digit grouping, round trip and encode times of one tokenizer (`pathological`: the inputs to time;
-    default :func:`probes.pathological_inputs` of :data:`PATHOLOGICAL_BYTES`, without FLORES). Remembered per
+    default :func:`probes.pathological_inputs` of :func:`~analysis.core.paths.pathological_bytes`, without FLORES). Remembered per
     tokenizer in this process: the original of many edits is measured once."""
     return codec_robustness(codec_of(tok), pathological=pathological)
 
@@ -276,7 +275,7 @@ def tokenizer_robustness(
 def codec_robustness(codec: Codec, *, pathological: Mapping[str, str] | None = None) -> TokenizerRobustness:
     """:func:`tokenizer_robustness` of a :class:`Codec` (not remembered)."""
     ok, fails = round_trip(codec)
-    inputs = probes.pathological_inputs(PATHOLOGICAL_BYTES) if pathological is None else pathological
+    inputs = probes.pathological_inputs(pathological_bytes()) if pathological is None else pathological
     return TokenizerRobustness(
         digits=digit_grouping(codec.spans, probes.numbers_and_dates()),
         round_trip_ok=ok,

@@ -63,6 +63,15 @@ def test_size_settings_stay_whole_numbers_whatever_the_operator_writes(monkeypat
     assert cap() >= 1
 
 
+def test_pathological_input_size_follows_the_environment_within_bounds(monkeypatch):
+    """The robustness report's timed inputs: 512 KiB by default, the operator's size in KiB, at most 64 MiB."""
+    monkeypatch.delenv("TOKLAB_PATHOLOGICAL_KB", raising=False)
+    assert paths.pathological_bytes() == 512 * 1024
+    for raw, want in (("16", 16 * 1024), ("nan", 512 * 1024), ("-1", 512 * 1024), ("1e300", 64 * paths.MB)):
+        monkeypatch.setenv("TOKLAB_PATHOLOGICAL_KB", raw)
+        assert paths.pathological_bytes() == want, raw
+
+
 def test_memoize_keys_tokenizers_by_content_and_bounds_its_size():
     calls = []
 
