@@ -46,6 +46,7 @@ import tokenizers
 from analysis.core.cache import DiskCache, memoize
 from analysis.core.progress import Progress, report
 from analysis.errors import AnalysisError
+from analysis.texts import probes
 from analysis.texts.code import read_code
 from analysis.texts.flores import open_flores
 from analysis.tokenizer.tokenizer import LoadedTokenizer
@@ -230,53 +231,11 @@ def code_lines() -> list[str]:
         return []
 
 
-#: Text that is hard for an encoder, whatever the tokenizer: runs, scripts, marks, invisible and control
-#: characters, normalizer bait, characters no vocabulary has (byte fallback), byte-like text.
-_HOSTILE_TEXT = [
-    "",
-    " ",
-    "a" * 5000,
-    " " * 3000,
-    "\n" * 400,
-    "\t \t\n  \r\n" * 200,
-    "0" * 2000,
-    "1234567890" * 300,
-    "ab" * 2500,
-    "日本語" * 1200,
-    "ก" * 2000,
-    "สวัสดีครับ" * 300,
-    "😀" * 600,
-    "👨‍👩‍👧‍👦" * 200,
-    "!!!???..." * 300,
-    "-" * 4000,
-    "=" * 1000 + "\n" + "#" * 1000,
-    "Hello мир 世界 مرحبا नमस्ते สวัสดี 안녕하세요 Γειά σου שלום ሰላም ᓀᐦᐃᔭᐍᐏᐣ 🙂",
-    "abcабвαβγ一二三ابج",
-    "e\u0301 a\u0308 n\u0303 \u0915\u094d\u0937 \u1100\u1161\u11a8 Z\u0351\u0352\u0357\u035b",
-    "zero\u200bwidth\u200cjoin\u200d\u2060word\ufeff \u00a0nbsp\u202fnarrow\u3000ideographic",
-    "\u202eright-to-left override\u202c \u200fmark\u200e",
-    "ｆｕｌｌｗｉｄｔｈ ＡＢＣ １２３ ﬁ ﬂ Ⅻ ² ㎏ ℌ ǅ ﹏ ｶﾀｶﾅ",
-    "ÅÅ Å ﬃ Straße İstanbul ΣΑΣ ǈ ß ẞ",
-    "UPPER lower MiXeD ÀÉÎÕÜ",
-    "  leading and trailing spaces  ",
-    "\x00\x01\x02\x07\x08\x0b\x0c\x1b\x7f \x85 \x9f",
-    "\ufffd\ufffd \uffff \ufffe \U0010ffff \ue000\uf8ff \U000f0000",
-    "Ã© Ã¨ â€™ â€œ Ã¼ Â\xa0",
-    "\x80\x81\xa0\xad\xff þÿ",
-    "<0x00> <0xFF> <0xE2><0x82><0xAC> ▁ ▁▁ Ġ Ċ ## ##s </w> <unk> [UNK]",
-    "𠀀𠀁𠀂 𒀀𒀁 𐀀𐀁 𝔘𝔫𝔦𝔠𝔬𝔡𝔢 𓀀𓀁 🀄 ꙮ",
-    "\U0001f1fa\U0001f1f8\U0001f1ef\U0001f1f5 \U0001f3f4\U000e0067\U000e0062\U000e0065\U000e006e\U000e0067\U000e007f",
-    "def f(x):\n\treturn x  # comment\n\n\nclass A:\n    pass\n",
-    "http://example.com/a?b=c&d=e#f user@example.com 192.168.0.1 2026-12-06T00:00:00Z",
-    "''' \"\"\" `` '' \"\" ‘’ “” «» „“ 「」",
-]
-
-
 def hostile_lines(tok: LoadedTokenizer) -> list[str]:
-    """The hostile part of the verification set: :data:`_HOSTILE_TEXT`, plus the text of the tokenizer's added
+    """The hostile part of the verification set: :data:`analysis.texts.probes.ENCODER_HOSTILE`, plus the text of the tokenizer's added
     and special tokens (the first :data:`MAX_ADDED_TOKENS` by id) alone, repeated, glued inside words, between
     spaces, half-written, and all of them in one line."""
-    out = list(_HOSTILE_TEXT)
+    out = list(probes.ENCODER_HOSTILE)
     added = [t.content for t in sorted(tok.added_tokens, key=lambda t: t.id) if t.content][:MAX_ADDED_TOKENS]
     for c in added:
         out += [c, c + c, f"x{c}y", f" {c} ", f"a {c}b {c}\n{c}", c[:-1], c[1:]]
