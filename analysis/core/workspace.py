@@ -11,7 +11,10 @@ What a workspace holds is a list of *items* ``(kind, name) → meta`` (a small J
 * ``library``: a tokenizer of the sidebar library (an example or hub id by reference, an upload's original bytes, an
   edit as a one-entry library zip),
 * ``input``: a page input a user must not lose (the Playground's text, picked tokenizers, a page's settings),
-* ``result``: a finished result's JSON document (what the page offers as a JSON download).
+* ``result``: a finished result's JSON document (what the page offers as a JSON download),
+* ``artifact``: a file a job or a page made for download (an edited model's folder as a zip, a ``.gguf``), or a
+  model a user uploaded; written from a file on disk (:meth:`WorkspaceStore.put_file`, never whole in memory) and
+  read by path (:meth:`WorkspaceStore.file_path`) by workers and the streamed download route.
 
 Files are stored once per content (``<data>/blobs/ab/<sha256>``, written atomically through
 :mod:`analysis.core.outputs`) and removed when no item or share names them any more; each workspace is charged
@@ -30,8 +33,10 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
 import secrets
+import shutil
 import sqlite3
 import threading
 import time
@@ -44,7 +49,7 @@ from typing import Any
 from analysis.core import paths
 from analysis.core.cache import memoize
 from analysis.core.inputs import human_size
-from analysis.core.outputs import atomic_write_bytes
+from analysis.core.outputs import atomic_write_bytes, atomic_write_file
 from analysis.errors import DataError
 
 #: The schema this code writes; :data:`MIGRATIONS` takes a store from any earlier version to it.
@@ -68,7 +73,7 @@ MIGRATIONS: tuple[str, ...] = (
     """,
 )
 #: The kinds of item a workspace holds; ``input`` items are charged for their bytes, not as items.
-KINDS = ("library", "input", "result")
+KINDS = ("library", "input", "result", "artifact")
 #: The database file inside the data folder.
 DB_NAME = "workspaces.sqlite3"
 #: Random bytes of a workspace id and of a share id.
@@ -290,6 +295,67 @@ class WorkspaceStore:
             c.execute("UPDATE workspaces SET used = ? WHERE key = ?", (time.time(), key))
             if old and old[1] and old[1] != digest:
                 self._drop_unused(c, {old[1]})
+
+    def put_file(
+        self, ws_id: str, kind: str, name: str, meta: dict[str, Any], src: str | Path, *, move: bool = False
+    ) -> Item:
+        """Write an item whose file is the file `src` on disk (replacing one of the same kind and name), hashed
+        and copied in chunks (or moved, with `move`, when it is on the same file system), so a model of several
+        GB never sits in memory; QuotaError before anything is copied when the workspace would go over its quota.
+        Returns the item."""
+        if kind not in KINDS:
+            raise ValueError(f"unknown workspace item kind {kind!r}")
+        if not isinstance(name, str) or not name or len(name) > 300:
+            raise DataError("a workspace item needs a name of 1 to 300 characters")
+        src = Path(src)
+        if not src.is_file():
+            raise DataError(f"{src.name}: not a file")
+        text = _meta_text(meta)
+        h = hashlib.sha256()
+        with src.open("rb") as f:
+            for chunk in iter(lambda: f.read(1 << 20), b""):
+                h.update(chunk)
+        digest, nbytes = h.hexdigest(), src.stat().st_size
+        size = len(text.encode("utf-8")) + nbytes
+        with self._tx() as c:
+            key = self._ws(c, ws_id)
+            old = c.execute("SELECT size, blob, seq FROM items WHERE ws = ? AND kind = ? AND name = ?",
+                            (key, kind, name)).fetchone()  # fmt: skip
+            self._check_quota(c, key, size - (old[0] if old else 0), int(kind != "input" and old is None))
+            target = self._blob_path(digest)
+            if not target.is_file() or target.stat().st_size != nbytes:
+                target.parent.mkdir(parents=True, exist_ok=True)
+                if move:
+                    try:
+                        os.replace(src, target)
+                    except OSError:
+                        atomic_write_file(target, lambda tmp: shutil.copyfile(src, tmp))
+                else:
+                    atomic_write_file(target, lambda tmp: shutil.copyfile(src, tmp))
+            seq = old[2] if old else (c.execute("SELECT COALESCE(MAX(seq), 0) + 1 FROM items WHERE ws = ?",
+                                                (key,)).fetchone()[0])  # fmt: skip
+            now = time.time()
+            c.execute("INSERT OR REPLACE INTO items VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                      (key, kind, name, text, digest, size, seq, now))  # fmt: skip
+            c.execute("UPDATE workspaces SET used = ? WHERE key = ?", (now, key))
+            if old and old[1] and old[1] != digest:
+                self._drop_unused(c, {old[1]})
+        if move and src.exists():
+            src.unlink(missing_ok=True)
+        return Item(kind, name, json.loads(text), size, True, now)
+
+    def file_path(self, ws_id: str, kind: str, name: str) -> Path | None:
+        """Where the file of an item of this workspace lies (None: no such item, no file, or the file is gone):
+        for workers and the streamed download route, which read it in place. Never write to it."""
+        if not valid_id(ws_id):
+            return None
+        rows = self._read(
+            "SELECT blob FROM items WHERE ws = ? AND kind = ? AND name = ?", (_key(ws_id), kind, name)
+        )
+        if not rows or not rows[0][0]:
+            return None
+        p = self._blob_path(rows[0][0])
+        return p if p.is_file() else None
 
     def items(self, ws_id: str, kind: str) -> list[Item]:
         """The items of one kind, in the order they were first written."""

@@ -60,6 +60,36 @@ def test_items_and_files_stay_in_their_workspace(store):
         store.put(a, "result", "x.json", {})  # a deleted workspace is never written again
 
 
+def test_artifacts_are_written_from_files_and_read_in_place_only_from_their_workspace(
+    store, tmp_path, monkeypatch
+):
+    a, b = store.create(), store.create()
+    src = tmp_path / "model.gguf"
+    src.write_bytes(b"G" * 3000)
+    item = store.put_file(a, "artifact", "model.gguf", {"job": "j1"}, src)
+    assert item.has_file and item.size >= 3000 and src.exists()  # copied, the source kept
+    p = store.file_path(a, "artifact", "model.gguf")
+    assert p is not None and p.read_bytes() == b"G" * 3000
+    assert (
+        store.file_path(b, "artifact", "model.gguf") is None
+        and store.file_path("A" * 32, "artifact", "x") is None
+    )
+    moved = tmp_path / "folder.zip"
+    moved.write_bytes(b"Z" * 10)
+    store.put_file(a, "artifact", "folder.zip", {}, moved, move=True)
+    assert not moved.exists() and store.read(a, "artifact", "folder.zip") == b"Z" * 10
+    monkeypatch.setenv("TOKLAB_WORKSPACE_MAX_MB", str(4000 / 2**20))
+    big = tmp_path / "big.bin"
+    big.write_bytes(b"B" * 2000)
+    with pytest.raises(QuotaError):
+        store.put_file(a, "artifact", "big.bin", {}, big, move=True)
+    assert big.exists() and store.get(a, "artifact", "big.bin") is None  # refused before anything moved
+    with pytest.raises(DataError, match="not a file"):
+        store.put_file(a, "artifact", "none", {}, tmp_path / "missing")
+    store.delete(a)
+    assert p is not None and not p.exists()  # the last name gone, the file goes
+
+
 def test_the_quota_refuses_with_a_clear_message_and_writes_nothing(store, monkeypatch):
     monkeypatch.setenv("TOKLAB_WORKSPACE_MAX_ITEMS", "2")
     monkeypatch.setenv("TOKLAB_WORKSPACE_MAX_MB", str(1000 / 2**20))  # 1,000 bytes
