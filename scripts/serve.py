@@ -66,11 +66,12 @@ def warm_pages() -> None:
 
 
 def main(argv: list[str]) -> None:
-    """Warm the process, start the pages' background warm-up, then `streamlit run app.py` with these options."""
+    """Warm the process, start the pages' background warm-up, then `streamlit run toklab_server.py` (app.py in an
+    `st.App` that also serves the workspace file route, `ui/file_route.py`) with these options."""
     warm()
     leave_legacy_pages_mode()
     warm_pages()
-    sys.argv = ["streamlit", "run", str(ROOT / "app.py"), *argv]
+    sys.argv = ["streamlit", "run", str(ROOT / "toklab_server.py"), *argv]  # app.py, plus the file route
     cli.main()
 
 

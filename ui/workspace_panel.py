@@ -24,6 +24,7 @@ from analysis.tokenizer.defaults import DEFAULT_NAME
 from analysis.tokenizer.export import library_zip
 from analysis.tokenizer.sources import load_library_zip
 from ui import workspace
+from ui.downloads import artifacts_section
 from ui.errors import try_step
 from ui.expanders import lazy_expander
 from ui.library import add_to_library, library
@@ -148,6 +149,7 @@ def workspace_panel() -> None:
         st.markdown("**Copy workspace link** (the button at the right of the box)")
         st.code(workspace_link(ws), language=None, wrap_lines=True)
         _results(ws)
+        artifacts_section(ws)
         if st.button("Prepare workspace export (.zip)", key="ws-export"):
             st.session_state["ws-zip"] = try_step(export_zip, ws)
         if st.session_state.get("ws-zip"):

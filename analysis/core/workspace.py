@@ -357,6 +357,19 @@ class WorkspaceStore:
         p = self._blob_path(rows[0][0])
         return p if p.is_file() else None
 
+    def file_by_key(self, ws_key: str, kind: str, name: str) -> tuple[Path, Item] | None:
+        """The file and item of (`kind`, `name`) in the workspace whose *key* (the SHA-256 of its id) is `ws_key`,
+        or None: for the download route, once a signed link (:mod:`analysis.core.download_links`) named it."""
+        if not (isinstance(ws_key, str) and re.fullmatch(r"[0-9a-f]{64}", ws_key)):
+            return None
+        rows = self._read("SELECT meta, size, blob, updated FROM items WHERE ws = ? AND kind = ? AND name = ?",
+                          (ws_key, kind, name))  # fmt: skip
+        if not rows or not rows[0][2]:
+            return None
+        meta, size, blob, updated = rows[0]
+        p = self._blob_path(blob)
+        return (p, Item(kind, name, json.loads(meta), size, True, updated)) if p.is_file() else None
+
     def items(self, ws_id: str, kind: str) -> list[Item]:
         """The items of one kind, in the order they were first written."""
         if not valid_id(ws_id):

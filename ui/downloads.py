@@ -1,0 +1,62 @@
+"""Downloads of workspace artifacts by link: an edited model's folder as a zip, a `.gguf`, an uploaded model —
+files too large to pass through Streamlit's in-memory media store.
+
+:func:`artifact_button` draws a link to the server's file route (`ui/file_route.py`), which streams the file from
+disk; the link carries a signed token for this workspace's item (:mod:`analysis.core.download_links`) that expires
+and stops working once the item is removed. :func:`artifacts_section` lists the workspace's artifacts in the
+sidebar's workspace panel, each with its link and a delete button.
+"""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from analysis.core.download_links import make_token
+from analysis.core.inputs import human_size
+from ui import workspace
+from ui.file_route import prefix
+
+#: The item kind of every downloadable file.
+KIND = "artifact"
+
+
+def artifact_url(ws: str, name: str) -> str:
+    """The download link (a path on this server) of artifact `name` of workspace `ws`."""
+    return prefix() + make_token(ws, KIND, name)
+
+
+def artifact_size(ws: str, name: str) -> int | None:
+    """Bytes of the file of artifact `name` (None: no such artifact, or its file is gone)."""
+    p = workspace.store().file_path(ws, KIND, name)
+    return p.stat().st_size if p is not None else None
+
+
+def artifact_button(name: str, label: str, *, key: str) -> None:
+    """A download button for artifact `name` of this session's workspace, its size in the label; a caption when
+    the artifact is not there (not made yet, deleted, or no workspace)."""
+    ws = workspace.current()
+    size = artifact_size(ws, name) if ws else None
+    if size is None:
+        st.caption(f"{label}: not available (it was not made yet or was deleted).")
+        return
+    st.link_button(f"{label} · {human_size(size)}", artifact_url(ws, name), key=key, icon=":material/download:",
+                   help="Streamed from the server's disk; the link works for this workspace only and expires.")  # fmt: skip
+
+
+def artifacts_section(ws: str) -> None:
+    """The workspace panel's list of artifacts: a download link and a delete button each."""
+    items = workspace.store().items(ws, KIND)
+    if not items:
+        return
+    st.markdown("**Files** (models and GGUFs made or uploaded here)")
+    for item in items:
+        size = artifact_size(ws, item.name)
+        c1, c2 = st.columns([5, 1], vertical_alignment="center")
+        if size is None:
+            c1.caption(f"{item.name}: its file is gone")
+        else:
+            c1.link_button(f"{item.name} · {human_size(size)}", artifact_url(ws, item.name), type="tertiary",
+                           icon=":material/download:", key=f"ws-art-{item.name}")  # fmt: skip
+        if c2.button("", key=f"ws-art-del-{item.name}", icon=":material/delete:", help=f"Delete {item.name}"):
+            workspace.store().remove(ws, KIND, item.name)
+            st.rerun()
