@@ -41,7 +41,7 @@ from ui.corpus_jobs import corpus_panel
 from ui.errors import try_step
 from ui.export_check import export_check_section, speculative_line
 from ui.library import add_edited_button
-from ui.model_check import model_check_section
+from ui.model_check import model_check_section, recipe_inputs
 from ui.palette import OKABE_ITO
 from ui.pickers import model_picker_keys, pick_model, pick_tokenizer, server_path_input
 from ui.robustness import robustness_section
@@ -434,7 +434,11 @@ def export_model(res: ExtendResult, label: str) -> None:
     def write(folder: Path, original: str) -> None:
         export_extension(res, folder, model=original, init=init)
 
-    model_check_section("ext-mc", write, f"{label} ({init} rows)", original=model)
+    def recipe() -> dict[str, Any]:  # the check runs in a worker: the edit travels as workspace items
+        return {"op": "extend", "init": init, **recipe_inputs(res.extension.base, res.extension.tokenizer,
+                                                              paths.public_document(res.to_json()))}  # fmt: skip
+
+    model_check_section("ext-mc", write, f"{label} ({init} rows)", original=model, recipe=recipe)
 
 
 def export(tok: LoadedTokenizer, pv: Preview, label: str, config: tuple, n: int, corpus: dict | None) -> None:

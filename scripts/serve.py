@@ -7,13 +7,21 @@ script in this same process, so importing those modules here and loading the def
 own shared cache, before the server opens its port, makes them ready for the first request: the server answers once
 it is ready. Arguments are `streamlit run`'s options.
 
+It also starts the job workers (`python -m analysis worker`, ``TOKLAB_WORKERS`` processes, default 1; 0 starts
+none, for a lab whose workers run elsewhere): heavy work runs there, never in the server (docs/jobs.md). They stop
+with the server: at its exit, and — after a ``kill -9`` — by themselves once they see it gone (``--parent``).
+
     .venv/bin/python scripts/serve.py --server.port 8501
 """
 
 from __future__ import annotations
 
+import atexit
 import importlib
 import logging
+import os
+import signal
+import subprocess
 import sys
 from pathlib import Path
 
@@ -65,11 +73,33 @@ def warm_pages() -> None:
         print(f"[serve] background warm-up skipped: {e}", file=sys.stderr)
 
 
+def start_workers() -> subprocess.Popen | None:
+    """Start the job workers beside this server (None when ``TOKLAB_WORKERS`` is 0); stopped when it exits."""
+    if os.environ.get("TOKLAB_WORKERS", "").strip() == "0":
+        return None
+    proc = subprocess.Popen([sys.executable, "-m", "analysis", "worker", "--parent", str(os.getpid())], cwd=ROOT,
+                            start_new_session=True)  # fmt: skip
+    atexit.register(stop_workers, proc)
+    return proc
+
+
+def stop_workers(proc: subprocess.Popen) -> None:
+    """Stop the workers (their running jobs become "interrupted", with "run again" in the app)."""
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+
+
 def main(argv: list[str]) -> None:
-    """Warm the process, start the pages' background warm-up, then `streamlit run toklab_server.py` (app.py in an
-    `st.App` that also serves the workspace file route, `ui/file_route.py`) with these options."""
+    """Warm the process, start the job workers and the pages' background warm-up, then `streamlit run
+    toklab_server.py` (app.py in an `st.App` that also serves the workspace file route, `ui/file_route.py`) with these
+    options."""
     warm()
     leave_legacy_pages_mode()
+    start_workers()
     warm_pages()
     sys.argv = ["streamlit", "run", str(ROOT / "toklab_server.py"), *argv]  # app.py, plus the file route
     cli.main()

@@ -28,28 +28,25 @@ import plotly.express as px
 import streamlit as st
 
 from analysis.adapt.embeddings import INIT_HELP, INITS
-from analysis.adapt.warmup import OBJECTIVES, WarmupConfig, warm_up
+from analysis.adapt.warmup import OBJECTIVES
 from analysis.core import paths
 from analysis.core.outputs import json_document
-from analysis.core.progress import Cancelled, scaled
+from analysis.core.progress import Cancelled
 from analysis.errors import AnalysisError
-from analysis.evaluate.model_check import (
-    HELDOUT_LINES,
-    EditedReader,
-    heldout_texts,
-    load_pair,
-    model_check,
-    training_texts,
-)
-from analysis.methods.undertrained import indicators_for
+from analysis.evaluate.model_check import HELDOUT_LINES, EditedReader
 from analysis.texts.flores import available_codes
+from analysis.tokenizer.export import library_zip
+from analysis.tokenizer.tokenizer import LoadedTokenizer
+from analysis.views.model_jobs import Exporter, run_check
+from ui.jobs import artifact_download, job_panel, stored_input, stored_json, submit
 from ui.pickers import pick_model
-from ui.workspace import json_download
+from ui.workspace import STORE_ERRORS, current, json_download, store
 
 #: How often the job panel polls the running check (seconds).
 POLL_SECONDS = 1.0
-#: What a page hands over: writes the edit with the model `original` into the empty folder given.
-Exporter = Callable[[Path, str], Any]
+#: What a page hands over to run the check as a job: a function that stores the edit's inputs in the workspace
+#: and returns the recipe's params (op, tokenizers, report, model, init, label; see analysis.views.model_jobs).
+Recipe = Callable[[], dict[str, Any]]
 
 
 class CheckJob:
@@ -110,44 +107,6 @@ class CheckJob:
             self.error = f"{type(e).__name__}: {e}"
         finally:
             self.fraction = 1.0
-
-
-def run_check(
-    export: Exporter,
-    original: str,
-    folder: Path,
-    label: str,
-    *,
-    langs: list[str],
-    lines: int,
-    inits: list[str],
-    steps: int,
-    objective: str,
-    reader: EditedReader | None = None,
-    progress: Callable[[float, float | None, str], None] | None = None,
-    should_stop: Callable[[], bool] | None = None,
-) -> dict[str, Any]:
-    """Write the edit with `original` into `folder` (the page's exporter), load both models, measure, warm up;
-    the JSON document (no server path in it: the edited model is named by `label`). `reader` reads an edit
-    that is not one tokenizer (R-BPE)."""
-    report = progress or (lambda *_: None)
-    report(0.0, 1.0, "writing the edited model (this session's temporary export)")
-    export(folder, original)
-    report(0.05, 1.0, "loading both models")
-    first, second = load_pair(original, folder, reader=reader, progress=scaled(progress, 0.05, 0.1))
-    texts = heldout_texts(langs, lines)
-    res = model_check(first, second, texts, inits=inits, progress=scaled(progress, 0.1, 0.5 if steps else 1.0),
-                      should_stop=should_stop)  # fmt: skip
-    res.indicators = indicators_for(folder, second.tok, [u.id for u in res.new_tokens])
-    if steps and res.complete:
-        cfg = WarmupConfig(steps=steps, objective=objective, tokens_per_step=256)
-        wu = warm_up(first, second, training_texts(langs[:1]), texts, cfg, progress=scaled(progress, 0.5, 1.0),
-                     should_stop=should_stop)  # fmt: skip
-        res.warmup = wu.to_json()
-    doc = paths.public_document(res.to_json())
-    doc["original"] = paths.public_source(doc["original"])
-    doc["edited"] = label
-    return doc
 
 
 #: The tables' headers: the JSON document's keys (`model-check --json`) in words.
@@ -263,16 +222,23 @@ def model_check_section(
     original: str | None = None,
     reader: EditedReader | None = None,
     bakeoff: bool = True,
+    recipe: Recipe | None = None,
 ) -> None:
     """The section: the original model (the page's, else a picker here), languages (or all 204), lines, inits
     and warm-up → a button that starts the check as a background job → progress and Cancel → charts, table and
     JSON download. `export(folder, original)` writes the page's current edit with the model into `folder`;
     `label` names the edit in the document; `reader` reads an export that is not one tokenizer (R-BPE), and
-    `bakeoff` False hides the initialisation bake-off and the warm-up (edits without appended ids)."""
+    `bakeoff` False hides the initialisation bake-off and the warm-up (edits without appended ids).
+
+    With a `recipe` the check runs as a job of a worker process (:mod:`ui.jobs`): `recipe()` stores the edit's
+    inputs in the workspace and returns the params that rebuild the edited model there; the job's id is kept in
+    the workspace, so a reload or a restart re-attaches to it, and the edited model is kept as a zip."""
     st.subheader("Model check")
+    where = ("as a job of the server's workers (a reload or a restart finds it again; the edited model is kept "
+             "in this workspace as a zip)") if recipe else "in a temporary folder of this session"  # fmt: skip
     st.caption(
-        "The edit is written with the model into a temporary folder of this session (deleted when the session "
-        "ends) and measured against the original model on the same held-out FLORES bytes (lines 801–1012)."
+        f"The edit is written with the model {where} and measured against the original model on the same "
+        "held-out FLORES bytes (lines 801–1012)."
     )
     if not original:
         original = pick_model(
@@ -297,11 +263,14 @@ def model_check_section(
                                help="; ".join(f"{k}: {v}" for k, v in INIT_HELP.items()))  # fmt: skip
         steps = c5.number_input("Warm-up steps", 0, 2000, 0, key=f"{key}-steps")
         objective = c6.selectbox("Objective", OBJECTIVES, key=f"{key}-obj")
+    options = {"langs": list(langs), "lines": int(lines), "inits": list(inits), "steps": int(steps),
+               "objective": objective}  # fmt: skip
+    if recipe is not None:
+        _as_job(key, original, label, options, recipe)
+        return
     job: CheckJob | None = st.session_state.get(f"{key}-job")
     running = job is not None and not job.done()
     if langs and st.button("Check the model", key=f"{key}-run", disabled=running):
-        options = {"langs": list(langs), "lines": int(lines), "inits": list(inits), "steps": int(steps),
-                   "objective": objective}  # fmt: skip
         st.session_state.pop(f"{key}-doc", None)
         st.session_state[f"{key}-job"] = CheckJob(export, original, options, label, reader).start()
     if st.session_state.get(f"{key}-job") is not None:
@@ -309,7 +278,11 @@ def model_check_section(
     error = st.session_state.pop(f"{key}-error", None)
     if error:
         st.error(paths.public_text(error), icon=":material/error:")
-    doc = st.session_state.get(f"{key}-doc")
+    _result(key, st.session_state.get(f"{key}-doc"))
+
+
+def _result(key: str, doc: dict[str, Any] | None) -> None:
+    """The finished check: charts, table and the JSON download."""
     if doc:
         if not doc.get("complete", True):
             st.warning("Cancelled: the languages finished before the cancel are shown.")
@@ -317,6 +290,28 @@ def model_check_section(
         json_download(
             "Download model_check.json", json_document(doc), "model_check.json", key=f"{key}-download"
         )
+
+
+def _as_job(key: str, original: str, label: str, options: dict[str, Any], recipe: Recipe) -> None:
+    """The check as a job: the button submits the recipe (the same inputs find the job already there), the panel
+    follows it, and a done job's document and edited model are shown."""
+    job = job_panel(key, "Model check")
+    busy = job is not None and not job.final
+    if options["langs"] and st.button("Check the model", key=f"{key}-run", disabled=busy):
+        try:
+            params = {**recipe(), "model": original, "label": label, **options, "keep_model": True}
+            submit(key, "model-check", params, label=f"Model check · {label}")
+        except (*STORE_ERRORS, AnalysisError) as e:
+            st.error(paths.public_text(str(e)), icon=":material/error:")
+            return
+        st.rerun()
+    if job is not None and job.state == "done" and job.result:
+        _result(key, job.result)
+        name = job.result.get("model_artifact")
+        if name:
+            artifact_download(
+                name, "Download the edited model (zip, Hugging Face folder)", key=f"{key}-model-zip"
+            )
 
 
 @st.fragment(run_every=POLL_SECONDS)
@@ -337,3 +332,18 @@ def _watch(key: str) -> None:
     c1.progress(job.fraction, text=f"Model check · {job.message}")
     if c2.button("Cancel", key=f"{key}-cancel", disabled=job.stop.is_set()):
         job.cancel()
+
+
+def recipe_inputs(
+    base: LoadedTokenizer | None, edited: LoadedTokenizer, report: dict[str, Any] | None
+) -> dict[str, Any]:
+    """Store an edit's tokenizers (one library zip: ``edited`` and, for an edit of a tokenizer, ``base``) and its
+    report as job inputs of this workspace (named by content: the same edit is stored once); the recipe's params
+    that name them."""
+    data = library_zip({"base": base, "edited": edited} if base is not None else {"edited": edited})
+    params: dict[str, Any] = {
+        "tokenizers": stored_input(store(), current(), data, ".zip", {"job-input": "tokenizers"})
+    }
+    if report is not None:
+        params["report"] = stored_json(report, {"job-input": "report"})
+    return params

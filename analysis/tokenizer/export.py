@@ -238,6 +238,17 @@ def zip_files(files: Mapping[str, bytes] | Iterable[tuple[str, bytes]], folder: 
     return buf.getvalue()
 
 
+def zip_folder(folder: str | Path, archive: str | Path) -> None:
+    """A folder on disk as a zip file on disk, its files under the folder's name, stored uncompressed (model
+    weights do not shrink, and deflating 500 MB costs half a minute) and read file by file, so a model never sits
+    in memory whole: the edited model a job keeps (:mod:`analysis.views.model_jobs`). The one zip writer's
+    on-disk twin."""
+    folder = Path(folder)
+    with zipfile.ZipFile(archive, "w", compression=zipfile.ZIP_STORED, allowZip64=True) as zf:
+        for f in sorted(p for p in folder.rglob("*") if p.is_file()):
+            zf.write(f, f"{folder.name}/{f.relative_to(folder).as_posix()}")
+
+
 def zip_bytes(
     tok: LoadedTokenizer,
     report: dict | None = None,

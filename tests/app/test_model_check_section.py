@@ -1,6 +1,7 @@
 """AppTest: the Model check section of Extend and Prune measures the edit made in the browser session with server
-paths OFF (the section writes its own temporary export of the page's edit with the demo SmolLM2), as a
-background job with progress and Cancel; the download names no server or temporary path."""
+paths OFF (the section writes its own export of the page's edit with the demo SmolLM2): Extend's as a job of the
+workers (analysis.jobs.queue; its cancel and faults: tests/jobs), Prune's and Token reuse's in a server thread with
+progress and Cancel; the download names no server or temporary path."""
 
 from __future__ import annotations
 
@@ -12,8 +13,11 @@ import pytest
 from streamlit.testing.v1 import AppTest
 from support import ROOT, load_shared, need_smollm
 
+from analysis.core.workspace import default_store
+from analysis.jobs.queue import default_jobs, run_claimed
 from analysis.tokenizer.defaults import DEFAULT_NAME, default_tokenizer
 from ui.loaders import fetched_models
+from ui.workspace import WS_KEY
 
 pytestmark = [need_smollm, pytest.mark.slow]
 
@@ -60,7 +64,27 @@ def _check(at: AppTest, key: str, langs: list[str]) -> dict:
     return at.session_state[f"{key}-doc"]
 
 
-def test_extend_checks_the_session_edit_and_cancels(monkeypatch):
+def _job_check(at: AppTest, key: str, langs: list[str]) -> dict:
+    at.multiselect(key=f"{key}-langs").set_value(langs).run()
+    at.number_input(key=f"{key}-lines").set_value(2).run()
+    at.button(key=f"{key}-run").click().run()
+    _ok(at)
+    ws = at.session_state[WS_KEY]
+    jobs, job_id = default_jobs(), default_store().inputs(ws)["job:" + key]
+    assert jobs.get(ws, job_id).state == "queued" and at.get("progress")
+    # a worker runs it (here this process, as a worker process would: claim, then run)
+    assert jobs.claim(job_id) == "run"
+    run_claimed(jobs, job_id, ws)
+    job = jobs.get(ws, job_id)
+    assert job is not None and job.state == "done", job
+    at.run()
+    _ok(at)
+    assert default_store().file_path(ws, "artifact", job.result["model_artifact"]) is not None
+    assert at.get("download_button")
+    return job.result
+
+
+def test_extend_checks_the_session_edit_as_a_job(monkeypatch):
     monkeypatch.delenv("TOKLAB_SERVER_PATHS", raising=False)
     at = _app("pages/extend.py")
     at.selectbox(key="ext-tok").set_value("smollm2").run()
@@ -73,22 +97,9 @@ def test_extend_checks_the_session_edit_and_cancels(monkeypatch):
     at.button(key="ext-build").click().run()
     _ok(at)
     at.selectbox(key="ext-model-kind").set_value(_smol_label()).run()
-    # all 204 languages as a background job: progress, then Cancel; the page stays usable and says what happened
-    at.checkbox(key="ext-mc-all").check().run()
-    at.button(key="ext-mc-run").click().run()
-    assert at.session_state["ext-mc-job"] is not None and at.button(key="ext-mc-cancel")
-    at.button(key="ext-mc-cancel").click().run()
-    _wait(at, "ext-mc")
-    assert not at.exception
-    try:
-        cancelled = at.session_state["ext-mc-doc"]
-    except KeyError:  # cancelled while the models were still loading: an error message says so
-        cancelled = None
-    assert (
-        cancelled is not None and cancelled["complete"] is False and len(cancelled["languages"]) < 204
-    ) or any("Cancelled" in e.value for e in at.error)
-    at.checkbox(key="ext-mc-all").uncheck().run()
-    doc = _check(at, "ext-mc", ["est_Latn", "eng_Latn"])
+    # the check is a job of the workers: its id is kept in the workspace, its document is the job's result, the
+    # edited model a workspace artifact
+    doc = _job_check(at, "ext-mc", ["est_Latn", "eng_Latn"])
     est, eng = doc["languages"]
     assert (est["lang"], eng["lang"], est["lines"]) == ("est_Latn", "eng_Latn", 2)
     assert est["tokens_per_byte_edited"] < est["tokens_per_byte_original"] and doc["n_new_tokens"] == 60

@@ -46,7 +46,7 @@ from .methods import (
     train_auxiliary_for,
     train_wordpiece_supplement,
 )
-from .model import export_extension
+from .model import export_extension, grow_model
 from .plan import PARITY_CONTINUED, Plan, extend, plan
 from .preview import Preview
 from .report import CONTEXT_TOKENS, ExtendResult, chars_per_context, heldout_measures, unreachable_added
@@ -87,6 +87,7 @@ __all__ = [
     "extend_regen",
     "extend_wordpiece",
     "export_extension",
+    "grow_model",
     "filter_merges",
     "levenshtein",
     "methods_for",

@@ -1,0 +1,205 @@
+"""The model-side jobs of the edit pages, run by a worker (:mod:`analysis.jobs.queue`): the model check of an edit,
+whose edited model is rebuilt from a *recipe* (closures cannot travel to another process).
+
+:func:`run_check` is the check itself — the Model check section ran it in a server thread with the page's exporter;
+:func:`model_check_job` is the job kind ``model-check``: it reads the recipe's tokenizers from the job's workspace,
+writes the edited model with the same engine function the page's export uses (:data:`EDITS`, by ``op``), runs
+:func:`run_check` and stores the edited model's folder as a zip artifact of the workspace.
+
+Recipe (the job's params, plain JSON)::
+
+    {"op": "extend", "tokenizers": "<artifact: library zip with entries 'base' and 'edited'>",
+     "report": "<artifact: the edit's report JSON, or absent>", "model": "<model source>", "init": "fvt",
+     "label": "...", "langs": [...], "lines": 20, "inits": [...], "steps": 0, "objective": "...",
+     "keep_model": true}
+"""
+
+from __future__ import annotations
+
+import json
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from analysis.adapt.embeddings import remap_model
+from analysis.adapt.transplant import DEFAULT_K, read_for_model_check, transplant
+from analysis.adapt.warmup import WarmupConfig, warm_up
+from analysis.core import paths
+from analysis.core.outputs import json_ready, strict_json
+from analysis.core.progress import scaled
+from analysis.errors import DataError
+from analysis.evaluate.model_check import EditedReader, heldout_texts, load_pair, model_check, training_texts
+from analysis.methods.extension import grow_model
+from analysis.methods.extension.model import REPORT_NAME
+from analysis.methods.pruning.report import REPORT_NAME as PRUNE_REPORT
+from analysis.methods.undertrained import indicators_for
+from analysis.tokenizer.export import folder_files, write_files, zip_folder
+from analysis.tokenizer.sources import load_library_zip
+from analysis.tokenizer.tokenizer import LoadedTokenizer
+
+#: What a page hands the thread version: writes the edit with the model `original` into the empty folder given.
+Exporter = Callable[[Path, str], Any]
+
+
+def run_check(
+    export: Exporter,
+    original: str,
+    folder: Path,
+    label: str,
+    *,
+    langs: list[str],
+    lines: int,
+    inits: list[str],
+    steps: int,
+    objective: str,
+    reader: EditedReader | None = None,
+    progress: Callable[[float, float | None, str], None] | None = None,
+    should_stop: Callable[[], bool] | None = None,
+) -> dict[str, Any]:
+    """Write the edit with `original` into `folder` (`export`), load both models, measure, warm up; the JSON
+    document (no server path in it: the edited model is named by `label`). `reader` reads an edit that is not one
+    tokenizer (R-BPE)."""
+    report = progress or (lambda *_: None)
+    report(0.0, 1.0, "writing the edited model")
+    export(folder, original)
+    report(0.05, 1.0, "loading both models")
+    first, second = load_pair(original, folder, reader=reader, progress=scaled(progress, 0.05, 0.1))
+    texts = heldout_texts(langs, lines)
+    res = model_check(first, second, texts, inits=inits, progress=scaled(progress, 0.1, 0.5 if steps else 1.0),
+                      should_stop=should_stop)  # fmt: skip
+    res.indicators = indicators_for(folder, second.tok, [u.id for u in res.new_tokens])
+    if steps and res.complete:
+        cfg = WarmupConfig(steps=steps, objective=objective, tokens_per_step=256)
+        wu = warm_up(first, second, training_texts(langs[:1]), texts, cfg, progress=scaled(progress, 0.5, 1.0),
+                     should_stop=should_stop)  # fmt: skip
+        res.warmup = wu.to_json()
+    doc = paths.public_document(res.to_json())
+    doc["original"] = paths.public_source(doc["original"])
+    doc["edited"] = label
+    return doc
+
+
+# ---------------------------------------------------------------------------------------------- recipes
+def write_extended(
+    tokenizers: dict[str, LoadedTokenizer],
+    report: dict[str, Any] | None,
+    folder: Path,
+    model: str,
+    params: dict,
+) -> None:
+    """The Extend page's export (:func:`analysis.methods.extension.export_extension`) from a recipe: the model
+    grown to the edited tokenizer's ids, then the tokenizer folder with the report."""
+    base, new = tokenizers["base"], tokenizers["edited"]
+    folder.mkdir(parents=True, exist_ok=True)
+    info = grow_model(base, new, folder, model, init=str(params.get("init", "fvt")))
+    doc = dict(report or {})
+    doc["model"] = info
+    write_files(folder, folder_files(new, doc, base_config=new.config, report_name=REPORT_NAME))
+
+
+def write_pruned_model(
+    tokenizers: dict[str, LoadedTokenizer],
+    report: dict[str, Any] | None,
+    folder: Path,
+    model: str,
+    params: dict,
+) -> None:
+    """The Prune page's export (:func:`analysis.methods.pruning.report.write_pruned`) from a recipe: the pruned
+    tokenizer's folder with its report, the model's rows remapped by the report's id map, the report with the
+    model's description."""
+    if not report or "id_map" not in report:
+        raise DataError("the pruning job needs the pruning report (its id map)")
+    base, new = tokenizers["base"], tokenizers["edited"]
+    id_map = {int(k): int(v) for k, v in report["id_map"].items()}
+    folder.mkdir(parents=True, exist_ok=True)
+    write_files(folder, folder_files(new, report, base_config=new.config, report_name=PRUNE_REPORT))
+    remap = remap_model(model, base, new, id_map, folder, init=str(params.get("init", "fvt")))
+    doc = {**report, "model": {k: v for k, v in remap.to_json().items() if k != "pieces_sample"}}
+    write_files(folder, {PRUNE_REPORT: strict_json(json_ready(doc)).encode("utf-8")})
+
+
+def write_transplant(
+    tokenizers: dict[str, LoadedTokenizer],
+    report: dict[str, Any] | None,
+    folder: Path,
+    model: str,
+    params: dict,
+) -> dict[str, Any]:
+    """The Transplant page's transplant (:func:`analysis.adapt.transplant.transplant`) from a recipe: the model with
+    the recipe's tokenizer (``edited``), rows by ``init`` (OMP with ``k`` atoms); the transplant's report (no server
+    path in it), which the job's document carries as ``edit_report``."""
+    res = transplant(model, tokenizers["edited"], folder, init=str(params.get("init", "omp")),
+                     k=int(params.get("k", DEFAULT_K)))  # fmt: skip
+    doc = paths.public_document(res.to_json())
+    doc["model"] = paths.public_source(doc["model"])
+    doc.pop("out", None)
+    return doc
+
+
+#: op → how the edited model is written from the recipe's tokenizers, its report, the model and the params (an
+#: edit's own report, when it has one, is returned and kept in the document as ``edit_report``).
+EDITS: dict[str, Callable[[dict[str, LoadedTokenizer], dict[str, Any] | None, Path, str, dict], Any]] = {
+    "extend": write_extended,
+    "prune": write_pruned_model,
+    "transplant": write_transplant,
+}
+#: op → how the check reads an edited folder that is not one tokenizer over the original's ids.
+READERS: dict[str, EditedReader] = {"transplant": read_for_model_check}
+
+
+def recipe_tokenizers(data: bytes) -> dict[str, LoadedTokenizer]:
+    """The recipe's tokenizers (a library zip with the entry ``edited`` and, for an edit of a tokenizer, ``base``)."""
+    found = dict(load_library_zip(data))
+    if "edited" not in found:
+        raise DataError("the job's tokenizers are incomplete (a library zip with 'edited' is needed)")
+    return found
+
+
+def model_check_job(params: dict[str, Any], ctx: Any) -> dict[str, Any]:
+    """Job kind ``model-check``: rebuild the edited model from the recipe, check it (:func:`run_check`) and keep
+    the edited model's folder as a zip artifact (``keep_model``); the model check's document."""
+    op = params.get("op")
+    if op not in EDITS:
+        raise DataError(f"unknown edit {op!r} for a model check; one of {', '.join(EDITS)}")
+    toks = recipe_tokenizers(ctx.file_path("artifact", str(params["tokenizers"])).read_bytes())
+    if op != "transplant" and "base" not in toks:
+        raise DataError("the job's tokenizers are incomplete (this edit needs 'base')")
+    report = None
+    if params.get("report"):
+        report = json.loads(ctx.file_path("artifact", str(params["report"])).read_text(encoding="utf-8"))
+    model, label = str(params["model"]), str(params.get("label", "edited"))
+    extra: dict[str, Any] = {}
+
+    def export(folder: Path, original: str) -> None:
+        made = EDITS[op](toks, report, folder, original, params)
+        if isinstance(made, dict):
+            extra["edit_report"] = made
+
+    with tempfile.TemporaryDirectory(prefix="toklab-model-job-") as tmp:
+        folder = Path(tmp) / "out" / folder_name(label)
+        folder.parent.mkdir()
+        doc = run_check(export, model, folder, label, langs=list(params["langs"]), lines=int(params["lines"]),
+                        inits=list(params.get("inits", [])), steps=int(params.get("steps", 0)),
+                        objective=str(params.get("objective", "")), reader=READERS.get(op),
+                        progress=ctx.engine_progress, should_stop=ctx.should_stop)  # fmt: skip
+        doc.update(extra)
+        if params.get("keep_model"):
+            ctx.progress(None, "storing the edited model (zip)")
+            name = str(params.get("model_name") or f"{label} model.zip")
+            archive = Path(tmp) / "model.zip"
+            zip_folder(folder, archive)
+            ctx.put_file(
+                "artifact",
+                name,
+                {"job": "model-check", "what": "edited model (Hugging Face folder)"},
+                archive,
+            )
+            doc["model_artifact"] = name
+    return doc
+
+
+def folder_name(label: str) -> str:
+    """A folder name for a zip's top level made from a label."""
+    keep = "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in label).strip("._")
+    return keep[:80] or "edited-model"
