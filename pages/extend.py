@@ -14,6 +14,7 @@ from analysis import DataError, LoadedTokenizer
 from analysis.adapt.embeddings import INITS
 from analysis.bpe.parity import VARIANTS
 from analysis.bpe.training import continue_training, training_mode
+from analysis.commands._equivalent import Equivalent, extend_command
 from analysis.core import paths
 from analysis.core.outputs import json_document
 from analysis.core.references import cite, reference
@@ -22,12 +23,17 @@ from analysis.jobs import TrainingWords, train_from_words
 from analysis.measure.robustness import robustness_delta
 from analysis.methods.extension import (
     ADDED_MARK,
+    DEFAULT_MIN_FREQUENCY,
     METHOD_LABELS,
+    PAGE_MAX_CHARS,
+    PAGE_N,
     ExtendResult,
     Plan,
     Preview,
     compare_parity,
+    default_corpora,
     export_extension,
+    heldout_label,
     methods_for,
     parity_applies,
     parity_text,
@@ -100,9 +106,10 @@ def _preview(tok: LoadedTokenizer, text: Corpus, n_max: int, max_len: int | None
     for m in naive:
         plans[m] = plan(tok, m, [], n_max, aux=aux, min_frequency=min_freq)
     held = split_lines(lang)[1]
-    target = f"{lang} (FLORES held-out)"  # the CLI's name (--heldout-flores)
-    texts = {target: held} | {o: list(Source("flores", o).units()) for o in others}
-    english = "eng_Latn" if "eng_Latn" in texts else None
+    target = heldout_label(lang)  # the CLI's name (--heldout-flores)
+    # every language on its held-out lines, as `extend --heldout-flores LANG` measures it
+    texts = {target: held} | {heldout_label(o): split_lines(o)[1] for o in others}
+    english = heldout_label("eng_Latn") if heldout_label("eng_Latn") in texts else None
     return Preview(tok, plans, texts, target=target, english=english, sentence=held[0])
 
 
@@ -140,13 +147,16 @@ def training_text(lang: str) -> tuple[Corpus | None, Any]:
         use_flores = st.checkbox(f"FLORES {lang} training lines (1–{FLORES_TRAIN_LINES})", value=True,
                                  key="ext-use-flores")  # fmt: skip
         corpora = shared_corpora()
-        default_c = [k for k in (f"text/{lang}.txt.gz",) if k in corpora]
+        default_c = default_corpora(lang, corpora)
         chosen = st.multiselect("Shared corpora", list(corpora), default=default_c, key="ext-corpora")
         uploads = st.file_uploader("Upload text files (.txt, .jsonl, .gz) or a .zip of them",
                                    accept_multiple_files=True, key="ext-uploads")  # fmt: skip
         folder = server_path_input("Folder of text files on the server (optional)", "ext-folder")
-        budget = st.number_input("Character budget", min_value=10_000, max_value=100_000_000, value=5_000_000,
-                                 step=1_000_000, key="ext-budget")  # fmt: skip
+        budget = st.number_input("Character budget", min_value=10_000, max_value=100_000_000, value=PAGE_MAX_CHARS,
+                                 step=1_000_000, key="ext-budget",
+                                 help="the page trains interactively on two shared cores, so it reads at most this "
+                                 "much; the command line reads the whole text unless --max-chars (the equivalent "
+                                 "command states this budget)")  # fmt: skip
     sources = [Source("flores-train", f"{lang}:{FLORES_TRAIN_LINES}")] if use_flores else []
     sources += [Source("file", str(corpora[k])) for k in chosen]
     sources += [Source("bytes", u.name, u.getvalue()) for u in uploads or []]
@@ -163,9 +173,9 @@ def methods_and_size(tok: LoadedTokenizer) -> tuple[tuple[str, ...], int, int | 
     defaults = [m for m in ("continued", "regen") if m in available] or available[:1]
     methods = c1.multiselect("Methods", available, default=defaults, format_func=lambda m: METHOD_LABELS[m],
                              key="ext-methods")  # fmt: skip
-    n_max = int(c2.number_input("Train up to N new tokens", 10, 64_000, 1000, step=500, key="ext-nmax"))
+    n_max = int(c2.number_input("Train up to N new tokens", 10, 64_000, PAGE_N, step=500, key="ext-nmax"))
     max_len = int(c3.number_input("Max token length (0 = none)", 0, 128, 0, key="ext-maxlen")) or None
-    min_freq = int(c4.number_input("Min. frequency (0 = none)", 0, 1_000_000, 0, key="ext-minfreq",
+    min_freq = int(c4.number_input("Min. frequency (0 = none)", 0, 1_000_000, DEFAULT_MIN_FREQUENCY, key="ext-minfreq",
                                    help="new tokens rarer than this in the training text are not added"))  # fmt: skip
     return tuple(methods), n_max, max_len, min_freq
 
@@ -191,6 +201,30 @@ def corpus_words(
 
 
 # ------------------------------------------------------------------------------------------ results
+def equivalent(
+    tok: LoadedTokenizer, text: Corpus, method: str, n: int, config: tuple, job: tuple | None
+) -> Equivalent:
+    """The `extend` command that reproduces this page's numbers for one method at N: the same training text
+    (a corpus job's files instead, when continued training counted them), budget, minimum frequency and
+    held-out languages."""
+    _, _, _, max_len, _, lang, others, min_freq, _ = config
+    if job is not None and method == "continued":
+        sources, budget = [Source("file", str(p)) for p in job[2]], None
+    else:
+        sources, budget = list(text.sources), text.max_chars
+    return extend_command(tok, method=method, n=n, sources=sources, max_chars=budget, min_frequency=min_freq,
+                          max_token_length=max_len, heldout_flores=[lang, *others])  # fmt: skip
+
+
+def show_commands(commands: list[Equivalent]) -> None:
+    """The equivalent commands, one line each, copyable, with the notes on the files they name."""
+    st.caption(commands[0].caption() + " One line per method.")
+    notes = {x for c in commands for x in c.notes}
+    for x in sorted(notes - set(commands[0].notes)):
+        st.caption(x)
+    st.code("\n".join(c.text() for c in commands), language="bash", wrap_lines=True)
+
+
 def metrics_table(results: dict[str, dict], n: int) -> None:
     """Bytes/token per text (one column per method, so the table fits the page) and, per method, what was added:
     STT-unreachable added tokens, use on held-out, English stability."""
@@ -501,8 +535,8 @@ def page() -> None:
                + (", ignore_merges on" if s["ignore_merges"] else "")
                + ". Add Llama-3.1, Qwen3, Llama-2 … from the sidebar examples or the Load & inspect page. "
                f"FLORES {lang}: lines 1–{FLORES_TRAIN_LINES} can be used for **training**; lines "
-               f"{FLORES_TRAIN_LINES + 1}–1012 are **held out** and only used to measure. Other languages are "
-               "measured on all 1,012 lines.")  # fmt: skip
+               f"{FLORES_TRAIN_LINES + 1}–1012 are **held out** and only used to measure, in every language checked "
+               "(as the command line's --heldout-flores).")  # fmt: skip
     text, text_box = training_text(lang)
     if text is None:
         st.warning("Choose some training text.")
@@ -547,6 +581,7 @@ def page() -> None:
                        f"types) in {tr.seconds.get('total', 0):.1f} s"
                        + (f"; {len(tr.char_steps)} missing characters added first" if tr.char_steps else ""))  # fmt: skip
         metrics_table(results, n)
+        show_commands([equivalent(tok, text, m, n, config, job) for m in results])
         curve_chart(pv, args, words, n, n_cap, results)
     with t_text:
         sentence_before_after(tok, pv, results, n)

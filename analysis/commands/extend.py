@@ -28,11 +28,15 @@ from analysis.errors import DataError
 from analysis.jobs import add_executor_arguments, compute, executor_from_args, train_from_words
 from analysis.measure.robustness import robustness_delta
 from analysis.methods.extension import (
+    DEFAULT_INIT,
+    DEFAULT_METHOD,
+    DEFAULT_MIN_FREQUENCY,
     METHODS,
     PARITY_CONTINUED,
     ExtendResult,
     compare_parity,
     export_extension,
+    heldout_label,
     parity_text,
     plan,
 )
@@ -65,7 +69,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     """Register the arguments of `extend`."""
     add_tokenizer_argument(p, "--tokenizer")
     p.add_argument(
-        "--method", choices=METHODS, default="continued", help="extension method (default continued)"
+        "--method",
+        choices=METHODS,
+        default=DEFAULT_METHOD,
+        help=f"extension method (default {DEFAULT_METHOD})",
     )
     p.add_argument(
         "--text",
@@ -96,9 +103,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--min-frequency",
         type=whole_number(0),
-        default=0,
+        default=DEFAULT_MIN_FREQUENCY,
         metavar="F",
-        help="only tokens whose training pair frequency reaches F are added (Kim 2025's thresholds; default 0)",
+        help="only tokens whose training pair frequency reaches F are added (Kim 2025's thresholds; default "
+        f"{DEFAULT_MIN_FREQUENCY})",
     )
     p.add_argument(
         "--max-token-length", type=whole_number(1), default=None, help="longest new token, in characters"
@@ -141,7 +149,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--init",
         choices=INITS,
-        default="fvt",
+        default=DEFAULT_INIT,
         help="rows of the new tokens: " + "; ".join(f"{k} = {v}" for k, v in INIT_HELP.items()),
     )
     p.add_argument("--seed", type=whole_number(0), default=0, help="seed of the mvn/random initialisation")
@@ -277,9 +285,7 @@ def _heldout(args: argparse.Namespace) -> dict[str, list[str]]:
     # by default, the held-out lines of every FLORES training language: the report is useful as documented
     langs = args.heldout_flores or ([] if args.heldout or args.no_heldout else args.flores)
     for lang in langs:
-        heldout[f"{lang} (FLORES held-out)"] = list(
-            Source("flores-heldout", f"{lang}:{FLORES_TRAIN_LINES}").units()
-        )
+        heldout[heldout_label(lang)] = list(Source("flores-heldout", f"{lang}:{FLORES_TRAIN_LINES}").units())
     return heldout
 
 

@@ -19,12 +19,23 @@ module         what lives there
                and characters per 2,048 tokens
 ``balance``    :func:`compare_parity`: the parity-aware auxiliary tokenizer of the naive methods vs the plain
                one on FLORES held-out lines
+``defaults``   the defaults the Extend page and `extend` share (method, minimum frequency, init, the page's
+               N and character budget, the held-out texts' names)
 ``model``      :func:`export_extension`: the tokenizer folder, with the model's embeddings and LM head
                grown to the new vocabulary (FVT, mean or multivariate-normal rows)
 =============  ===========================================================================================
 """
 
 from .balance import compare_parity, parity_auxiliaries, parity_text
+from .defaults import (
+    DEFAULT_INIT,
+    DEFAULT_METHOD,
+    DEFAULT_MIN_FREQUENCY,
+    PAGE_MAX_CHARS,
+    PAGE_N,
+    default_corpora,
+    heldout_label,
+)
 from .methods import (
     METHOD_LABELS,
     METHODS,
@@ -60,6 +71,13 @@ from .simulator import (
 )
 
 __all__ = [
+    "DEFAULT_INIT",
+    "DEFAULT_METHOD",
+    "DEFAULT_MIN_FREQUENCY",
+    "PAGE_MAX_CHARS",
+    "PAGE_N",
+    "default_corpora",
+    "heldout_label",
     "ADDED_MARK",
     "CONTEXT_TOKENS",
     "PARITY_CONTINUED",

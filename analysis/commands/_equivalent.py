@@ -1,0 +1,168 @@
+"""The command line that reproduces a page's result: one builder per change operation (extend, prune, reuse,
+sabpe, dynamic, transplant), each fed the parameters the page used, so that the page shows one copyable command
+and ``python -m analysis …`` prints the same numbers.
+
+Paths never show the server's layout: a file in the shared assets is written ``$TOKLAB_ASSETS/…`` (the shell
+expands it where the assets are configured), any other server file by its name unless the operator allows server
+paths (:func:`analysis.core.paths.shown_path`); an upload or an edit made in the app is named by its file name
+with a note saying which file to give. :func:`argv_of` turns a shown command back into the CLI's argv (the tests
+run it through :func:`analysis.cli.main`).
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from analysis.core import paths
+from analysis.texts.corpora import Source
+
+#: How a command names the shared assets folder (expanded by the shell).
+ASSETS_VAR = "$TOKLAB_ASSETS"
+#: The program every command starts with.
+PROGRAM = ("python", "-m", "analysis")
+
+
+@dataclass
+class Equivalent:
+    """One command line: its arguments after ``python -m analysis`` and notes on the files it names."""
+
+    argv: list[str]
+    notes: list[str] = field(default_factory=list)
+
+    def text(self) -> str:
+        """The shell line (``$TOKLAB_ASSETS/…`` left for the shell to expand, everything else quoted)."""
+        return " ".join([*PROGRAM, *(_quote(a) for a in self.argv)])
+
+    def caption(self) -> str:
+        """The sentence shown above the command: what it reproduces, and the notes on its files."""
+        return " ".join(["The same from the command line (prints the numbers above):", *self.notes])
+
+
+def _quote(arg: str) -> str:
+    if arg.startswith(ASSETS_VAR + "/"):
+        rest = arg[len(ASSETS_VAR) :]
+        return ASSETS_VAR + rest if shlex.quote(rest) == rest else '"' + ASSETS_VAR + _dq(rest) + '"'
+    return shlex.quote(arg)
+
+
+def _dq(s: str) -> str:
+    return "".join("\\" + c if c in '"\\`$' else c for c in s)
+
+
+def argv_of(command: str, assets: str | os.PathLike | None = None) -> list[str]:
+    """The CLI argv of a shown command line (without ``python -m analysis``), ``$TOKLAB_ASSETS`` replaced by
+    `assets` (default: the configured shared assets)."""
+    words = shlex.split(command)
+    if tuple(words[: len(PROGRAM)]) == PROGRAM:
+        words = words[len(PROGRAM) :]
+    base = os.fspath(assets if assets is not None else paths.shared_assets())
+    return [base + w[len(ASSETS_VAR) :] if w.startswith(ASSETS_VAR + "/") else w for w in words]
+
+
+def file_arg(path: str | os.PathLike, what: str = "file") -> tuple[str, str | None]:
+    """A server file as a command names it: ``$TOKLAB_ASSETS/…`` inside the shared assets, the whole path when the
+    operator allows server paths, else its name with a note."""
+    p = Path(path)
+    if p.is_absolute():
+        try:
+            return f"{ASSETS_VAR}/{p.resolve().relative_to(paths.shared_assets()).as_posix()}", None
+        except ValueError:
+            pass
+    shown = paths.shown_path(p)
+    if shown == os.fspath(p):
+        return shown, None
+    return shown, f"`{shown}` is a {what} on the server: give your copy's path."
+
+
+def upload_arg(name: str) -> tuple[str, str]:
+    """An uploaded file as a command names it: its file name, with a note."""
+    return name, f"`{name}` is the file you uploaded: give its path on your machine."
+
+
+def tokenizer_arg(tok: Any) -> tuple[str, str | None]:
+    """A loaded tokenizer as a command names it (``--tokenizer``): a hub id, a shared or server folder, an upload
+    by its name; an edit made in the app or the embedded default by the name of the folder to download."""
+    src = str(getattr(tok, "source", "") or "")
+    name = getattr(tok, "name", "tokenizer")
+    if src.startswith("hub:"):
+        return src[4:], None
+    if src.startswith("upload:"):
+        return upload_arg(src[7:] if src[7:] not in ("", "library") else name)
+    if src.startswith("edited:") or src == "embedded" or not src:
+        folder = str(name).replace(" ", "_")
+        return folder, f"`{folder}` is the tokenizer {name!r} made here: download it and give its folder."
+    return file_arg(src.removeprefix("path:"), "tokenizer")
+
+
+class _Builder:
+    """Collects arguments and their notes."""
+
+    def __init__(self, command: str) -> None:
+        self.argv: list[str] = [command]
+        self.notes: list[str] = []
+
+    def add(self, *args: Any) -> _Builder:
+        self.argv.extend(str(a) for a in args)
+        return self
+
+    def note(self, pair: tuple[str, str | None], flag: str) -> _Builder:
+        arg, note = pair
+        self.argv.extend((flag, arg))
+        if note and note not in self.notes:
+            self.notes.append(note)
+        return self
+
+    def repeat(self, flag: str, values: Iterable[Any]) -> _Builder:
+        for v in values:
+            self.argv.extend((flag, str(v)))
+        return self
+
+    def build(self, json: bool = True) -> Equivalent:
+        return Equivalent(self.argv + (["--json"] if json else []), self.notes)
+
+
+# --------------------------------------------------------------------------------------------------
+# One builder per operation
+# --------------------------------------------------------------------------------------------------
+def _training_text(b: _Builder, sources: Sequence[Source]) -> None:
+    """The training text's sources as `extend`/`reuse` read them, in the same order: FLORES training lines
+    (``--flores``), files and folders, uploads by name (``--text``)."""
+    for s in sources:
+        if s.kind == "flores-train":
+            b.add("--flores", s.ref.partition(":")[0])
+        elif s.kind in ("file", "folder"):
+            b.note(file_arg(s.ref, "text file" if s.kind == "file" else "folder"), "--text")
+        elif s.kind == "bytes":
+            b.note(upload_arg(s.ref), "--text")
+        else:
+            b.note((s.label, f"`{s.label}` has no command-line form here: give it as a file."), "--text")
+
+
+def extend_command(
+    tok: Any,
+    *,
+    method: str,
+    n: int,
+    sources: Sequence[Source],
+    max_chars: int | None = None,
+    min_frequency: int = 0,
+    max_token_length: int | None = None,
+    heldout_flores: Sequence[str] = (),
+) -> Equivalent:
+    """``extend``: the method at N, the training text in the page's order (FLORES training lines, files,
+    uploads), its character budget and the held-out FLORES languages."""
+    b = _Builder("extend").note(tokenizer_arg(tok), "--tokenizer").add("--method", method, "--n", n)
+    _training_text(b, sources)
+    if max_chars is not None:
+        b.add("--max-chars", max_chars)
+    if min_frequency:
+        b.add("--min-frequency", min_frequency)
+    if max_token_length is not None:
+        b.add("--max-token-length", max_token_length)
+    b.repeat("--heldout-flores", heldout_flores)
+    return b.build()
