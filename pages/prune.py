@@ -11,6 +11,7 @@ import streamlit as st
 
 from analysis import LoadedTokenizer
 from analysis.bpe import merge_tree
+from analysis.commands._equivalent import Equivalent, prune_command
 from analysis.core.references import cite, reference
 from analysis.measure.robustness import robustness_delta
 from analysis.methods import pruning as P
@@ -229,8 +230,10 @@ def own_text(tok: LoadedTokenizer, new: LoadedTokenizer, held: dict[str, list[st
         col.html(token_spans_html(t, text, enc.ids, enc.offsets, show_whitespace=True))
 
 
-def export(tok: LoadedTokenizer, method: str, res: P.PruneResult, held: dict[str, list[str]], n: int) -> None:
-    """Sizes, the zip (tokenizer + prune_report.json), adding to the library, and writing a folder (+ model)."""
+def export(tok: LoadedTokenizer, method: str, res: P.PruneResult, held: dict[str, list[str]], n: int,
+           command: Equivalent) -> None:  # fmt: skip
+    """Sizes, the equivalent command, the zip (tokenizer + prune_report.json), adding to the library, and writing a
+    folder (+ model)."""
     new = res.tokenizer
     m1, m2, m3 = st.columns(3)
     m1.metric("Vocabulary", f"{new.vocab_size:,}", delta=f"-{len(res.removed):,}", delta_color="off")
@@ -244,6 +247,8 @@ def export(tok: LoadedTokenizer, method: str, res: P.PruneResult, held: dict[str
                       help=f"none of the removed tokens occurs when the original tokenizer encodes the {lang} lines")  # fmt: skip
         else:
             m3.metric(f"bytes/token ({lang})", f"{after:.3f}", delta=f"{change:+.3f}")
+    st.caption(command.caption())
+    st.code(command.text(), language="bash", wrap_lines=True)
     speculative_line(new, tok, "The pruned tokenizer")
     robustness_button("prune-rob", (tok.content_hash, new.content_hash, tuple(held)),
                       lambda cb: robustness_delta(tok, new, held, progress=cb).to_json())  # fmt: skip
@@ -356,7 +361,11 @@ def page() -> None:
         return
     if not prune_now(tok, n):
         return
-    export(tok, method, _pruned(tok, spec, n), held, n)
+    job = (st.session_state.get("prune-corpus-job") or {}).get("ident") if from_corpus else None
+    command = prune_command(tok, order=method, n=n, flores=langs if needs_text else (), flores_lines=n_train,
+                            mix_uploads=[u.name for u in uploads or []] if needs_text else (),
+                            scripts=scripts if method == "script" else None, corpus_files=job[2] if job else ())  # fmt: skip
+    export(tok, method, _pruned(tok, spec, n), held, n, command)
 
 
 page()

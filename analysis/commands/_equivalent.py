@@ -166,3 +166,33 @@ def extend_command(
         b.add("--max-token-length", max_token_length)
     b.repeat("--heldout-flores", heldout_flores)
     return b.build()
+
+
+def prune_command(
+    tok: Any,
+    *,
+    order: str,
+    n: int,
+    flores: Sequence[str] = (),
+    flores_lines: int | None = None,
+    mix_uploads: Sequence[str] = (),
+    scripts: Sequence[str] | None = None,
+    corpus_files: Sequence[str | os.PathLike] = (),
+    out: str | None = None,
+) -> Equivalent:
+    """``prune``: the order, N, the frequencies' text (the page's FLORES mix with its uploads, or a corpus job's
+    files), the scripts of the script order, and a new output folder named after the tokenizer."""
+    b = _Builder("prune").note(tokenizer_arg(tok), "--tokenizer").add("--order", order, "--n", n)
+    b.repeat("--flores", flores)
+    if flores and flores_lines is not None:
+        b.add("--flores-lines", flores_lines)
+    for u in mix_uploads:
+        b.note(upload_arg(u), "--mix-text")
+    for f in corpus_files:
+        b.note(file_arg(f, "text file"), "--text")
+    if scripts is not None:
+        b.add("--allowed-scripts", ",".join(scripts))
+    if order == "score":
+        b.notes.append("The score order's scores come from the model here: give them with --scores FILE.")
+    b.add("--out", out or f"{getattr(tok, 'name', 'tokenizer')}-pruned{n}".replace(" ", "_"))
+    return b.build()

@@ -1,6 +1,8 @@
 """`python -m analysis prune --tokenizer T --order O --text PATH … --n N --out DIR [--model M] --json`.
 
-The corpus orders (frequency, leaf-frequency, merge-based) count token frequencies over every `--text` input
+The corpus orders (frequency, leaf-frequency, merge-based) count token frequencies over the Prune page's FLORES
+mix (``--flores LANG``: the first ``--flores-lines`` devtest lines of each language, the rest held out and measured)
+or over every `--text` input
 (files, folders, globs, ``hf://`` paths; summed) as one corpus statistic of :mod:`analysis.jobs`
 (`token-ids`, or `merge-counts` for merge-based): in this process, or with ``--executor local|slurm|ray`` on
 many cores with the same counts, hence the same order and the same pruned tokenizer. The report printed with
@@ -62,8 +64,32 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--allowed-scripts",
-        default="Latin",
-        help="script order: comma-separated scripts to keep (Common/Inherited always kept)",
+        default=",".join(pruning.FIRST_VIEW_SCRIPTS),
+        help="script order: comma-separated scripts to keep (Common/Inherited always kept; default "
+        f"{','.join(pruning.FIRST_VIEW_SCRIPTS)})",
+    )
+    p.add_argument(
+        "--flores",
+        action="append",
+        default=[],
+        metavar="LANG",
+        help="corpus orders: token frequencies from the Prune page's mix, the first --flores-lines FLORES-200 "
+        "devtest lines of each LANG in equal shares (repeatable); the rest of each language's lines is held out "
+        "and measured (bytes/token before/after, robustness)",
+    )
+    p.add_argument(
+        "--flores-lines",
+        type=whole_number(1),
+        default=pruning.FIRST_VIEW_TRAIN_LINES,
+        metavar="N",
+        help=f"FLORES lines per --flores language in the mix (default {pruning.FIRST_VIEW_TRAIN_LINES})",
+    )
+    p.add_argument(
+        "--mix-text",
+        action="append",
+        default=[],
+        metavar="FILE",
+        help="a text joining the --flores mix (the page's uploads): then every part has an equal share of bytes",
     )
     p.add_argument(
         "--scores",
@@ -102,12 +128,28 @@ def _read_lines(files: list[str]) -> list[list[str]]:
     return out
 
 
-def corpus_counts(tok: LoadedTokenizer, args: argparse.Namespace) -> tuple[dict[str, Any], CorpusRun | None]:
+def flores_mix(args: argparse.Namespace) -> tuple[list[str], dict[str, list[str]]]:
+    """The Prune page's text mix and held-out lines (:func:`analysis.methods.pruning.flores_mix`) of --flores,
+    --flores-lines and --mix-text; nothing without --flores or --mix-text."""
+    if not (args.flores or args.mix_text):
+        return [], {}
+    if args.inputs:
+        raise DataError("give the frequencies' text with --text or with --flores/--mix-text, not both")
+    langs = dataset().resolve_many(",".join(args.flores)) if args.flores else []
+    return pruning.flores_mix(langs, args.flores_lines, _read_lines(args.mix_text))
+
+
+def corpus_counts(
+    tok: LoadedTokenizer, args: argparse.Namespace, mix: list[str] | None = None
+) -> tuple[dict[str, Any], CorpusRun | None]:
     """The frequencies a corpus order needs (`counts=` or `merges=` of :func:`analysis.methods.pruning.compute_order`),
-    counted over the `--text` inputs on the chosen executor; ({}, None) for the other orders."""
+    counted over the `--text` inputs on the chosen executor, or `texts=` the --flores mix; ({}, None) for the other
+    orders."""
     corpus = pruning.ORDER_REGISTRY[args.order].corpus
     if corpus is None:
         return {}, None
+    if mix:
+        return {"texts": mix}, None
     if not args.inputs:
         raise DataError(f"the {args.order} order needs at least one --text FILE (a file, folder or glob)")
     stat, keyword = corpus
@@ -130,10 +172,13 @@ def _read_scores(path: str) -> dict[int, float]:
 
 
 def _robustness_languages(args: argparse.Namespace) -> list[str]:
-    """The FLORES languages of the robustness rows, checked before the work: none with --no-robustness, and none
-    by default when no FLORES data is installed (a language named with --robustness-flores must exist)."""
+    """The FLORES languages of the robustness rows, checked before the work: none with --no-robustness, the --flores
+    languages (as the page), and none by default when no FLORES data is installed (a language named with
+    --robustness-flores must exist)."""
     if args.no_robustness:
         return []
+    if args.flores and not args.robustness_flores:
+        return dataset().resolve_many(",".join(args.flores))
     try:
         data = dataset()
     except DataError:
@@ -149,7 +194,8 @@ def run(args: argparse.Namespace) -> int:
     tok = load_from_args(args)
     pruning.check_prunable(tok)
     langs = _robustness_languages(args)
-    freq, corpus_run = corpus_counts(tok, args)
+    mix, held = flores_mix(args)
+    freq, corpus_run = corpus_counts(tok, args, mix)
     order = pruning.compute_order(
         tok,
         args.order,
@@ -175,16 +221,29 @@ def run(args: argparse.Namespace) -> int:
         corpus=corpus_run.summary() if corpus_run is not None else None,
     )
     if langs:
-        report.robustness = robustness_delta(
-            tok, final, {lang: split_lines(lang)[1] for lang in langs}
-        ).to_json()
+        # the --flores languages on the lines the mix held out (the page's), the others on FLORES's held-out lines
+        rob = {lang: held.get(lang) or split_lines(lang)[1] for lang in langs}
+        report.robustness = robustness_delta(tok, final, rob).to_json()
     write_pruned(
         tok, res, args.out, report, model=args.model, init=args.init, replace=args.force, final=final
     )
     gguf = write_gguf_from_args(args, final, tok)
+    heldout = {lang: {"bytes_per_token_before": pruning.bytes_per_token(tok, lines),
+                      "bytes_per_token_after": pruning.bytes_per_token(final, lines)}
+               for lang, lines in held.items()}  # fmt: skip
     if args.json:
-        print_json({**report.to_json(), **({"gguf": gguf} if gguf else {})})
+        print_json(
+            {
+                **report.to_json(),
+                **({"heldout": heldout} if heldout else {}),
+                **({"gguf": gguf} if gguf else {}),
+            }
+        )
         return 0
+    for lang, h in heldout.items():
+        print(
+            f"{'bytes/token ' + lang:>20}: {h['bytes_per_token_before']:.4f} → {h['bytes_per_token_after']:.4f}"
+        )
     if gguf:
         print(f"{'gguf':>20}: {gguf['file']} ({gguf['source']}, {gguf['bytes']:,} bytes)")
     for k, v in report.to_json().items():

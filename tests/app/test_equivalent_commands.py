@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 from app_support import open_page
@@ -62,3 +63,27 @@ def test_extend_command_reproduces_the_page(capsys: pytest.CaptureFixture[str]) 
         if method == "continued":
             assert doc["heldout"] == page_doc["heldout"]
             assert doc["added"] == page_doc["added"] == 150
+
+
+@pytest.mark.slow
+def test_prune_command_reproduces_the_page(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Prune (gpt2, the default leaf-frequency order on the est_Latn + eng_Latn FLORES mix, N = 300): the command's
+    --flores mix prunes the same tokens (same vocabulary and merges) with the page's held-out bytes/token."""
+    monkeypatch.chdir(tmp_path)  # the command writes its --out folder here
+    at = open_page("pages/prune.py")
+    _with_tokenizer(at, "gpt2")
+    at.selectbox(key="prune-tok").set_value("gpt2").run()
+    at.number_input(key="prune-n").set_value(300).run()
+    for b in (b for b in at.button if b.key == "prune-go"):  # shown above 100k tokens only
+        b.click().run()
+    assert not at.exception and not at.error
+    (line,) = _commands(at)
+    assert "--order leaf-frequency --n 300 --flores est_Latn --flores eng_Latn --flores-lines 800" in line
+    doc = _cli(line, capsys)
+    metrics = {m.label: m.value for m in at.metric}
+    assert metrics["Vocabulary"] == f"{doc['vocab_size']:,}" and metrics["Merges"] == f"{doc['merges']:,}"
+    h = doc["heldout"]["est_Latn"]
+    assert metrics["bytes/token (est_Latn)"] == f"{h['bytes_per_token_after']:.3f}"
+    assert h["bytes_per_token_after"] != h["bytes_per_token_before"]
