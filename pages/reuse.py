@@ -12,6 +12,7 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from analysis import LoadedTokenizer
+from analysis.commands._equivalent import reuse_command
 from analysis.core import paths
 from analysis.core.outputs import json_document
 from analysis.core.progress import Progress
@@ -19,6 +20,15 @@ from analysis.core.references import cite
 from analysis.methods import reuse
 from analysis.methods.pruning.report import zip_folder
 from analysis.methods.reuse import measures as rm
+from analysis.methods.reuse.defaults import (
+    DEFAULT_MIN_FREQUENCY,
+    DEFAULT_MIN_REUSABLE,
+    DEFAULT_PRESERVED,
+    DEFAULT_TARGET,
+    PAGE_CORPORA,
+    SAFE_PROTECT,
+    TARGET_LANGS,
+)
 from analysis.methods.reuse.model import export_model, read_for_model_check
 from analysis.texts.corpora import iter_bytes
 from analysis.texts.flores import ENGLISH, FLORES_TRAIN_LINES, split_lines
@@ -37,9 +47,7 @@ from ui.workspace import json_download, keep
 #: The page inputs kept in the workspace.
 KEPT = ("reuse-tok", *model_picker_keys("reuse-model"))
 
-TARGETS = {"arabic": "arb_Arab", "hebrew": "heb_Hebr", "cyrillic": "rus_Cyrl", "devanagari": "hin_Deva",
-           "thai": "tha_Thai", "greek": "ell_Grek", "armenian": "hye_Armn", "georgian": "kat_Geor",
-           "ethiopic": "amh_Ethi"}  # fmt: skip
+TARGETS = TARGET_LANGS
 PRESERVABLE = ["latin", "greek", "cyrillic", "cjk", "devanagari", "thai", "hebrew", "armenian", "georgian"]
 SAMPLE = {
     "arabic": "يتحدث الباحثون عن نتائج جديدة في علم الفلك. Researchers describe new results in astronomy ✔ ❤."
@@ -66,25 +74,30 @@ CLASS_RULE = (
 )
 
 
-def training_text(lang: str) -> tuple[list[str], tuple, int, str]:
+def training_text(lang: str) -> tuple[list[str], tuple, int, str, list[str]]:
     """The training-text choice: FLORES lines, the shared corpora, uploads; min frequency and trainer.
 
-    Returns (texts, a key for the choice, min_frequency, trainer)."""
+    Returns (texts, a key for the choice, min_frequency, trainer, the uploads' file names)."""
     c1, c2, c3 = st.columns([3, 1, 1])
-    sources = c1.multiselect("Training text", SOURCES, default=["FLORES lines"], key="reuse-sources")
-    min_freq = int(c2.number_input("Min. pair frequency", 0, 1000, 2, key="reuse-minfreq",
+    sources = c1.multiselect("Training text", SOURCES, default=["FLORES lines"] + ["Shared corpora"] * PAGE_CORPORA,
+                             key="reuse-sources",
+                             help="FLORES lines alone by default, so that training stays interactive; the command "
+                             "line adds the shared corpora unless --no-corpora (the equivalent command says which)")  # fmt: skip
+    min_freq = int(c2.number_input("Min. pair frequency", 0, 1000, DEFAULT_MIN_FREQUENCY, key="reuse-minfreq",
                                    help="2 stops FLORES-only training early; 0 lets the new vocabulary grow"))  # fmt: skip
     trainer = c3.radio("Trainer", ["bpe", "parity"], horizontal=True, key="reuse-trainer",
                        format_func=lambda t: {"bpe": "BPE", "parity": "parity-aware"}[t],
                        help=f"parity-aware BPE ({cite('parity-aware-bpe')}) balances the FLORES languages written "
                        "in the target script (e.g. Arabic, Urdu, Persian)")  # fmt: skip
     extra: list[str] = []
+    uploaded: list[str] = []
     digest = hashlib.sha256()
     if "My files" in sources:
         for f in st.file_uploader("Your text files (txt, gz, jsonl, zip)", accept_multiple_files=True,
                                   key="reuse-upload") or []:  # fmt: skip
             data = f.getvalue()
             digest.update(f.name.encode() + data)
+            uploaded.append(f.name)
             extra += list(iter_bytes(f.name, data))
     corpora = [p.name for p in reuse.corpus_files(lang)]
     st.caption(
@@ -94,7 +107,7 @@ def training_text(lang: str) -> tuple[list[str], tuple, int, str]:
     )
     texts = reuse.target_training_texts(lang, flores_train="FLORES lines" in sources,
                                         corpora="Shared corpora" in sources, extra=extra)  # fmt: skip
-    return texts, (tuple(sources), digest.hexdigest()), min_freq, trainer
+    return texts, (tuple(sources), digest.hexdigest()), min_freq, trainer, uploaded
 
 
 def build(tok: LoadedTokenizer, texts: list[str], opts: dict) -> dict:
@@ -308,12 +321,22 @@ def options(tok: LoadedTokenizer) -> tuple[dict, reuse.VocabClasses, reuse.Reuse
     """Rules, target, preserved scripts, threshold and protections → the classes and the reuse plan."""
     c0, c1, c2, c3 = st.columns([1.3, 1, 1.4, 1])
     rules = c0.radio("Class rules", reuse.RULES, key="reuse-rules", help="\n\n".join(f"**{k}**: {v}" for k, v in RULE_HELP.items()))  # fmt: skip
-    target = c1.selectbox("Target script", list(TARGETS), key="reuse-target")
-    preserved = tuple(
-        sorted(c2.multiselect("Also preserve", PRESERVABLE, default=["latin", "greek"], key="reuse-preserve"))
+    target = c1.selectbox(
+        "Target script", list(TARGETS), index=list(TARGETS).index(DEFAULT_TARGET), key="reuse-target"
     )
-    h = int(c3.number_input("Threshold h (reusable ids)", 100, 200_000, 20_000, step=1000, key="reuse-h"))
-    protect = tuple(st.multiselect("Protect from reuse", reuse.PROTECTIONS, default=["symbols"], key="reuse-protect",
+    preserved = tuple(
+        sorted(
+            c2.multiselect(
+                "Also preserve", PRESERVABLE, default=list(DEFAULT_PRESERVED), key="reuse-preserve"
+            )
+        )
+    )
+    h = int(
+        c3.number_input(
+            "Threshold h (reusable ids)", 100, 200_000, DEFAULT_MIN_REUSABLE, step=1000, key="reuse-h"
+        )
+    )
+    protect = tuple(st.multiselect("Protect from reuse", reuse.PROTECTIONS, default=list(SAFE_PROTECT), key="reuse-protect",
                                    format_func=lambda p: f"{p}: {PROTECT_HELP[p]}"))  # fmt: skip
     with st.spinner("Classifying the vocabulary by Unicode block (once per tokenizer and rule set)…"):
         vc = reuse.classify_vocab(tok, rules)
@@ -343,7 +366,7 @@ def page() -> None:
     opts, vc, plan = options(tok)
     classes_chart(vc, plan)
     lang = TARGETS[opts["target"]]
-    texts, text_key, min_freq, trainer = training_text(lang)
+    texts, text_key, min_freq, trainer, uploaded = training_text(lang)
     opts |= {"min_frequency": min_freq, "trainer": trainer}
     key = (tok.content_hash, text_key, *sorted((k, str(v)) for k, v in opts.items()))
     if st.button("Train the new tokenizer", type="primary", key="reuse-train"):
@@ -362,6 +385,10 @@ def page() -> None:
     before_after(tok, report.rt, opts["target"])
     heldout(report)
     report = collateral_section(report, key)
+    command = reuse_command(tok, opts=opts, lang=lang, sources=text_key[0], uploads=uploaded,
+                            collateral=bool(report.collateral))  # fmt: skip
+    st.caption(command.caption())
+    st.code(command.text(), language="bash", wrap_lines=True)
     consequence_and_export(tok, report, built["zip"], opts["target"])
 
 

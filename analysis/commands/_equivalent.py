@@ -110,9 +110,9 @@ class _Builder:
         self.argv.extend(str(a) for a in args)
         return self
 
-    def note(self, pair: tuple[str, str | None], flag: str) -> _Builder:
+    def note(self, pair: tuple[str, str | None], flag: str | None) -> _Builder:
         arg, note = pair
-        self.argv.extend((flag, arg))
+        self.argv.extend((flag, arg) if flag else (arg,))
         if note and note not in self.notes:
             self.notes.append(note)
         return self
@@ -195,4 +195,38 @@ def prune_command(
     if order == "score":
         b.notes.append("The score order's scores come from the model here: give them with --scores FILE.")
     b.add("--out", out or f"{getattr(tok, 'name', 'tokenizer')}-pruned{n}".replace(" ", "_"))
+    return b.build()
+
+
+def reuse_command(
+    tok: Any,
+    *,
+    opts: dict[str, Any],
+    lang: str,
+    sources: Sequence[str],
+    uploads: Sequence[str] = (),
+    collateral: bool = False,
+) -> Equivalent:
+    """``reuse``: target, preserved scripts, threshold, rules, protections, minimum frequency and trainer (`opts`,
+    the page's), the FLORES language, the training text (the page's sources: ``FLORES lines``, ``Shared
+    corpora``, ``My files``) and the collateral table when the page measured it."""
+    b = _Builder("reuse").note(tokenizer_arg(tok), None)  # `reuse TOKENIZER`
+    b.add("--target", opts["target"], "--train-lang", lang, "--preserve", ",".join(opts["preserved"]))
+    b.add(
+        "--min-reusable",
+        opts["min_reusable"],
+        "--rules",
+        opts["rules"],
+        "--protect",
+        ",".join(opts["protect"]),
+    )
+    b.add("--min-frequency", opts["min_frequency"], "--trainer", opts["trainer"])
+    if "FLORES lines" not in sources:
+        b.add("--no-flores")
+    if "Shared corpora" not in sources:
+        b.add("--no-corpora")
+    if "My files" in sources:
+        for u in uploads:
+            b.note(upload_arg(u), "--text")
+    b.add("--collateral", "heldout" if collateral else "none")
     return b.build()

@@ -17,6 +17,17 @@ from analysis.methods.reuse import (
     build_reuse_tokenizer,
     target_training_texts,
 )
+from analysis.methods.reuse.defaults import (
+    DEFAULT_MAX_WORDS,
+    DEFAULT_MIN_FREQUENCY,
+    DEFAULT_MIN_REUSABLE,
+    DEFAULT_PRESERVED,
+    DEFAULT_TARGET,
+    DEFAULT_TRAINER,
+    SAFE_PROTECT,
+    TARGET_LANGS,
+    target_lang,
+)
 from analysis.methods.reuse.measures import SPLITS, ReuseReport, measure_reuse
 from analysis.methods.reuse.model import export_model
 from analysis.texts.corpora import iter_file
@@ -33,8 +44,6 @@ from ._common import (
 from ._gguf import add_gguf_arguments, check_gguf_arguments, write_gguf_from_args
 
 NAME = "reuse"
-#: The protections on by default (the page's default too): shared punctuation and symbols are never reused.
-SAFE_PROTECT = ("symbols",)
 HELP = (
     "R-BPE token reuse: map a new target-language BPE onto ids of unused scripts (vocabulary size unchanged)"
 )
@@ -43,17 +52,17 @@ HELP = (
 def add_arguments(p: argparse.ArgumentParser) -> None:
     """Register the arguments of `reuse`."""
     add_tokenizer_argument(p)
-    p.add_argument("--target", default="arabic", help="target script (default arabic)")
+    p.add_argument("--target", default=DEFAULT_TARGET, help=f"target script (default {DEFAULT_TARGET})")
     p.add_argument(
         "--preserve",
-        default="latin,greek",
-        help="comma-separated scripts whose tokens are kept (default latin,greek)",
+        default=",".join(DEFAULT_PRESERVED),
+        help=f"comma-separated scripts whose tokens are kept (default {','.join(DEFAULT_PRESERVED)})",
     )
     p.add_argument(
         "--min-reusable",
         type=whole_number(0),
-        default=20000,
-        help="threshold h on reusable ids (default 20000)",
+        default=DEFAULT_MIN_REUSABLE,
+        help=f"threshold h on reusable ids (default {DEFAULT_MIN_REUSABLE})",
     )
     p.add_argument(
         "--rules",
@@ -78,8 +87,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     add_gguf_arguments(p)
     p.add_argument(
         "--train-lang",
-        default="arb_Arab",
-        help=f"FLORES language for training (first {FLORES_TRAIN_LINES} lines) and held-out metrics (the rest)",
+        default=None,
+        help=f"FLORES language for training (first {FLORES_TRAIN_LINES} lines) and held-out metrics (the rest); "
+        "default the target's: " + ", ".join(f"{k} {v}" for k, v in TARGET_LANGS.items()),
     )
     p.add_argument(
         "--text", action="append", default=[], metavar="FILE", help="extra training text (repeatable)"
@@ -95,19 +105,19 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--max-words",
         type=whole_number(1),
-        default=200_000,
-        help="most frequent words taken from the word-frequency list",
+        default=DEFAULT_MAX_WORDS,
+        help=f"most frequent words taken from the word-frequency list (default {DEFAULT_MAX_WORDS:,})",
     )
     p.add_argument(
         "--min-frequency",
         type=whole_number(0),
-        default=2,
-        help="minimum pair frequency of the new BPE (default 2)",
+        default=DEFAULT_MIN_FREQUENCY,
+        help=f"minimum pair frequency of the new BPE (default {DEFAULT_MIN_FREQUENCY})",
     )
     p.add_argument(
         "--trainer",
         choices=TRAINERS,
-        default="bpe",
+        default=DEFAULT_TRAINER,
         help="target tokenizer trainer: plain BPE, or parity-aware BPE over the FLORES languages of the target "
         "script (default bpe)",
     )
@@ -149,6 +159,7 @@ def _texts(args: argparse.Namespace) -> list[str]:
 
 def run(args: argparse.Namespace) -> int:
     """Build the R-BPE tokenizer, measure it on held-out FLORES (and every language), optionally save it."""
+    args.train_lang = args.train_lang or target_lang(args.target)
     if args.model and not args.out:
         raise DataError("--model needs --out (the folder the model and tokenizer are written to)")
     check_gguf_arguments(args)

@@ -47,7 +47,9 @@ def test_extend_command_reproduces_the_page(capsys: pytest.CaptureFixture[str]) 
     assert not at.exception and not at.error
     lines = _commands(at)
     assert len(lines) == 2, lines  # one per method
-    assert all("$TOKLAB_ASSETS/corpora/text/est_Latn.txt.gz" in x and "--max-chars 120000" in x for x in lines)
+    assert all(
+        "$TOKLAB_ASSETS/corpora/text/est_Latn.txt.gz" in x and "--max-chars 120000" in x for x in lines
+    )
     assert "/work/" not in "".join(lines) and "--heldout-flores eng_Latn" in lines[0]
     table = at.dataframe[0].value.set_index("text")
     added = at.dataframe[1].value.set_index("method")["added"]
