@@ -10,10 +10,18 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from analysis import DataError, LoadedTokenizer
+from analysis.commands._equivalent import sabpe_command
 from analysis.core import paths
 from analysis.core.outputs import json_document
 from analysis.core.references import cite
 from analysis.methods import sabpe as S
+from analysis.methods.sabpe.defaults import (
+    DEFAULT_MIN_LANGUAGES,
+    DEFAULT_MIN_SOURCES,
+    PAGE_FILES_PER_REPO,
+    PAGE_LANGUAGES,
+    PAGE_VOCAB_SIZE,
+)
 from analysis.texts import code
 from analysis.texts.corpora import shared_corpora
 from analysis.tokenizer.export import zip_bytes
@@ -26,7 +34,7 @@ from ui.progress import progress
 from ui.robustness import robustness_button
 from ui.workspace import json_download
 
-DEFAULT_LANGS = ["python", "go", "rust", "javascript", "lua", "ruby"]
+DEFAULT_LANGS = list(PAGE_LANGUAGES)
 METRIC_LABELS = {
     "bytes_per_token": "bytes/token (held-out) ↑",
     "coverage": "coverage: vocab tokens used (held-out) ↑",
@@ -162,13 +170,21 @@ def settings(langs_all: list[str]) -> tuple[list[str], int, int, str, S.SkipRule
     langs = c1.multiselect(
         "Code languages", langs_all, default=[x for x in DEFAULT_LANGS if x in langs_all], key="sa-langs"
     )
-    files = c2.number_input("Files per repository", 1, 200, 3, key="sa-files")
-    vocab = c3.number_input("Vocabulary size", 300, 32768, 2000, step=100, key="sa-vocab")
+    interactive = ("the page trains on two shared cores, so it starts small; the command line reads every file "
+                   "(the equivalent command states this value)")  # fmt: skip
+    files = c2.number_input(
+        "Files per repository", 1, 200, PAGE_FILES_PER_REPO, key="sa-files", help=interactive
+    )
+    vocab = c3.number_input("Vocabulary size", 300, 32768, PAGE_VOCAB_SIZE, step=100, key="sa-vocab")
     c1, c2, c3, c4 = st.columns([2, 1, 1, 1])
     priority = c1.selectbox("Priority criterion", S.PRIORITIES, index=S.PRIORITIES.index(S.DEFAULT_PRIORITY),
                             key="sa-priority", format_func=lambda p: f"{p} — {S.PRIORITY_HELP[p]}")  # fmt: skip
-    min_r = c2.number_input("Skip if R <", 1, 100, 1, key="sa-min-r", help="paper's R_t (1 = off)")
-    min_l = c3.number_input("Skip if L <", 1, 20, 1, key="sa-min-l", help="paper's L_t (1 = off)")
+    min_r = c2.number_input(
+        "Skip if R <", 1, 100, DEFAULT_MIN_SOURCES, key="sa-min-r", help="paper's R_t (1 = off)"
+    )
+    min_l = c3.number_input(
+        "Skip if L <", 1, 20, DEFAULT_MIN_LANGUAGES, key="sa-min-l", help="paper's L_t (1 = off)"
+    )
     share = c4.number_input("Skip if top-repo share >", 0.0, 1.0, 1.0, step=0.05, key="sa-share",
                             help="1.0 = off (our addition)")  # fmt: skip
     skip = S.SkipRule(int(min_r), int(min_l), None if share >= 1.0 else float(share))
@@ -315,6 +331,11 @@ def page() -> None:
     y = st.radio("Plot", list(Y_LABELS), horizontal=True, key="sa-y",
                  format_func=lambda v: {"repos": "R", "languages": "L", "freq": "F", "priority": "priority"}[v])  # fmt: skip
     st.plotly_chart(history_figure({S.RUN_LABELS[k]: r for k, r in cmp.runs.items()}, y), width="stretch")
+    command = sabpe_command(base, languages=key[1], files_per_repo=files, vocab_size=vocab, priority=choice[0],
+                            skip=choice[1], parity=choice[2],
+                            corpus=() if corpus == [str(code.code_dir())] else corpus)  # fmt: skip
+    st.caption(command.caption())
+    st.code(command.text(), language="bash", wrap_lines=True)
     concentrated_and_export(cmp, key[3])
 
 

@@ -230,3 +230,32 @@ def reuse_command(
             b.note(upload_arg(u), "--text")
     b.add("--collateral", "heldout" if collateral else "none")
     return b.build()
+
+
+def sabpe_command(
+    base: Any,
+    *,
+    languages: Sequence[str],
+    files_per_repo: int | None,
+    vocab_size: int,
+    priority: str,
+    skip: Any,
+    parity: bool = False,
+    corpus: Sequence[str | os.PathLike] = (),
+) -> Equivalent:
+    """``sabpe``: the base pre-tokenizer, the code corpus (the shared one when `corpus` is empty), languages, files
+    per repository, vocabulary size, priority, the skip rule (a :class:`analysis.methods.sabpe.SkipRule`) and the
+    parity-aware baseline."""
+    b = _Builder("sabpe").note(tokenizer_arg(base), "--base")
+    for c in corpus:
+        b.note(file_arg(c, "code corpus"), "--corpus")
+    b.add("--languages", ",".join(languages))
+    if files_per_repo is not None:
+        b.add("--max-files-per-repo", files_per_repo)
+    b.add("--vocab-size", vocab_size, "--priority", priority)
+    b.add("--min-sources", skip.min_repos, "--min-languages", skip.min_languages)
+    if skip.max_share is not None:
+        b.add("--max-share", skip.max_share)
+    if parity:
+        b.add("--parity")
+    return b.build()

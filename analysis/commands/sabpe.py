@@ -29,6 +29,7 @@ from analysis.methods.sabpe import (
     train,
     train_parity_baseline,
 )
+from analysis.methods.sabpe.defaults import DEFAULT_MIN_LANGUAGES, DEFAULT_MIN_SOURCES, DEFAULT_PARITY_VARIANT
 from analysis.texts.code import CodeRecord, code_dir, read_code
 from analysis.texts.shards import iter_records, resolve
 from analysis.tokenizer.export import write_folder
@@ -85,14 +86,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--min-sources",
         type=whole_number(1),
-        default=1,
-        help="skip pairs found in fewer repositories (paper R_t)",
+        default=DEFAULT_MIN_SOURCES,
+        help=f"skip pairs found in fewer repositories (paper R_t; default {DEFAULT_MIN_SOURCES}: off)",
     )
     p.add_argument(
         "--min-languages",
         type=whole_number(1),
-        default=1,
-        help="skip pairs found in fewer languages (paper L_t)",
+        default=DEFAULT_MIN_LANGUAGES,
+        help=f"skip pairs found in fewer languages (paper L_t; default {DEFAULT_MIN_LANGUAGES}: off)",
     )
     p.add_argument(
         "--max-files-per-repo",
@@ -113,7 +114,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="also train the parity-aware BPE baseline, the code languages as parity languages (reads the "
         "corpus text in this process)",
     )
-    p.add_argument("--parity-variant", choices=VARIANTS, default="base", help="parity-aware variant")
+    p.add_argument(
+        "--parity-variant", choices=VARIANTS, default=DEFAULT_PARITY_VARIANT, help="parity-aware variant"
+    )
     p.add_argument(
         "--out", default=None, metavar="DIR", help="write the SA-BPE tokenizer folder + history.csv here"
     )

@@ -12,6 +12,7 @@ from streamlit.testing.v1 import AppTest
 from support import ROOT, load_shared
 
 from analysis.cli import main
+from analysis.commands._equivalent import argv_of
 from analysis.core.paths import public_document
 from analysis.tokenizer.defaults import DEFAULT_NAME, default_tokenizer
 
@@ -41,7 +42,8 @@ def test_page_trains_and_compares():
 
 @pytest.mark.slow
 def test_page_report_is_the_cli_json(monkeypatch, capsys):
-    """The page trains through SabpeComparison and offers its to_json: the CLI's --json document (timings apart)."""
+    """The page trains through SabpeComparison and offers its to_json: what its equivalent command prints with
+    --json (timings and the CLI's robustness rows apart)."""
     seen = record_downloads(monkeypatch)
     at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=120)
     at.session_state["toklab_library"] = {DEFAULT_NAME: default_tokenizer(), "gpt2": load_shared("gpt2")}
@@ -54,20 +56,15 @@ def test_page_report_is_the_cli_json(monkeypatch, capsys):
     at.button(key="sa-train").click().run()
     assert not at.exception and not at.error, [e.message for e in at.exception] + [e.value for e in at.error]
     page_doc = json.loads(seen["sa-dl-report"])
+    (command,) = [c.value for c in at.code if c.language == "bash" and "python -m analysis sabpe" in c.value]
+    assert command == (
+        "python -m analysis sabpe --base $TOKLAB_ASSETS/tokenizers/gpt2 --languages lua,ruby --max-files-per-repo 1 "
+        "--vocab-size 600 --priority 'F*log(R)*L' --min-sources 1 --min-languages 1 --json"
+    )
     capsys.readouterr()
-    args = [
-        "sabpe",
-        "--languages",
-        "lua,ruby",
-        "--max-files-per-repo",
-        "1",
-        "--vocab-size",
-        "600",
-        "--json",
-        "--no-robustness",
-    ]  # the page measures robustness on request
-    assert main(args) == 0
+    assert main(argv_of(command)) == 0  # the command the page shows
     cli_doc = json.loads(capsys.readouterr().out)
+    cli_doc.pop("robustness", None)  # the page measures robustness on request
     cli_doc.pop("counting")  # how the CLI counted (executor, shards); the page read the shared corpus itself
     assert without_timings(page_doc) == without_timings(public_document(cli_doc))  # the corpus by name
     assert page_doc["language_compression"]["rows"] and page_doc["sabpe"]["metrics"]["bytes_per_token"] > 1
