@@ -10,6 +10,7 @@ import streamlit as st
 from safetensors.numpy import save
 
 from analysis import DataError, LoadedTokenizer
+from analysis.commands._equivalent import Equivalent, dynamic_command
 from analysis.core import paths
 from analysis.core.outputs import json_document
 from analysis.core.references import cite
@@ -28,6 +29,14 @@ from analysis.methods.dynamic import (
     readable_token,
     sampled_batches,
     tokens_concatenate,
+)
+from analysis.methods.dynamic.defaults import (
+    DEFAULT_N,
+    DEFAULT_SEED,
+    PAGE_BATCH_SIZE,
+    PAGE_BOUNDARY,
+    PAGE_LANG,
+    PAGE_TARGET,
 )
 from analysis.texts.flores import available_codes
 from analysis.texts.flores import lines as flores_lines
@@ -58,9 +67,9 @@ BOUNDARY_HELP = {
     "word_hyphen": "as word, but punctuation joins a word only when it is '-'",
     "sentence": "anything but special tokens (the space-marker rule still holds)",
 }
-DEFAULT_LANG = "est_Latn"
-DEFAULT_BOUNDARY = "word"
-DEFAULT_TARGET = 10.0
+DEFAULT_LANG = PAGE_LANG
+DEFAULT_BOUNDARY = PAGE_BOUNDARY
+DEFAULT_TARGET = PAGE_TARGET
 MERGE_COLUMNS = ["k", "left", "right", "merged", "merged (raw)", "count", "replaced", "avg length after"]
 
 
@@ -80,6 +89,19 @@ def _batches(
     )
 
 
+def batch_source(texts: list[str]) -> tuple[str, str, int] | list[str]:
+    """The batch as the equivalent command names it: (``flores``, language, n) or the user's lines."""
+    if st.session_state.get("dyn-src", "FLORES sentences") == "FLORES sentences":
+        return ("flores", st.session_state.get("dyn-lang", DEFAULT_LANG), len(texts))
+    return texts
+
+
+def show_command(command: Equivalent) -> None:
+    """The equivalent command, copyable, with its notes."""
+    st.caption(command.caption())
+    st.code(command.text(), language="bash", wrap_lines=True)
+
+
 def batch() -> list[str]:
     """FLORES sentences of one language, or the user's lines (one example each)."""
     if (
@@ -93,7 +115,7 @@ def batch() -> list[str]:
         lang = c1.selectbox("Language", langs, index=langs.index(DEFAULT_LANG) if DEFAULT_LANG in langs else 0,
                             key="dyn-lang", help="Estonian by default: most tokenizers split it into many pieces, "
                             "so there is much to merge")  # fmt: skip
-        n = c2.slider("Sentences in the batch", 1, 128, 32, key="dyn-n")
+        n = c2.slider("Sentences in the batch", 1, 128, DEFAULT_N, key="dyn-n")
         return flores_lines(lang)[:n]
     raw = st.text_area("One example per line", value=SAMPLE_TEXT, height=160, key="dyn-text")
     return [ln for ln in raw.splitlines() if ln.strip()]
@@ -204,7 +226,9 @@ def page() -> None:
         return
     c1, c2, c3 = st.columns([2, 1, 2])
     boundary = c1.selectbox("Merge boundary", BOUNDARIES, index=BOUNDARIES.index(DEFAULT_BOUNDARY), key="dyn-boundary",
-                            format_func=lambda b: f"{b} — {BOUNDARY_HELP[b]}")  # fmt: skip
+                            format_func=lambda b: f"{b} — {BOUNDARY_HELP[b]}",
+                            help="the page starts at the paper's word boundary; the command line's default is "
+                            "pretokens (the equivalent command states the boundary)")  # fmt: skip
     special = c1.checkbox("Count special tokens", key="dyn-special",
                           help="the BOS/EOS … the tokenizer adds count in the sequence lengths (they never merge)")  # fmt: skip
     target = c2.number_input("Target reduction %", 0.0, 100.0, DEFAULT_TARGET, step=1.0, key="dyn-target")
@@ -222,6 +246,9 @@ def page() -> None:
     merges_table(tok, res)
     emb = model_embeddings(tok, res, (tok.content_hash, _digest(texts), k, boundary, special))
     download(tok, DynamicReport(res, float(target), full, emb.report() if emb else None), k)
+    command = dynamic_command(tok, batch=batch_source(texts), merges=k, boundary=boundary, special=special,
+                              target=float(target), model=st.session_state["dyn-emb"][0][-1] if emb else None)  # fmt: skip
+    show_command(command)
     batches_section(tok, texts, boundary, special)
 
 
@@ -285,11 +312,13 @@ def batches_section(tok: LoadedTokenizer, texts: list[str], boundary: str, speci
             "level (words or pre-tokens)."
         )
         c1, c2 = st.columns(2)
-        size = c1.number_input("Batch size", 1, 128, 8, key="dyn-batch-size")
-        seed = c2.number_input("Seed", 0, 10**6, 0, key="dyn-seed")
+        size = c1.number_input("Batch size", 1, 128, PAGE_BATCH_SIZE, key="dyn-batch-size")
+        seed = c2.number_input("Seed", 0, 10**6, DEFAULT_SEED, key="dyn-seed")
         runs = _batches(tok, tuple(texts), int(size), int(seed), boundary, special)
         doc = paths.public_document(runs.to_json())
         static_table(pd.DataFrame(doc["batches"]), height=400)
+        show_command(dynamic_command(tok, batch=batch_source(texts), boundary=boundary, special=special,
+                                     batch_size=int(size), seed=int(seed)))  # fmt: skip
         json_download("Download the batches (JSON)", json_document(doc), "dynamic_batches.json",
                       key="dyn-batches-download",
                            help="the document `python -m analysis dynamic … --batch-size B --sample-merges "

@@ -259,3 +259,46 @@ def sabpe_command(
     if parity:
         b.add("--parity")
     return b.build()
+
+
+#: Longest batch of the user's own lines a command spells out with --text (longer: a file, with a note).
+MAX_INLINE_CHARS = 2_000
+
+
+def dynamic_command(
+    tok: Any,
+    *,
+    batch: tuple[str, str, int] | Sequence[str],
+    boundary: str,
+    special: bool = False,
+    merges: int | None = None,
+    target: float | None = None,
+    model: str | None = None,
+    batch_size: int | None = None,
+    seed: int = 0,
+) -> Equivalent:
+    """``dynamic``: the batch (``("flores", LANG, n)`` or the user's lines), boundary, special tokens, and either
+    one batch at `merges` with the target and the full curve (the page's main result) or the sampled batches of
+    `batch_size`."""
+    b = _Builder("dynamic").note(tokenizer_arg(tok), None)  # `dynamic TOKENIZER`
+    if isinstance(batch, tuple) and batch and batch[0] == "flores":
+        b.add("--flores", batch[1], "--n", batch[2])
+    elif sum(len(t) for t in batch) <= MAX_INLINE_CHARS:
+        b.repeat("--text", batch)
+    else:
+        b.add("--file", "batch.txt")
+        b.notes.append("`batch.txt`: your lines, one example per line.")
+    b.add("--boundary", boundary)
+    if special:
+        b.add("--special-tokens")
+    if batch_size is not None:
+        b.add("--batch-size", batch_size, "--sample-merges", "--seed", seed)
+        return b.build()
+    if merges is not None:
+        b.add("--merges", merges)
+    if target is not None:
+        b.add("--target", f"{target:g}")
+    b.add("--full-curve")
+    if model:
+        b.note(file_arg(model, "model") if not model.startswith("hub:") else (model[4:], None), "--model")
+    return b.build()

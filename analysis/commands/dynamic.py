@@ -28,6 +28,7 @@ from analysis.methods.dynamic import (
     dynamic_tokenize,
     sampled_batches,
 )
+from analysis.methods.dynamic.defaults import DEFAULT_BOUNDARY, DEFAULT_MERGES, DEFAULT_N, DEFAULT_SEED
 from analysis.texts import flores
 from analysis.texts.corpora import iter_file, with_budget
 
@@ -45,12 +46,20 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--file", action="append", default=[], help="UTF-8 text file, one example per non-empty line"
     )
     p.add_argument("--flores", default=None, metavar="LANG", help="add FLORES-200 devtest lines of LANG")
-    p.add_argument("--n", type=whole_number(1), default=32, help="how many FLORES lines (default 32)")
     p.add_argument(
-        "--merges", type=whole_number(0), default=100, help="maximum number of merges (default 100)"
+        "--n", type=whole_number(1), default=DEFAULT_N, help=f"how many FLORES lines (default {DEFAULT_N})"
     )
     p.add_argument(
-        "--boundary", choices=BOUNDARIES, default="pretokens", help="merge boundary (default pretokens)"
+        "--merges",
+        type=whole_number(0),
+        default=DEFAULT_MERGES,
+        help=f"maximum number of merges (default {DEFAULT_MERGES})",
+    )
+    p.add_argument(
+        "--boundary",
+        choices=BOUNDARIES,
+        default=DEFAULT_BOUNDARY,
+        help=f"merge boundary (default {DEFAULT_BOUNDARY})",
     )
     p.add_argument(
         "--target",
@@ -79,7 +88,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         action="store_true",
         help="with --batch-size: draw each batch's merge count from U(0, m_max) instead of --merges",
     )
-    p.add_argument("--seed", type=whole_number(0), default=0, help="seed of --sample-merges (default 0)")
+    p.add_argument(
+        "--seed",
+        type=whole_number(0),
+        default=DEFAULT_SEED,
+        help=f"seed of --sample-merges (default {DEFAULT_SEED})",
+    )
     p.add_argument(
         "--model",
         default=None,

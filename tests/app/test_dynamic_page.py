@@ -13,9 +13,10 @@ from contextlib import redirect_stdout
 import pytest
 from download_support import record_downloads, without
 from streamlit.testing.v1 import AppTest
-from support import ROOT, TOKENIZERS, flores_lines, load_shared, static_tables
+from support import ROOT, flores_lines, load_shared, static_tables
 
 from analysis.cli import main
+from analysis.commands._equivalent import argv_of
 from analysis.core.paths import public_document
 from analysis.methods.dynamic import batch_fvt_embeddings, dynamic_batches, dynamic_tokenize
 
@@ -94,10 +95,10 @@ def test_dynamic_page():
     assert all("▁" not in m.merged[1:] for m in mine.merges)
 
 
-def _cli_json(*args: str) -> dict:
+def _cli_json(argv: list[str]) -> dict:
     buf = io.StringIO()
     with redirect_stdout(buf):
-        assert main(["dynamic", *args, "--json"]) == 0
+        assert main(argv) == 0
     return json.loads(buf.getvalue())
 
 
@@ -127,14 +128,19 @@ def test_page_json_downloads_are_the_cli_json(monkeypatch):
     at.number_input(key="dyn-seed").set_value(2).run()
     assert not at.exception and not at.error, [e.message for e in at.exception]
     page = json.loads(got["dyn-download"])
-    base = [str(TOKENIZERS / "llama-2"), "--flores", "est_Latn", "--n", "20", "--boundary", "word"]
-    cli = _cli_json(*base, "--merges", "30", "--target", "12", "--full-curve")
+    one, sampled = [
+        c.value for c in at.code if c.language == "bash" and "python -m analysis dynamic" in c.value
+    ]
+    base = "python -m analysis dynamic $TOKLAB_ASSETS/tokenizers/llama-2 --flores est_Latn --n 20 --boundary word"
+    assert one == f"{base} --merges 30 --target 12 --full-curve --json"
+    assert sampled == f"{base} --batch-size 6 --sample-merges --seed 2 --json"
+    cli = _cli_json(argv_of(one))  # the command the page shows
     assert page["merges_performed"] == 30 and page["target_reduction_pct"] == 12.0
     assert page["full_curve"]["exhausted"] and page["full_curve"]["merges_for_target"] is not None
     assert without(page, TIMINGS) == without(public_document(cli), TIMINGS)  # files by name
     batches = json.loads(got["dyn-batches-download"])
     assert len(batches["batches"]) == 4 and batches["sampled"] and batches["seed"] == 2
-    assert batches == _cli_json(*base, "--batch-size", "6", "--sample-merges", "--seed", "2")
+    assert batches == _cli_json(argv_of(sampled))
 
 
 @pytest.mark.slow
@@ -174,8 +180,9 @@ def test_dynamic_page_model_embeddings(tiny_llama2, monkeypatch):
     assert any(b.label == "Download the rows (.safetensors)" for b in at.get("download_button"))
     # the page's JSON holds the embeddings' cost as the CLI reports it for the same batch and model
     page = json.loads(got["dyn-download"])
-    cli = _cli_json(str(TOKENIZERS / "llama-2"), "--flores", "eng_Latn", "--n", "32", "--merges", "10",
-                    "--target", "10", "--full-curve", "--model", str(path))  # fmt: skip
+    (one,) = [c.value for c in at.code if c.language == "bash" and "--full-curve" in c.value]
+    assert one.endswith(f"--merges 10 --target 10 --full-curve --model {path} --json")
+    cli = _cli_json(argv_of(one))  # the command the page shows
     assert (
         page["embeddings"]["model"] == path.name and page["embeddings"]["rows_computed"] == r["rows_computed"]
     )
