@@ -3,7 +3,6 @@ initialised — and measure the result like every edit (bits per byte per langua
 
 from __future__ import annotations
 
-import shlex
 from pathlib import Path
 from typing import Any
 
@@ -12,8 +11,10 @@ import streamlit as st
 
 from analysis.adapt.embeddings import INIT_HELP, INITS
 from analysis.adapt.transplant import DEFAULT_K, read_for_model_check, transplant
+from analysis.commands._equivalent import transplant_command
 from analysis.core import paths
 from analysis.core.outputs import json_document
+from analysis.evaluate.model_check import DEFAULT_LANGS, PAGE_LINES
 from ui.model_check import model_check_section
 from ui.pickers import pick_model, pick_tokenizer
 
@@ -42,10 +43,11 @@ def _page(model: str, tok: Any) -> None:
     """The command, the transplant as a background job with its model check, and where the rows came from."""
 
     shown_model = paths.shown_path(model) if not model.startswith("hub:") else model[4:]
-    cmd = ["python", "-m", "analysis", "transplant", "--model", shown_model, "--tokenizer", paths.public_source(tok.source or tok.name),
-           "--init", init] + (["--k", str(int(k))] if init == "omp" else []) + ["--out", "OUT", "--gguf", "--json"]  # fmt: skip
-    st.caption("The same from the command line (the model check's languages with `--langs`, `--lines`):")
-    st.code(shlex.join(cmd), language="bash", wrap_lines=True)
+    every = st.session_state.get("tp-check-all", False)  # the model check's choices below (last run's)
+    command = transplant_command(model, tok, init=init, k=int(k), lines=int(st.session_state.get("tp-check-lines", PAGE_LINES)),
+                                 langs=["all"] if every else st.session_state.get("tp-check-langs", list(DEFAULT_LANGS)))  # fmt: skip
+    st.caption(command.caption() + " The model check's languages and lines are those chosen below.")
+    st.code(command.text(), language="bash", wrap_lines=True)
 
     holder: dict[str, Any] = st.session_state.setdefault("tp-result", {})
 

@@ -33,7 +33,7 @@ from analysis.core import paths
 from analysis.core.outputs import json_document
 from analysis.core.progress import Cancelled
 from analysis.errors import AnalysisError
-from analysis.evaluate.model_check import HELDOUT_LINES, EditedReader
+from analysis.evaluate.model_check import DEFAULT_LANGS, HELDOUT_LINES, PAGE_LINES, EditedReader
 from analysis.texts.flores import available_codes
 from analysis.tokenizer.export import library_zip
 from analysis.tokenizer.tokenizer import LoadedTokenizer
@@ -251,11 +251,11 @@ def model_check_section(
     codes = available_codes()
     every = c3.checkbox(f"All {len(codes)} languages", key=f"{key}-all",
                         help="a background job: the page stays usable; Cancel keeps the finished languages")  # fmt: skip
-    default = [c for c in ("est_Latn", "eng_Latn") if c in codes]
+    default = [c for c in DEFAULT_LANGS if c in codes]
     langs = c1.multiselect("Languages (held-out FLORES lines; the first one is the warm-up's training text)", codes,
                            default=default, key=f"{key}-langs", disabled=every)  # fmt: skip
     langs = codes if every else langs
-    lines = c2.number_input("Lines per language", 1, HELDOUT_LINES, 20, key=f"{key}-lines")
+    lines = c2.number_input("Lines per language", 1, HELDOUT_LINES, PAGE_LINES, key=f"{key}-lines")
     inits, steps, objective = [], 0, OBJECTIVES[0]
     if bakeoff:
         c4, c5, c6 = st.columns([3, 1, 1])

@@ -40,7 +40,7 @@ class Equivalent:
 
     def caption(self) -> str:
         """The sentence shown above the command: what it reproduces, and the notes on its files."""
-        return " ".join(["The same from the command line (prints the numbers above):", *self.notes])
+        return " ".join(["The same from the command line (it prints this page's numbers):", *self.notes])
 
 
 def _quote(arg: str) -> str:
@@ -301,4 +301,60 @@ def dynamic_command(
     b.add("--full-curve")
     if model:
         b.note(file_arg(model, "model") if not model.startswith("hub:") else (model[4:], None), "--model")
+    return b.build()
+
+
+def model_arg(model: str) -> tuple[str, str | None]:
+    """A model as a command names it: a hub id as it is, a file or folder on the server as :func:`file_arg`."""
+    return (model[4:], None) if model.startswith("hub:") else file_arg(model, "model")
+
+
+def transplant_command(
+    model: str,
+    tok: Any,
+    *,
+    init: str,
+    k: int | None = None,
+    langs: Sequence[str] | None = None,
+    lines: int | None = None,
+    out: str = "OUT",
+) -> Equivalent:
+    """``transplant``: the model, the tokenizer it gets, the init (OMP's k), the output folder with its GGUF, and
+    the model check's languages (``all`` for every one) and held-out lines per language."""
+    b = _Builder("transplant").note(model_arg(model), "--model").note(tokenizer_arg(tok), "--tokenizer")
+    b.add("--init", init)
+    if init == "omp" and k is not None:
+        b.add("--k", k)
+    b.add("--out", out, "--gguf")
+    if langs is not None:
+        b.add("--langs", ",".join(langs))
+    if lines is not None:
+        b.add("--lines", lines)
+    return b.build()
+
+
+def model_check_command(
+    original: str,
+    *,
+    langs: Sequence[str] | None = None,
+    lines: int | None = None,
+    inits: Sequence[str] = (),
+    warmup_steps: int = 0,
+    objective: str | None = None,
+    edited: str = "EDITED",
+) -> Equivalent:
+    """``model-check``: the original model, the edit's folder (written by the edit's command with --out and
+    --model), languages, held-out lines per language, the bake-off's inits and the warm-up."""
+    b = _Builder("model-check").note(model_arg(original), "--original").add("--edited", edited)
+    b.notes.append(f"`{edited}`: the folder the edit's command wrote with --out and --model.")
+    if langs is not None:
+        b.add("--langs", ",".join(langs))
+    if lines is not None:
+        b.add("--lines", lines)
+    if inits:
+        b.add("--inits", ",".join(inits))
+    if warmup_steps:
+        b.add("--warmup-steps", warmup_steps)
+        if objective:
+            b.add("--objective", objective)
     return b.build()

@@ -17,7 +17,14 @@ from analysis.core.outputs import check_output_folder
 from analysis.core.progress import report, scaled, stderr_progress
 from analysis.errors import DataError
 from analysis.evaluate.flags import MASS_LIMIT
-from analysis.evaluate.model_check import HELDOUT_LINES, heldout_texts, load_pair, model_check, training_texts
+from analysis.evaluate.model_check import (
+    DEFAULT_LANGS,
+    HELDOUT_LINES,
+    heldout_texts,
+    load_pair,
+    model_check,
+    training_texts,
+)
 from analysis.methods.reuse.model import is_reuse_folder, read_for_model_check
 from analysis.methods.undertrained import indicators_for
 from analysis.model.bpb import STRIDE, WINDOW
@@ -45,8 +52,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--langs",
-        default="est_Latn,eng_Latn",
-        help="comma-separated FLORES codes, or all (every FLORES language; default est_Latn,eng_Latn)",
+        default=",".join(DEFAULT_LANGS),
+        help=f"comma-separated FLORES codes, or all (every FLORES language; default {','.join(DEFAULT_LANGS)})",
     )
     p.add_argument(
         "--lines",

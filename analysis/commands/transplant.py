@@ -14,7 +14,13 @@ from analysis.adapt.transplant import DEFAULT_CANDIDATES, DEFAULT_K, read_for_mo
 from analysis.core.inputs import whole_number
 from analysis.core.outputs import check_output_folder
 from analysis.core.progress import scaled, stderr_progress
-from analysis.evaluate.model_check import heldout_texts, load_pair, model_check
+from analysis.evaluate.model_check import (
+    DEFAULT_LANGS,
+    HELDOUT_LINES,
+    heldout_texts,
+    load_pair,
+    model_check,
+)
 from analysis.tokenizer.sources import load
 
 from ._common import add_force_argument, flores_langs, print_json
@@ -47,10 +53,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", required=True, metavar="DIR", help="write the transplanted model folder here")
     add_force_argument(p)
     add_gguf_arguments(p)
-    p.add_argument("--langs", default="eng_Latn,est_Latn",
-                   help="model check: comma-separated FLORES codes, or all (default eng_Latn,est_Latn)")  # fmt: skip
-    p.add_argument("--lines", type=whole_number(1), default=20, metavar="N",
-                   help="model check: held-out lines per language (default 20)")  # fmt: skip
+    p.add_argument("--langs", default=",".join(DEFAULT_LANGS),
+                   help=f"model check: comma-separated FLORES codes, or all (default {','.join(DEFAULT_LANGS)}, "
+                   "as model-check)")  # fmt: skip
+    p.add_argument("--lines", type=whole_number(1), default=None, metavar="N",
+                   help=f"model check: held-out lines per language (the first N of the {HELDOUT_LINES}; default all, "
+                   "as model-check)")  # fmt: skip
     p.add_argument("--no-check", action="store_true", help="write the folder without running the model check")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("--quiet", action="store_true", help="no progress lines on stderr")

@@ -38,6 +38,13 @@ from .flags import MASS_LIMIT, FlaggedLanguage, FlaggedRow, flag_languages, flag
 OWN_CANDIDATES = 256
 #: Held-out FLORES lines per language (lines 801–1012 of devtest).
 HELDOUT_LINES = 1012 - FLORES_TRAIN_LINES
+#: The languages a model check measures by default (`model-check --langs`, `transplant --langs`, the pages'
+#: Model check section); the first one is the warm-up's training text.
+DEFAULT_LANGS = ("est_Latn", "eng_Latn")
+#: Held-out lines per language the pages' Model check starts with: a check of two languages then takes about a
+#: minute on two shared cores; the command line measures all :data:`HELDOUT_LINES` unless --lines (a page's
+#: equivalent command states its lines).
+PAGE_LINES = 20
 
 
 @dataclass

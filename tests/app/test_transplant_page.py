@@ -39,6 +39,7 @@ def test_page_transplants_as_a_job_and_measures_it(monkeypatch):
     at.selectbox(key="tp-model-kind").set_value(smol).run()
     at.selectbox(key="tp-init").set_value("random").run()
     assert "analysis transplant --model" in at.code[0].value and "--init random" in at.code[0].value
+    assert "--langs est_Latn,eng_Latn --lines 20" in at.code[0].value  # the model check's defaults, stated
     at.multiselect(key="tp-check-langs").set_value(["est_Latn"]).run()
     at.number_input(key="tp-check-lines").set_value(2).run()
     at.button(key="tp-check-run").click().run()
