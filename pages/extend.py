@@ -218,7 +218,7 @@ def equivalent(
 
 def show_commands(commands: list[Equivalent]) -> None:
     """The equivalent commands, one line each, copyable, with the notes on the files they name."""
-    st.caption(commands[0].caption() + " One line per method.")
+    st.caption(commands[0].caption() + (" One line per method." if len(commands) > 1 else ""))
     notes = {x for c in commands for x in c.notes}
     for x in sorted(notes - set(commands[0].notes)):
         st.caption(x)
@@ -404,6 +404,9 @@ def parity_section(
             st.caption("Press the button to train both auxiliary tokenizers (once per choice).")
             return
         parity_results(saved[1])
+        sources = [Source("flores-train", f"{c}:{FLORES_TRAIN_LINES}") for c in langs]
+        show_commands([extend_command(tok, method=method, n=n, sources=sources, min_frequency=min_freq,
+                                      max_token_length=max_len, parity_variant=variant)])  # fmt: skip
 
 
 def parity_results(cmp: dict) -> None:

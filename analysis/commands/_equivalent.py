@@ -153,9 +153,11 @@ def extend_command(
     min_frequency: int = 0,
     max_token_length: int | None = None,
     heldout_flores: Sequence[str] = (),
+    parity_variant: str | None = None,
 ) -> Equivalent:
     """``extend``: the method at N, the training text in the page's order (FLORES training lines, files,
-    uploads), its character budget and the held-out FLORES languages."""
+    uploads), its character budget and the held-out FLORES languages; with `parity_variant`, the parity-aware
+    auxiliary against the plain one (``--parity``)."""
     b = _Builder("extend").note(tokenizer_arg(tok), "--tokenizer").add("--method", method, "--n", n)
     _training_text(b, sources)
     if max_chars is not None:
@@ -165,6 +167,8 @@ def extend_command(
     if max_token_length is not None:
         b.add("--max-token-length", max_token_length)
     b.repeat("--heldout-flores", heldout_flores)
+    if parity_variant is not None:
+        b.add("--parity", "--parity-variant", parity_variant)
     return b.build()
 
 
