@@ -38,7 +38,7 @@ from ui.library import add_edited_button
 from ui.model_check import model_check_section
 from ui.pickers import BPE, model_picker_keys, pick_model, pick_tokenizer, server_path_input
 from ui.progress import start_now
-from ui.robustness import robustness_button
+from ui.robustness import measured, robustness_button
 from ui.spans import token_spans_html
 from ui.tables import static_table
 from ui.trees import merge_tree_text
@@ -247,11 +247,12 @@ def export(tok: LoadedTokenizer, method: str, res: P.PruneResult, held: dict[str
                       help=f"none of the removed tokens occurs when the original tokenizer encodes the {lang} lines")  # fmt: skip
         else:
             m3.metric(f"bytes/token ({lang})", f"{after:.3f}", delta=f"{change:+.3f}")
+    speculative_line(new, tok, "The pruned tokenizer")
+    ident = (tok.content_hash, new.content_hash, tuple(held))
+    robustness_button("prune-rob", ident, lambda cb: robustness_delta(tok, new, held, progress=cb).to_json())
+    command = command if measured("prune-rob", ident) else command.plus("--no-robustness")
     st.caption(command.caption())
     st.code(command.text(), language="bash", wrap_lines=True)
-    speculative_line(new, tok, "The pruned tokenizer")
-    robustness_button("prune-rob", (tok.content_hash, new.content_hash, tuple(held)),
-                      lambda cb: robustness_delta(tok, new, held, progress=cb).to_json())  # fmt: skip
     own_text(tok, new, held)
     report = prune_report(tok, method, res)
     e1, e2, e3 = st.columns(3)

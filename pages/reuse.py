@@ -5,6 +5,8 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import time
+from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 
 import pandas as pd
@@ -12,7 +14,7 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from analysis import LoadedTokenizer
-from analysis.commands._equivalent import reuse_command
+from analysis.commands._equivalent import Equivalent, reuse_command
 from analysis.core import paths
 from analysis.core.outputs import json_document
 from analysis.core.progress import Progress
@@ -38,7 +40,7 @@ from ui.export_check import export_check_section
 from ui.model_check import model_check_section
 from ui.pickers import BYTE_LEVEL_BPE, model_picker_keys, pick_model, pick_tokenizer, server_path_input
 from ui.progress import progress
-from ui.robustness import robustness_button
+from ui.robustness import measured, robustness_button
 from ui.spans import token_spans_html
 from ui.svg import bar_chart
 from ui.tables import static_table
@@ -252,9 +254,10 @@ def _robustness(report: rm.ReuseReport, cb: Progress) -> dict:
     return report.robustness or {}
 
 
-def consequence_and_export(tok: LoadedTokenizer, report: rm.ReuseReport, zipped: bytes, target: str) -> None:
-    """What reusing ids costs (a reused script now decodes as the target), the zip, the report and the model
-    export."""
+def consequence_and_export(tok: LoadedTokenizer, report: rm.ReuseReport, zipped: bytes, target: str,
+                           command: Callable[..., Equivalent]) -> None:  # fmt: skip
+    """What reusing ids costs (a reused script now decodes as the target), the zip, the report, the model
+    export, robustness and the equivalent command (`command(robustness=…)`)."""
     demo = report.demo
     if demo is not None:
         st.warning(
@@ -276,8 +279,11 @@ def consequence_and_export(tok: LoadedTokenizer, report: rm.ReuseReport, zipped:
         "tokenizers, so it is not one `tokenizer.json` and cannot join the library like Extend's or Prune's edits."
     )
     model_export(report.rt)
-    robustness_button("reuse-rob", (tok.content_hash, target, len(zipped)),
-                      lambda cb: _robustness(report, cb))  # fmt: skip
+    ident = (tok.content_hash, target, len(zipped))
+    robustness_button("reuse-rob", ident, lambda cb: _robustness(report, cb))
+    shown = command(robustness=measured("reuse-rob", ident))
+    st.caption(shown.caption())
+    st.code(shown.text(), language="bash", wrap_lines=True)
     export_check_section("reuse-check", tok, zipped)
 
     def write(folder: Path, original: str) -> None:
@@ -385,11 +391,9 @@ def page() -> None:
     before_after(tok, report.rt, opts["target"])
     heldout(report)
     report = collateral_section(report, key)
-    command = reuse_command(tok, opts=opts, lang=lang, sources=text_key[0], uploads=uploaded,
-                            collateral=bool(report.collateral))  # fmt: skip
-    st.caption(command.caption())
-    st.code(command.text(), language="bash", wrap_lines=True)
-    consequence_and_export(tok, report, built["zip"], opts["target"])
+    command = partial(reuse_command, tok, opts=opts, lang=lang, sources=text_key[0], uploads=uploaded,
+                      collateral=bool(report.collateral))  # fmt: skip
+    consequence_and_export(tok, report, built["zip"], opts["target"], command)
 
 
 page()

@@ -31,7 +31,7 @@ from ui.export_check import export_check_section
 from ui.library import add_to_library
 from ui.pickers import BYTE_LEVEL, pick_tokenizer
 from ui.progress import progress
-from ui.robustness import robustness_button
+from ui.robustness import measured, robustness_button
 from ui.workspace import json_download
 
 DEFAULT_LANGS = list(PAGE_LANGUAGES)
@@ -331,12 +331,13 @@ def page() -> None:
     y = st.radio("Plot", list(Y_LABELS), horizontal=True, key="sa-y",
                  format_func=lambda v: {"repos": "R", "languages": "L", "freq": "F", "priority": "priority"}[v])  # fmt: skip
     st.plotly_chart(history_figure({S.RUN_LABELS[k]: r for k, r in cmp.runs.items()}, y), width="stretch")
+    concentrated_and_export(cmp, key[3])
+    ident = tuple(r.tokenizer.content_hash for r in cmp.runs.values())
     command = sabpe_command(base, languages=key[1], files_per_repo=files, vocab_size=vocab, priority=choice[0],
-                            skip=choice[1], parity=choice[2],
-                            corpus=() if corpus == [str(code.code_dir())] else corpus)  # fmt: skip
+                            skip=choice[1], parity=choice[2], corpus=() if corpus == [str(code.code_dir())] else corpus,
+                            robustness="bpe" not in cmp.runs or measured("sa-rob", ident))  # fmt: skip
     st.caption(command.caption())
     st.code(command.text(), language="bash", wrap_lines=True)
-    concentrated_and_export(cmp, key[3])
 
 
 page()

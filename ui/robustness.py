@@ -52,6 +52,13 @@ def robustness_section(rob: dict[str, Any] | None) -> None:
         st.caption(note)
 
 
+def measured(key: str, ident: tuple) -> bool:
+    """Whether :func:`robustness_button` `key` has measured this edit (`ident`): a page's equivalent command then
+    measures robustness too, else it says --no-robustness."""
+    got = st.session_state.get(key)
+    return got is not None and got[0] == ident
+
+
 def robustness_button(
     key: str, ident: tuple, compute: Callable[[Progress], dict[str, Any]]
 ) -> dict[str, Any] | None:

@@ -38,6 +38,11 @@ class Equivalent:
         """The shell line (``$TOKLAB_ASSETS/…`` left for the shell to expand, everything else quoted)."""
         return " ".join([*PROGRAM, *(_quote(a) for a in self.argv)])
 
+    def plus(self, *args: str) -> Equivalent:
+        """The same command with more arguments (before ``--json``)."""
+        head = self.argv[:-1] if self.argv[-1:] == ["--json"] else self.argv
+        return Equivalent([*head, *args, *self.argv[len(head) :]], list(self.notes))
+
     def caption(self) -> str:
         """The sentence shown above the command: what it reproduces, and the notes on its files."""
         return " ".join(["The same from the command line (it prints this page's numbers):", *self.notes])
@@ -185,7 +190,7 @@ def prune_command(
     out: str | None = None,
 ) -> Equivalent:
     """``prune``: the order, N, the frequencies' text (the page's FLORES mix with its uploads, or a corpus job's
-    files), the scripts of the script order, and a new output folder named after the tokenizer."""
+    files), the scripts of the script order and a new output folder named after the tokenizer."""
     b = _Builder("prune").note(tokenizer_arg(tok), "--tokenizer").add("--order", order, "--n", n)
     b.repeat("--flores", flores)
     if flores and flores_lines is not None:
@@ -210,8 +215,9 @@ def reuse_command(
     sources: Sequence[str],
     uploads: Sequence[str] = (),
     collateral: bool = False,
+    robustness: bool = True,
 ) -> Equivalent:
-    """``reuse``: target, preserved scripts, threshold, rules, protections, minimum frequency and trainer (`opts`,
+    """``reuse`` (``--no-robustness`` unless the page measured robustness): target, preserved scripts, threshold, rules, protections, minimum frequency and trainer (`opts`,
     the page's), the FLORES language, the training text (the page's sources: ``FLORES lines``, ``Shared
     corpora``, ``My files``) and the collateral table when the page measured it."""
     b = _Builder("reuse").note(tokenizer_arg(tok), None)  # `reuse TOKENIZER`
@@ -233,6 +239,8 @@ def reuse_command(
         for u in uploads:
             b.note(upload_arg(u), "--text")
     b.add("--collateral", "heldout" if collateral else "none")
+    if not robustness:
+        b.add("--no-robustness")
     return b.build()
 
 
@@ -246,8 +254,9 @@ def sabpe_command(
     skip: Any,
     parity: bool = False,
     corpus: Sequence[str | os.PathLike] = (),
+    robustness: bool = True,
 ) -> Equivalent:
-    """``sabpe``: the base pre-tokenizer, the code corpus (the shared one when `corpus` is empty), languages, files
+    """``sabpe`` (``--no-robustness`` unless the page measured robustness): the base pre-tokenizer, the code corpus (the shared one when `corpus` is empty), languages, files
     per repository, vocabulary size, priority, the skip rule (a :class:`analysis.methods.sabpe.SkipRule`) and the
     parity-aware baseline."""
     b = _Builder("sabpe").note(tokenizer_arg(base), "--base")
@@ -262,6 +271,8 @@ def sabpe_command(
         b.add("--max-share", skip.max_share)
     if parity:
         b.add("--parity")
+    if not robustness:
+        b.add("--no-robustness")
     return b.build()
 
 

@@ -83,6 +83,7 @@ def test_prune_command_reproduces_the_page(
     assert not at.exception and not at.error
     (line,) = _commands(at)
     assert "--order leaf-frequency --n 300 --flores est_Latn --flores eng_Latn --flores-lines 800" in line
+    assert line.endswith("--no-robustness --json")  # the page measures robustness on request
     doc = _cli(line, capsys)
     metrics = {m.label: m.value for m in at.metric}
     assert metrics["Vocabulary"] == f"{doc['vocab_size']:,}" and metrics["Merges"] == f"{doc['merges']:,}"

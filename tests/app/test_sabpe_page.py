@@ -43,7 +43,7 @@ def test_page_trains_and_compares():
 @pytest.mark.slow
 def test_page_report_is_the_cli_json(monkeypatch, capsys):
     """The page trains through SabpeComparison and offers its to_json: what its equivalent command prints with
-    --json (timings and the CLI's robustness rows apart)."""
+    --json (timings apart; --no-robustness: the page measures robustness on request)."""
     seen = record_downloads(monkeypatch)
     at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=120)
     at.session_state["toklab_library"] = {DEFAULT_NAME: default_tokenizer(), "gpt2": load_shared("gpt2")}
@@ -59,12 +59,11 @@ def test_page_report_is_the_cli_json(monkeypatch, capsys):
     (command,) = [c.value for c in at.code if c.language == "bash" and "python -m analysis sabpe" in c.value]
     assert command == (
         "python -m analysis sabpe --base $TOKLAB_ASSETS/tokenizers/gpt2 --languages lua,ruby --max-files-per-repo 1 "
-        "--vocab-size 600 --priority 'F*log(R)*L' --min-sources 1 --min-languages 1 --json"
+        "--vocab-size 600 --priority 'F*log(R)*L' --min-sources 1 --min-languages 1 --no-robustness --json"
     )
     capsys.readouterr()
     assert main(argv_of(command)) == 0  # the command the page shows
     cli_doc = json.loads(capsys.readouterr().out)
-    cli_doc.pop("robustness", None)  # the page measures robustness on request
     cli_doc.pop("counting")  # how the CLI counted (executor, shards); the page read the shared corpus itself
     assert without_timings(page_doc) == without_timings(public_document(cli_doc))  # the corpus by name
     assert page_doc["language_compression"]["rows"] and page_doc["sabpe"]["metrics"]["bytes_per_token"] > 1
