@@ -35,9 +35,12 @@ def _with_tokenizer(at: AppTest, name: str) -> None:
 
 
 @pytest.mark.slow
-def test_extend_command_reproduces_the_page(capsys: pytest.CaptureFixture[str]) -> None:
+def test_extend_command_reproduces_the_page(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     """Extend (gpt2, FLORES est_Latn + part of the shared corpus, N = 150, continued and regen): the command names
     the shared corpus by $TOKLAB_ASSETS and the page's budget, and prints the page's held-out bytes/token."""
+    monkeypatch.setenv("TOKLAB_PATHOLOGICAL_KB", "16")  # both sides time robustness on small inputs: cheaper
     at = open_page("pages/extend.py")
     _with_tokenizer(at, "gpt2")
     at.selectbox(key="ext-tok").set_value("gpt2").run()
