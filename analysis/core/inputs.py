@@ -28,12 +28,13 @@ import io
 import json
 import math
 import os
+import re
 import stat
 import struct
 import zipfile
 import zlib
 from collections.abc import Callable, Iterator
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import IO, Any
 
 from analysis.errors import AnalysisError, DataError
@@ -281,6 +282,17 @@ def copy_member(
             raise error(f"the zip expands to more than {human_size(budget)}: refused")
         out.write(buf[:n])
     return written
+
+
+def check_zip_member(info: zipfile.ZipInfo, error: type[AnalysisError] = DataError) -> None:
+    """Refuse a zip entry whose path is absolute, names a drive, climbs out with `..` or holds a NUL, and one that
+    is a symbolic link (`error`, naming the entry)."""
+    n = info.filename.replace("\\", "/")
+    parts = PurePosixPath(n).parts
+    if n.startswith("/") or re.match(r"^[A-Za-z]:", n) or ".." in parts or "\x00" in n:
+        raise error(f"zip entry {info.filename!r} has an absolute or '..' path: refused")
+    if (info.external_attr >> 16) & 0o170000 == 0o120000:
+        raise error(f"zip entry {info.filename!r} is a symbolic link: refused")
 
 
 def member_error(name: str, e: BaseException) -> str:

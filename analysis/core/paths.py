@@ -196,6 +196,18 @@ def max_line_chars() -> int:
     return _scaled(_env_number(("TOKLAB_MAX_LINE_CHARS",), 1_000_000))
 
 
+def model_upload_bytes() -> int:
+    """Largest model a browser may upload, one file or all of them together (``$TOKLAB_MODEL_UPLOAD_MB``, default
+    1024 MB); a zipped model folder may expand to twice that."""
+    return _scaled(_env_number(("TOKLAB_MODEL_UPLOAD_MB",), 1024), MB)
+
+
+def model_library_dir() -> Path | None:
+    """The operator's model library (``$TOKLAB_MODEL_LIBRARY``): a folder whose sub-folders and ``.gguf`` /
+    ``.safetensors`` files the model pickers offer by name, even with server paths off (None: not set)."""
+    return _env_path("TOKLAB_MODEL_LIBRARY")
+
+
 def workspace_max_bytes() -> int:
     """Most bytes one workspace may hold (``$TOKLAB_WORKSPACE_MAX_MB``, default 1024 MB)."""
     return _scaled(_env_number(("TOKLAB_WORKSPACE_MAX_MB",), 1024), MB)

@@ -193,3 +193,23 @@ def tokenizer_for_model(src: ModelSource) -> LoadedTokenizer:
         raise ModelLoadError(
             f"{src.label}: no tokenizer files next to the weights; give --tokenizer ({e})"
         ) from e
+
+
+def library_models(folder: str | os.PathLike | None) -> dict[str, Path]:
+    """The models of an operator's model library folder (``TOKLAB_MODEL_LIBRARY``), name → path: each sub-folder
+    that holds weights (safetensors or GGUF, not pickles) and each ``.gguf`` / ``.safetensors`` file, by name; the
+    pickers offer them by name, so a browser never names a server path. {} when the folder is not set or missing."""
+    if folder is None:
+        return {}
+    root = Path(folder)
+    if not root.is_dir():
+        return {}
+    out: dict[str, Path] = {}
+    for p in sorted(root.iterdir()):
+        if p.name.startswith("."):
+            continue
+        if p.is_dir() and (any(p.glob("*.safetensors")) or any(p.glob("*.gguf"))):
+            out[p.name] = p
+        elif p.is_file() and p.suffix.lower() in (".gguf", ".safetensors"):
+            out[p.name] = p
+    return out

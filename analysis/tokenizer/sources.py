@@ -18,13 +18,13 @@ from __future__ import annotations
 
 import io
 import os
-import re
 import tempfile
 from pathlib import Path, PurePosixPath
 
 from analysis.core.inputs import (
     check_not_special,
     check_size,
+    check_zip_member,
     copy_member,
     decode_utf8,
     human_size,
@@ -179,12 +179,7 @@ def safe_extract_zip(data: bytes, dest: Path, max_total: int | None = None) -> P
             )
         claimed = 0
         for info in infos:
-            n = info.filename.replace("\\", "/")
-            parts = PurePosixPath(n).parts
-            if n.startswith("/") or re.match(r"^[A-Za-z]:", n) or ".." in parts or "\x00" in n:
-                raise TokenizerLoadError(f"zip entry {info.filename!r} has an absolute or '..' path: refused")
-            if (info.external_attr >> 16) & 0o170000 == 0o120000:
-                raise TokenizerLoadError(f"zip entry {info.filename!r} is a symbolic link: refused")
+            check_zip_member(info, TokenizerLoadError)
             claimed += info.file_size
             if claimed > max_total:
                 raise TokenizerLoadError(f"zip expands to more than {human_size(max_total)}: refused")
