@@ -150,7 +150,7 @@ def training_text(lang: str) -> tuple[Corpus | None, Any]:
         default_c = default_corpora(lang, corpora)
         chosen = st.multiselect("Shared corpora", list(corpora), default=default_c, key="ext-corpora")
         uploads = st.file_uploader("Upload text files (.txt, .jsonl, .gz) or a .zip of them",
-                                   accept_multiple_files=True, key="ext-uploads")  # fmt: skip
+                                   accept_multiple_files=True, key="ext-uploads", max_upload_size=paths.upload_widget_mb())  # fmt: skip
         folder = server_path_input("Folder of text files on the server (optional)", "ext-folder")
         budget = st.number_input("Character budget", min_value=10_000, max_value=100_000_000, value=PAGE_MAX_CHARS,
                                  step=1_000_000, key="ext-budget",

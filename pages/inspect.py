@@ -102,6 +102,7 @@ def load_upload() -> None:
         "tokenizer.json, a .zip of a tokenizer folder, a SentencePiece .model or a tiktoken ranks file",
         type=["json", "zip", "model", "tiktoken", "bpe", "txt"],
         key="inspect-upload",
+        max_upload_size=paths.upload_widget_mb(),
     )
     c1, c2 = st.columns(2)
     pattern = c1.selectbox(

@@ -12,6 +12,7 @@ import streamlit as st
 from analysis import LoadedTokenizer
 from analysis.bpe import merge_tree
 from analysis.commands._equivalent import Equivalent, prune_command
+from analysis.core import paths
 from analysis.core.references import cite, reference
 from analysis.measure.robustness import robustness_delta
 from analysis.methods import pruning as P
@@ -334,7 +335,7 @@ def page() -> None:
     n_train = int(c3.number_input("FLORES lines per language for frequencies (rest = held out)", 50, 1000,
                                   P.FIRST_VIEW_TRAIN_LINES, 50, key="prune-ntrain"))  # fmt: skip
     uploads = c4.file_uploader("Extra texts for the mix (.txt, .gz, .jsonl, .zip)", accept_multiple_files=True,
-                               key="prune-upload")  # fmt: skip
+                               key="prune-upload", max_upload_size=paths.upload_widget_mb())  # fmt: skip
     scripts = tuple(c5.multiselect("Scripts to keep (script order)", SCRIPTS, default=list(P.FIRST_VIEW_SCRIPTS), key="prune-scripts",
                                    disabled=method != "script"))  # fmt: skip
     from_corpus, counts = corpus_counts(tok) if method in ("frequency", "leaf-frequency") else (False, None)

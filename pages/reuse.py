@@ -96,7 +96,7 @@ def training_text(lang: str) -> tuple[list[str], tuple, int, str, list[str]]:
     digest = hashlib.sha256()
     if "My files" in sources:
         for f in st.file_uploader("Your text files (txt, gz, jsonl, zip)", accept_multiple_files=True,
-                                  key="reuse-upload") or []:  # fmt: skip
+                                  key="reuse-upload", max_upload_size=paths.upload_widget_mb()) or []:  # fmt: skip
             data = f.getvalue()
             digest.update(f.name.encode() + data)
             uploaded.append(f.name)

@@ -10,6 +10,7 @@ import streamlit as st
 from analysis import LoadedTokenizer
 from analysis.bpe import CATEGORIES, CATEGORY_HELP, explain_unreachable, never_produced, stt_report
 from analysis.bpe.integrity import integrity
+from analysis.core import paths
 from analysis.core.outputs import json_document
 from analysis.core.references import cite
 from analysis.texts import flores as fl
@@ -209,7 +210,12 @@ def corpus_lines() -> list[str]:
     if data is not None:
         for code in st.multiselect("FLORES languages", data.codes, default=[], key="th-langs"):
             lines.extend(data.lines(code))
-    up = st.file_uploader("…or a text file (one sentence per line)", type=["txt"], key="th-upload")
+    up = st.file_uploader(
+        "…or a text file (one sentence per line)",
+        type=["txt"],
+        key="th-upload",
+        max_upload_size=paths.upload_widget_mb(),
+    )
     if up is not None:
         units, cut = upload_lines(up.name, up.getvalue())  # strict UTF-8: no replacement characters
         lines.extend(units)

@@ -93,6 +93,15 @@ def stop_workers(proc: subprocess.Popen) -> None:
             proc.kill()
 
 
+def upload_option(argv: list[str]) -> list[str]:
+    """`--server.maxUploadSize` for a model upload cap (``TOKLAB_MODEL_UPLOAD_MB``) above .streamlit/config.toml's
+    1024 MB, unless the command line sets it: [] otherwise."""
+    if any(a.startswith("--server.maxUploadSize") for a in argv):
+        return []
+    mb = -(-importlib.import_module("analysis.core.paths").model_upload_bytes() // (1024 * 1024))
+    return ["--server.maxUploadSize", str(mb)] if mb > 1024 else []
+
+
 def main(argv: list[str]) -> None:
     """Warm the process, start the job workers and the pages' background warm-up, then `streamlit run
     toklab_server.py` (app.py in an `st.App` that also serves the workspace file route, `ui/file_route.py`) with these
@@ -101,7 +110,13 @@ def main(argv: list[str]) -> None:
     leave_legacy_pages_mode()
     start_workers()
     warm_pages()
-    sys.argv = ["streamlit", "run", str(ROOT / "toklab_server.py"), *argv]  # app.py, plus the file route
+    sys.argv = [
+        "streamlit",
+        "run",
+        str(ROOT / "toklab_server.py"),
+        *argv,
+        *upload_option(argv),
+    ]  # app.py, plus the file route
     cli.main()
 
 

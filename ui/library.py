@@ -15,6 +15,7 @@ from typing import Any
 import streamlit as st
 
 from analysis import LoadedTokenizer
+from analysis.core import paths
 from analysis.errors import DataError
 from analysis.tokenizer.defaults import DEFAULT_NAME
 from analysis.tokenizer.export import library_zip
@@ -252,7 +253,12 @@ def save_and_restore() -> None:
         if st.session_state.get("lib-zip"):
             st.download_button("Download library (.zip)", st.session_state["lib-zip"],
                                file_name="tokenizer-lab-library.zip", mime="application/zip", key="lib-dl")  # fmt: skip
-        up = st.file_uploader("Restore a saved library (.zip)", type=["zip"], key="lib-restore")
+        up = st.file_uploader(
+            "Restore a saved library (.zip)",
+            type=["zip"],
+            key="lib-restore",
+            max_upload_size=paths.upload_widget_mb(),
+        )
         restored = st.session_state.pop(_RESTORED, None)
         if restored is not None:
             st.success(f"Restored {restored} tokenizer(s): every page's picker offers them.")

@@ -16,6 +16,7 @@ from ui.errors import try_step
 from ui.library import library, take_selection
 from ui.links import name_from_link, opened
 from ui.loaders import fetched_models
+from ui.model_uploads import UPLOAD, UPLOADED, library_options, upload_box, uploaded_models, uploaded_source
 from ui.progress import progress
 
 
@@ -166,16 +167,23 @@ def server_path_input(
 
 
 def pick_model(key: str, label: str = "Model", *, optional: bool = False) -> str:
-    """A model picker: a fetched model, a hub id or (when the operator allows it) a server folder/file; returns
-    the source ('' = none yet, or "none" chosen when `optional`). A hub id comes back as `hub:owner/name`, so it
-    is never read as a local path."""
+    """A model picker: a fetched model, an entry of the operator's model library, a model uploaded into this
+    workspace (or a new upload), a hub id, or (when the operator allows it) a server folder/file; returns the source
+    ('' = none yet, or "none" chosen when `optional`). A hub id comes back as `hub:owner/name`, so it is never read
+    as a local path; the browser never names a server path unless server paths are on."""
     fetched = {k: v for k, v in fetched_models().items() if v.exists()}
-    options = (["— none —"] if optional else []) + list(fetched) + ["Hugging Face hub id"]
+    shelf = library_options()
+    uploaded = [UPLOADED + n for n in uploaded_models()]
+    options = (["— none —"] if optional else []) + list(fetched) + list(shelf) + uploaded
+    options += [UPLOAD, "Hugging Face hub id"]
     if paths.server_paths_enabled():
         options.append("Folder or file path on the server")
     fetched_now = st.session_state.pop(f"toklab-fetched-{key}", None)
     if fetched_now in fetched:  # just fetched: select it, and say so below
         st.session_state[f"{key}-kind"] = fetched_now
+    uploaded_now = st.session_state.pop(f"toklab-uploaded-{key}", None)
+    if uploaded_now in options:  # just uploaded: select it
+        st.session_state[f"{key}-kind"] = uploaded_now
     c1, c2 = st.columns([2, 3])
     choice = c1.selectbox(label, options, key=f"{key}-kind")
     if fetched_now:
@@ -185,6 +193,15 @@ def pick_model(key: str, label: str = "Model", *, optional: bool = False) -> str
     if choice in fetched:
         model = str(fetched[choice])
         c2.text_input("Weights", paths.shown_path(model), disabled=True, key=f"{key}-shown")
+    elif choice in shelf:
+        model = str(shelf[choice])
+        c2.caption("From the server's model library.")
+    elif choice in uploaded:
+        model = uploaded_source(choice.removeprefix(UPLOADED))
+        c2.caption("Uploaded into this workspace (its Files list in the sidebar).")
+    elif choice == UPLOAD:
+        upload_box(key, c2)
+        model = ""
     elif choice == "Folder or file path on the server":
         path = server_path_input("Folder, .safetensors, .gguf or .bin file", f"{key}-path", container=c2)
         model = str(path) if path else ""

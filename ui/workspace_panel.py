@@ -18,7 +18,7 @@ import streamlit as st
 from analysis import AnalysisError
 from analysis.core.inputs import human_size
 from analysis.core.outputs import json_document
-from analysis.core.paths import max_file_bytes
+from analysis.core.paths import max_file_bytes, upload_widget_mb
 from analysis.errors import DataError
 from analysis.tokenizer.defaults import DEFAULT_NAME
 from analysis.tokenizer.export import library_zip
@@ -155,7 +155,12 @@ def workspace_panel() -> None:
         if st.session_state.get("ws-zip"):
             st.download_button("Download workspace (.zip)", st.session_state["ws-zip"], file_name="tokenizer-lab-workspace.zip",
                                mime="application/zip", key="ws-dl")  # fmt: skip
-        up = st.file_uploader("Import a workspace or library (.zip)", type=["zip"], key="ws-import")
+        up = st.file_uploader(
+            "Import a workspace or library (.zip)",
+            type=["zip"],
+            key="ws-import",
+            max_upload_size=upload_widget_mb(),
+        )
         if up is not None and st.button("Import", key="ws-import-go"):
             try:
                 summary = import_zip(up.getvalue())

@@ -177,6 +177,12 @@ def max_file_bytes() -> int:
     return _scaled(_env_number(("TOKLAB_MAX_FILE_MB",), 200), MB)
 
 
+def upload_widget_mb() -> int:
+    """The upload widgets' cap for files read whole (tokenizers, texts, a library or workspace zip), in whole MB:
+    :func:`max_file_bytes`, rounded up. Model uploads have their own, larger one (:func:`model_upload_bytes`)."""
+    return max(1, -(-max_file_bytes() // MB))
+
+
 def max_unzipped_bytes() -> int:
     """Largest total of the files in a zipped tokenizer folder (``$TOKLAB_MAX_UNZIPPED_MB``, default 400 MB)."""
     legacy = _env_number(("TOKLAB_MAX_UNZIPPED_BYTES",), 0)
