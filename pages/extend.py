@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 from pathlib import Path
 from typing import Any
 
@@ -39,11 +40,13 @@ from analysis.methods.extension import (
     parity_text,
     plan,
 )
+from analysis.model.gguf_model import export_gguf
 from analysis.texts.corpora import Corpus, Source, shared_corpora
 from analysis.texts.flores import FLORES_TRAIN_LINES, available_codes, split_lines
 from analysis.tokenizer.export import zip_bytes
 from ui.caching import cache_data, cache_resource
 from ui.corpus_jobs import corpus_panel
+from ui.downloads import artifact_button, keep_file, keep_folder, scratch
 from ui.errors import try_step
 from ui.export_check import export_check_section, speculative_line
 from ui.library import add_edited_button
@@ -450,23 +453,38 @@ def report(
 
 
 def export_model(res: ExtendResult, label: str) -> None:
-    """Write the extended tokenizer with a model whose embeddings and LM head grew to the new ids (server folder),
-    and measure that model against the original (the Model check section, from this session's own export)."""
+    """Write the extended tokenizer with a model whose embeddings and LM head grew to the new ids — into this
+    workspace as downloads (the Hugging Face folder as a zip, optionally a .gguf), or into a server folder when the
+    operator allows server paths — and measure that model against the original (the Model check section)."""
     st.markdown("**With a model** (its input embeddings and LM head grown to the new ids)")
     model = pick_model("ext-model", "Model of this tokenizer", optional=True)
     if not model or model == "none":
         return
     c1, c2 = st.columns([1, 2])
     init = c1.selectbox("New rows", INITS, key="ext-init", help="fvt: mean of the constituent tokens' rows")
-    out = server_path_input(
-        "New folder on the server for the model", "ext-model-out", write=True, container=c2
-    )
-    if out is not None and st.button("Export the model", key="ext-model-build"):
-        with st.spinner("Loading the model and growing its embeddings …"):
-            written = try_step(export_extension, res, out, model=model, init=init)
-        if written is not None:
-            st.success(f"Wrote {len(written)} files to {out}: " + ", ".join(written[:8]))
-            st.json(res.model or {}, expanded=False)
+    gguf = c2.checkbox("Also write a .gguf for llama.cpp", key="ext-model-gguf",
+                       help="As `python -m analysis extend … --gguf`: f32 weights, the extended vocabulary.")  # fmt: skip
+    name = re.sub(r"[^A-Za-z0-9._+-]+", "_", f"{label}-{init}").strip("_")
+    if st.button("Export the model into this workspace", key="ext-model-ws", icon=":material/inventory_2:"):
+        with st.spinner("Loading the model, growing its embeddings and writing the files …"):
+            done = try_step(export_to_workspace, res, model, init, name, gguf)
+        if done is not None:
+            st.session_state["ext-model-art"] = done
+    kept = st.session_state.get("ext-model-art")
+    if kept:
+        for i, (art, what) in enumerate(kept):
+            artifact_button(art, what, key=f"ext-model-dl-{i}")
+        st.caption(
+            "Kept in this workspace (the sidebar's Files list): the links work in this workspace only."
+        )
+    if paths.server_paths_enabled():
+        out = server_path_input("…or a new folder on the server", "ext-model-out", write=True)
+        if out is not None and st.button("Export the model", key="ext-model-build"):
+            with st.spinner("Loading the model and growing its embeddings …"):
+                written = try_step(export_extension, res, out, model=model, init=init)
+            if written is not None:
+                st.success(f"Wrote {len(written)} files to {out}: " + ", ".join(written[:8]))
+                st.json(res.model or {}, expanded=False)
 
     def write(folder: Path, original: str) -> None:
         export_extension(res, folder, model=original, init=init)
@@ -476,6 +494,25 @@ def export_model(res: ExtendResult, label: str) -> None:
                                                               paths.public_document(res.to_json()))}  # fmt: skip
 
     model_check_section("ext-mc", write, f"{label} ({init} rows)", original=model, recipe=recipe)
+
+
+def export_to_workspace(
+    res: ExtendResult, model: str, init: str, name: str, gguf: bool
+) -> list[tuple[str, str]]:
+    """Export the extended model into a scratch folder and keep it in the workspace: the folder as `<name>.zip`,
+    with `gguf` also `<name>.gguf`; the (artifact, label) pairs kept."""
+    with scratch() as tmp:
+        folder = tmp / name
+        export_extension(res, folder, model=model, init=init)
+        kept = [(keep_folder(folder, f"{name}.zip", {"role": "export", "page": "extend"}, skip_suffixes=(".gguf",)),
+                 "Download the model (Hugging Face folder, zip)")]  # fmt: skip
+        if gguf:
+            export_gguf(
+                folder, res.extension.tokenizer, model_source=model, base=res.extension.base, name=name
+            )
+            kept.append((keep_file(folder / f"{name}.gguf", f"{name}.gguf", {"role": "export", "page": "extend"}),
+                         "Download the .gguf"))  # fmt: skip
+    return kept
 
 
 def export(tok: LoadedTokenizer, pv: Preview, label: str, config: tuple, n: int, corpus: dict | None) -> None:

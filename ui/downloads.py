@@ -9,15 +9,50 @@ sidebar's workspace panel, each with its link and a delete button.
 
 from __future__ import annotations
 
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
 import streamlit as st
 
+from analysis.core import paths
 from analysis.core.download_links import make_token
 from analysis.core.inputs import human_size
+from analysis.core.outputs import zip_folder
 from ui import workspace
 from ui.file_route import prefix
 
 #: The item kind of every downloadable file.
 KIND = "artifact"
+
+
+@contextmanager
+def scratch() -> Iterator[Path]:
+    """A private temporary folder on the workspace store's file system (so a finished file is moved into the store,
+    not copied), removed after."""
+    root = paths.data_dir() / "tmp"
+    root.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=root) as tmp:
+        yield Path(tmp)
+
+
+def keep_file(path: Path, name: str, meta: dict[str, Any]) -> str:
+    """Move file `path` into this session's workspace as artifact `name` (replacing one of that name); `name`.
+    QuotaError (nothing kept) when the workspace would go over its quota."""
+    workspace.store().put_file(workspace.current(), KIND, name, meta, path, move=True)
+    return name
+
+
+def keep_folder(folder: Path, name: str, meta: dict[str, Any], *, skip_suffixes: tuple[str, ...] = ()) -> str:
+    """Zip `folder` (as a folder named like the zip, without `skip_suffixes` files) into this session's workspace
+    as artifact `name` (a `.zip`); `name`."""
+    with scratch() as tmp:
+        out = zip_folder(
+            folder, tmp / "folder.zip", prefix=name.removesuffix(".zip"), skip_suffixes=skip_suffixes
+        )
+        return keep_file(out, name, meta)
 
 
 def artifact_url(ws: str, name: str) -> str:

@@ -11,7 +11,6 @@ reads. A reload, another tab or a server restart offers the same upload again un
 from __future__ import annotations
 
 import os
-import tempfile
 from pathlib import Path, PurePosixPath
 
 import streamlit as st
@@ -22,6 +21,7 @@ from analysis.errors import DataError
 from analysis.model.source import library_models
 from analysis.model.upload import UPLOAD_TYPES, check_model_names, pack_model_files, unpack_model
 from ui import workspace
+from ui.downloads import keep_file, scratch
 from ui.errors import try_step
 
 #: The item kind and role of an uploaded model in the workspace.
@@ -81,23 +81,19 @@ def store_upload(files: list) -> str:
     if total > cap:
         raise DataError(f"the upload is {human_size(total)}, over the {human_size(cap)} limit for a model "
                         "(TOKLAB_MODEL_UPLOAD_MB)")  # fmt: skip
-    store = workspace.store()
-    tmp_root = paths.data_dir() / "tmp"  # the store's file system: the stored file is moved, not copied
-    tmp_root.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(dir=tmp_root) as tmp:
-        spooled = _spool(files, Path(tmp))
+    with scratch() as tmp:
+        spooled = _spool(files, tmp)
         if len(spooled) == 1:
             name, src = spooled[0]
         else:
             stem = next(Path(n).stem for n, _ in spooled if n.endswith(".safetensors"))
             name = f"{stem}-folder.zip"
-            src = pack_model_files(spooled, Path(tmp) / name)
-        blob_src = Path(tmp) / "upload"
+            src = pack_model_files(spooled, tmp / name)
+        blob_src = tmp / "upload"
         os.replace(src, blob_src)
         # checked and unpacked before it is kept: a refused upload leaves nothing in the workspace
         unpack_model(blob_src, name)
-        store.put_file(workspace.current(), KIND, name, {"role": ROLE, "bytes": blob_src.stat().st_size},
-                       blob_src, move=True)  # fmt: skip
+        keep_file(blob_src, name, {"role": ROLE})
     return name
 
 

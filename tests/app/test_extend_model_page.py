@@ -1,8 +1,11 @@
 """AppTest: the Extend page exports the model with the extended tokenizer (SmolLM2 GGUF, FVT rows) into a new
-server folder, and the written model loads with one embedding row per token (its Model check section is tested in
+server folder, and into the workspace as downloads (the same folder as a zip, and a .gguf); the written model loads
+with one embedding row per token (its Model check section is tested in
 test_model_check_section.py)."""
 
 from __future__ import annotations
+
+import zipfile
 
 import pytest
 import torch
@@ -11,6 +14,7 @@ from streamlit.testing.v1 import AppTest
 from support import ROOT, SMOLLM, load_shared, need_smollm
 
 from analysis.adapt.fvt import fvt_pieces
+from analysis.core.workspace import default_store
 from analysis.model.models import load_causal_lm
 from analysis.tokenizer.defaults import DEFAULT_NAME, default_tokenizer
 from ui.loaders import fetched_models
@@ -58,4 +62,23 @@ def test_extend_page_exports_the_grown_model(monkeypatch, tmp_path):
     pieces = fvt_pieces(smol, token)
     assert len(pieces) >= 2
     torch.testing.assert_close(new[len(tok) - 1], original[pieces].mean(0), rtol=1e-3, atol=1e-4)
+    # the same export into the workspace, as a server with paths off offers it: the folder as a zip, and a .gguf
+    at.text_input(key="ext-model-out").set_value("")  # the written folder exists now: the field would say so
+    at.checkbox(key="ext-model-gguf").check().run()
+    at.button(key="ext-model-ws").click().run()
+    assert not at.exception and not at.error, [e.message for e in at.exception] + [e.value for e in at.error]
+    labels = [e.proto.label for e in at.get("link_button")]
+    assert any(x.startswith("Download the model (Hugging Face folder, zip) · ") for x in labels), labels
+    assert any(x.startswith("Download the .gguf · ") for x in labels), labels
+    ws = at.query_params["ws"][0] if isinstance(at.query_params["ws"], list) else at.query_params["ws"]
+    kept = {
+        i.name: default_store().file_path(ws, "artifact", i.name)
+        for i in default_store().items(ws, "artifact")
+    }
+    [zipped] = [n for n in kept if n.endswith(".zip")]
+    with zipfile.ZipFile(kept[zipped]) as zf:
+        members = {m.split("/", 1)[1] for m in zf.namelist()}
+    assert members == {p.relative_to(out).as_posix() for p in out.rglob("*") if p.is_file()}
+    [gguf] = [n for n in kept if n.endswith(".gguf")]
+    assert kept[gguf].read_bytes()[:4] == b"GGUF"
     # the Model check section (this session's own export, a background job): tests/app/test_model_check_section.py
