@@ -9,6 +9,7 @@ sidebar's workspace panel, each with its link and a delete button.
 
 from __future__ import annotations
 
+import json
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -20,7 +21,7 @@ import streamlit as st
 from analysis.core import paths
 from analysis.core.download_links import make_token
 from analysis.core.inputs import human_size
-from analysis.core.outputs import zip_folder
+from analysis.core.outputs import atomic_write_text, json_document, zip_folder
 from ui import workspace
 from ui.file_route import prefix
 
@@ -47,7 +48,10 @@ def keep_file(path: Path, name: str, meta: dict[str, Any]) -> str:
 
 def keep_folder(folder: Path, name: str, meta: dict[str, Any], *, skip_suffixes: tuple[str, ...] = ()) -> str:
     """Zip `folder` (as a folder named like the zip, without `skip_suffixes` files) into this session's workspace
-    as artifact `name` (a `.zip`); `name`."""
+    as artifact `name` (a `.zip`); `name`. Its `*_report.json` files name files as downloads do
+    (:func:`analysis.core.paths.public_document`: never the server's layout, such as the scratch folder)."""
+    for report in folder.glob("*_report.json"):
+        atomic_write_text(report, json_document(paths.public_document(json.loads(report.read_text("utf-8")))))
     with scratch() as tmp:
         out = zip_folder(
             folder, tmp / "folder.zip", prefix=name.removesuffix(".zip"), skip_suffixes=skip_suffixes
@@ -92,6 +96,7 @@ def artifacts_section(ws: str) -> None:
         else:
             c1.link_button(f"{item.name} · {human_size(size)}", artifact_url(ws, item.name), type="tertiary",
                            icon=":material/download:", key=f"ws-art-{item.name}")  # fmt: skip
-        if c2.button("", key=f"ws-art-del-{item.name}", icon=":material/delete:", help=f"Delete {item.name}"):
+        if c2.button("Delete", key=f"ws-art-del-{item.name}", icon=":material/delete:", type="tertiary",
+                     help=f"Delete {item.name} from this workspace"):  # fmt: skip
             workspace.store().remove(ws, KIND, item.name)
             st.rerun()

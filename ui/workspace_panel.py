@@ -1,5 +1,6 @@
-"""The sidebar's *Workspace* panel: the workspace link to copy, the kept results, export and import of the whole
-workspace as one zip, a new workspace and deleting this one.
+"""The sidebar's *Workspace* panel: the workspace link to copy, the kept results, the workspace's files (models
+and GGUFs made or uploaded here, `ui.downloads`), export and import of the whole workspace as one zip, a new
+workspace and deleting this one.
 
 The export is the library zip (`analysis.tokenizer.export.library_zip`, so *Restore a saved library* reads it too)
 with a `workspace.json` beside it: the kept page inputs and the results' JSON documents.

@@ -78,7 +78,9 @@ def test_extend_page_exports_the_grown_model(monkeypatch, tmp_path):
     [zipped] = [n for n in kept if n.endswith(".zip")]
     with zipfile.ZipFile(kept[zipped]) as zf:
         members = {m.split("/", 1)[1] for m in zf.namelist()}
+        report = zf.read(next(m for m in zf.namelist() if m.endswith("extension_report.json"))).decode()
     assert members == {p.relative_to(out).as_posix() for p in out.rglob("*") if p.is_file()}
+    assert str(SMOLLM.parent) not in report and "/tmp" not in report  # no server layout in a download
     [gguf] = [n for n in kept if n.endswith(".gguf")]
     assert kept[gguf].read_bytes()[:4] == b"GGUF"
     # the Model check section (this session's own export, a background job): tests/app/test_model_check_section.py

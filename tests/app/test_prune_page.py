@@ -5,6 +5,7 @@ writes the pruned tokenizer to a server folder, and orders leaves by SmolLM2's u
 from __future__ import annotations
 
 import json
+import zipfile
 from pathlib import Path
 
 import numpy as np
@@ -12,6 +13,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 from support import ROOT, SMOLLM, load_shared, need_smollm, static_tables
 
+from analysis.core.workspace import default_store
 from analysis.methods import pruning as P
 from analysis.methods import undertrained as ut
 from analysis.tokenizer.sources import load
@@ -83,3 +85,27 @@ def test_prune_page_under_trained_first_order() -> None:
     keys = [order.keys[i] for i in order.ids[:200]]
     assert keys[0] <= float(np.percentile(res.main_values[: res.n_tokens], 5))
     assert all(np.isfinite(keys))
+    # the pruned tokenizer with the model following it, into the workspace as downloads (server paths off)
+    at.selectbox(key="prune-ws-model-kind").select("SmolLM2-135M-Instruct (GGUF, fetched)").run()
+    at.checkbox(key="prune-ws-gguf").check().run()
+    at.button(key="prune-ws-build").click().run()
+    assert not at.exception and not at.error, [e.message for e in at.exception] + [e.value for e in at.error]
+    ws = at.query_params["ws"][0] if isinstance(at.query_params["ws"], list) else at.query_params["ws"]
+    kept = {
+        i.name: default_store().file_path(ws, "artifact", i.name)
+        for i in default_store().items(ws, "artifact")
+    }
+    [zipped] = [n for n in kept if n.endswith(".zip")]
+    with zipfile.ZipFile(kept[zipped]) as zf:
+        members = {m.split("/", 1)[1] for m in zf.namelist()}
+    assert {"model.safetensors", "config.json", "tokenizer.json", "prune_report.json"} <= members, members
+    [gguf] = [n for n in kept if n.endswith(".gguf")]
+    assert kept[gguf].read_bytes()[:4] == b"GGUF"
+    labels = [e.proto.label for e in at.get("link_button")]
+    assert (
+        sum(
+            x.startswith(("Download the model (Hugging Face folder, zip) · ", "Download the .gguf · "))
+            for x in labels
+        )
+        == 2
+    )
