@@ -175,7 +175,7 @@ def pick_model(key: str, label: str = "Model", *, optional: bool = False) -> str
     shelf = library_options()
     uploaded = [UPLOADED + n for n in uploaded_models()]
     options = (["— none —"] if optional else []) + list(fetched) + list(shelf) + uploaded
-    options += [UPLOAD, "Hugging Face hub id"]
+    options += ["Hugging Face hub id", UPLOAD]
     if paths.server_paths_enabled():
         options.append("Folder or file path on the server")
     fetched_now = st.session_state.pop(f"toklab-fetched-{key}", None)

