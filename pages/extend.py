@@ -504,7 +504,7 @@ def export_to_workspace(
     with scratch() as tmp:
         folder = tmp / name
         export_extension(res, folder, model=model, init=init)
-        kept = [(keep_folder(folder, f"{name}.zip", {"role": "export", "page": "extend"}, skip_suffixes=(".gguf",)),
+        kept = [(keep_folder(folder, {"role": "export", "page": "extend"}),
                  "Download the model (Hugging Face folder, zip)")]  # fmt: skip
         if gguf:
             export_gguf(

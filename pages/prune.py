@@ -320,7 +320,7 @@ def prune_to_workspace(tok: LoadedTokenizer, method: str, res: P.PruneResult, mo
     with scratch() as tmp:
         folder = tmp / name
         write_pruned(tok, res, folder, prune_report(tok, method, res, stt=True), model=model, init=init)
-        kept = [(keep_folder(folder, f"{name}.zip", meta, skip_suffixes=(".gguf",)),
+        kept = [(keep_folder(folder, meta),
                  "Download the model (Hugging Face folder, zip)")]  # fmt: skip
         if gguf:
             export_gguf(folder, res.tokenizer, model_source=model, base=tok, name=name)

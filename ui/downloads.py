@@ -21,7 +21,8 @@ import streamlit as st
 from analysis.core import paths
 from analysis.core.download_links import make_token
 from analysis.core.inputs import human_size
-from analysis.core.outputs import atomic_write_text, json_document, zip_folder
+from analysis.core.outputs import atomic_write_text, json_document
+from analysis.tokenizer.export import zip_folder
 from ui import workspace
 from ui.file_route import prefix
 
@@ -46,17 +47,15 @@ def keep_file(path: Path, name: str, meta: dict[str, Any]) -> str:
     return name
 
 
-def keep_folder(folder: Path, name: str, meta: dict[str, Any], *, skip_suffixes: tuple[str, ...] = ()) -> str:
-    """Zip `folder` (as a folder named like the zip, without `skip_suffixes` files) into this session's workspace
-    as artifact `name` (a `.zip`); `name`. Its `*_report.json` files name files as downloads do
+def keep_folder(folder: Path, meta: dict[str, Any]) -> str:
+    """Zip `folder` (stored, file by file: :func:`analysis.tokenizer.export.zip_folder`) into this session's
+    workspace as artifact `<folder name>.zip`; that name. Its `*_report.json` files name files as downloads do
     (:func:`analysis.core.paths.public_document`: never the server's layout, such as the scratch folder)."""
     for report in folder.glob("*_report.json"):
         atomic_write_text(report, json_document(paths.public_document(json.loads(report.read_text("utf-8")))))
     with scratch() as tmp:
-        out = zip_folder(
-            folder, tmp / "folder.zip", prefix=name.removesuffix(".zip"), skip_suffixes=skip_suffixes
-        )
-        return keep_file(out, name, meta)
+        zip_folder(folder, tmp / "folder.zip")
+        return keep_file(tmp / "folder.zip", f"{folder.name}.zip", meta)
 
 
 def artifact_url(ws: str, name: str) -> str:

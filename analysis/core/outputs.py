@@ -35,7 +35,6 @@ import tempfile
 import threading
 import time
 import uuid
-import zipfile
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -371,34 +370,3 @@ def _resolved(p: Path) -> Path:
 def _short(p: Path) -> str:
     s = str(p)
     return s if len(s) <= 200 else s[:100] + "…" + s[-60:]
-
-
-#: Files a folder zip stores as they are (weights do not compress; deflating them costs CPU for nothing).
-STORED_SUFFIXES = (".safetensors", ".gguf", ".bin", ".pt", ".pth", ".npy")
-
-
-def zip_folder(
-    folder: str | os.PathLike,
-    out: str | os.PathLike,
-    *,
-    prefix: str = "",
-    skip_suffixes: tuple[str, ...] = (),
-) -> Path:
-    """Write every file of `folder` into the zip `out` (atomically; under `prefix/` when given), file by file from
-    disk so a model of several GB never sits in memory: weights stored, other files deflated. Files whose name ends
-    with one of `skip_suffixes` are left out. Returns `out`."""
-    src = Path(folder)
-    files = sorted(p for p in src.rglob("*") if p.is_file() and not p.name.endswith(skip_suffixes))
-
-    def fill(tmp: Path) -> None:
-        with zipfile.ZipFile(tmp, "w", allowZip64=True) as zf:
-            for p in files:
-                arc = (
-                    (Path(prefix) / p.relative_to(src)).as_posix()
-                    if prefix
-                    else p.relative_to(src).as_posix()
-                )
-                how = zipfile.ZIP_STORED if p.name.endswith(STORED_SUFFIXES) else zipfile.ZIP_DEFLATED
-                zf.write(p, arc, compress_type=how)
-
-    return atomic_write_file(out, fill)

@@ -22,15 +22,14 @@ from __future__ import annotations
 import hashlib
 import os
 import shutil
-import zipfile
 from pathlib import Path, PurePosixPath
 
 from analysis.core import paths
 from analysis.core.inputs import check_zip_member, copy_member, human_size, open_zip, parse_json
-from analysis.core.outputs import atomic_write_file
 from analysis.errors import DataError, ModelLoadError
 from analysis.model.safetensors_file import read_safetensors_header
 from analysis.model.source import resolve_model
+from analysis.tokenizer.export import zip_folder
 
 #: Suffixes of the files a model upload may hold (other files in a zip are skipped).
 MODEL_FILE_SUFFIXES = (".safetensors", ".gguf", ".json", ".model", ".txt", ".jinja", ".tiktoken")
@@ -81,20 +80,21 @@ def check_model_names(names: list[str]) -> None:
 
 def pack_model_files(files: list[tuple[str, Path]], out: Path) -> Path:
     """Store the uploaded files of one model folder (`(name, path)` pairs, checked by :func:`check_model_names`)
-    as one uncompressed zip at `out` (written atomically); returns `out`."""
+    as one zip at `out` (the files are moved into a folder beside it first, then zipped uncompressed by
+    :func:`analysis.tokenizer.export.zip_folder`); returns `out`."""
     check_model_names([n for n, _ in files])
-    seen: set[str] = set()
-
-    def fill(tmp: Path) -> None:
-        with zipfile.ZipFile(tmp, "w", compression=zipfile.ZIP_STORED, allowZip64=True) as zf:
-            for name, p in files:
-                base = PurePosixPath(name.replace("\\", "/")).name
-                if base in seen:
-                    raise DataError(f"{base} was uploaded twice")
-                seen.add(base)
-                zf.write(p, base)
-
-    return atomic_write_file(out, fill)
+    folder = out.parent / out.name.removesuffix(".zip")
+    folder.mkdir()
+    try:
+        for name, p in files:
+            target = folder / PurePosixPath(name.replace("\\", "/")).name
+            if target.exists():
+                raise DataError(f"{target.name} was uploaded twice")
+            os.replace(p, target)
+        zip_folder(folder, out)
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+    return out
 
 
 def file_digest(path: Path) -> str:

@@ -49,7 +49,7 @@ def test_a_folders_files_are_packed_and_unpacked_once_by_content(tmp_path):
     src = resolve_model(source)
     assert src.kind == "safetensors" and (src.folder / "config.json").is_file()
     assert (src.folder / "tokenizer.json").is_file()
-    assert source.parent == tmp_path / "data" / "models"  # <data>/models/<sha256>/
+    assert source.parent.parent == tmp_path / "data" / "models"  # <data>/models/<sha256>/smol
     assert (
         unpack_model(packed, "again.zip", root=tmp_path / "data") == source
     )  # the same content: no new folder
