@@ -13,9 +13,11 @@ from ui import errors, links, privacy, workspace
 from ui.gallery import start_build
 from ui.library import sidebar_library
 from ui.reconnect import reconnect_note
+from ui.sessions import start_reaper
 from ui.workspace_panel import workspace_panel
 
 privacy.install()  # download links only their session knows (once per process)
+start_reaper()  # closed tabs give their memory back (once per process; ui/sessions.py)
 
 st.set_page_config(page_title="Tokenizer Lab", page_icon=":material/biotech:", layout="wide")
 

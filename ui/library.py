@@ -1,9 +1,11 @@
 """This workspace's tokenizer library and the sidebar that lists it.
 
-The library is a dict name → `LoadedTokenizer` in `st.session_state`, so uploads and edited tokenizers never leak
-into another session; shared loads come from `ui.loaders` (cached, immutable). The embedded default is always
-there. Every entry added or removed is also written to the session's workspace (`ui.workspace`), from which a new
-session with the same `?ws=` link restores the library.
+The library is a dict name → :class:`~ui.memory.TokenizerRef` in `st.session_state`: references (content hash,
+name, where to load it again), never tokenizer objects, so a session holds no tokenizer memory of its own and
+uploads and edits never leak into another session. :func:`library` resolves them through the server's one
+byte-budgeted LRU (`ui.memory`), which loads an evicted entry again from its example folder, the hub cache or this
+workspace's store. The embedded default is always there. Every entry added or removed is also written to the
+session's workspace (`ui.workspace`), from which a new session with the same `?ws=` link restores the library.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import streamlit as st
+from streamlit.runtime.scriptrunner_utils.script_run_context import get_script_run_ctx
 
 from analysis import LoadedTokenizer
 from analysis.core import paths
@@ -20,9 +23,18 @@ from analysis.errors import DataError
 from analysis.tokenizer.defaults import DEFAULT_NAME
 from analysis.tokenizer.export import library_zip
 from analysis.tokenizer.sources import load_library_zip, load_upload
+from ui import memory
 from ui.expanders import lazy_expander
 from ui.loaders import example_tokenizers, load_default, load_path_cached, load_source
-from ui.workspace import forget_tokenizer, record_tokenizer, rename_tokenizer, restored_library
+from ui.memory import TokenizerRef, keep, reference, resolve
+from ui.workspace import (
+    current,
+    forget_tokenizer,
+    load_library_item,
+    record_tokenizer,
+    rename_tokenizer,
+    restored_library,
+)
 
 LIBRARY_KEY = "toklab_library"
 #: characters backslash-escaped in names shown as Markdown
@@ -31,32 +43,60 @@ _SELECT_NEXT = "toklab-select-next"
 _RESET_EXAMPLE = "toklab-reset-example"
 _RESTORED = "toklab-restored"
 
+memory.RELOADERS["source"] = lambda ref: load_source(ref.origin)
+memory.RELOADERS["ws:"] = lambda ref: load_library_item(ref.ws, ref.item)
+
+
+def _refs() -> dict[str, TokenizerRef]:
+    """This session's library as references, name → TokenizerRef (built from the workspace on the first call)."""
+    refs = st.session_state.get(LIBRARY_KEY)
+    if refs is None:
+        refs = {DEFAULT_NAME: reference(load_default(), "embedded:")}
+        ws = current()
+        for n, t in restored_library():
+            if n != DEFAULT_NAME:
+                t = keep(t)
+                refs[n] = reference(t, _shareable(t), ws, n)
+        st.session_state[LIBRARY_KEY] = refs
+    loose = [n for n, r in refs.items() if isinstance(r, LoadedTokenizer)]
+    for (
+        n
+    ) in loose:  # a tokenizer object put here directly (tests do): kept in the LRU, replaced by a reference
+        t = keep(refs[n])
+        refs[n] = reference(t, _shareable(t))
+    return refs
+
 
 def library() -> dict[str, LoadedTokenizer]:
-    """This session's tokenizers, name → LoadedTokenizer (the embedded default is always there)."""
-    lib = st.session_state.get(LIBRARY_KEY)
-    if lib is None:
-        lib = {DEFAULT_NAME: load_default()}
-        lib.update((n, t) for n, t in restored_library() if n != DEFAULT_NAME)
-        st.session_state[LIBRARY_KEY] = lib
-    return lib
+    """This session's tokenizers, name → LoadedTokenizer (the embedded default is always there): each from the
+    server's shared LRU, loaded again if it was evicted. A fresh dict on every call; change the library with
+    :func:`add_to_library`, :func:`remove_from_library` and :func:`rename_in_library`."""
+    refs = _refs()
+    ctx = get_script_run_ctx(suppress_warning=True)
+    if ctx is not None:
+        memory.hold(ctx.session_id, (r.content_hash for r in refs.values()))
+    return {name: resolve(ref) for name, ref in refs.items()}
 
 
 def add_to_library(
     tok: LoadedTokenizer, name: str | None = None, *, upload: tuple[str, bytes, str | None] | None = None
 ) -> str:
     """Add a tokenizer under a unique name (the same tokenizer under the same name is not added twice) and keep it
-    in the workspace (`upload`: the file name, bytes and tiktoken pattern it was converted from)."""
-    lib = library()
+    in the workspace (`upload`: the file name, bytes and tiktoken pattern it was converted from). The session keeps
+    a reference; the object goes to the server's LRU (one per content: an upload of bytes another tab already
+    loaded shares its object)."""
+    refs = _refs()
     base = name or tok.name
-    for existing, t in lib.items():
-        if t is tok or (t.content_hash == tok.content_hash and existing == base):
+    for existing, r in refs.items():
+        if r.content_hash == tok.content_hash and existing == base:
             return existing
     final, k = base, 2
-    while final in lib:
+    while final in refs:
         final, k = f"{base} ({k})", k + 1
-    lib[final] = tok
-    record_tokenizer(final, tok, source_of(final), upload)
+    tok = keep(tok)
+    origin = _shareable(tok)
+    stored = record_tokenizer(final, tok, origin, upload)
+    refs[final] = reference(tok, origin, current() if stored else "", final)
     return final
 
 
@@ -75,7 +115,7 @@ def add_edited_button(tok: LoadedTokenizer, name: str, key: str, container: Any 
 
 def remove_from_library(name: str) -> None:
     """Forget a tokenizer in this session (the default stays)."""
-    if name != DEFAULT_NAME and library().pop(name, None) is not None:
+    if name != DEFAULT_NAME and _refs().pop(name, None) is not None:
         forget_tokenizer(name)
 
 
@@ -104,19 +144,19 @@ def upload_to_library(
 def rename_in_library(old: str, new: str) -> str:
     """Give a library entry another name (its place in the library and every picker's choice of it kept);
     returns the new name. DataError for the embedded default, an empty name or one already taken."""
-    lib = library()
+    refs = _refs()
     new = new.strip()
     if old == DEFAULT_NAME:
         raise DataError("the embedded default keeps its name")
-    if old not in lib:
+    if old not in refs:
         raise DataError(f"{old!r} is not in this session's library")
     if not new:
         raise DataError("give the new name")
-    if new != old and new in lib:
+    if new != old and new in refs:
         raise DataError(f"{new!r} is already the name of another tokenizer in this library")
-    entries = [(new, t.with_source(name=new)) if n == old else (n, t) for n, t in lib.items()]
-    lib.clear()
-    lib.update(entries)
+    entries = [(new, r.renamed(new, new if r.item else "")) if n == old else (n, r) for n, r in refs.items()]
+    refs.clear()
+    refs.update(entries)
     rename_tokenizer(old, new)
     for key in list(st.session_state):  # the pickers that chose it (a selectbox's name, a multiselect's list)
         value = st.session_state[key]
@@ -130,10 +170,13 @@ def rename_in_library(old: str, new: str) -> str:
 
 
 def source_of(name: str) -> str | None:
-    """A shareable source string for a library entry (None for uploads and edits, which live in one session)."""
-    tok = library().get(name)
-    if tok is None:
-        return None
+    """A shareable source string for a library entry (None for uploads and edits, which live in one workspace)."""
+    ref = _refs().get(name)
+    return None if ref is None or ref.origin == "ws:" else (ref.origin or None)
+
+
+def _shareable(tok: LoadedTokenizer) -> str | None:
+    """The shareable source string of a tokenizer (None for uploads and edits)."""
     src = tok.source or ""
     if src == "embedded":
         return "embedded:"

@@ -1,19 +1,31 @@
-"""Shared loads: the embedded default, local folders/files and hub repositories, each loaded once per server
-through `st.cache_resource` (a `LoadedTokenizer` is immutable, so sessions can share it). Uploads and edited
-tokenizers are per session and never pass through here (see `ui.library`)."""
+"""Shared loads: the embedded default, local folders/files and hub repositories, each loaded once per server into
+the process-wide tokenizer LRU (`ui.memory.TOKENIZERS`, keyed by content hash, byte-budgeted; a `LoadedTokenizer` is
+immutable, so sessions share it). Uploads and edits enter the same LRU through `ui.library`.
+"""
 
 from __future__ import annotations
 
+import hashlib
+import threading
+from collections import OrderedDict
+from collections.abc import Callable
 from pathlib import Path
-
-import streamlit as st
 
 from analysis import AnalysisError, LoadedTokenizer
 from analysis.core import paths
+from analysis.core.cache import SingleFlight
 from analysis.model.demo_models import DEMO_MODELS, weights_path
 from analysis.tokenizer.defaults import default_tokenizer
 from analysis.tokenizer.hub import load_hub
 from analysis.tokenizer.sources import load
+from ui.memory import keep, kept
+
+#: Most (path, modification time) and hub requests whose content hash this process remembers.
+MAX_NAMED = 256
+#: (path, modification time) or (hub id, revision, token digest) → (content hash, name, source) of what it loaded.
+_NAMED: OrderedDict[tuple, tuple[str, str, str]] = OrderedDict()
+_NAMED_LOCK = threading.Lock()
+_FLIGHT = SingleFlight()  # two sessions asking for the same new file at once load it once
 
 
 def example_tokenizers() -> dict[str, Path]:
@@ -31,20 +43,38 @@ def fetched_models() -> dict[str, Path]:
     return {f"{m.label.removesuffix(')')}, fetched)": weights_path(m) for m in DEMO_MODELS}
 
 
-@st.cache_resource(show_spinner="Loading the embedded default tokenizer…")
 def load_default() -> LoadedTokenizer:
-    """The embedded default tokenizer (shared)."""
-    return default_tokenizer()
+    """The embedded default tokenizer (shared, pinned in the LRU: every session's library holds it)."""
+    return _through(("embedded",), default_tokenizer, pin=True)
 
 
-@st.cache_resource(show_spinner=False, max_entries=24)
+def _through(request: tuple, loader: Callable[[], LoadedTokenizer], *, pin: bool = False) -> LoadedTokenizer:
+    """What `request` loaded before, from the LRU; else `loader()`'s tokenizer, kept in the LRU."""
+    with _NAMED_LOCK:
+        known = _NAMED.get(request)
+        if known is not None:
+            _NAMED.move_to_end(request)
+    if known is not None:
+        tok = kept(*known)
+        if tok is not None:
+            return tok
+    tok = _FLIGHT.run(request, lambda: keep(loader(), pin=pin))
+    with _NAMED_LOCK:
+        _NAMED[request] = (tok.content_hash, tok.name, tok.source)
+        while len(_NAMED) > MAX_NAMED:
+            _NAMED.popitem(last=False)
+    return tok
+
+
 def _load_path(path: str, mtime: float) -> LoadedTokenizer:
-    return load(path)
+    return _through(("path", path, mtime), lambda: load(path))
 
 
-@st.cache_resource(show_spinner=False, max_entries=24)
 def _load_hub(repo_id: str, revision: str | None, token: str | None) -> LoadedTokenizer:
-    return load_hub(repo_id, revision=revision, token=token)
+    secret = hashlib.sha256(token.encode("utf-8")).hexdigest() if token else ""  # a token never kept as such
+    return _through(
+        ("hub", repo_id, revision, secret), lambda: load_hub(repo_id, revision=revision, token=token)
+    )
 
 
 def load_path_cached(path: str | Path) -> LoadedTokenizer:

@@ -114,12 +114,12 @@ def _warn(e: Exception) -> None:
 # ---------------------------------------------------------------------------------------------- the library
 def record_tokenizer(
     name: str, tok: LoadedTokenizer, source: str | None, upload: tuple[str, bytes, str | None] | None = None
-) -> None:
+) -> bool:
     """Keep a library entry in the workspace: a shareable `source` by reference, an `upload` (file name, bytes,
-    tiktoken pattern) as its bytes, anything else (an edit) as a one-entry library zip."""
+    tiktoken pattern) as its bytes, anything else (an edit) as a one-entry library zip. True when written."""
     ws = current()
     if not ws:
-        return
+        return False
     try:
         if upload is not None:
             filename, data, pattern = upload
@@ -132,6 +132,8 @@ def record_tokenizer(
             store().put(ws, "library", name, {"how": "zip"}, library_zip({name: tok}))
     except STORE_ERRORS as e:
         _warn(e)
+        return False
+    return True
 
 
 def forget_tokenizer(name: str) -> None:
@@ -165,6 +167,14 @@ def restored_library() -> list[tuple[str, LoadedTokenizer]]:
     if failed:
         note("Could not restore from this workspace: " + "; ".join(failed))
     return out
+
+
+def load_library_item(ws: str, name: str) -> LoadedTokenizer:
+    """One library entry of workspace `ws`, loaded again from the store (an evicted upload or edit)."""
+    item = store().get(ws, "library", name)
+    if item is None:
+        raise AnalysisError(f"{name!r} is no longer in this workspace")
+    return _load_item(ws, name, item.meta)
 
 
 def _load_item(ws: str, name: str, meta: dict[str, Any]) -> LoadedTokenizer:

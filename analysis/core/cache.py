@@ -138,6 +138,22 @@ class _Memo:
         with self.lock:
             self.done.clear()
 
+    def forget(self, content_hash: str) -> int:
+        """Drop every result computed from a tokenizer with this content hash; returns how many."""
+        mark = ("tokenizer", content_hash)
+        with self.lock:
+            gone = [k for k in self.done if _mentions(k, mark)]
+            for k in gone:
+                del self.done[k]
+        return len(gone)
+
+
+def _mentions(key: Hashable, mark: tuple[str, str]) -> bool:
+    """Whether a :func:`content_key` key (nested tuples) holds `mark` anywhere."""
+    if key == mark:
+        return True
+    return isinstance(key, tuple) and any(_mentions(k, mark) for k in key)
+
 
 def memoize(maxsize: int = 4) -> Callable[[F], F]:
     """Decorator: remember the last `maxsize` results of a function, keyed by :func:`content_key` of its arguments.
@@ -160,6 +176,12 @@ def memoize(maxsize: int = 4) -> Callable[[F], F]:
         return wrapper  # type: ignore[return-value]
 
     return wrap
+
+
+def forget_content(content_hash: str) -> int:
+    """Forget every in-memory memoised result computed from the tokenizer with this content hash (the server no
+    longer holds that tokenizer: a closed tab's upload); returns how many results were dropped."""
+    return sum(m.forget(content_hash) for m in _REGISTRY)
 
 
 def clear_memory() -> None:

@@ -33,6 +33,9 @@ variable                   meaning                                              
                            workspace
 ``TOKLAB_WORKSPACE_IDLE_DAYS`` a workspace unused this long is removed (prune, and     ``90``
                            when its link is opened)
+``TOKLAB_MEMORY_MB``       the app server's budget for loaded tokenizers (one LRU for     ``512``
+                           all sessions, keyed by content; estimated ≈ 20× a
+                           tokenizer.json's bytes; the least recently used go first)
 ``TOKLAB_SERVER_PATHS``    ``1`` lets the browser name files and folders on the server   off
                            (load a folder, train on a folder, write an export folder)
 ``TOKLAB_SERVER_ROOTS``    the folders those paths must lie in (``os.pathsep``-          the user's home folder
@@ -227,6 +230,12 @@ def workspace_max_items() -> int:
 def workspace_idle_days() -> float:
     """Days a workspace may go unused before it is removed (``$TOKLAB_WORKSPACE_IDLE_DAYS``, default 90)."""
     return _env_number(("TOKLAB_WORKSPACE_IDLE_DAYS",), 90)
+
+
+def memory_budget_bytes() -> int:
+    """The app server's byte budget for loaded tokenizers, shared by all sessions (``$TOKLAB_MEMORY_MB``, default
+    512 MB: about six tokenizers of Llama-3's size on top of a ≈ 600 MB server, for a 2-core lab machine)."""
+    return _scaled(_env_number(("TOKLAB_MEMORY_MB",), 512), MB)
 
 
 # --------------------------------------------------------------------------------------------------

@@ -81,6 +81,13 @@ class SharedViews:
                 self._views.setdefault(digest, {})[name] = value
         return value
 
+    def forget(self, digest: str) -> bool:
+        """Drop the Rust tokenizer and views kept for these bytes (True when there were any); the document check
+        is still remembered."""
+        with self._lock:
+            self._views.pop(digest, None)
+            return self._built.pop(digest, None) is not None
+
     def was_checked(self, digest: str) -> bool:
         """Whether a document with these bytes passed :func:`check_document` in this process."""
         with self._lock:

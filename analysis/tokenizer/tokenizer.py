@@ -68,6 +68,10 @@ class TokenizerSummary:
         return asdict(self)
 
 
+#: The attributes of a view set by its constructor (the rest of its `__dict__` is read from the bytes).
+_OWN_ATTRS = frozenset({"_raw", "name", "source", "config"})
+
+
 class LoadedTokenizer:
     """An immutable view of one tokenizer: its `tokenizer.json` document plus derived facts.
 
@@ -139,14 +143,22 @@ class LoadedTokenizer:
         return obj
 
     def with_source(self, name: str | None = None, source: str | None = None) -> LoadedTokenizer:
-        """The same tokenizer under another name or source label (shares the JSON bytes)."""
-        return LoadedTokenizer(
+        """The same tokenizer under another name or source label (shares the JSON bytes and everything already
+        read from them: the parsed document, the Rust tokenizer, vocabulary views)."""
+        view = LoadedTokenizer(
             self._raw,
             name=name or self.name,
             source=self.source if source is None else source,
             config=self.config,
-            doc=self.__dict__.get("_doc"),
         )
+        # the cached properties depend on the bytes alone (never on the name or source): share them
+        view.__dict__.update((k, v) for k, v in self.__dict__.items() if k not in _OWN_ATTRS)
+        return view
+
+    @property
+    def nbytes(self) -> int:
+        """The size of the tokenizer.json text, in bytes."""
+        return len(self._raw)
 
     @cached_property
     def _doc(self) -> dict:

@@ -7,6 +7,8 @@ import pytest
 from streamlit.testing.v1 import AppTest
 from support import ROOT, load_shared
 
+from ui.memory import resolve
+
 OWN = "Tere hommikust, kallid sõbrad! Täna räägime tokenisaatoritest."
 
 
@@ -40,7 +42,7 @@ def test_extend_previews_own_text_and_adds_the_edited_tokenizer_to_the_library()
     at.button(key="ext-add").click().run()
     lib = at.session_state["toklab_library"]
     name = next(n for n in lib if n.startswith("gpt2 +200"))
-    edited = lib[name]
+    edited = resolve(lib[name])  # the library holds references
     assert edited.vocab_size == size + 200 and gpt2.vocab_size == size and edited is not gpt2
     after = len(edited.tokenizer.encode(OWN, add_special_tokens=False).ids)
     assert after < base

@@ -38,6 +38,7 @@ from analysis.core.workspace import default_store
 from analysis.methods.pruning.report import zip_folder
 from analysis.tokenizer.export import library_zip
 from analysis.tokenizer.sources import load_library_zip
+from ui.memory import resolve
 
 GPT2_JSON = (TOKENIZERS / "gpt2" / "tokenizer.json").read_bytes()
 
@@ -312,7 +313,7 @@ def test_uploads_are_named_from_the_upload_and_can_be_renamed():
     at.run()
     at.button(key="inspect-add-upload").click().run()
     lib = at.session_state["toklab_library"]
-    n = lib[list(lib)[-1]].vocab_size
+    n = resolve(lib[list(lib)[-1]]).vocab_size  # the library holds references
     assert list(lib)[-1] == f"tokenizer (BPE, {n:,} tokens)"
     at.text_input(key="inspect-upload-name").set_value("ours")
     at.button(key="inspect-add-upload").click().run()

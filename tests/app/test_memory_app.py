@@ -1,0 +1,140 @@
+"""Memory in the app: Session State holds references, loaded tokenizers live once per content in the server's
+byte-budgeted LRU (`ui.memory`) and are loaded again on demand, and a closed tab's session is shut down and what
+only it used is released (`ui.sessions`, with the pinned Streamlit's own Runtime and session manager)."""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import weakref
+from unittest.mock import MagicMock
+
+import pytest
+from app_support import open_page
+from streamlit.runtime import Runtime, RuntimeConfig
+from streamlit.runtime.memory_media_file_storage import MemoryMediaFileStorage
+from streamlit.runtime.memory_session_storage import MemorySessionStorage
+from streamlit.runtime.memory_uploaded_file_manager import MemoryUploadedFileManager
+from streamlit.runtime.uploaded_file_manager import UploadedFileRec
+from support import ROOT, TOKENIZERS
+
+from analysis import LoadedTokenizer
+from analysis.tokenizer.sources import load_upload
+from ui import memory
+from ui.memory import TOKENIZERS as LRU
+from ui.memory import TokenizerRef, resolve
+from ui.sessions import Reaper
+
+GPT2 = (TOKENIZERS / "gpt2" / "tokenizer.json").read_bytes()
+
+
+def _upload(at, data: bytes, name: str) -> None:
+    at.file_uploader(key="inspect-upload").set_value(("tokenizer.json", data, "application/json"))
+    at.text_input(key="inspect-upload-name").set_value(name)
+    at.run()
+    at.button(key="inspect-add-upload").click().run()
+    assert not at.exception, [e.message for e in at.exception]
+
+
+def _tokenizers_in(state) -> list[str]:
+    """Keys of Session State whose value is, or directly contains, a tokenizer object."""
+    out = []
+    for k in state:
+        v = state[k]
+        values = v.values() if isinstance(v, dict) else v if isinstance(v, (list, tuple, set)) else [v]
+        if any(isinstance(x, LoadedTokenizer) for x in values):
+            out.append(k)
+    return out
+
+
+@pytest.mark.slow
+def test_sessions_hold_references_and_share_one_object_per_content():
+    """Two tabs (two workspaces) upload the same bytes: Session State holds references only, the server holds one
+    object for those bytes, and an evicted entry is loaded again from the tab's workspace store on demand."""
+    a = open_page("pages/inspect.py")
+    b = open_page("pages/inspect.py")
+    _upload(a, GPT2, "mine")
+    _upload(b, GPT2, "mine")
+    ref_a, ref_b = a.session_state["toklab_library"]["mine"], b.session_state["toklab_library"]["mine"]
+    assert isinstance(ref_a, TokenizerRef) and ref_a.pinned is None and ref_a.origin == "ws:"
+    assert ref_a.ws != ref_b.ws and ref_a.content_hash == ref_b.content_hash
+    assert resolve(ref_a) is resolve(ref_b)  # one object for both workspaces
+    assert _tokenizers_in(a.session_state) == [] and _tokenizers_in(b.session_state) == []
+    # evicted (another tab's big load, a small budget): the next run loads it again from the store
+    loads = LRU.loads
+    assert LRU.discard(ref_a.content_hash)
+    a.run()
+    assert not a.exception, [e.message for e in a.exception]
+    assert ref_a.content_hash in LRU and LRU.loads == loads + 1  # loaded again, once
+    assert resolve(ref_a).content_hash == ref_a.content_hash and resolve(ref_a).name == "mine"
+    assert a.selectbox(key="inspect-pick").value == "mine"
+
+
+def test_the_same_bytes_are_kept_once_and_one_larger_than_the_budget_is_not_kept(monkeypatch):
+    tok = load_upload("tokenizer.json", GPT2)
+    LRU.discard(tok.content_hash)
+    monkeypatch.setenv(
+        "TOKLAB_MEMORY_MB", "1"
+    )  # below one gpt2 (2 MB × the size factor): handed out, not kept
+    assert memory.keep(tok) is tok and tok.content_hash not in LRU
+    monkeypatch.setenv("TOKLAB_MEMORY_MB", "512")
+    first = memory.keep(load_upload("tokenizer.json", GPT2).with_source(name="one"))
+    second = memory.keep(load_upload("tokenizer.json", GPT2).with_source(name="one"))
+    assert first is second and tok.content_hash in LRU  # the second load of the same bytes is dropped
+    assert LRU.discard(tok.content_hash)
+
+
+@pytest.fixture
+def runtime(monkeypatch):
+    """A started Streamlit Runtime of the pinned version (its own session manager, reconnect store and uploaded
+    file manager), with a 60 s reconnect TTL; no script is run."""
+    monkeypatch.setattr(Runtime, "_instance", None)
+    files = MemoryUploadedFileManager("/_stcore/upload_file")
+    loop = asyncio.new_event_loop()
+    rt = Runtime(RuntimeConfig(script_path=str(ROOT / "app.py"), media_file_storage=MemoryMediaFileStorage("/media"),
+                               uploaded_file_manager=files, session_storage=MemorySessionStorage(ttl_seconds=60)))  # fmt: skip
+    loop.run_until_complete(rt.start())
+    yield rt, files, loop
+    rt.stop()
+    loop.run_until_complete(rt.stopped)
+    loop.close()
+
+
+def test_a_closed_tab_is_shut_down_and_what_only_it_used_is_released(runtime):
+    rt, files, loop = runtime
+    bert = (TOKENIZERS / "bert-base-uncased" / "tokenizer.json").read_bytes()
+
+    async def connect() -> tuple[str, str]:  # sessions are made on the runtime's event loop
+        return rt.connect_session(client=MagicMock(), user_info={}), rt.connect_session(
+            client=MagicMock(), user_info={}
+        )
+
+    gone_tab, open_tab = loop.run_until_complete(connect())
+    files.add_file(gone_tab, UploadedFileRec(file_id="f", name="t.json", type="application/json", data=GPT2))
+    only_gone = memory.keep(load_upload("tokenizer.json", GPT2).with_source(name="closed tab's upload"))
+    shared = memory.keep(load_upload("tokenizer.json", bert))
+    memory.hold(gone_tab, {only_gone.content_hash, shared.content_hash})
+    memory.hold(open_tab, {shared.content_hash})
+    session = weakref.ref(rt.get_app_session(gone_tab))
+    obj = weakref.ref(LRU.peek(only_gone.content_hash).base)
+    gone_hash = only_gone.content_hash
+    del only_gone
+    rt.disconnect_session(gone_tab)  # the tab closed: Streamlit keeps its session for a reconnect
+    assert gone_tab in {i.session.id for i in rt._session_mgr.list_sessions()}
+    clock = [0.0]
+    reaper = Reaper(ttl=60, clock=lambda: clock[0])
+    reaper.sweep(rt)
+    assert reaper.closed == 0 and gone_tab in files.file_storage  # within the TTL it may still come back
+    clock[0] = 60.0
+    assert reaper.sweep(rt) and reaper.closed == 1
+    loop.run_until_complete(asyncio.sleep(0.05))  # the close runs on the runtime's event loop
+    assert {i.session.id for i in rt._session_mgr.list_sessions()} == {open_tab}
+    assert gone_tab not in files.file_storage  # its uploaded bytes are gone
+    gc.collect()
+    assert session() is None  # nothing keeps the closed session alive
+    # the tokenizer only it held is released once idle (with its derived work); the open tab's stays
+    assert gone_hash in memory.release_unheld({open_tab}, idle_s=0)
+    assert shared.content_hash in LRU and gone_hash not in LRU and set(memory.holders()) == {open_tab}
+    gc.collect()
+    assert obj() is None
+    LRU.discard(shared.content_hash)

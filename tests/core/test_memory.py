@@ -1,0 +1,116 @@
+"""The byte-budgeted LRU of loaded objects (analysis.core.memory.BudgetCache) and what its evictions forget."""
+
+from __future__ import annotations
+
+import threading
+
+from support import load_shared
+
+from analysis.core import cache, paths
+from analysis.core.memory import BudgetCache, release_memory
+from analysis.tokenizer import shared
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_the_budget_holds_and_the_least_recently_used_go_first():
+    gone: list[tuple[str, object]] = []
+    lru = BudgetCache(100, on_evict=lambda k, v: gone.append((k, v)))
+    for k in "abc":
+        assert lru.put(k, k.upper(), 30)
+    assert lru.peek("a") == "A"  # a is now the most recently used: b goes first
+    assert lru.put("d", "D", 30)
+    assert lru.keys() == ["c", "a", "d"] and lru.nbytes() == 90 and gone == [("b", "B")]
+    assert lru.get("c", lambda: "never", lambda v: 1) == "C"  # a hit refreshes c
+    assert lru.put("e", "E", 50)
+    assert lru.keys() == ["c", "e"] and lru.nbytes() <= 100 and [k for k, _ in gone] == ["b", "a", "d"]
+    # one object larger than the whole budget is handed out but not kept (and evicts nothing)
+    assert not lru.put("huge", "H", 101) and "huge" not in lru and lru.keys() == ["c", "e"]
+    assert lru.get("huge", lambda: "H", lambda v: 500) == "H" and "huge" not in lru
+
+
+def test_pinned_objects_stay_and_a_callable_budget_is_read_on_every_add():
+    budget = [100]
+    lru = BudgetCache(lambda: budget[0])
+    lru.pin("default")
+    lru.put("default", "D", 60)
+    lru.put("x", "X", 30)
+    budget[0] = 70
+    lru.put("y", "Y", 10)  # over the new budget: x goes, the pinned default stays
+    assert lru.keys() == ["default", "y"]
+    assert lru.release(held=set()) == ["y"] and lru.keys() == ["default"]
+    lru.unpin("default")
+    assert lru.release(held=set()) == ["default"] and len(lru) == 0
+
+
+def test_loads_run_once_for_concurrent_callers_and_again_after_eviction():
+    lru = BudgetCache(100)
+    calls: list[int] = []
+    gate = threading.Event()
+
+    def load() -> str:
+        calls.append(1)
+        gate.wait(5)
+        return "obj"
+
+    out: list[str] = []
+    threads = [
+        threading.Thread(target=lambda: out.append(lru.get("k", load, lambda v: 10))) for _ in range(4)
+    ]
+    for t in threads:
+        t.start()
+    gate.set()
+    for t in threads:
+        t.join()
+    assert out == ["obj"] * 4 and len(calls) == 1 and lru.loads == 1
+    lru.discard("k")
+    assert lru.get("k", load, lambda v: 10) == "obj" and len(calls) == 2  # reloaded on demand
+
+
+def test_release_drops_only_what_no_holder_names_and_nobody_used_lately():
+    clock = Clock()
+    lru = BudgetCache(1000, clock=clock)
+    for k in ("a", "b", "c"):
+        lru.put(k, k, 10)
+    clock.now = 100.0
+    lru.peek("c")  # used just now
+    assert lru.release(held={"a"}, idle_s=30) == ["b"]
+    assert lru.keys() == ["a", "c"]
+    clock.now = 200.0
+    assert lru.release(held={"a"}, idle_s=30) == ["c"]
+
+
+def test_the_memory_budget_follows_the_environment(monkeypatch):
+    monkeypatch.delenv("TOKLAB_MEMORY_MB", raising=False)
+    assert paths.memory_budget_bytes() == 512 * paths.MB
+    monkeypatch.setenv("TOKLAB_MEMORY_MB", "64")
+    assert paths.memory_budget_bytes() == 64 * paths.MB
+    monkeypatch.setenv("TOKLAB_MEMORY_MB", "-3")
+    assert paths.memory_budget_bytes() == 512 * paths.MB
+
+
+def test_an_evicted_tokenizer_takes_its_derived_work_with_it():
+    """What on_evict calls: memoised results and the shared Rust tokenizer of those bytes are forgotten; views
+    under another name share what was already read from the bytes."""
+    tok = load_shared("gpt2")
+    other = load_shared("bert-base-uncased")
+    _ = tok.tokenizer, tok.vocab
+    named = tok.with_source(name="mine")
+    assert named.name == "mine" and named.vocab is tok.vocab and named.content_hash == tok.content_hash
+
+    @cache.memoize(maxsize=8)
+    def size_of(t, k: int) -> int:
+        return t.vocab_size + k
+
+    size_of(tok, 1), size_of(tok, 2), size_of(other, 1)
+    assert size_of.cache_info()["size"] == 3
+    assert cache.forget_content(tok.content_hash) >= 2
+    assert size_of.cache_info()["size"] == 1  # the other tokenizer's result stays
+    assert shared.SHARED.forget(tok.digest) and not shared.SHARED.forget(tok.digest)
+    release_memory()  # a full collection and malloc_trim where there is one: never raises
