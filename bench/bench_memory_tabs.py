@@ -1,0 +1,209 @@
+"""Closed tabs give the server's memory back: eight browser tabs each upload three tokenizers, then close.
+
+A real server (`scripts/serve.py`, as `scripts/start.sh` starts it; a fresh `TOKLAB_DATA`) and Debian chromium
+through Playwright. Baseline: one tab opens Load & inspect (the server's imports and the embedded default's first
+view) and closes; the server's RSS is read once that tab's session has been reaped (Streamlit's reconnect TTL, 60 s
+in `.streamlit/config.toml`, plus the reaper's pass). Then eight browser contexts (eight users) each open Load &
+inspect and upload three different tokenizer.json files from `$TOKLAB_ASSETS/tokenizers` (tab i the files i·3 …
+i·3+2 of the sorted list, wrapping, so some bytes arrive in several workspaces; `--tokenizers` picks the set: by default eight, see :data:`DEFAULT_SET`); the
+RSS is sampled every second meanwhile (peak). All eight close at once; the RSS is read every 30 s up to 3 minutes.
+
+    python bench/bench_memory_tabs.py [--tabs 8] [--per-tab 3] [--after 180]
+
+Target (issue 53): RSS back within 10 % of its baseline ≤ 3 min after the tabs close.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+from _results import Run, variant_from
+from bench_pages import CHROME_ARGS, serve
+from playwright.sync_api import sync_playwright
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(ROOT / "tests"), str(ROOT / "tests" / "e2e")]
+from e2e_support import mark, track_runs, wait_idle, wait_rerun  # noqa: E402 - the browser tests' waits
+
+#: within this fraction of the baseline …
+TARGET_RATIO = 0.10
+#: … this many seconds after the tabs closed
+TARGET_S = 180
+SAMPLE_EVERY_S = 30
+#: The tokenizers uploaded by default: every asset but the three largest vocabularies (Gemma 256k, Qwen3 151k,
+#: Mistral-Nemo 131k; Load & inspect takes minutes for each on two busy cores); Llama-3.1 (8.9 MB) is in.
+DEFAULT_SET = ("bert-base-uncased,gpt2,llama-2,llama-3.1,mistral-7b-v0.1,mistral-7b-v0.3,pegasus-unigram,"
+               "smollm2-135m-instruct")  # fmt: skip
+
+
+def rss_mb(pid: int) -> float:
+    """The resident set of a process, in MB (VmRSS of /proc/<pid>/status)."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    raise RuntimeError(f"no VmRSS for process {pid}")
+
+
+def tokenizer_files(names: str = "") -> list[Path]:
+    """The `tokenizer.json` of the shared assets' tokenizers named (comma-separated; default every one), sorted by
+    folder name."""
+    assets = Path(os.environ.get("TOKLAB_ASSETS", ROOT.parent / "shared" / "assets"))
+    chosen = {n.strip() for n in names.split(",") if n.strip()}
+    return sorted(
+        p for p in (assets / "tokenizers").glob("*/tokenizer.json") if not chosen or p.parent.name in chosen
+    )
+
+
+def upload(page, path: Path) -> None:
+    """Upload one tokenizer.json on Load & inspect and add it to the library (each step waits for its run)."""
+    wait_idle(page)
+    box = page.locator('[data-testid="stExpander"]').filter(has_text="Load a tokenizer").first
+    # the "Load a tokenizer" box is drawn closed once the library holds more than the default: open it
+    if not box.evaluate("e => (e.tagName === 'DETAILS' ? e : e.querySelector('details')).open"):
+        box.locator("summary").first.click()
+    tab = box.get_by_role("tab", name="Upload")
+    tab.wait_for(state="visible", timeout=180_000)
+    tab.click()
+    since = mark(page)
+    page.locator('[data-testid="stMain"] [data-testid="stFileUploaderDropzoneInput"]').set_input_files(
+        files=[{"name": "tokenizer.json", "mimeType": "application/json", "buffer": path.read_bytes()}]
+    )
+    wait_rerun(page, since)
+    since = mark(page)
+    name = page.get_by_role("textbox", name="Name in the library")
+    name.fill(path.parent.name)
+    name.press("Enter")
+    wait_rerun(page, since)
+    since = mark(page)
+    page.get_by_role("button", name="Add upload to library").click()
+    wait_rerun(page, since)
+    sidebar = page.locator('[data-testid="stSidebar"]')
+    sidebar.get_by_text(path.parent.name, exact=True).first.wait_for(timeout=180_000)
+
+
+def open_tab(browser, base: str):
+    """A new browser context (a user) on Load & inspect, drawn."""
+    ctx = browser.new_context(viewport={"width": 1280, "height": 900})
+    page = track_runs(ctx.new_page())
+    page.goto(base + "/inspect")
+    wait_idle(page)
+    return ctx, page
+
+
+class Sampler:
+    """The server's RSS every second in a background thread (the peak of a phase)."""
+
+    def __init__(self, pid: int) -> None:
+        self.pid, self.peak, self._stop = pid, 0.0, threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self.peak = max(self.peak, rss_mb(self.pid))
+            self._stop.wait(1.0)
+
+    def __enter__(self) -> Sampler:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
+def main() -> None:
+    """Baseline, eight uploading tabs, their close; print the RSS figures against the target and record them."""
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--tabs", type=int, default=8, help="browser contexts (users)")
+    ap.add_argument("--per-tab", type=int, default=3, help="tokenizers each tab uploads")
+    ap.add_argument("--after", type=int, default=TARGET_S, help="seconds to follow the RSS after the close")
+    ap.add_argument(
+        "--settle", type=int, default=75, help="seconds after the warm-up tab closes (its reaping)"
+    )
+    ap.add_argument(
+        "--tokenizers", default=DEFAULT_SET, help="comma-separated asset tokenizer names ('' for all)"
+    )
+    ap.add_argument("--variant", default=None, help="a name for this run's conditions: results file suffix")
+    args = ap.parse_args()
+    run = Run(__file__, variant=variant_from(ap, args, ignore=("settle",)))
+    files = tokenizer_files(args.tokenizers)
+    if len(files) < args.per_tab:
+        raise SystemExit(f"need {args.per_tab} tokenizer.json files under $TOKLAB_ASSETS/tokenizers")
+    data = tempfile.TemporaryDirectory(prefix="toklab-bench-data-")
+    os.environ["TOKLAB_DATA"] = data.name  # the bench's workspaces, removed afterwards
+    proc, base = serve()
+    samples: dict[str, float] = {}
+    try:
+        with sync_playwright() as pw:
+            browser = pw.chromium.launch(
+                executable_path=os.environ.get("CHROMIUM", "/usr/bin/chromium"), args=CHROME_ARGS
+            )
+            ctx, _ = open_tab(browser, base)  # the server's first view: imports, the embedded default
+            ctx.close()
+            print(f"warm-up tab closed; waiting {args.settle} s for its session to be reaped", flush=True)
+            time.sleep(args.settle)
+            baseline = rss_mb(proc.pid)
+            print(f"baseline RSS {baseline:,.0f} MB", flush=True)
+            t0 = time.monotonic()
+            tabs = []
+            with Sampler(proc.pid) as sampler:
+                for i in range(args.tabs):
+                    ctx, page = open_tab(browser, base)
+                    for k in range(args.per_tab):
+                        upload(page, files[(i * args.per_tab + k) % len(files)])
+                    tabs.append(ctx)
+                    print(f"tab {i + 1}: {args.per_tab} uploads, RSS {rss_mb(proc.pid):,.0f} MB", flush=True)
+            upload_s = time.monotonic() - t0
+            peak = max(sampler.peak, rss_mb(proc.pid))
+            for ctx in tabs:
+                ctx.close()
+            closed = time.monotonic()
+            browser.close()
+            samples["0"] = rss_mb(proc.pid)
+            for t in range(SAMPLE_EVERY_S, args.after + 1, SAMPLE_EVERY_S):
+                time.sleep(max(0.0, closed + t - time.monotonic()))
+                samples[str(t)] = rss_mb(proc.pid)
+                print(f"{t:>4} s after the close: RSS {samples[str(t)]:,.0f} MB", flush=True)
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(15)
+        data.cleanup()
+    ratios = {t: v / baseline - 1 for t, v in samples.items()}
+    back = next((int(t) for t, r in ratios.items() if r <= TARGET_RATIO), None)
+    print(f"\nbaseline {baseline:,.0f} MB · peak {peak:,.0f} MB ({peak / baseline - 1:+.0%}) with {args.tabs} tabs × "
+          f"{args.per_tab} uploads ({upload_s:.0f} s)")  # fmt: skip
+    print(f"{'after close (s)':>16} {'RSS (MB)':>9} {'vs baseline':>12}")
+    for t, v in samples.items():
+        print(f"{t:>16} {v:>9,.0f} {ratios[t]:>+12.1%}")
+    met = back is not None and back <= TARGET_S and ratios[str(args.after)] <= TARGET_RATIO
+    print(f"target: RSS within {TARGET_RATIO:.0%} of the baseline ≤ {TARGET_S} s after the close: "
+          + (f"OK (at {back} s)" if met else "MISSED"))  # fmt: skip
+    figures = {
+        "tabs": args.tabs,
+        "uploads_per_tab": args.per_tab,
+        "tokenizers": [p.parent.name for p in files],
+        "memory_budget_mb": float(os.environ.get("TOKLAB_MEMORY_MB", 512)),
+        "baseline_mb": round(baseline, 1),
+        "peak_mb": round(peak, 1),
+        "upload_phase_s": round(upload_s, 1),
+        "after_close_mb": {t: round(v, 1) for t, v in samples.items()},
+        "after_close_vs_baseline": {t: round(r, 4) for t, r in ratios.items()},
+        "back_within_target_s": back,
+    }
+    run.write(figures, targets={"RSS after the tabs close": f"within {TARGET_RATIO:.0%} of baseline <= {TARGET_S} s"},
+              met=met)  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()
