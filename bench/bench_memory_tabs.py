@@ -65,6 +65,7 @@ def upload(page, path: Path) -> None:
     """Upload one tokenizer.json on Load & inspect and add it to the library (each step waits for its run)."""
     wait_idle(page)
     box = page.locator('[data-testid="stExpander"]').filter(has_text="Load a tokenizer").first
+    box.wait_for(timeout=180_000)
     # the "Load a tokenizer" box is drawn closed once the library holds more than the default: open it
     if not box.evaluate("e => (e.tagName === 'DETAILS' ? e : e.querySelector('details')).open"):
         box.locator("summary").first.click()
@@ -92,6 +93,7 @@ def open_tab(browser, base: str):
     """A new browser context (a user) on Load & inspect, drawn."""
     ctx = browser.new_context(viewport={"width": 1280, "height": 900})
     page = track_runs(ctx.new_page())
+    page.set_default_timeout(180_000)  # a cold, busy 2-core machine: an upper bound for a hang, never a pause
     page.goto(base + "/inspect")
     wait_idle(page)
     return ctx, page

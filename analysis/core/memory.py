@@ -42,7 +42,7 @@ class BudgetCache:
     estimate of the bytes they hold: adding one evicts the least recently used until the total fits `budget`.
 
     * :meth:`get` returns the kept object or loads it (identical concurrent loads run once) and keeps it; an object
-      larger than the whole budget is returned but not kept. A *pinned* key (the embedded default) is never evicted.
+      larger than the whole budget is kept alone (everything unpinned is evicted). A *pinned* key (the embedded default) is never evicted.
     * Objects are shared by every caller: never mutate one.
     * :meth:`release` drops what no live holder names and nobody used for `idle_s` seconds (the server's closed
       tabs); `on_evict(key, obj)` is called for each object evicted or released (outside the lock), so that work derived
@@ -105,29 +105,25 @@ class BudgetCache:
             self._items.move_to_end(key)
             return got[0]
 
-    def put(self, key: Hashable, obj: Any, nbytes: int) -> bool:
-        """Keep `obj` under `key` (replacing what was there) and evict down to the budget; False when it alone is
-        larger than the budget (then it is not kept)."""
+    def put(self, key: Hashable, obj: Any, nbytes: int) -> None:
+        """Keep `obj` under `key` (replacing what was there) and evict the least recently used down to the budget.
+        An object larger than the whole budget is still kept, alone with the pinned ones (its users would otherwise
+        load it again on every request)."""
         evicted: list[tuple[Hashable, Any]] = []
-        kept = True
         with self._lock:
             budget = self.budget
             self._items.pop(key, None)
-            if nbytes > budget and key not in self._pinned:
-                kept = False
-            else:
-                self._items[key] = (obj, max(0, int(nbytes)), self._clock())
-                total = sum(n for _, n, _ in self._items.values())
-                for k in list(self._items):
-                    if total <= budget:
-                        break
-                    if k == key or k in self._pinned:
-                        continue
-                    gone_obj, n, _ = self._items.pop(k)
-                    total -= n
-                    evicted.append((k, gone_obj))
+            self._items[key] = (obj, max(0, int(nbytes)), self._clock())
+            total = sum(n for _, n, _ in self._items.values())
+            for k in list(self._items):
+                if total <= budget:
+                    break
+                if k == key or k in self._pinned:
+                    continue
+                gone_obj, n, _ = self._items.pop(k)
+                total -= n
+                evicted.append((k, gone_obj))
         self._evicted(evicted)
-        return kept
 
     def pin(self, key: Hashable) -> None:
         """Never evict `key` (it stays until :meth:`unpin`; it still counts against the budget)."""

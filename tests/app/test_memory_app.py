@@ -70,18 +70,18 @@ def test_sessions_hold_references_and_share_one_object_per_content():
     assert a.selectbox(key="inspect-pick").value == "mine"
 
 
-def test_the_same_bytes_are_kept_once_and_one_larger_than_the_budget_is_not_kept(monkeypatch):
+def test_the_same_bytes_are_kept_once_within_the_budget(monkeypatch):
     tok = load_upload("tokenizer.json", GPT2)
     LRU.discard(tok.content_hash)
-    monkeypatch.setenv(
-        "TOKLAB_MEMORY_MB", "1"
-    )  # below one gpt2 (2 MB × the size factor): handed out, not kept
-    assert memory.keep(tok) is tok and tok.content_hash not in LRU
-    monkeypatch.setenv("TOKLAB_MEMORY_MB", "512")
     first = memory.keep(load_upload("tokenizer.json", GPT2).with_source(name="one"))
     second = memory.keep(load_upload("tokenizer.json", GPT2).with_source(name="one"))
     assert first is second and tok.content_hash in LRU  # the second load of the same bytes is dropped
-    assert LRU.discard(tok.content_hash)
+    monkeypatch.setenv("TOKLAB_MEMORY_MB", "45")  # gpt2 counts 2.1 MB × 20, bert 0.47 MB × 20: gpt2 goes
+    bert = memory.keep(
+        load_upload("tokenizer.json", (TOKENIZERS / "bert-base-uncased" / "tokenizer.json").read_bytes())
+    )
+    assert bert.content_hash in LRU and tok.content_hash not in LRU
+    LRU.discard(bert.content_hash)
 
 
 @pytest.fixture

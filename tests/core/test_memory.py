@@ -23,16 +23,17 @@ def test_the_budget_holds_and_the_least_recently_used_go_first():
     gone: list[tuple[str, object]] = []
     lru = BudgetCache(100, on_evict=lambda k, v: gone.append((k, v)))
     for k in "abc":
-        assert lru.put(k, k.upper(), 30)
+        lru.put(k, k.upper(), 30)
     assert lru.peek("a") == "A"  # a is now the most recently used: b goes first
-    assert lru.put("d", "D", 30)
+    lru.put("d", "D", 30)
     assert lru.keys() == ["c", "a", "d"] and lru.nbytes() == 90 and gone == [("b", "B")]
     assert lru.get("c", lambda: "never", lambda v: 1) == "C"  # a hit refreshes c
-    assert lru.put("e", "E", 50)
+    lru.put("e", "E", 50)
     assert lru.keys() == ["c", "e"] and lru.nbytes() <= 100 and [k for k, _ in gone] == ["b", "a", "d"]
-    # one object larger than the whole budget is handed out but not kept (and evicts nothing)
-    assert not lru.put("huge", "H", 101) and "huge" not in lru and lru.keys() == ["c", "e"]
-    assert lru.get("huge", lambda: "H", lambda v: 500) == "H" and "huge" not in lru
+    # one object larger than the whole budget is kept alone (its users would load it again on every request)
+    assert lru.get("huge", lambda: "H", lambda v: 500) == "H" and lru.keys() == ["huge"]
+    lru.put("f", "F", 10)
+    assert lru.keys() == ["f"] and lru.nbytes() <= 100
 
 
 def test_pinned_objects_stay_and_a_callable_budget_is_read_on_every_add():
