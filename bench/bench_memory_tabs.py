@@ -17,15 +17,17 @@ from __future__ import annotations
 
 import argparse
 import os
+import socket
 import subprocess
 import sys
 import tempfile
 import threading
 import time
+import urllib.request
 from pathlib import Path
 
 from _results import Run, variant_from
-from bench_pages import CHROME_ARGS, serve
+from bench_pages import CHROME_ARGS
 from playwright.sync_api import sync_playwright
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -41,6 +43,30 @@ SAMPLE_EVERY_S = 30
 #: Mistral-Nemo 131k; Load & inspect takes minutes for each on two busy cores); Llama-3.1 (8.9 MB) is in.
 DEFAULT_SET = ("bert-base-uncased,gpt2,llama-2,llama-3.1,mistral-7b-v0.1,mistral-7b-v0.3,pegasus-unigram,"
                "smollm2-135m-instruct")  # fmt: skip
+
+
+def serve(start_s: float = 900) -> tuple[subprocess.Popen, str]:
+    """A fresh server on a free port, started as `scripts/start.sh` starts it (`scripts/serve.py`); its process and
+    URL once /_stcore/health answers (a busy machine may take minutes to import everything)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    proc = subprocess.Popen(
+        [sys.executable, str(ROOT / "scripts" / "serve.py"), "--server.headless", "true", "--server.address",
+         "127.0.0.1", "--server.port", str(port), "--browser.gatherUsageStats", "false",
+         "--server.fileWatcherType", "none"],
+        cwd=ROOT, env={**os.environ, "HF_HUB_OFFLINE": "1"}, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + start_s
+    while time.monotonic() < deadline:
+        try:
+            if urllib.request.urlopen(url + "/_stcore/health", timeout=2).read() == b"ok":
+                return proc, url
+        except OSError:
+            time.sleep(0.5)
+    proc.terminate()
+    raise RuntimeError("the server did not start")
 
 
 def rss_mb(pid: int) -> float:
