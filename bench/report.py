@@ -64,7 +64,7 @@ ABOUT = {
     "languages and the shared text corpora) in a new process with a fresh cache, `TOKLAB_ENCODER=tokenizers` against "
     "the verified fast encoder: wall time, MB/s, peak RSS, identical counts and output files",
     "bench_memory_tabs": "the app server's RSS (scripts/serve.py, a real browser): baseline after one tab's first view "
-    "was reaped, peak while eight browser contexts each upload three tokenizers on Load & inspect, and every 30 s for "
+    "was reaped, peak while eight browser contexts each upload tokenizers (three by default) on Load & inspect, every 30 s for "
     "3 minutes after all eight close (target: back within 10 % of the baseline)",
     "bench_bpe_train": "gigatoken's `train_bpe` against the tokenizers BpeTrainer (parity-train's plain baseline) and "
     "the project's from-scratch trainer on FLORES lines 1–700 of 204 languages, 8,000 tokens: seconds and how many "
