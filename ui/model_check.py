@@ -341,8 +341,13 @@ def recipe_inputs(
     report as job inputs of this workspace (named by content: the same edit is stored once); the recipe's params
     that name them."""
     data = library_zip({"base": base, "edited": edited} if base is not None else {"edited": edited})
+    names = {
+        "edited": edited.name,
+        **({"base": base.name} if base is not None else {}),
+    }  # their library names
     params: dict[str, Any] = {
-        "tokenizers": stored_input(store(), current(), data, ".zip", {"job-input": "tokenizers"})
+        "tokenizers": stored_input(store(), current(), data, ".zip", {"job-input": "tokenizers"}),
+        "names": names,
     }
     if report is not None:
         params["report"] = stored_json(report, {"job-input": "report"})
