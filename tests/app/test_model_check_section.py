@@ -81,7 +81,9 @@ def _job_check(at: AppTest, key: str, langs: list[str]) -> dict:
     _ok(at)
     assert default_store().file_path(ws, "artifact", job.result["model_artifact"]) is not None
     # the edited model: a streamed link to the workspace artifact (ui.downloads), beside the JSON download
-    assert any("edited model" in b.proto.label and "/toklab/file/" in b.proto.url for b in at.get("link_button"))
+    assert any(
+        "edited model" in b.proto.label and "/toklab/file/" in b.proto.url for b in at.get("link_button")
+    )
     assert at.get("download_button")
     return job.result
 
