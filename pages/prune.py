@@ -39,7 +39,7 @@ from ui.downloads import artifact_button, keep_file, keep_folder, scratch
 from ui.errors import try_step
 from ui.export_check import export_check_section, speculative_line
 from ui.library import add_edited_button
-from ui.model_check import model_check_section
+from ui.model_check import model_check_section, recipe_inputs
 from ui.pickers import BPE, model_picker_keys, pick_model, pick_tokenizer, server_path_input
 from ui.progress import start_now
 from ui.robustness import measured, robustness_button
@@ -276,7 +276,14 @@ def export(tok: LoadedTokenizer, method: str, res: P.PruneResult, held: dict[str
     def write(folder: Path, original: str) -> None:
         write_pruned(tok, res, folder, prune_report(tok, method, res), model=original)
 
-    model_check_section("prune-mc", write, f"{tok.name} -{n} ({method})", bakeoff=False)
+    def recipe() -> dict:  # the check runs in a worker: the edit travels as workspace items
+        return {
+            "op": "prune",
+            "init": "fvt",
+            **recipe_inputs(tok, new, prune_report(tok, method, res).to_json()),
+        }
+
+    model_check_section("prune-mc", write, f"{tok.name} -{n} ({method})", bakeoff=False, recipe=recipe)
 
 
 def write_folder_ui(tok: LoadedTokenizer, method: str, res: P.PruneResult, out_dir: Path) -> None:

@@ -15,7 +15,8 @@ from analysis.commands._equivalent import transplant_command
 from analysis.core import paths
 from analysis.core.outputs import json_document
 from analysis.evaluate.model_check import DEFAULT_LANGS, PAGE_LINES
-from ui.model_check import model_check_section
+from ui.jobs import attached
+from ui.model_check import model_check_section, recipe_inputs
 from ui.pickers import pick_model, pick_tokenizer
 
 st.title("Transplant")
@@ -58,10 +59,16 @@ def _page(model: str, tok: Any) -> None:
         holder["doc"]["model"] = paths.public_source(holder["doc"]["model"])
         holder["doc"].pop("out", None)
 
-    model_check_section("tp-check", _export, f"{Path(shown_model).name} ← {tok.name}", original=model,
-                        reader=read_for_model_check, bakeoff=False)  # fmt: skip
+    def _recipe() -> dict[str, Any]:
+        """The transplant and its check run in a worker: B travels as a workspace item."""
+        return {"op": "transplant", "init": init, "k": int(k), **recipe_inputs(None, tok, None)}
 
-    doc = holder.get("doc")
+    model_check_section("tp-check", _export, f"{Path(shown_model).name} ← {tok.name}", original=model,
+                        reader=read_for_model_check, bakeoff=False, recipe=_recipe)  # fmt: skip
+
+    job = attached("tp-check")
+    done = job is not None and job.state == "done"
+    doc = (job.result or {}).get("edit_report") if done else holder.get("doc")
     if doc:
         st.subheader("Where the rows came from")
         st.write(f"**{doc['rows']:,}** rows: **{doc['copied']:,}** copied from the model, **{doc['initialised']:,}** "

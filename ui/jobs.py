@@ -135,28 +135,3 @@ def _live(key: str, title: str) -> None:
     if job.log:
         with st.expander("Log"):
             st.code("\n".join(job.log[-50:]), language=None)
-
-
-#: The largest artifact offered through an in-memory download button.
-SMALL_DOWNLOAD = 64 * 1024 * 1024
-
-
-def artifact_download(name: str, label: str, *, key: str) -> None:
-    """A download of an artifact of this workspace.
-
-    FIXME(files branch): the ONE call site to replace with ``ui.downloads.artifact_button(name, label, key=key)``
-    (a streamed link) once it is on main; until then a plain download button that reads the file into memory,
-    offered up to :data:`SMALL_DOWNLOAD` bytes."""
-    path = store().file_path(current(), "artifact", name) if current() else None
-    if path is None:
-        st.caption(f"{name}: no longer in this workspace.")
-        return
-    size = path.stat().st_size
-    if size > SMALL_DOWNLOAD:
-        st.caption(
-            f"{name} ({size / 1e6:,.0f} MB) is kept in this workspace; it is too large for this download."
-        )
-        return
-    st.download_button(
-        label, path.read_bytes(), file_name=name.rsplit("/", 1)[-1], mime="application/zip", key=key
-    )

@@ -38,7 +38,8 @@ from analysis.texts.flores import available_codes
 from analysis.tokenizer.export import library_zip
 from analysis.tokenizer.tokenizer import LoadedTokenizer
 from analysis.views.model_jobs import Exporter, run_check
-from ui.jobs import artifact_download, job_panel, stored_input, stored_json, submit
+from ui.downloads import artifact_button
+from ui.jobs import job_panel, stored_input, stored_json, submit
 from ui.pickers import pick_model
 from ui.workspace import STORE_ERRORS, current, json_download, store
 
@@ -309,7 +310,7 @@ def _as_job(key: str, original: str, label: str, options: dict[str, Any], recipe
         _result(key, job.result)
         name = job.result.get("model_artifact")
         if name:
-            artifact_download(
+            artifact_button(
                 name, "Download the edited model (zip, Hugging Face folder)", key=f"{key}-model-zip"
             )
 
@@ -341,8 +342,13 @@ def recipe_inputs(
     report as job inputs of this workspace (named by content: the same edit is stored once); the recipe's params
     that name them."""
     data = library_zip({"base": base, "edited": edited} if base is not None else {"edited": edited})
+    names = {
+        "edited": edited.name,
+        **({"base": base.name} if base is not None else {}),
+    }  # their library names
     params: dict[str, Any] = {
-        "tokenizers": stored_input(store(), current(), data, ".zip", {"job-input": "tokenizers"})
+        "tokenizers": stored_input(store(), current(), data, ".zip", {"job-input": "tokenizers"}),
+        "names": names,
     }
     if report is not None:
         params["report"] = stored_json(report, {"job-input": "report"})

@@ -36,6 +36,7 @@ import errno
 import hashlib
 import json
 import os
+import re
 import secrets
 import socket
 import sqlite3
@@ -613,7 +614,9 @@ class JobContext:
 
     def progress(self, fraction: float | None, stage: str | None = None) -> None:
         """Report progress (0..1) and the stage's name; raises Cancelled when the job was cancelled."""
-        new_stage = stage is not None and stage != self._stage
+        # a new stage is a message that differs by more than its numbers ("est_Latn 3/20" and "est_Latn 4/20"
+        # are one stage): it goes to the log and is written at once; within a stage, at most twice a second
+        new_stage = stage is not None and _stage_of(stage) != _stage_of(self._stage or "")
         if stage is not None:
             self._stage = stage
             if new_stage:
@@ -641,6 +644,10 @@ class JobContext:
         self._stop = (
             self.jobs.report(self.job_id, getattr(self, "_fraction", None), self._stage, lines) or self._stop
         )
+
+
+def _stage_of(message: str) -> str:
+    return re.sub(r"\d+", "#", message)
 
 
 def execute(job_id: str, root: str, ws_id: str) -> None:

@@ -8,8 +8,10 @@ writes the edited model with the same engine function the page's export uses (:d
 
 Recipe (the job's params, plain JSON)::
 
-    {"op": "extend", "tokenizers": "<artifact: library zip with entries 'base' and 'edited'>",
-     "report": "<artifact: the edit's report JSON, or absent>", "model": "<model source>", "init": "fvt",
+    {"op": "extend" | "prune" | "transplant",
+     "tokenizers": "<artifact: library zip with the entries 'edited' and (extend, prune) 'base'>",
+     "names": {"base": "<library name>", "edited": "<library name>"},
+     "report": "<artifact: the edit's report JSON, or absent>", "model": "<model source>", "init": "fvt", "k": 8,
      "label": "...", "langs": [...], "lines": 20, "inits": [...], "steps": 0, "objective": "...",
      "keep_model": true}
 """
@@ -163,6 +165,8 @@ def model_check_job(params: dict[str, Any], ctx: Any) -> dict[str, Any]:
     if op not in EDITS:
         raise DataError(f"unknown edit {op!r} for a model check; one of {', '.join(EDITS)}")
     toks = recipe_tokenizers(ctx.file_path("artifact", str(params["tokenizers"])).read_bytes())
+    names = params.get("names") or {}  # the library's names (a transplant's report names its tokenizer)
+    toks = {k: t.with_source(name=str(names[k])) if names.get(k) else t for k, t in toks.items()}
     if op != "transplant" and "base" not in toks:
         raise DataError("the job's tokenizers are incomplete (this edit needs 'base')")
     report = None

@@ -1,6 +1,6 @@
 """AppTest: the Model check section of Extend and Prune measures the edit made in the browser session with server
-paths OFF (the section writes its own export of the page's edit with the demo SmolLM2): Extend's as a job of the
-workers (analysis.jobs.queue; its cancel and faults: tests/jobs), Prune's and Token reuse's in a server thread with
+paths OFF (the section writes its own export of the page's edit with the demo SmolLM2): Extend's and Prune's as a
+job of the workers (analysis.jobs.queue; its cancel and faults: tests/jobs), Token reuse's in a server thread with
 progress and Cancel; the download names no server or temporary path."""
 
 from __future__ import annotations
@@ -80,6 +80,10 @@ def _job_check(at: AppTest, key: str, langs: list[str]) -> dict:
     at.run()
     _ok(at)
     assert default_store().file_path(ws, "artifact", job.result["model_artifact"]) is not None
+    # the edited model: a streamed link to the workspace artifact (ui.downloads), beside the JSON download
+    assert any(
+        "edited model" in b.proto.label and "/toklab/file/" in b.proto.url for b in at.get("link_button")
+    )
     assert at.get("download_button")
     return job.result
 
@@ -127,7 +131,7 @@ def test_prune_checks_the_session_edit(monkeypatch):
     at.number_input(key="prune-n").set_value(300).run()
     _ok(at)
     at.selectbox(key="prune-mc-model-kind").set_value(_smol_label()).run()
-    doc = _check(at, "prune-mc", ["eng_Latn"])
+    doc = _job_check(at, "prune-mc", ["eng_Latn"])
     (eng,) = doc["languages"]
     assert doc["n_removed_tokens"] == 300 and doc["n_new_tokens"] == 0
     assert eng["mass_removed"] is not None and 0 <= eng["mass_removed"] < 1
