@@ -15,14 +15,18 @@ from analysis.measure import grid, renyi, summaries
 from analysis.measure import metrics as mx
 from analysis.texts import flores as fl
 from analysis.texts.flores import FloresData
+from analysis.tokenizer.tokenizer import LoadedTokenizer
+from analysis.views.app_jobs import COMPRESSION_JOB_CELLS, compression_params
 from ui.errors import try_step
+from ui.job_inputs import stored_tokenizers
+from ui.jobs import attached, job_panel, submit
 from ui.language_charts import MIN_GROUP, dot_plot, ordered_languages
 from ui.library import library
 from ui.palette import tokenizer_colours, tokenizer_symbols
 from ui.pickers import pick_tokenizers, server_path_input
 from ui.progress import progress
 from ui.spans import token_spans_html
-from ui.workspace import json_download, keep
+from ui.workspace import current, json_download, keep
 
 #: The page inputs kept in the workspace.
 KEPT = (
@@ -45,6 +49,8 @@ TABLE_COLUMNS = ["tokenizer", "lang", "name", "script", "family", *[m for m in m
 DEFAULT_LANGS = ["eng_Latn", "est_Latn", "deu_Latn", "fra_Latn", "rus_Cyrl", "arb_Arab", "hin_Deva", "zho_Hans",
                  "jpn_Jpan", "kor_Hang"]  # fmt: skip
 MARGIN = {"l": 10, "r": 10, "t": 30, "b": 10}
+#: The page's job (a table beyond COMPRESSION_JOB_CELLS cells), kept in the workspace under this key.
+JOB_KEY = "compression"
 HEATMAP_MAX = 30  # up to this many languages a heatmap with values in the cells; beyond, a grouped dot plot
 WORST_K = 20
 
@@ -415,6 +421,29 @@ def parity_results(res: dict) -> None:
     )
 
 
+def job_rows(
+    toks: dict[str, LoadedTokenizer], flores: str, data: FloresData, langs: list[str], power: float,
+    reference: str, run: bool,
+) -> list[dict] | None:  # fmt: skip
+    """The table as a job of a worker: submitted when asked or when the inputs changed (the same inputs find the
+    job already there), its panel while it runs; the rows once it is done (None before)."""
+    name = try_step(stored_tokenizers, toks, "compression tokenizers")
+    if name is None:
+        return None
+    params = compression_params(name, list(toks), flores, data.split, langs, power, reference)
+    job = attached(JOB_KEY)
+    if run or job is None or job.params != params:
+        label = f"Compression: {len(toks)} tokenizer(s) × {len(langs)} language(s)"
+        if try_step(submit, JOB_KEY, "compression", params, label=label) is None:
+            return None
+    st.caption(f"{len(toks)} tokenizer(s) × {len(langs)} language(s) is more than {COMPRESSION_JOB_CELLS} cells: "
+               "the table is computed by a job worker, not in this page; it comes back here, also after a reload.")  # fmt: skip
+    job = job_panel(JOB_KEY, "Compression")
+    if job is None or job.state != "done" or not job.result:
+        return None
+    return job.result["rows"]
+
+
 def page() -> None:
     """Tokenizers, FLORES languages and options → `grid.compression_table` → charts and downloads."""
     st.title("Compression across FLORES-200 languages")
@@ -446,7 +475,7 @@ def page() -> None:
     if not langs:
         st.warning("No languages selected: choose at least one language.")
         return
-    if run:
+    if run or (current() and attached(JOB_KEY) is not None):  # a job of this page: shown again after a reload
         st.session_state["cmp-active"] = True
     if not st.session_state.get("cmp-active"):
         st.info(
@@ -454,9 +483,14 @@ def page() -> None:
             "recompute automatically (cached cells are instant)."
         )
         return
-    with progress("Computing") as cb:
-        rows = grid.compression_table([lib[n] for n in names], data, langs, power=float(power), reference=reference,
-                                      names=names, progress=cb)  # fmt: skip
+    if len(names) * len(langs) > COMPRESSION_JOB_CELLS and current():
+        rows = job_rows({n: lib[n] for n in names}, path, data, list(langs), float(power), reference, run)
+        if rows is None:
+            return
+    else:
+        with progress("Computing") as cb:
+            rows = grid.compression_table([lib[n] for n in names], data, langs, power=float(power),
+                                          reference=reference, names=names, progress=cb)  # fmt: skip
     st.success(
         f"{len(names)} tokenizer(s) × {len(langs)} language(s) on {paths.shown_path(data.root)} ({data.split})."
     )

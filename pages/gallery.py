@@ -10,9 +10,11 @@ import plotly.express as px
 import streamlit as st
 
 from analysis.core import paths
+from analysis.jobs.queue import AGAIN
 from analysis.views.gallery import Gallery, read_gallery
 from ui.charts import interactive_toggle, show_svg
-from ui.gallery import start_build
+from ui.gallery import build_job, start_build
+from ui.jobs import STATE_WORDS, queue_line
 from ui.palette import tokenizer_colours
 from ui.svg import box_plot
 from ui.tables import static_table
@@ -92,24 +94,31 @@ def page() -> None:
     """The stored gallery (never computed in this run); the background build fills what is missing."""
     st.title("Example gallery")
     state = start_build()
+    job = build_job()
     g = read_gallery()
     if g.data_key is None:
         st.info("FLORES-200 was not found (set TOKLAB_FLORES or TOKLAB_ASSETS): the gallery needs it.")
         return
     if g.missing or g.models_missing:
-        doing = "is being computed in the background" if state["running"] else "is not computed yet"
+        running = job is not None and not job.final
+        doing = ("is being computed by a background job (it yields to users' jobs)" if running
+                 else "is not computed yet")  # fmt: skip
         ready = f"{len(g.entries)} of {len(g.entries) + len(g.missing)} example tokenizers"
         if g.models or g.models_missing:
             ready += f" and {len(g.models)} of {len(g.models) + len(g.models_missing)} demo models"
         st.info(f"{ready} ready; the rest ({', '.join(g.missing + g.models_missing)}) {doing}, once per server and "
                 "stored on disk.")  # fmt: skip
+        if running:
+            st.progress(job.fraction, text=f"Gallery build · {STATE_WORDS[job.state]} · {queue_line(job)}")
         c1, c2 = st.columns(2)
         c1.button("Refresh", key="gal-refresh", icon=":material/refresh:")
-        if not state["running"] and c2.button("Compute the missing entries now", key="gal-build"):
+        if not running and c2.button("Compute the missing entries now", key="gal-build"):
             start_build(force=True)
             st.rerun()
         if state["error"]:
             st.error(paths.public_text(state["error"]))
+        if job is not None and job.state in AGAIN:
+            st.error(f"The gallery build {job.state}: {paths.public_text(job.error or '')}")
     demo_models(g)
     if not g.entries:
         return

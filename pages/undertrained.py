@@ -14,16 +14,22 @@ from analysis import LoadedTokenizer
 from analysis.core import paths
 from analysis.core.outputs import json_document, json_lines
 from analysis.core.references import cite, reference
+from analysis.jobs.queue import Job
 from analysis.methods import undertrained as ut
-from analysis.model.source import ModelSource, resolve_model, tokenizer_for_model
+from analysis.model.source import resolve_model, tokenizer_for_model
+from analysis.views.app_jobs import verifications_from_job
 from ui.caching import cache_resource
 from ui.errors import try_step
+from ui.job_inputs import stored_tokenizers
+from ui.jobs import job_panel, submit
 from ui.library import library
 from ui.pickers import model_picker_keys, pick_model
-from ui.workspace import json_download, keep
+from ui.workspace import current, json_download, keep
 
 #: The page inputs kept in the workspace.
 KEPT = ("ut-tok", *model_picker_keys("ut-model"))
+#: The page's verification job, kept in the workspace under this key.
+JOB_KEY = "ut-verify"
 
 OWN = "the model's own tokenizer"
 VERDICT_COLOURS = {"strong_verified": "#D55E00", "weak_verified": "#E69F00", "weak_rejected": "#56B4E9",
@@ -57,18 +63,6 @@ def _analysis(
 @st.cache_resource(show_spinner="Reading the tokenizer…", max_entries=4)
 def _own_tokenizer(model: str, fingerprint: str) -> LoadedTokenizer:
     return tokenizer_for_model(resolve_model(model))
-
-
-@st.cache_resource(show_spinner=False, max_entries=2)
-def _placed_lm(model: str, fingerprint: str, device: str, spread: bool, max_memory: str) -> ut.PlacedLM:
-    """The verification model, placed as asked (`undertrained.place_lm`), shared while its files are unchanged."""
-    return ut.place_lm(model, **_placement_args(device, spread, max_memory))
-
-
-def _placement_args(device: str, spread: bool, max_memory: str) -> dict[str, Any]:
-    """The page's device choice, spread toggle and memory caps as `place_lm` / `verify_result` keywords."""
-    return {"device": None if device == "auto" else device, "device_map": "auto" if spread else None,
-            "max_memory": ut.parse_max_memory(max_memory)}  # fmt: skip
 
 
 def cuda_missing(choice: str, what: str) -> bool:
@@ -177,22 +171,21 @@ def scatter(res: ut.UndertrainedResult, table: pd.DataFrame) -> None:
     st.plotly_chart(fig, key="ut-scatter")
 
 
-def _verify(
-    res: ut.UndertrainedResult, model: str, src: ModelSource, tok: LoadedTokenizer, k: int, bs: int, dev: str,
-    spread: bool, max_memory: str, refs: bool,
-) -> None:  # fmt: skip
-    """Verify the first `k` candidates into `res.verifications`, with a progress bar: those in the disk store are
-    read back; the LM is placed (cached per server) only when a candidate is not there."""
-    bar = st.progress(0.0, text="Reading stored verifications…")
+def _tokenizer_input(tok: LoadedTokenizer, own: bool) -> str:
+    """The tokenizer as a job's input: "" for the model's own (the worker reads it from the model), else a library
+    zip stored in the workspace (its name)."""
+    return "" if own else stored_tokenizers({"tokenizer": tok}, "under-trained tokens' tokenizer")
 
-    def place() -> ut.PlacedLM:  # verify_result times it as `load_lm`
-        bar.progress(0.0, text="Loading the model…")
-        return _placed_lm(model, src.fingerprint(), dev, spread, max_memory.strip())
 
-    ut.verify_result(res, src, tok, k, batch_size=bs, lm=place, include_references=refs,
-                     **_placement_args(dev, spread, max_memory.strip()),
-                     progress=lambda d, t, m="": bar.progress(d / max(1, t), text=f"Verified {d}/{t}"))  # fmt: skip
-    bar.empty()
+def _job_result(res: ut.UndertrainedResult, job: Job | None, analysis: dict[str, Any]) -> None:
+    """A finished verification job of this analysis: its verifications, placement and timings into `res`."""
+    if job is None or job.state != "done" or not job.result:
+        return
+    if any(job.params.get(k) != v for k, v in analysis.items()):
+        return  # a job of other indicators (another model, tokenizer or options)
+    res.verifications.update(verifications_from_job(job.result))
+    res.placement.update(job.result.get("placement") or {})
+    res.timings.update(job.result.get("timings") or {})
 
 
 def placement(res: ut.UndertrainedResult) -> None:
@@ -221,9 +214,10 @@ def placement(res: ut.UndertrainedResult) -> None:
     )
 
 
-def verify_controls(res: ut.UndertrainedResult, model: str, src: ModelSource, tok: LoadedTokenizer) -> None:
-    """How many candidates to verify, on which device and placement; runs the verification when asked (before
-    the page builds its tables, so that every view below shows the run that just finished)."""
+def verify_controls(res: ut.UndertrainedResult, analysis: dict[str, Any]) -> None:
+    """How many candidates to verify, on which device and placement; submits the verification as a job of a worker
+    when asked, and takes a finished job's verifications into `res` (before the page builds its tables, so that
+    every view below shows them; after a reload too: the job's id is kept in the workspace)."""
     if not res.has_lm_head:
         st.warning("This model has no LM head: verification is not possible (the indicators still work).")
         return
@@ -251,11 +245,13 @@ def verify_controls(res: ut.UndertrainedResult, model: str, src: ModelSource, to
     bad = cuda_missing(dev, "verification")
     if mem.strip() and try_step(ut.parse_max_memory, mem) is None:  # the message is shown
         bad = True
-    b1, b2 = st.columns(2)
-    go = b1.button("Verify", type="primary", key="ut-verify", disabled=bad)
-    b2.button("Stop", key="ut-stop", help="Stops after the current batch; finished results are kept.")
-    if go:  # a failed run keeps the finished verifications on screen
-        try_step(_verify, res, model, src, tok, int(k), int(bs), dev, spread, mem, refs)
+    go = st.button("Verify", type="primary", key="ut-verify", disabled=bad or not current(),
+                   help="runs as a job of a worker: Cancel stops it after the current batch")  # fmt: skip
+    if go:
+        params = {**analysis, "k": int(k), "batch_size": int(bs), "device": dev, "spread": bool(spread),
+                  "max_memory": mem.strip(), "include_references": bool(refs)}  # fmt: skip
+        try_step(submit, JOB_KEY, "verify-undertrained", params, label=f"Verify {int(k)} candidates")
+    _job_result(res, job_panel(JOB_KEY, "Verification"), analysis)
     placement(res)
 
 
@@ -337,8 +333,11 @@ def page() -> None:
     t_hist, t_scatter, t_ver, t_tables = st.tabs(
         ["Histograms", "Indicator scatter", "Verification", "Tables"]
     )
-    with t_ver:  # first: a verification that runs now must show in every view below
-        verify_controls(res, model, src, tok)
+    with t_ver:  # first: a verification that just finished must show in every view below
+        own = tok_choice == OWN
+        analysis = {"model": model, "tokenizers": try_step(_tokenizer_input, tok, own) or "", "refs": list(refs),
+                    "pc1": bool(pc1), "pct": float(pct), "ind_device": ind_dev}  # fmt: skip
+        verify_controls(res, analysis)
     table = ut.health_table(res, ut.stt_status(tok))
     table = table[table["id"] < res.n_tokens]
     with t_hist:

@@ -25,6 +25,9 @@ from analysis.errors import DataError
 KINDS: dict[str, str] = {
     "wait": "analysis.jobs.kinds:wait_job",
     "model-check": "analysis.views.model_jobs:model_check_job",
+    "gallery": "analysis.views.app_jobs:gallery_job",
+    "compression": "analysis.views.app_jobs:compression_job",
+    "verify-undertrained": "analysis.views.app_jobs:verify_undertrained_job",
 }
 
 

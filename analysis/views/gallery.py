@@ -292,13 +292,17 @@ def build_gallery(
     on_entry: Callable[[GalleryEntry | ModelEntry], None] | None = None,
     *,
     models: bool = True,
+    before_entry: Callable[[str], None] | None = None,
 ) -> Gallery:
     """Compute and store every missing entry (the fetched demo models' candidates first, then the tokenizers,
-    smallest folder first), then return the whole gallery; a folder or model that does not load is left out."""
+    smallest folder first), then return the whole gallery; a folder or model that does not load is left out.
+    `before_entry(name)` is called before each entry is computed, `on_entry(entry)` after it is stored."""
     folders = example_folders() if folders is None else folders
     for m in fetched_models() if models else []:
         if cached_model_entry(m) is not None:
             continue
+        if before_entry is not None:
+            before_entry(m.key)
         try:
             me = compute_model_entry(m)
         except AnalysisError:
@@ -313,6 +317,8 @@ def build_gallery(
     ):
         if cached_entry(folder, dkey) is not None:
             continue
+        if before_entry is not None:
+            before_entry(name)
         try:
             tok = load(folder)
         except AnalysisError:

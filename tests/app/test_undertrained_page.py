@@ -25,8 +25,11 @@ from support import ROOT, flores_lines
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
 from analysis.cli import main
+from analysis.core import paths
 from analysis.core.paths import public_document
+from analysis.core.workspace import default_store
 from analysis.errors import DataError
+from analysis.jobs.queue import default_jobs, set_immediate
 from analysis.methods import undertrained as ut
 from analysis.methods.undertrained import INVALID_UTF8_BYTES, Verification
 from analysis.tokenizer.alphabets import BYTE_TO_CHAR
@@ -89,13 +92,15 @@ def _fake_verifier(calls: list[list[int]]):
     return verify
 
 
-def _page(monkeypatch, tmp_path, folder) -> tuple[AppTest, list[list[int]]]:
+def _page(monkeypatch, tmp_path, folder, request) -> tuple[AppTest, list[list[int]]]:
     monkeypatch.setenv("TOKLAB_CACHE", str(tmp_path / "cache"))
     monkeypatch.setenv("TOKLAB_SERVER_PATHS", "1")  # a trusted local user names the model folder
     monkeypatch.setenv("TOKLAB_SERVER_ROOTS", str(folder.parent))
     calls: list[list[int]] = []
     monkeypatch.setattr(ut, "verify_result", _fake_verifier(calls))
     monkeypatch.setattr(ut, "place_lm", lambda *a, **k: ut.PlacedLM(object(), "cpu", {"device": "cpu"}))
+    set_immediate(paths.data_dir())  # "Verify" submits a job: run here, at once, by this process
+    request.addfinalizer(lambda: set_immediate(paths.data_dir(), False))
     at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=120)
     at.run()
     at.switch_page("pages/undertrained.py").run()
@@ -104,6 +109,11 @@ def _page(monkeypatch, tmp_path, folder) -> tuple[AppTest, list[list[int]]]:
     at.button(key="ut-run").click().run()
     assert not at.exception, [e.message for e in at.exception]
     return at, calls
+
+
+def _job_id(ws: str) -> str:
+    """The id of the page's verification job, as the workspace keeps it."""
+    return default_store().inputs(ws)["job:ut-verify"]
 
 
 def _array(v) -> np.ndarray:
@@ -124,9 +134,9 @@ def _verification_points(at: AppTest) -> list[float]:
 
 
 @pytest.mark.slow
-def test_verification_shows_the_run_that_just_finished(synthetic_model, monkeypatch, tmp_path):
+def test_verification_shows_the_run_that_just_finished(synthetic_model, monkeypatch, tmp_path, request):
     """Right after "Verify", the caption, the chart and the token-health table show this run's verdicts."""
-    at, calls = _page(monkeypatch, tmp_path, synthetic_model)
+    at, calls = _page(monkeypatch, tmp_path, synthetic_model, request)
     at.number_input(key="ut-k").set_value(3).run()
     at.button(key="ut-verify").click().run()
     assert not at.exception, [e.message for e in at.exception]
@@ -139,10 +149,21 @@ def test_verification_shows_the_run_that_just_finished(synthetic_model, monkeypa
         d.value for d in at.dataframe if {"verdict", "max_prob", "candidate"} <= set(d.value.columns)
     )
     assert (health["verdict"] == "strong_verified").sum() == 3
+    # it ran as a job of the workspace; a reload (a new session, same workspace) shows it again without a new run
+    ws = at.session_state["toklab-ws"]
+    job = default_jobs().get(ws, _job_id(ws))
+    assert job.kind == "verify-undertrained" and job.state == "done" and len(job.result["verifications"]) == 3
+    again = AppTest.from_file(str(ROOT / "app.py"), default_timeout=120)
+    again.session_state["toklab-ws"] = ws
+    again.run()
+    again.switch_page("pages/undertrained.py").run()
+    again.button(key="ut-run").click().run()  # the model path is one of the page's kept inputs
+    assert not again.exception, [e.message for e in again.exception]
+    assert len(calls) == 1 and len(_verification_points(again)) == 3
 
 
-def test_verification_skips_reference_tokens_by_default(synthetic_model, monkeypatch, tmp_path):
-    at, calls = _page(monkeypatch, tmp_path, synthetic_model)
+def test_verification_skips_reference_tokens_by_default(synthetic_model, monkeypatch, tmp_path, request):
+    at, calls = _page(monkeypatch, tmp_path, synthetic_model, request)
     refs = {int(i) for i in at.dataframe[0].value["id"]}  # "Reference tokens used"
     assert len(refs) >= 10
     at.number_input(key="ut-k").set_value(4).run()

@@ -56,6 +56,7 @@ from .report import (
     ordinal,
     place_lm,
     stt_status,
+    verification_from_json,
     verify_result,
 )
 from .roundtrip import (
@@ -119,5 +120,6 @@ __all__ = [
     "token_class",
     "user_references",
     "verdict_for",
+    "verification_from_json",
     "verify_result",
 ]
