@@ -3,17 +3,13 @@
 from __future__ import annotations
 
 import json
-import threading
 
 import pytest
 from streamlit.testing.v1 import AppTest
 from support import FLORES, ROOT, TOKENIZERS, load_shared, need_minilm, static_tables
 
 import analysis.views.gallery as gallery
-import ui.gallery as ui_gallery
 from analysis.cli import main
-from analysis.core import paths
-from analysis.jobs.queue import BACKGROUND_PRIORITY, default_jobs, run_claimed
 from analysis.measure import grid
 from analysis.methods.undertrained import analyze
 from analysis.model.demo_models import demo_model, weights_path
@@ -134,30 +130,3 @@ def test_folder_key_hashes_a_folder_once_and_again_after_a_change(tmp_path, monk
     monkeypatch.undo()
     gallery._hash_files.cache_clear()
     assert gallery.folder_key(folder) == second  # the memo never changes the key
-
-
-def test_gallery_build_is_a_background_job_of_a_worker(small_world, monkeypatch):
-    """The build is a job (kind ``gallery``, background priority) of the server's workspace, submitted once per
-    server: no thread of the server computes; once a worker ran it, the page shows the stored gallery."""
-    monkeypatch.setenv("TOKLAB_GALLERY_AUTOSTART", "1")
-    ui_gallery._build_state.clear()
-    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=120)
-    at.switch_page("pages/gallery.py").run()
-    assert not at.exception, [e.message for e in at.exception]
-    assert not any(t.name == "toklab-gallery" for t in threading.enumerate())
-    ws = (paths.data_dir() / ui_gallery.WORKSPACE_FILE).read_text().strip()
-    jobs = default_jobs()
-    (job,) = jobs.jobs(ws)
-    assert job.kind == "gallery" and job.state == "queued" and jobs._priority(job.id) == BACKGROUND_PRIORITY
-    assert any("being computed by a background job" in i.value for i in at.info)
-    at.run()  # once per server: the same job, no second one
-    assert [j.id for j in jobs.jobs(ws)] == [job.id]
-    assert jobs.claim(job.id) == "run"
-    run_claimed(jobs, job.id, ws)
-    done = jobs.get(ws, job.id)
-    assert done.state == "done" and sorted(done.result["computed"]) == sorted(FOLDERS), done.error
-    assert any("stored gpt2" in line for line in done.log) and any("computing" in line for line in done.log)
-    at.run()
-    assert not at.exception and not any("ready; the rest" in i.value for i in at.info)
-    assert "gpt2" in static_tables(at)[0].set_index("Tokenizer").index
-    ui_gallery._build_state.clear()
