@@ -112,14 +112,15 @@ def verify_undertrained_job(params: dict[str, Any], ctx: Any) -> dict[str, Any]:
 
 
 def verifications_from_job(doc: dict[str, Any]) -> dict[int, ut.Verification]:
-    """id → verification of a ``verify-undertrained`` job's result (a probability written as null is NaN)."""
+    """id → verification of a ``verify-undertrained`` job's result, as the worker made it (a probability written
+    as null is NaN)."""
+
+    def prob(x: Any) -> float:
+        return math.nan if x is None else float(x)
+
     out: dict[int, ut.Verification] = {}
     for v in doc.get("verifications", []):
-        v = dict(v)
-        v["max_prob"] = math.nan if v.get("max_prob") is None else v["max_prob"]
-        v["prompts"] = [{**p, "max_prob": math.nan if p.get("max_prob") is None else p["max_prob"]}
-                        for p in v.get("prompts", [])]  # fmt: skip
-        got = ut.verification_from_json(v)
-        if got is not None:
-            out[got.id] = got
+        prompts = [ut.PromptResult(str(p["test_name"]), bool(p["encodeable"]), str(p["output"]), prob(p["max_prob"]))
+                   for p in v.get("prompts", [])]  # fmt: skip
+        out[int(v["id"])] = ut.Verification(int(v["id"]), prob(v["max_prob"]), str(v["verdict"]), prompts)
     return out

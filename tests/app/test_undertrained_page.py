@@ -77,6 +77,14 @@ def synthetic_model(tmp_path_factory):
     return folder
 
 
+@pytest.fixture(autouse=True)
+def _jobs_at_once():
+    """ "Verify" submits a job: here it runs at once, in this process (huey's immediate mode)."""
+    set_immediate(paths.data_dir())
+    yield
+    set_immediate(paths.data_dir(), False)
+
+
 def _fake_verifier(calls: list[list[int]]):
     """Stands in for `verify_result`: marks the ids the real one would verify as strongly verified."""
 
@@ -92,15 +100,13 @@ def _fake_verifier(calls: list[list[int]]):
     return verify
 
 
-def _page(monkeypatch, tmp_path, folder, request) -> tuple[AppTest, list[list[int]]]:
+def _page(monkeypatch, tmp_path, folder) -> tuple[AppTest, list[list[int]]]:
     monkeypatch.setenv("TOKLAB_CACHE", str(tmp_path / "cache"))
     monkeypatch.setenv("TOKLAB_SERVER_PATHS", "1")  # a trusted local user names the model folder
     monkeypatch.setenv("TOKLAB_SERVER_ROOTS", str(folder.parent))
     calls: list[list[int]] = []
     monkeypatch.setattr(ut, "verify_result", _fake_verifier(calls))
     monkeypatch.setattr(ut, "place_lm", lambda *a, **k: ut.PlacedLM(object(), "cpu", {"device": "cpu"}))
-    set_immediate(paths.data_dir())  # "Verify" submits a job: run here, at once, by this process
-    request.addfinalizer(lambda: set_immediate(paths.data_dir(), False))
     at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=120)
     at.run()
     at.switch_page("pages/undertrained.py").run()
@@ -134,9 +140,9 @@ def _verification_points(at: AppTest) -> list[float]:
 
 
 @pytest.mark.slow
-def test_verification_shows_the_run_that_just_finished(synthetic_model, monkeypatch, tmp_path, request):
+def test_verification_shows_the_run_that_just_finished(synthetic_model, monkeypatch, tmp_path):
     """Right after "Verify", the caption, the chart and the token-health table show this run's verdicts."""
-    at, calls = _page(monkeypatch, tmp_path, synthetic_model, request)
+    at, calls = _page(monkeypatch, tmp_path, synthetic_model)
     at.number_input(key="ut-k").set_value(3).run()
     at.button(key="ut-verify").click().run()
     assert not at.exception, [e.message for e in at.exception]
@@ -157,13 +163,15 @@ def test_verification_shows_the_run_that_just_finished(synthetic_model, monkeypa
     again.session_state["toklab-ws"] = ws
     again.run()
     again.switch_page("pages/undertrained.py").run()
-    again.button(key="ut-run").click().run()  # the model path is one of the page's kept inputs
+    again.selectbox(key="ut-model-kind").select("Folder or file path on the server").run()
+    again.text_input(key="ut-model-path").input(str(synthetic_model)).run()
+    again.button(key="ut-run").click().run()  # the same indicators: the page finds the job's verifications
     assert not again.exception, [e.message for e in again.exception]
     assert len(calls) == 1 and len(_verification_points(again)) == 3
 
 
-def test_verification_skips_reference_tokens_by_default(synthetic_model, monkeypatch, tmp_path, request):
-    at, calls = _page(monkeypatch, tmp_path, synthetic_model, request)
+def test_verification_skips_reference_tokens_by_default(synthetic_model, monkeypatch, tmp_path):
+    at, calls = _page(monkeypatch, tmp_path, synthetic_model)
     refs = {int(i) for i in at.dataframe[0].value["id"]}  # "Reference tokens used"
     assert len(refs) >= 10
     at.number_input(key="ut-k").set_value(4).run()

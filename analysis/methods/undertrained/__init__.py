@@ -56,7 +56,6 @@ from .report import (
     ordinal,
     place_lm,
     stt_status,
-    verification_from_json,
     verify_result,
 )
 from .roundtrip import (
@@ -120,6 +119,5 @@ __all__ = [
     "token_class",
     "user_references",
     "verdict_for",
-    "verification_from_json",
     "verify_result",
 ]

@@ -327,12 +327,6 @@ def _verified_key(src: ModelSource, tok: LoadedTokenizer, where: dict[str, Any],
     return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()[:32]
 
 
-def verification_from_json(doc: Any) -> Verification | None:
-    """A verification read back from its JSON form (:meth:`Verification.as_dict`; its verdict recomputed from
-    the probabilities), or None for anything that is not one."""
-    return _stored_verification(doc)
-
-
 def _stored_verification(doc: Any) -> Verification | None:
     """A verification read back from the store (its verdict recomputed from the stored probabilities), or None
     for anything that is not one."""
