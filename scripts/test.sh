@@ -45,9 +45,10 @@ echo "[ci] ruff clean"
 
 # 5. tests on both cores (pytest exit 5 = nothing collected -> fail): pytest-xdist with TEST_WORKERS processes
 #    (default 2, 0 = in this process); the browser journeys form one xdist group, so one worker runs them all
-#    against one server and one browser
+#    against one server and one browser; --durations=40 lists the slowest tests at the end of every run (where the
+#    suite's time goes: its budget is 12 minutes on 2 cores, the fast lane's 3)
 set +e
-"$VENV/bin/python" -m pytest -q -p no:cacheprovider -n "${TEST_WORKERS:-2}" --dist loadgroup "$@"
+"$VENV/bin/python" -m pytest -q -p no:cacheprovider -n "${TEST_WORKERS:-2}" --dist loadgroup --durations=40 "$@"
 rc=$?
 set -e
 echo "[ci] total $((SECONDS - T0)) s"

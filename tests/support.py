@@ -7,6 +7,7 @@ tests/conftest.py (generic) and tests/e2e/conftest.py (real browser).
 
 from __future__ import annotations
 
+import fcntl
 import os
 from functools import cache
 from html.parser import HTMLParser
@@ -17,6 +18,7 @@ import pandas as pd
 import pytest
 
 from analysis import LoadedTokenizer, load
+from analysis.measure import fast_encode
 
 ROOT = Path(__file__).resolve().parents[1]
 ASSETS = Path(os.environ.get("TOKLAB_ASSETS", ROOT.parent / "shared" / "assets")).resolve()
@@ -45,6 +47,19 @@ need_smollm = pytest.mark.skipif(
 def load_shared(name: str) -> LoadedTokenizer:
     """Load (once per test session) a tokenizer folder from the shared assets."""
     return load(TOKENIZERS / name)
+
+
+def verified_encoder(tok: LoadedTokenizer) -> dict[str, str]:
+    """The fast encoder's verdict on `tok` (:func:`analysis.measure.fast_encode.verify`: gigatoken's ids against
+    tokenizers' on every devtest line of the 204 FLORES languages, the code files and the hostile set), taken once
+    per run: the verdict is stored in the run's disk cache (`TOKLAB_CACHE`, tests/conftest.py), which every worker
+    and every server of the run reads, and a lock file makes a second process wait for the first one's verdict
+    instead of taking it again. Returns :func:`~analysis.measure.fast_encode.encoder_status`."""
+    lock = Path(os.environ["TOKLAB_CACHE"]) / f"verify-encoder-{tok.content_hash}.lock"
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    with lock.open("w") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)  # released when the file is closed
+        return fast_encode.verify(tok)
 
 
 def flores_lines(lang: str, n: int | None = None) -> list[str]:

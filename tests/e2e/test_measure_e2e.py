@@ -3,7 +3,12 @@ language grouped by script, drill down — and the CSV, JSON and LaTeX downloads
 
 Two tokenizers, not three: a third one took the page through the same code with a third of the work again (the
 Rust encoders over 40 MB of FLORES); the side-by-side views, the legend and the downloads need two: the embedded
-default (151k tokens) and Llama-3.1 (128k, added from the sidebar)."""
+default (151k tokens) and Llama-3.1 (128k, added from the sidebar).
+
+Llama-3.1's fast-encoder verdict is taken before the journey, once per run (support.verified_encoder, shared with
+tests/measure/test_fast_encode.py through the run's disk cache, which the server reads): the server then encodes
+Llama-3.1 with gigatoken instead of comparing both encoders on all 204 languages a second time; the embedded
+default is still verified on the side while the page measures it (the cold path)."""
 
 from __future__ import annotations
 
@@ -13,12 +18,14 @@ import re
 
 from e2e_support import add_example, download, screenshot, wait_idle
 from playwright.sync_api import Page, expect
+from support import load_shared, verified_encoder
 
 NAMES = ("Qwen (embedded)", "llama-3.1")
 LONG = 900_000  # two tokenizers × 204 languages, cold, on a busy 2-core machine
 
 
 def test_compare_two_tokenizers_on_all_languages_and_download(page: Page, app_url, artifacts):
+    llama = verified_encoder(load_shared("llama-3.1"))
     page.goto(app_url + "/compression")
     wait_idle(page)
     add_example(page, "llama-3.1")  # an added tokenizer joins the page's selection
@@ -57,6 +64,7 @@ def test_compare_two_tokenizers_on_all_languages_and_download(page: Page, app_ur
     assert len(rows) == 2 * 204 and {r["tokenizer"] for r in rows} == set(NAMES)
     llama_eng = next(r for r in rows if r["tokenizer"] == "llama-3.1" and r["lang"] == "eng_Latn")
     assert round(float(llama_eng["bytes_per_token"]), 3) == 4.862
+    assert llama_eng["encoder"] == llama["encoder"]  # the run's verdict, as the page reports it
     doc = json.loads(
         download(page, "Download JSON", artifacts / "compression.json").read_text(encoding="utf-8"),
         parse_constant=lambda c: (_ for _ in ()).throw(ValueError(f"not strict JSON: {c}")),
