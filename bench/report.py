@@ -45,12 +45,16 @@ INK = "#333333"
 
 #: The order of the sections, with what each bench measures when its results do not say (transcribed ones do).
 ORDER = (
-    "suite", "bench_pages", "page_paths", "gallery_first_view", "verify_page_vs_cli", "bench_load",
+    "suite", "bench_pages", "bench_users", "page_paths", "gallery_first_view", "verify_page_vs_cli", "bench_load",
     "bench_vocab_table", "bench_stt", "bench_replay", "bench_compression", "bench_extension", "bench_pruning",
     "bench_reuse", "bench_sabpe", "bench_dynamic", "bench_corpus", "bench_undertrained", "bench_verify",
     "bench_model_check", "bench_model_check_gpu",
 )  # fmt: skip
 ABOUT = {
+    "bench_users": "N simulated users at once in a real browser (one chromium context each, a fresh server as "
+    "`scripts/start.sh` starts it): the journey Home, Playground typing, add an example, upload a tokenizer.json, "
+    "Compression on 20 languages, Load & inspect, the model check on SmolLM2; p50/p95 per step, errors, server and "
+    "worker RSS; light steps while heavy jobs run; a soak's RSS growth",
     "suite": "the test suite's time: cold runs of `bash .ci/run` (a fresh clone, an empty HOME) and the fast lane",
     "bench_encoder": "the fast encoder of bulk measurement (`analysis.measure.fast_encode`): the whole `compress` of "
     "Llama-3.1 and Qwen3 × 204 FLORES languages in a new process with a fresh compression cache (tokenizers only; the "
