@@ -808,8 +808,15 @@ async def soak_phase(browser: Browser, base: str, args: argparse.Namespace, mem:
             "error_messages": error_summary(tally.errors)}  # fmt: skip
 
 
-async def measure(base: str, mem: Memory, args: argparse.Namespace, sizes: list[int]) -> dict[str, Any]:
-    """Every phase at every size, then the soak: the figures."""
+async def measure(
+    base: str,
+    mem: Memory,
+    args: argparse.Namespace,
+    sizes: list[int],
+    checkpoint: Callable[[dict[str, Any]], None] = lambda _: None,
+) -> dict[str, Any]:
+    """Every phase at every size, then the soak: the figures. `checkpoint` gets the figures so far after each
+    phase (an interrupted or failed run keeps what it measured)."""
     phases: list[dict[str, Any]] = []
     base_p95: dict[str, float] = {}
     async with async_playwright() as pw:
@@ -853,6 +860,9 @@ async def measure(base: str, mem: Memory, args: argparse.Namespace, sizes: list[
                                 f"(workers peak {mem.peak['workers']:.0f} MB)", rows, base_p95)  # fmt: skip
                     for e in doc["error_messages"]:
                         print(f"    error ×{e['count']} in {e['step']}: {e['message']}")
+                    checkpoint(
+                        {"idle_rss_mb": idle_rss, "phases": phases, "soak": None, "baseline_p95_s": base_p95}
+                    )
             soak = None
             if args.soak:
                 soak = await soak_phase(browser, base, args, mem)
@@ -941,24 +951,29 @@ def main(argv: list[str] | None = None) -> int:
     log = Path(tempfile.gettempdir()) / f"bench-users-server-{os.getpid()}.log"
     print(f"bench_users: users {args.users}, phases {args.phases}, soak {args.soak} min, model step "
           f"{args.model_step}; server log {log}")  # fmt: skip
+    targets = {"errors_at_20_users": "0", "light_p95_at_8_users_4_heavy_s": f"<= {TARGET_LIGHT_P95_S}",
+               "soak_10_min_4_users_rss_growth": f"<= {TARGET_SOAK_GROWTH:.0%}"}  # fmt: skip
+
+    def partial(figures: dict[str, Any]) -> None:  # what was measured so far, marked incomplete
+        run.write({"complete": False, **figures, "protocol_clients": 0}, targets=targets, met=None)
+
     try:
         with serve(log) as (base, proc, data):
             mem = Memory(proc.pid, data).start()
             try:
-                figures = asyncio.run(measure(base, mem, args, args.users))
+                figures = asyncio.run(measure(base, mem, args, args.users, partial))
             finally:
                 mem.stop()
     except KeyboardInterrupt:
-        print("\ninterrupted: the browser and the server were stopped; nothing written", file=sys.stderr)
+        print("\ninterrupted: the browser and the server were stopped; the phases that ended are in the results "
+              "file (complete: false)", file=sys.stderr)  # fmt: skip
         return 130
     v = verdicts(figures["phases"], figures["soak"])
     print_verdicts(v)
-    figures["targets_measured"] = v
+    figures = {"complete": True, **figures, "targets_measured": v}
     figures["protocol_clients"] = 0  # every user here is a real browser context
     met_values = [d["met"] for d in v.values()]
     met = None if None in met_values or not met_values else all(met_values)
-    targets = {"errors_at_20_users": "0", "light_p95_at_8_users_4_heavy_s": f"<= {TARGET_LIGHT_P95_S}",
-               "soak_10_min_4_users_rss_growth": f"<= {TARGET_SOAK_GROWTH:.0%}"}  # fmt: skip
     run.write(figures, targets=targets, met=met)
     return 0
 
