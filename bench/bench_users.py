@@ -380,6 +380,19 @@ def stop_group(proc: subprocess.Popen) -> None:
         proc.wait(5)
 
 
+def stop_workers(pids: set[int]) -> None:
+    """Terminate the worker processes the server started that are still there (`scripts/serve.py` starts them in a
+    session of their own; they stop with the server, this is the safety net)."""
+    for pid in pids:
+        try:
+            cmd = Path(f"/proc/{pid}/cmdline").read_bytes()
+        except OSError:
+            continue
+        if b"analysis" in cmd and b"worker" in cmd:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGTERM)
+
+
 # ---------------------------------------------------------------------------------------------- the browser side
 async def wait_idle(page: Page, timeout_s: float) -> None:
     """The app has finished every run the page asked for and drawn it (`tests/e2e/e2e_support.wait_idle`)."""
@@ -964,8 +977,9 @@ def main(argv: list[str] | None = None) -> int:
                 figures = asyncio.run(measure(base, mem, args, args.users, partial))
             finally:
                 mem.stop()
+                stop_workers(mem.worker_pids)
     except KeyboardInterrupt:
-        print("\ninterrupted: the browser and the server were stopped; the phases that ended are in the results "
+        print("\ninterrupted: the browser and the server were stopped; any phase that ended is in the results "
               "file (complete: false)", file=sys.stderr)  # fmt: skip
         return 130
     v = verdicts(figures["phases"], figures["soak"])
