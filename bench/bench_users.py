@@ -17,7 +17,8 @@ its vocabulary drawn), and the model-side job (:data:`MODEL_STEPS`, `--model-ste
 check on the fetched SmolLM2 (**model_train** — Extend's Train on SmolLM2-135M-Instruct for Estonian, **model_job**
 — "Check the model" → its result). The job's end is recognised by what the page shows (the result's download
 button, or an error), not by how the job runs, so the step works whether the check runs in a server thread or as
-a queued worker job that the page polls.
+a queued worker job that the page polls. User i checks `--model-lines` + i lines per language, so that no two
+users' jobs are identical (a queue runs identical jobs once).
 
 Phases, for each N of `--users`:
 
@@ -459,6 +460,8 @@ class User:
     assets: Path
     model_lines: int
     counter: int = 0
+    #: the user's number in its phase (makes its model job's inputs its own)
+    index: int = 0
     #: a step that times only its own part (the rest is set-up) puts it here under the step's name
     timings: dict[str, float] = field(default_factory=dict)
 
@@ -648,8 +651,10 @@ async def extend_model_check(u: User) -> None:
     await u.choose("Model of this tokenizer", MODEL_LABEL)
     lines = page.get_by_label("Lines per language")
     await lines.wait_for(timeout=u.timeout_s * 1000)
-    if await lines.input_value() != str(u.model_lines):
-        await lines.fill(str(u.model_lines))
+    # one more line per user: the queue runs identical jobs (same inputs) once, and each user's job should run
+    want = str(u.model_lines + u.index)
+    if await lines.input_value() != want:
+        await lines.fill(want)
         await u.act(lambda: lines.press("Enter"))
     await u.idle()
     t0 = time.monotonic()
@@ -720,7 +725,7 @@ async def user(browser: Browser, name: str, base: str, args: argparse.Namespace)
     try:
         page = await new_page(ctx)
         yield User(name, ctx, page, base, args.step_timeout, Path(args.assets) / "tokenizers" / args.upload,
-                   args.model_lines)  # fmt: skip
+                   args.model_lines, index=int(re.sub(r"\D", "", name) or 0))  # fmt: skip
     finally:
         with contextlib.suppress(Exception):
             await ctx.close()
