@@ -612,7 +612,9 @@ async def inspect(u: User) -> None:
     """Load & inspect on the uploaded tokenizer: switch there, pick it, its summary drawn."""
     await u.nav("Look inside", "Load & inspect")
     name = UPLOAD_NAME
-    box = u.page.locator('[data-testid="stMain"] [data-testid="stSelectbox"]').first
+    # the picker labelled "Tokenizer" (the folded "Load a tokenizer" box above holds other selectboxes)
+    label = u.page.get_by_text("Tokenizer", exact=True)
+    box = u.page.locator('[data-testid="stMain"] [data-testid="stSelectbox"]').filter(has=label).first
     if name not in await box.inner_text():
         await u.idle()
         await box.click()
