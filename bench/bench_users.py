@@ -609,22 +609,10 @@ async def compression(u: User) -> None:
 
 
 async def inspect(u: User) -> None:
-    """Load & inspect on the uploaded tokenizer: switch there, pick it, its summary drawn."""
+    """Load & inspect on the uploaded tokenizer: switch there (it opens on the upload), its summary drawn."""
     await u.nav("Look inside", "Load & inspect")
-    name = UPLOAD_NAME
-    # the picker labelled "Tokenizer" (the folded "Load a tokenizer" box above holds other selectboxes)
-    label = u.page.get_by_text("Tokenizer", exact=True)
-    box = u.page.locator('[data-testid="stMain"] [data-testid="stSelectbox"]').filter(has=label).first
-    if name not in await box.inner_text():
-        await u.idle()
-        await box.click()
-        item = u.page.get_by_role("option", name=re.compile(re.escape(name)))
-        await item.first.wait_for(timeout=30_000)
-        await u.act(lambda: item.first.click())
-    await u.idle()
-    shown = await box.inner_text()
-    if name not in shown:
-        raise StepError(f"Load & inspect shows {shown!r}, not the upload")
+    # the page opens on the tokenizer added last (the upload): its source line names the uploaded file
+    await u.page.get_by_text("upload:tokenizer.json", exact=True).first.wait_for(timeout=u.timeout_s * 1000)
     await u.page.get_by_text("Vocabulary (incl. added)").first.wait_for(timeout=u.timeout_s * 1000)
     await u.idle()
 
