@@ -121,11 +121,13 @@ def main() -> None:
     usage = json.loads((work / "usage.json").read_text(encoding="utf-8"))
     tp = json.loads((work / "transplant.json").read_text(encoding="utf-8"))
     check = json.loads((work / "check.json").read_text(encoding="utf-8"))
-    table = check.get("bakeoff") or {"exported": check["languages"]}
+    if check.get("bakeoff"):
+        table = [(v, r) for lang in check["bakeoff"]["languages"] for v, r in lang["inits"].items()]
+    else:
+        table = [("exported", r) for r in check["languages"]]
     keys = ("lang", "bpb_original", "bpb_edited", "delta_bpb", "tokens_per_byte_original", "tokens_per_byte_edited",
             "mass_new_on_old_text")  # fmt: skip
-    bpb = [{"init": args.init if v == "exported" else v, **{k: c.get(k) for k in keys}}
-           for v, rows in table.items() for c in rows]  # fmt: skip
+    bpb = [{"init": args.init if v == "exported" else v, **{k: c.get(k) for k in keys}} for v, c in table]
     inits = [args.init, *[i for i in args.bakeoff.split(",") if i]]
     mean = {i: sum(r["bpb_edited"] for r in bpb if r["init"] == i) / max(1, sum(r["init"] == i for r in bpb))
             for i in inits}  # fmt: skip
