@@ -299,6 +299,14 @@ def test_donor_omp_recovers_the_rows_a_donor_implies(tiny, tmp_path: Path) -> No
         transplant(folders[False], ext.tokenizer, tmp_path / "x", init="fvt", donor=tmp_path / "donor")
 
 
+def test_cli_refuses_a_donor_without_omp(tiny, tmp_path: Path, capsys) -> None:
+    _, folders = tiny
+    rc = main(["transplant", "--model", str(folders[True]), "--tokenizer", str(folders[True] / "tokenizer.json"),
+               "--init", "fvt", "--donor", str(folders[False]), "--out", str(tmp_path / "out"), "--no-check"])  # fmt: skip
+    assert rc == 2 and "error: --donor is for --init omp" in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()
+
+
 @pytest.mark.slow
 def test_gguf_round_trip_through_llama_cpp(tmp_path: Path) -> None:
     """A tiny Llama on SmolLM2's vocabulary given Qwen3's tokenizer: transformers and llama.cpp load the folder,
