@@ -102,9 +102,12 @@ def main() -> None:
     ap.add_argument(
         "--note", default="", help="what the figures should be read with (kept in the results file)"
     )
+    ap.add_argument(
+        "--variant", default="", help="results file suffix (default smollm2-<tokenizer folder name>)"
+    )
     args = ap.parse_args()
     name = Path(args.tokenizer.rstrip("/")).name
-    run = Run(__file__, variant=f"smollm2-{name}")
+    run = Run(__file__, variant=args.variant or f"smollm2-{name}")
     work, py = Path(args.work), str(ROOT / ".venv" / "bin" / "python")
     work.mkdir(parents=True, exist_ok=True)
     folder = work / args.init
