@@ -1,18 +1,19 @@
-"""Benchmark: transplant SmolLM2-135M (GGUF) ← another tokenizer (default Qwen3's), one run per init, each
-measured by the model check against the original on the same held-out FLORES bytes.
+"""Benchmark: transplant SmolLM2-135M (GGUF) ← another tokenizer (default Qwen3's) with one init, then the init
+bake-off: the model check of the folder against the original on the same held-out FLORES bytes, with the other
+inits' rows written into the same new ids in turn (one table, every init).
 
-For every init: ``python -m analysis transplant … --gguf --no-check --json`` (its wall time, CPU time and peak
+``python -m analysis transplant … --init INIT --gguf --no-check --json`` (its wall time, CPU time and peak
 resident memory from the child's rusage), then ``python -m analysis model-check --original A --edited DIR
---langs … --lines N --json`` (the same), then transformers and llama.cpp load the folder and tokenize FLORES lines
-as the new tokenizer does. The figures go to `bench/results/bench_transplant-smollm2-<tokenizer>.json` through
+--inits OTHERS --langs … --lines N --json`` (the same), then transformers and llama.cpp load the folder and
+tokenize FLORES lines as the new tokenizer does. The figures go to `bench/results/bench_transplant-smollm2-<tokenizer>.json` through
 `bench/_results.py` (date, commit, machine, load average; each step's load before and after too: the machine may be
 shared by other jobs).
 
-    python bench/bench_transplant.py [--tokenizer DIR] [--inits omp,random] [--omp-args "--k 8 ..."]
-                                     [--langs eng_Latn,est_Latn,zho_Hans] [--lines 20] [--work DIR]
+    python bench/bench_transplant.py [--tokenizer DIR] [--init omp] [--bakeoff random,fvt,mean]
+                                     [--omp-args "--k 64 ..."] [--langs all] [--lines 2] [--work DIR]
 
 With ``--collect``, nothing is run: the JSON is assembled from the outputs a previous run left in ``--work``
-(each step writes ``<init>.json``, ``<init>.check.json`` and ``<init>.usage.json`` there).
+(``transplant.json``, ``check.json`` and ``usage.json``).
 """
 
 from __future__ import annotations
@@ -84,10 +85,14 @@ def main() -> None:
     """Run (or collect) the benchmark and write the JSON."""
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--tokenizer", default=str(ASSETS / "tokenizers" / "qwen3"))
-    ap.add_argument("--inits", default="omp,random")
-    ap.add_argument("--omp-args", default="--k 8 --omp-candidates 64 --omp-layer 8")
-    ap.add_argument("--langs", default="eng_Latn,est_Latn,zho_Hans")
-    ap.add_argument("--lines", type=int, default=20)
+    ap.add_argument("--init", default="omp", help="the transplant's own init (the folder's rows)")
+    ap.add_argument("--bakeoff", default="random,fvt,mean", help="the other inits, checked on the same bytes")
+    ap.add_argument("--omp-args", default="--k 64 --omp-candidates 128")
+    ap.add_argument("--langs", default="all")
+    ap.add_argument("--lines", type=int, default=2)
+    ap.add_argument(
+        "--id-langs", default="eng_Latn,est_Latn,zho_Hans", help="languages of the load/ids check"
+    )
     ap.add_argument(
         "--work", default=str(Path(os.environ.get("TMPDIR", "/tmp")) / "toklab" / "bench_transplant")
     )
@@ -97,65 +102,74 @@ def main() -> None:
     ap.add_argument(
         "--note", default="", help="what the figures should be read with (kept in the results file)"
     )
+    ap.add_argument(
+        "--variant", default="", help="results file suffix (default smollm2-<tokenizer folder name>)"
+    )
     args = ap.parse_args()
-    run = Run(__file__, variant=f"smollm2-{Path(args.tokenizer.rstrip('/')).name}")
+    name = Path(args.tokenizer.rstrip("/")).name
+    run = Run(__file__, variant=args.variant or f"smollm2-{name}")
     work, py = Path(args.work), str(ROOT / ".venv" / "bin" / "python")
     work.mkdir(parents=True, exist_ok=True)
-    langs = args.langs.split(",")
-    runs = {}
-    for init in args.inits.split(","):
-        folder = work / init
-        extra = shlex.split(args.omp_args) if init == "omp" else []
-        if not args.collect:
-            usage = {"transplant": _run([py, "-m", "analysis", "transplant", "--model", str(SMOLLM), "--tokenizer",
-                                         args.tokenizer, "--init", init, *extra, "--out", str(folder), "--force",
-                                         "--gguf", "--no-check", "--json"], work / f"{init}.json")}  # fmt: skip
-            usage["model_check"] = _run([py, "-m", "analysis", "model-check", "--original", str(SMOLLM), "--edited",
-                                         str(folder), "--langs", args.langs, "--lines", str(args.lines), "--json",
-                                         "--quiet"], work / f"{init}.check.json")  # fmt: skip
-            usage["loads"] = _loads(folder, args.tokenizer, langs)
-            (work / f"{init}.usage.json").write_text(json.dumps(usage, indent=2), encoding="utf-8")
-        usage = json.loads((work / f"{init}.usage.json").read_text(encoding="utf-8"))
-        tp = json.loads((work / f"{init}.json").read_text(encoding="utf-8"))
-        check = json.loads((work / f"{init}.check.json").read_text(encoding="utf-8"))
-        runs[init] = {
-            "command_args": extra,
-            "copied": tp["copied"], "initialised": tp["initialised"], "by": tp["by"], "rows": tp["rows"],
-            "omp": tp.get("omp"), "transplant_seconds": tp["seconds"], "init_seconds": tp["seconds_init"],
-            "transplant_peak_rss_bytes": tp["peak_rss_bytes"], "roles": tp["roles"], "config_ids": tp["config_ids"],
-            "gguf": {k: tp["gguf"][k] for k in ("file", "bytes", "vocab") if k in tp.get("gguf", {})},
-            "usage": usage,
-            "languages": [{k: c[k] for k in ("lang", "bpb_original", "bpb_edited", "delta_bpb", "tokens_per_byte_original",
-                                             "tokens_per_byte_edited", "mass_new_on_old_text", "kl_unchanged",
-                                             "lines", "bytes")} for c in check["languages"]],  # fmt: skip
-            "check_prefix": check["prefix"],
-        }  # fmt: skip
-    bpb = [{"init": i, **{k: c[k] for k in ("lang", "bpb_original", "bpb_edited", "delta_bpb", "tokens_per_byte_original",
-                                          "tokens_per_byte_edited", "mass_new_on_old_text")}}
-           for i, r in runs.items() for c in r["languages"]]  # fmt: skip
-    cost = [{"init": i, "copied": r["copied"], "initialised": r["initialised"], "init_s": round(r["init_seconds"], 1),
-             "transplant_wall_s": r["usage"]["transplant"]["wall_s"], "transplant_cpu_s": r["usage"]["transplant"]["cpu_s"],
-             "transplant_peak_rss_mib": r["usage"]["transplant"]["peak_rss_mib"],
-             "check_wall_s": r["usage"]["model_check"]["wall_s"], "check_peak_rss_mib": r["usage"]["model_check"]["peak_rss_mib"],
-             "load_during": f"{r['usage']['transplant']['load_before'] or '?'}–{r['usage']['model_check']['load_after'] or '?'}",
-             "same_ids_transformers": f"{r['usage']['loads']['transformers_same_ids']}/{r['usage']['loads']['lines']}",
-             "same_ids_llama_cpp": f"{r['usage']['loads']['llama_cpp_same_ids']}/{r['usage']['loads']['lines']}"}
-            for i, r in runs.items()]  # fmt: skip
+    folder = work / args.init
+    extra = shlex.split(args.omp_args) if args.init == "omp" else []
+    if not args.collect:
+        usage = {"transplant": _run([py, "-m", "analysis", "transplant", "--model", str(SMOLLM), "--tokenizer",
+                                     args.tokenizer, "--init", args.init, *extra, "--out", str(folder), "--force",
+                                     "--gguf", "--no-check", "--json"], work / "transplant.json")}  # fmt: skip
+        usage["model_check"] = _run([py, "-m", "analysis", "model-check", "--original", str(SMOLLM), "--edited",
+                                     str(folder), "--inits", args.bakeoff, "--langs", args.langs, "--lines",
+                                     str(args.lines), "--json", "--quiet"], work / "check.json")  # fmt: skip
+        usage["loads"] = _loads(folder, args.tokenizer, args.id_langs.split(","))
+        (work / "usage.json").write_text(json.dumps(usage, indent=2), encoding="utf-8")
+    usage = json.loads((work / "usage.json").read_text(encoding="utf-8"))
+    tp = json.loads((work / "transplant.json").read_text(encoding="utf-8"))
+    check = json.loads((work / "check.json").read_text(encoding="utf-8"))
+    if check.get("bakeoff"):
+        table = [(v, r) for lang in check["bakeoff"]["languages"] for v, r in lang["inits"].items()]
+    else:
+        table = [("exported", r) for r in check["languages"]]
+    keys = ("lang", "bpb_original", "bpb_edited", "delta_bpb", "tokens_per_byte_original", "tokens_per_byte_edited",
+            "mass_new_on_old_text")  # fmt: skip
+    bpb = [{"init": args.init if v == "exported" else v, **{k: c.get(k) for k in keys}} for v, c in table]
+    inits = [args.init, *[i for i in args.bakeoff.split(",") if i]]
+    mean = {i: sum(r["bpb_edited"] for r in bpb if r["init"] == i) / max(1, sum(r["init"] == i for r in bpb))
+            for i in inits}  # fmt: skip
+    wins = {i: sum(r["bpb_edited"] == min(x["bpb_edited"] for x in bpb if x["lang"] == r["lang"])
+                   for r in bpb if r["init"] == i) for i in inits}  # fmt: skip
+    u = usage
+    cost = {"init": args.init, "copied": tp["copied"], "initialised": tp["initialised"], "by": tp["by"],
+            "rows": tp["rows"], "omp": tp.get("omp"), "init_s": round(tp["seconds_init"], 1),
+            "transplant_wall_s": u["transplant"]["wall_s"], "transplant_cpu_s": u["transplant"]["cpu_s"],
+            "transplant_peak_rss_mib": u["transplant"]["peak_rss_mib"], "check_wall_s": u["model_check"]["wall_s"],
+            "check_cpu_s": u["model_check"]["cpu_s"], "check_peak_rss_mib": u["model_check"]["peak_rss_mib"],
+            "load_transplant": f"{u['transplant']['load_before']}–{u['transplant']['load_after']}",
+            "load_check": f"{u['model_check']['load_before']}–{u['model_check']['load_after']}",
+            "same_ids_transformers": f"{u['loads']['transformers_same_ids']}/{u['loads']['lines']}",
+            "same_ids_llama_cpp": f"{u['loads']['llama_cpp_same_ids']}/{u['loads']['lines']}"}  # fmt: skip
     figures = {
         "model": "SmolLM2-135M-Instruct (Q4_1 GGUF, de-quantized to float32)",
-        "tokenizer": Path(args.tokenizer.rstrip("/")).name,
-        "text": f"FLORES-200 devtest held-out lines 801–{800 + args.lines} of {args.langs}",
+        "tokenizer": name,
+        "text": f"FLORES-200 devtest held-out lines 801–{800 + args.lines} of {args.langs} "
+        f"({len({r['lang'] for r in bpb})} languages)",
         "omp_args": args.omp_args,
         **({"note": args.note} if args.note else {}),
+        "mean_bpb": {
+            "original": sum(r["bpb_original"] for r in bpb if r["init"] == args.init)
+            / max(1, sum(r["init"] == args.init for r in bpb)),
+            **mean,
+        },  # fmt: skip
+        "languages_best": wins,
         "bpb": bpb,
-        "cost": cost,
-        "roles": next(iter(runs.values()))["roles"] if runs else [],
+        "cost": [cost],
+        "roles": tp["roles"],
+        "config_ids": tp["config_ids"],
     }
-    run.write(figures, targets={"omp ahead of random": "bpb_edited(omp) < bpb_edited(random) on every language"},
-              met=all(o["bpb_edited"] < r["bpb_edited"] for o, r in zip(runs.get("omp", {}).get("languages", []),
-                                                                          runs.get("random", {}).get("languages", []))))  # fmt: skip
-    print(json.dumps({i: [(c["lang"], round(c["bpb_original"], 4), round(c["bpb_edited"], 4)) for c in r["languages"]]
-                      for i, r in runs.items()}, indent=1))  # fmt: skip
+    key = {"eng_Latn", "est_Latn", "zho_Hans"}
+    by = {(r["init"], r["lang"]): r["bpb_edited"] for r in bpb}
+    run.write(figures, targets={"omp ahead of random": "bpb_edited(omp) < bpb_edited(random) on eng, est, zho"},
+              met=all(by.get(("omp", g), 1e9) < by.get(("random", g), -1) for g in key))  # fmt: skip
+    print(json.dumps({"mean_bpb": figures["mean_bpb"], "languages_best": wins,
+                      "key": {f"{i} {g}": round(v, 4) for (i, g), v in by.items() if g in key}}, indent=1))  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -35,7 +35,7 @@ from analysis.tokenizer.export import folder_files, write_files
 from analysis.tokenizer.tokenizer import LoadedTokenizer
 
 from .fvt import fvt_pieces, fvt_rows
-from .omp import DEFAULT_K, hidden_space_rows
+from .omp import DEFAULT_ANCHORS, DEFAULT_K, SPACES, anchor_ids, code_rows, hidden_space_rows
 
 INITS = ("fvt", "mean", "mvn", "random", "omp")
 #: What each init does, for help texts and the pages.
@@ -44,8 +44,9 @@ INIT_HELP = {
     "mean": "the mean of all original rows",
     "mvn": "multivariate normal with the mean and covariance of the original rows (Kim 2025)",
     "random": "normal noise with the model's initializer_range (the legacy default)",
-    "omp": "orthogonal matching pursuit: the token's hidden state (its pieces read by the original model) coded "
-    "over 8 of the first 8,192 tokens' hidden states, the codes applied to their rows (Goddard & Fernandes Neto 2025)",
+    "omp": "orthogonal matching pursuit (Goddard & Fernandes Neto 2025): the token's donor vector coded over k = 64 "
+    "shared tokens' (a donor model's rows; without one, the original's FVT vector over its own rows), the codes "
+    "applied to the original's rows of those tokens",
 }
 
 
@@ -240,15 +241,19 @@ def init_rows(
     omp_anchors: Sequence[int] | None = None,
     omp_layer: int | None = None,
     omp_candidates: int | None = None,
+    omp_space: str = "embed",
+    omp_anchor_count: int = DEFAULT_ANCHORS,
     progress: Progress | None = None,
 ) -> tuple[Any, Any, Any, dict[int, list[int]]]:
     """Rows for the new ids `missing` of `new_tok` from the old matrices (input `e_old`, untied output `w_old`
     or None, output bias `b_old` or None): (input rows, output rows or None, bias values or None, FVT pieces).
 
-    `init` is one of :data:`INITS` (see :data:`INIT_HELP`); "omp" needs the ORIGINAL `model`: each token's
-    hidden state (its FVT pieces read by the model) is coded over anchor tokens' hidden states with `omp_k`
-    atoms and the codes are applied to the anchors' rows (:func:`analysis.adapt.omp.hidden_space_rows`; anchors
-    `omp_anchors` when given, at layer `omp_layer`, atoms screened to `omp_candidates`).
+    `init` is one of :data:`INITS` (see :data:`INIT_HELP`). "omp" codes each token over `omp_k` anchors (the
+    first `omp_anchor_count` of `omp_anchors`, default the original's ids; atoms screened
+    to `omp_candidates`) in the shared space `omp_space` (:mod:`analysis.adapt.omp`): "embed" codes the token's
+    FVT row over the anchors' rows of the same matrix (input and untied output each); "hidden" codes its hidden
+    state at layer `omp_layer` of the ORIGINAL `model` (its FVT pieces read by the model) over the anchors'
+    (:func:`analysis.adapt.omp.hidden_space_rows`), the codes applied to the anchors' rows.
 
     `pieces` (new id → original ids) replaces the FVT pieces found from `new_tok`'s token strings: a caller whose
     two vocabularies spell tokens differently (a transplant) gives the original tokenizer's reading itself.
@@ -286,13 +291,26 @@ def init_rows(
             rows_w = fvt_rows(w_old, plist, mean_w)
         if b_old is not None:
             rows_b = fvt_rows(b_old, plist, mean_b)
-        if init == "omp":
+        if init == "omp" and omp_space == "embed":
+            anchors = anchor_ids(n_old_tok, omp_anchors, set(old_tok.added_ids), omp_anchor_count)
+            if len(anchors) < 1:
+                raise DataError("OMP needs at least one anchor token; the vocabularies share none")
+            sel = torch.as_tensor(anchors)
+            e_a = e_old[sel].float()
+            rows_e = code_rows(e_a, rows_e.float(), [e_a], k=omp_k, candidates=omp_candidates,
+                               progress=progress)[0]  # fmt: skip
+            if w_old is not None:
+                w_a = w_old[sel].float()
+                rows_w = code_rows(w_a, rows_w.float(), [w_a], k=omp_k, candidates=omp_candidates)[0]
+        elif init == "omp":
+            if omp_space not in SPACES:
+                raise DataError(f"unknown OMP space {omp_space!r}; choose one of {', '.join(SPACES)}")
             if model is None:
-                raise DataError("the omp init reads the original model: pass it")
+                raise DataError("the omp init in hidden space reads the original model: pass it")
             mats = [e_old[:n_old_tok]] + ([w_old[:n_old_tok]] if w_old is not None else [])
             prefix = prefix_token(old_tok, model.config).id
             coded = hidden_space_rows(model, mats, plist, prefix, exclude=set(old_tok.added_ids), k=omp_k,
-                                      anchor_ids=omp_anchors, layer=omp_layer, candidates=omp_candidates,
+                                      anchor_ids=omp_anchors, anchors=omp_anchor_count, layer=omp_layer, candidates=omp_candidates,
                                       progress=progress)  # fmt: skip
             rows_e = coded[0]
             if w_old is not None:

@@ -1,18 +1,25 @@
-"""Orthogonal matching pursuit (OMP) init of new rows: each new token as a sparse combination of `k` existing
-tokens (after Goddard & Fernandes Neto, "Training-Free Tokenizer Transplantation via Orthogonal Matching
-Pursuit", 2025).
+"""Orthogonal matching pursuit (OMP) init of new rows: each new token as a sparse combination of `k` shared
+tokens (Goddard & Fernandes Neto, "Training-Free Tokenizer Transplantation via Orthogonal Matching Pursuit", 2025).
 
-In the paper a donor model holds both the new token and the shared anchor tokens in one space: OMP codes the new
-token's donor vector over the anchors' donor vectors, and the same coefficients applied to the anchors' rows of the
-base model give the new row. An extension has no second model, so the original model is its own donor through
-its multi-token reading (:func:`hidden_space_rows`): the shared space is a middle layer's hidden state — of an
-anchor read alone after the prefix token, and of the new token read as its pieces under the original tokenizer
-(at the last piece). The coefficients found there are applied to the anchors' input rows (and output rows of an
-untied head). Anchors are the first `anchors` ids of the original vocabulary (BPE ids follow merge order, so
-these are the most frequent units), special tokens excluded.
+The paper's method needs a DONOR model that uses the new tokenizer: OMP codes a new token's donor embedding over
+the shared tokens' donor embeddings (the dictionary), and the same coefficients applied to the base model's rows
+of those shared tokens give the new row — input embeddings and LM head each in their own space
+(:func:`code_rows`; the transplant's ``--donor``). Without a donor the shared space must come from the base model
+itself; two are offered (``space``):
 
-:func:`omp` is a batched, deterministic implementation (greedy atom choice by the largest absolute correlation
-with the residual, then a least-squares refit on the chosen atoms), in torch, float64.
+- ``"embed"`` (the default): the token's donor vector is its FVT vector — the mean of the base model's own rows of
+  its pieces under the original tokenizer — coded over the shared tokens' rows in the same matrix (input rows
+  for the input side, output rows for an untied head). Measured on SmolLM2-135M ← Qwen3 it is the better of the
+  two (docs/transplant.md).
+- ``"hidden"``: a middle layer's hidden state (:func:`hidden_space_rows`) — of an anchor read alone after the
+  prefix token, and of the new token read as its pieces (at the last piece); the coefficients found there are
+  applied to the anchors' rows. Contextual states mix in the prediction of the next token; the codes give rows
+  whose logits take much of the probability mass from the shared tokens.
+
+Anchors are shared tokens in the original's id order (BPE ids follow merge order: the most frequent first),
+special tokens excluded. :func:`omp` is batched and deterministic (greedy atom choice by the largest absolute
+correlation with the residual, then a least-squares refit on the chosen atoms): with screening, each target's
+atoms come from its most correlated candidates, and the whole fit runs in Gram form over them.
 """
 
 from __future__ import annotations
@@ -23,14 +30,25 @@ from typing import Any
 from analysis.core.progress import Progress, report, scaled
 from analysis.errors import DataError
 
-#: Atoms per new token (the paper sweeps k; 8 is a small, common choice).
-DEFAULT_K = 8
+#: Atoms per new token (mergekit's tokensurgeon default; the paper sweeps k).
+DEFAULT_K = 64
+#: Shared spaces of the no-donor OMP (see the module docstring).
+SPACES = ("embed", "hidden")
+#: Screened OMP gathers each target's candidate Gram block from the dictionary's full Gram matrix when the
+#: dictionary has at most this many rows (float32: 16,384² × 4 B = 1 GiB); larger ones compute it per target.
+GRAM_MAX = 12288
 #: Anchor tokens: the first ids of the original vocabulary.
 DEFAULT_ANCHORS = 8192
 
 
 def omp(
-    dictionary: Any, targets: Any, k: int = DEFAULT_K, *, exclude: Any = None, candidates: int | None = None
+    dictionary: Any,
+    targets: Any,
+    k: int = DEFAULT_K,
+    *,
+    exclude: Any = None,
+    candidates: int | None = None,
+    progress: Progress | None = None,
 ) -> tuple[Any, Any]:
     """Sparse codes of `targets` (m × d) over the rows of `dictionary` (n × d): returns (indices m × k, long;
     coefficients m × k, float32) with ``targets[i] ≈ coefficients[i] @ dictionary[indices[i]]``.
@@ -66,23 +84,82 @@ def omp(
     coef = torch.zeros((m, k), dtype=torch.float64)
     if screen:
         width = max(int(candidates), k)
-        chunk = max(1, (1 << 25) // (width * max(width, dim)))  # a block's candidate rows ≈ 128 MB
-        d32, unit32 = d_mat.float(), unit.float()
+        d32 = d_mat.float()
+        full = d32 @ d32.T if n <= GRAM_MAX else None  # every candidate block is a gather from it
+        chunk = max(1, (1 << 25) // (width * (max(k, n // width) if full is not None else max(width, dim))))
         for s in range(0, m, chunk):
             yb = y[s : s + chunk].float()
-            corr0 = (yb @ unit32.T).abs()
+            raw = yb @ d32.T  # m × n inner products with the atoms
+            corr0 = raw.abs() / norms.float().clamp(min=1e-12)
             corr0[:, banned] = -1.0
             cand = corr0.topk(width, dim=1).indices  # m × C
-            atoms = d32[cand]  # m × C × d
-            gram = torch.bmm(atoms, atoms.transpose(1, 2)).double()
-            alpha0 = torch.bmm(atoms, yb[:, :, None])[:, :, 0].double()
-            local, coef[s : s + chunk] = _batch_omp(gram, alpha0, k)
+            if full is not None:  # only the picked atoms' columns are ever needed: gathered step by step
+                flat = full.view(-1)
+
+                def column(pick: Any, cand: Any = cand, flat: Any = flat) -> Any:
+                    at = cand.gather(1, pick[:, None]) * n + cand
+                    return flat.take(at).double()
+
+                diag = full.diagonal().take(cand).double()
+                alpha0 = raw.gather(1, cand).double()
+            else:
+                atoms = d32[cand]  # m × C × d
+                gram = torch.bmm(atoms, atoms.transpose(1, 2)).double()
+                alpha0 = torch.bmm(atoms, yb[:, :, None])[:, :, 0].double()
+                rows = torch.arange(len(cand))
+                diag = gram.diagonal(dim1=1, dim2=2).clone()
+
+                def column(pick: Any, gram: Any = gram, rows: Any = rows) -> Any:
+                    return gram[rows, pick]
+
+            threads = torch.get_num_threads()
+            torch.set_num_threads(1)  # k small steps per block: one thread is faster than two contending
+            try:
+                local, coef[s : s + chunk] = _batch_omp(column, diag, alpha0, k)
+            finally:
+                torch.set_num_threads(threads)
             idx[s : s + chunk] = cand.gather(1, local)
+            report(progress, min(s + chunk, m), m, "OMP")
         return idx, coef.float()
     chunk = max(1, (1 << 25) // n)  # targets per block: the correlations stay ≈ 256 MB
     for s in range(0, m, chunk):
         idx[s : s + chunk], coef[s : s + chunk] = _omp_block(d_mat, unit, banned, y[s : s + chunk], k)
+        report(progress, min(s + chunk, m), m, "OMP")
     return idx, coef.float()
+
+
+def code_rows(
+    dictionary: Any,
+    targets: Any,
+    bases: list[Any],
+    *,
+    k: int = DEFAULT_K,
+    candidates: int | None = None,
+    progress: Progress | None = None,
+) -> list[Any]:
+    """The paper's step: OMP codes of `targets` (m × d_donor, the new tokens' donor vectors) over `dictionary`
+    (n × d_donor, the shared tokens' donor vectors), applied to each matrix of `bases` (n × d_base each: the base
+    model's rows of the same n shared tokens, in the same order). One float32 tensor (m × d_base) per base."""
+    import torch  # noqa: PLC0415 - heavy, only when rows are initialised
+
+    kk = min(k, int(dictionary.shape[0]))
+    idx, coef = omp(dictionary, targets, kk, candidates=candidates, progress=progress)
+    out = []
+    for mat in bases:
+        src = mat.detach().float().cpu()
+        step = max(1, (1 << 24) // (kk * int(src.shape[1])))  # the gathered atoms of a block stay ≈ 64 MB
+        rows = torch.empty((len(idx), src.shape[1]), dtype=torch.float32)
+        for s in range(0, len(idx), step):
+            rows[s : s + step] = torch.bmm(coef[s : s + step, None, :], src[idx[s : s + step]])[:, 0, :]
+        out.append(rows)
+    return out
+
+
+def anchor_ids(n_rows: int, pool: Sequence[int] | None, exclude: set[int] | None, anchors: int) -> list[int]:
+    """The dictionary's ids: the first `anchors` of `pool` (default every id below `n_rows`) that are rows of the
+    matrix and not in `exclude`."""
+    ids = range(n_rows) if pool is None else [int(i) for i in pool]
+    return [i for i in ids if 0 <= i < n_rows and i not in (exclude or set())][:anchors]
 
 
 def hidden_space_rows(
@@ -247,20 +324,22 @@ def _omp_block(d_mat: Any, unit: Any, banned: Any, y: Any, k: int) -> tuple[Any,
     return idx, coef
 
 
-def _batch_omp(gram: Any, alpha0: Any, k: int) -> tuple[Any, Any]:
+def _batch_omp(column: Any, diag: Any, alpha0: Any, k: int) -> tuple[Any, Any]:
     """OMP in Gram form (Rubinstein, Zibulevsky & Elad, "Efficient Implementation of the K-SVD Algorithm using
-    Batch Orthogonal Matching Pursuit", 2008) for a block of targets, each over its own C atoms: `gram` (m × C × C)
-    the atoms' inner products, `alpha0` (m × C) their inner products with the target. The same choice as
+    Batch Orthogonal Matching Pursuit", 2008) for a block of targets, each over its own C atoms: `column(pick)`
+    (pick: m local indices) gives the picked atoms' inner products with all C atoms (m × C), `diag` (m × C) the
+    atoms' squared norms, `alpha0` (m × C) their inner products with the target. The same choice as
     :func:`_omp_block` (largest |correlation| of the normalised atom with the residual, never twice) and the same
     least-squares fit, through the chosen atoms' orthonormalised directions q_s: each step keeps Dᵀq_s (m × C), so
     the correlations update as α ← α − (Dᵀq_s)(q_sᵀy) and the Cholesky factor of the chosen atoms' Gram matrix
     grows by the row (Dᵀq_j)[new atom]; one back substitution at the end gives the coefficients. A step costs
-    O(C·step), independent of the width d. Returns (local indices m × k, coefficients m × k, float64)."""
+    O(C·step), independent of the width d, and only k of the C×C Gram columns are read. Returns (local indices
+    m × k, coefficients m × k, float64)."""
     import torch  # noqa: PLC0415 - heavy, only when rows are initialised
 
-    m, c_n, _ = gram.shape
+    m, c_n = alpha0.shape
     rows = torch.arange(m)
-    diag = gram.diagonal(dim1=1, dim2=2).clamp(min=1e-300)
+    diag = diag.clamp(min=1e-300)
     scale = diag.sqrt()
     chol = torch.zeros((m, k, k), dtype=torch.float64)
     dq = torch.zeros((m, k, c_n), dtype=torch.float64)  # row j: Dᵀ q_j over the C atoms
@@ -273,7 +352,7 @@ def _batch_omp(gram: Any, alpha0: Any, k: int) -> tuple[Any, Any]:
         pick = score.argmax(dim=1)
         used[rows, pick] = True
         idx[:, step] = pick
-        g = gram[rows, pick]  # m × C: the new atom's inner products (the Gram matrix is symmetric)
+        g = column(pick)  # m × C: the new atom's inner products (the Gram matrix is symmetric)
         d_new = diag[rows, pick]
         if step:
             w = dq[rows, :step, pick]  # q_jᵀ d_new

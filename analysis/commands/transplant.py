@@ -9,7 +9,7 @@ import argparse
 import sys
 
 from analysis.adapt.embeddings import INIT_HELP, INITS
-from analysis.adapt.omp import DEFAULT_ANCHORS
+from analysis.adapt.omp import DEFAULT_ANCHORS, SPACES
 from analysis.adapt.transplant import DEFAULT_CANDIDATES, DEFAULT_K, read_for_model_check, transplant
 from analysis.core.inputs import whole_number
 from analysis.core.outputs import check_output_folder
@@ -47,6 +47,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--omp-candidates", type=whole_number(0), default=DEFAULT_CANDIDATES, metavar="C",
                    help=f"OMP screening: atoms chosen among each token's C most correlated anchors (0: exact OMP; "
                    f"default {DEFAULT_CANDIDATES})")  # fmt: skip
+    p.add_argument("--donor", default=None, metavar="MODEL",
+                   help="OMP: a model that uses tokenizer B (folder, weight file, GGUF or hub id): new tokens are "
+                   "coded in its embedding spaces, as Goddard & Fernandes Neto do (default: no donor, --omp-space)")  # fmt: skip
+    p.add_argument("--omp-space", choices=SPACES, default="embed",
+                   help="OMP without a donor: embed = the token's FVT row coded over the shared tokens' rows "
+                   "(default); hidden = its hidden state at --omp-layer over theirs")  # fmt: skip
     p.add_argument("--omp-layer", type=whole_number(0), default=None, metavar="L",
                    help="OMP: the hidden layer the tokens are compared at (default the middle one)")  # fmt: skip
     p.add_argument("--seed", type=whole_number(0), default=0, help="seed of the mvn/random init")
@@ -74,7 +80,8 @@ def run(args: argparse.Namespace) -> int:
     tok = load(args.tokenizer)
     progress = None if args.quiet or args.json else stderr_progress("transplant")
     res = transplant(args.model, tok, args.out, init=args.init, k=args.k, seed=args.seed, omp_layer=args.omp_layer,
-                     omp_anchors=args.omp_anchors, omp_candidates=args.omp_candidates or None, gguf=args.gguf,
+                     omp_anchors=args.omp_anchors, omp_candidates=args.omp_candidates or None,
+                     omp_space=args.omp_space, donor=args.donor, gguf=args.gguf,
                      gguf_type=args.gguf_type, replace=args.force,
                      progress=scaled(progress, 0, 0.6 if texts else 1.0))  # fmt: skip
     doc = res.to_json()

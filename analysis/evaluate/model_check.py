@@ -35,7 +35,7 @@ from .comparison import CheckRun, LanguageCheck, NewTokenUse, Variant, compare
 from .flags import MASS_LIMIT, FlaggedLanguage, FlaggedRow, flag_languages, flag_rows
 
 #: OMP's screening in a bake-off of an edit with its own reading of new tokens (a transplant: ~10⁵ of them).
-OWN_CANDIDATES = 256
+OWN_CANDIDATES = 128
 #: Held-out FLORES lines per language (lines 801–1012 of devtest).
 HELDOUT_LINES = 1012 - FLORES_TRAIN_LINES
 #: The languages a model check measures by default (`model-check --langs`, `transplant --langs`, the pages'

@@ -17,6 +17,7 @@ import torch
 import transformers
 from support import flores_lines, load_shared
 
+from analysis.adapt import omp as omp_module
 from analysis.adapt.omp import omp
 from analysis.adapt.transplant import (
     pieces_of_bytes,
@@ -144,7 +145,7 @@ def test_an_extended_tokenizer_gets_the_rows_extend_gives(tiny, tmp_path: Path, 
     a = load(folders[False] / "tokenizer.json")
     ext = plan(a, "continued", flores_lines("est_Latn", 150), 30).apply(30)
     export_extension(ExtendResult(ext, 30), tmp_path / "ext", model=folders[False], init=init)
-    res = transplant(folders[False], ext.tokenizer, tmp_path / "tp", init=init, k=8, omp_candidates=None)
+    res = transplant(folders[False], ext.tokenizer, tmp_path / "tp", init=init, omp_candidates=None)
     assert res.plan.counts()["initialised"] == 30
     e = load_causal_lm(tmp_path / "ext").model
     t = load_causal_lm(tmp_path / "tp").model
@@ -201,7 +202,9 @@ def test_special_tokens_map_by_role_and_report_the_rest() -> None:
         plan_transplant(smol, qwen, a_rows=100, need_pieces=False)
 
 
-def test_screened_omp_agrees_with_brute_force_least_squares() -> None:
+@pytest.mark.parametrize("gram_max", [0, omp_module.GRAM_MAX])  # candidate Gram blocks computed / gathered
+def test_screened_omp_agrees_with_brute_force_least_squares(monkeypatch, gram_max: int) -> None:
+    monkeypatch.setattr(omp_module, "GRAM_MAX", gram_max)
     gen = torch.Generator().manual_seed(0)
     d = torch.randn(40, 30, generator=gen)
     truth = torch.zeros(2, 40)
@@ -230,6 +233,78 @@ def test_screened_omp_agrees_with_brute_force_least_squares() -> None:
 
     assert got >= min(residual([i, j]) for i in range(40) for j in range(i + 1, 40)) - 1e-9
     assert math.isclose(got, residual(idx[0].tolist()), rel_tol=1e-6)
+
+
+def _donor(
+    folder: Path, a_folder: Path, b_rows: int, d_rows: int
+) -> dict[int, tuple[int, float, int, float]]:
+    """A donor model for B = A + new tokens (B's first ids are A's): its rows of the shared tokens are A's rows in
+    another space (a random linear map to width 24; input and output maps differ), the row of each new token j is
+    c·(a shared token's row), input and output with their own token and factor; `d_rows` rows in all. Returns
+    j → (input atom, input factor, output atom, output factor)."""
+    a = load_causal_lm(a_folder).model
+    e, w = a.get_input_embeddings().weight.detach(), a.get_output_embeddings().weight.detach()
+    n_a = e.shape[0]
+    gen = torch.Generator().manual_seed(3)
+    cfg = transformers.LlamaConfig(vocab_size=d_rows, hidden_size=24, intermediate_size=32, num_hidden_layers=1,
+                                   num_attention_heads=2, num_key_value_heads=2, tie_word_embeddings=False)  # fmt: skip
+    d = transformers.LlamaForCausalLM(cfg)
+    truth = {}
+    with torch.no_grad():
+        de, dw = d.get_input_embeddings().weight, d.get_output_embeddings().weight
+        de[:n_a] = e @ torch.randn(16, 24, generator=gen)
+        dw[:n_a] = w @ torch.randn(16, 24, generator=gen)
+        for j in range(n_a, min(b_rows, d_rows)):
+            s, t = (int(x) for x in torch.randint(1, n_a, (2,), generator=gen))
+            c, c2 = 0.5 + torch.rand(2, generator=gen).tolist()[0], -1.5 + torch.rand(1, generator=gen).item()
+            de[j], dw[j] = c * de[s], c2 * dw[t]
+            truth[j] = (s, c, t, c2)
+    d.save_pretrained(str(folder), safe_serialization=True)
+    return truth
+
+
+def test_donor_omp_recovers_the_rows_a_donor_implies(tiny, tmp_path: Path) -> None:
+    """With a donor (a model of B's tokenizer), each new token's donor row is coded over the shared tokens' donor
+    rows, input and output each in their own space, and the codes are applied to A's rows: here the known
+    answer c·(A's row of the atom); tokens beyond the donor's rows get FVT's rows and a warning. Without a
+    donor, OMP in embedding space with k ≥ the width reproduces FVT exactly."""
+    doc, folders = tiny
+    a = load(folders[False] / "tokenizer.json")
+    ext = plan(a, "continued", flores_lines("est_Latn", 150), 30).apply(30)
+    n_b = max(ext.tokenizer.id_to_token) + 1
+    truth = _donor(tmp_path / "donor", folders[False], n_b, n_b - 5)
+    res = transplant(folders[False], ext.tokenizer, tmp_path / "tp", init="omp", k=4, omp_candidates=None,
+                     donor=tmp_path / "donor")  # fmt: skip
+    assert res.omp["space"] == "donor" and res.omp["beyond_donor_rows"] == 5
+    assert any("beyond the donor" in w for w in res.warnings)
+    a_m, t_m = load_causal_lm(folders[False]).model, load_causal_lm(tmp_path / "tp").model
+    ea, wa = a_m.get_input_embeddings().weight, a_m.get_output_embeddings().weight
+    et, wt = t_m.get_input_embeddings().weight, t_m.get_output_embeddings().weight
+    assert len(truth) == 25
+    for j, (s, c, t, c2) in truth.items():
+        torch.testing.assert_close(et[j], c * ea[s], atol=1e-4, rtol=1e-4)
+        torch.testing.assert_close(wt[j], c2 * wa[t], atol=1e-4, rtol=1e-4)
+    fvt = transplant(folders[False], ext.tokenizer, tmp_path / "fvt", init="fvt")
+    f_m = load_causal_lm(tmp_path / "fvt").model
+    late = torch.arange(n_b - 5, n_b)
+    torch.testing.assert_close(et[late], f_m.get_input_embeddings().weight[late])
+    emb = transplant(folders[False], ext.tokenizer, tmp_path / "emb", init="omp", k=16, omp_candidates=None)
+    assert emb.omp["space"] == "embed" and fvt.plan.initialised == emb.plan.initialised
+    new = torch.as_tensor(fvt.plan.initialised)
+    e_m = load_causal_lm(tmp_path / "emb").model
+    for get in ("get_input_embeddings", "get_output_embeddings"):
+        torch.testing.assert_close(getattr(e_m, get)().weight[new], getattr(f_m, get)().weight[new], atol=1e-4,
+                                   rtol=1e-4)  # fmt: skip
+    with pytest.raises(DataError, match="--donor is for --init omp"):
+        transplant(folders[False], ext.tokenizer, tmp_path / "x", init="fvt", donor=tmp_path / "donor")
+
+
+def test_cli_refuses_a_donor_without_omp(tiny, tmp_path: Path, capsys) -> None:
+    _, folders = tiny
+    rc = main(["transplant", "--model", str(folders[True]), "--tokenizer", str(folders[True] / "tokenizer.json"),
+               "--init", "fvt", "--donor", str(folders[False]), "--out", str(tmp_path / "out"), "--no-check"])  # fmt: skip
+    assert rc == 2 and "error: --donor is for --init omp" in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()
 
 
 @pytest.mark.slow

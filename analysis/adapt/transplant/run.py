@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from analysis.adapt.embeddings import INITS, init_rows, install_rows, save_model
-from analysis.adapt.omp import DEFAULT_ANCHORS
+from analysis.adapt.omp import DEFAULT_ANCHORS, SPACES, code_rows
 from analysis.adapt.vocab_map import EditedVocab, byte_lengths
 from analysis.core.outputs import atomic_folder, atomic_write_text, check_output_folder, strict_json
 from analysis.core.progress import Progress, report, scaled
@@ -28,6 +28,7 @@ from analysis.model.bpb import prefix_token
 from analysis.model.gguf_model import DTYPES, HF_ARCHITECTURES, GgufWriteInfo, export_gguf
 from analysis.model.models import load_causal_lm
 from analysis.model.source import resolve_model, tokenizer_for_model
+from analysis.model.weights import load_embeddings
 from analysis.tokenizer.gguf_export import gguf_model_kind
 from analysis.tokenizer.sources import load
 from analysis.tokenizer.tokenizer import LoadedTokenizer
@@ -38,7 +39,7 @@ from .report import KIND, REPORT_NAME, TransplantResult
 #: OMP atoms per token (mergekit's tokensurgeon default; Goddard & Fernandes Neto sweep k).
 DEFAULT_K = 64
 #: OMP screening: each token's atoms are chosen among this many of the anchors most correlated with it.
-DEFAULT_CANDIDATES = 256
+DEFAULT_CANDIDATES = 128
 
 
 def _peak_rss() -> int:
@@ -101,6 +102,75 @@ def check_arguments(init: str, k: int, gguf: bool, gguf_type: str, tokenizer: Lo
         gguf_model_kind(tokenizer)  # a tokenizer llama.cpp cannot read is refused now, not after the work
 
 
+def donor_pairs(
+    plan: TransplantPlan, donor_rows: int, exclude: set[int], anchors: int
+) -> tuple[list[int], list[int]]:
+    """The OMP dictionary of a donor transplant: (B ids, A ids) of the first `anchors` tokens shared by bytes (in
+    A's id order, one B id per A id), those B ids inside the donor's `donor_rows`, A's specials `exclude`d."""
+    seen: dict[int, int] = {}
+    for j in np.flatnonzero(plan.how == COPIED_BYTES).tolist():
+        a = int(plan.src[j])
+        if j < donor_rows and a not in exclude and a not in seen:
+            seen[a] = j
+    a_ids = sorted(seen)[:anchors]
+    return [seen[a] for a in a_ids], a_ids
+
+
+def donor_init(
+    donor: str | os.PathLike,
+    plan: TransplantPlan,
+    missing: list[int],
+    e_old: Any,
+    w_old: Any,
+    *,
+    exclude: set[int],
+    k: int,
+    anchors: int,
+    candidates: int | None,
+    progress: Progress | None = None,
+) -> tuple[Any, Any, list[int], dict[str, Any]]:
+    """Goddard & Fernandes Neto's OMP with a donor model (one that uses B's tokenizer): each new token's donor
+    input row is coded over the shared tokens' donor input rows and the codes are applied to A's input rows of
+    those tokens; the LM head likewise in the donor's output space (its input space when it is tied). Returns
+    (input rows, output rows or None, the `missing` ids the donor has no row for — left to the caller — and a
+    summary). Only the donor's embedding matrices are read."""
+    import torch  # noqa: PLC0415 - heavy, only when rows are initialised
+
+    emb = load_embeddings(donor)
+    if emb.input is None:
+        raise DataError(f"the donor {donor} has no input embedding matrix")
+    d_rows = int(emb.input.shape[0])
+    b_ids, a_ids = donor_pairs(plan, d_rows, exclude, anchors)
+    if len(b_ids) < 1:
+        raise DataError("the donor shares no row with the model: is it a model of the new tokenizer?")
+    coded = [j for j in missing if j < d_rows]
+    beyond = [j for j in missing if j >= d_rows]
+    d_in = torch.from_numpy(emb.input.take(b_ids + coded)).float()
+    n = len(b_ids)
+    a_sel = torch.as_tensor(a_ids)
+    bases = [e_old[a_sel].float()] + ([w_old[a_sel].float()] if w_old is not None else [])
+    d_out = emb.output
+    if w_old is None or d_out is None:  # one code for every matrix of A
+        rows = code_rows(d_in[:n], d_in[n:], bases, k=k, candidates=candidates, progress=progress)
+        rows_e, rows_w = rows[0], (rows[1] if w_old is not None else None)
+    else:  # the input and output sides each in the donor's own space
+        rows_e = code_rows(d_in[:n], d_in[n:], bases[:1], k=k, candidates=candidates,
+                           progress=scaled(progress, 0, 0.5))[0]  # fmt: skip
+        d_o = torch.from_numpy(d_out.take(b_ids + coded)).float()
+        rows_w = code_rows(d_o[:n], d_o[n:], bases[1:], k=k, candidates=candidates,
+                           progress=scaled(progress, 0.5, 1))[0]  # fmt: skip
+    info = {"donor": str(donor), "donor_rows": d_rows, "donor_width": int(emb.input.shape[1]),
+            "donor_tied": d_out is None, "dictionary": n, "beyond_donor_rows": len(beyond)}  # fmt: skip
+    full_e = torch.empty((len(missing), e_old.shape[1]))
+    full_w = torch.empty((len(missing), w_old.shape[1])) if w_old is not None else None
+    pos = {j: r for r, j in enumerate(missing)}
+    at = torch.as_tensor([pos[j] for j in coded], dtype=torch.long)
+    full_e[at] = rows_e
+    if full_w is not None and rows_w is not None:
+        full_w[at] = rows_w
+    return full_e, full_w, beyond, info
+
+
 def transplant(
     model: str | os.PathLike,
     tokenizer: LoadedTokenizer,
@@ -112,6 +182,8 @@ def transplant(
     omp_layer: int | None = None,
     omp_anchors: int = DEFAULT_ANCHORS,
     omp_candidates: int | None = DEFAULT_CANDIDATES,
+    omp_space: str = "embed",
+    donor: str | os.PathLike | None = None,
     gguf: bool = False,
     gguf_type: str = "f32",
     replace: bool = False,
@@ -119,13 +191,20 @@ def transplant(
 ) -> TransplantResult:
     """Give `model` (a folder, weight file, GGUF file or hub id; A) the tokenizer `tokenizer` (B) and write the
     result to `out` (atomic; a non-empty folder is refused unless `replace`). `init` fills the rows of B's tokens
-    A lacks (:data:`analysis.adapt.embeddings.INITS`); OMP codes each token's hidden state (A reading the token's
-    bytes, at layer `omp_layer`, default the middle one) over `k` of the first `omp_anchors` shared tokens'
-    states, screened to `omp_candidates` (None: exact OMP). With `gguf`, also ``<out-name>.gguf`` (Llama
-    architecture)."""
+    A lacks (:data:`analysis.adapt.embeddings.INITS`). OMP codes each token over `k` of the first `omp_anchors`
+    shared tokens, screened to `omp_candidates` (None: exact OMP): with a `donor` (a model of B's tokenizer), in
+    the donor's embedding spaces (:func:`donor_init`, the paper's method; tokens beyond the donor's rows get
+    FVT rows); without one, in A's own space `omp_space` (:data:`analysis.adapt.omp.SPACES`; "hidden" at layer
+    `omp_layer`, default the middle one). With `gguf`, also ``<out-name>.gguf`` (Llama architecture)."""
     import torch  # noqa: PLC0415 - heavy, only when a model is transplanted
 
     check_arguments(init, k, gguf, gguf_type, tokenizer)
+    if omp_space not in SPACES:
+        raise DataError(f"unknown OMP space {omp_space!r}; choose one of {', '.join(SPACES)}")
+    if donor is not None and init != "omp":
+        raise DataError("--donor is for --init omp (the donor's rows are OMP's shared space)")
+    if donor is not None:
+        resolve_model(donor)  # a donor that cannot be read is refused now, not after the work
     check_output_folder(out, replace=replace)
     t0 = time.perf_counter()
     report(progress, 0, 1, "loading the model")
@@ -149,13 +228,32 @@ def transplant(
     w_new = w_old[idx].clone() if w_old is not None else None
     b_new = b_old[idx].clone() if b_old is not None else None
     t1 = time.perf_counter()
+    donor_info = None
     if missing:
         std = float(getattr(m.config, "initializer_range", None) or 0.02)
-        rows_e, rows_w, rows_b, _ = init_rows(
-            e_old, w_old, b_old, a_tok, tokenizer, missing, init, seed=seed, std=std, omp_k=k, model=m,
-            pieces=plan.pieces, omp_anchors=plan.shared_a_ids, omp_layer=omp_layer, omp_candidates=omp_candidates,
-            progress=scaled(progress, 0.1, 0.85),
-        )  # fmt: skip
+        todo, base = missing, "fvt" if donor is not None else init
+        if donor is not None:
+            rows_e, rows_w, todo, donor_info = donor_init(
+                donor, plan, missing, e_old, w_old, exclude=set(a_tok.added_ids), k=k, anchors=omp_anchors,
+                candidates=omp_candidates, progress=scaled(progress, 0.1, 0.85),
+            )  # fmt: skip
+            rows_b = b_old[:a_rows].float().mean().expand(len(missing)).clone() if b_old is not None else None
+        if todo:
+            got_e, got_w, got_b, _ = init_rows(
+                e_old, w_old, b_old, a_tok, tokenizer, todo, base, seed=seed, std=std, omp_k=k, model=m,
+                pieces=plan.pieces, omp_anchors=plan.shared_a_ids, omp_anchor_count=omp_anchors, omp_layer=omp_layer,
+                omp_candidates=omp_candidates, omp_space=omp_space, progress=scaled(progress, 0.1, 0.85),
+            )  # fmt: skip
+            if donor is None:
+                rows_e, rows_w, rows_b = got_e, got_w, got_b
+            else:  # the tokens beyond the donor's rows: FVT
+                pos = {j: r for r, j in enumerate(missing)}
+                at = torch.as_tensor([pos[j] for j in todo], dtype=torch.long)
+                rows_e[at] = got_e.float()
+                if rows_w is not None and got_w is not None:
+                    rows_w[at] = got_w.float()
+                if rows_b is not None and got_b is not None:
+                    rows_b[at] = got_b.float()
         rows = torch.as_tensor(missing)
         e_new[rows] = rows_e.float()
         if w_new is not None and rows_w is not None:
@@ -176,7 +274,14 @@ def transplant(
     omp_info = None
     if init == "omp":
         omp_info = {"k": k, "anchors": min(omp_anchors, len(plan.shared_a_ids)), "candidates": omp_candidates,
-                    "layer": n_layers // 2 if omp_layer is None else omp_layer}  # fmt: skip
+                    "space": "donor" if donor is not None else omp_space}  # fmt: skip
+        if donor is None and omp_space == "hidden":
+            omp_info["layer"] = n_layers // 2 if omp_layer is None else omp_layer
+        if donor_info is not None:
+            omp_info.update(donor_info)
+            if donor_info["beyond_donor_rows"]:
+                warnings.append(f"{donor_info['beyond_donor_rows']:,} of B's ids are beyond the donor's "
+                                f"{donor_info['donor_rows']:,} rows: their rows are FVT's")  # fmt: skip
     res = TransplantResult(
         model=src.label, tokenizer=tokenizer.name, plan=plan, init=init, k=k if init == "omp" else None, tied=tied,
         a_rows=a_rows, config_ids=ids, chat_template=bool(template), seconds=0.0, seconds_init=seconds_init,
