@@ -40,17 +40,15 @@ from analysis.methods.extension import (
     parity_text,
     plan,
 )
-from analysis.model.gguf_model import export_gguf
 from analysis.texts.corpora import Corpus, Source, shared_corpora
 from analysis.texts.flores import FLORES_TRAIN_LINES, available_codes, split_lines
 from analysis.tokenizer.export import zip_bytes
 from ui.caching import cache_data, cache_resource
 from ui.corpus_jobs import corpus_panel
-from ui.downloads import artifact_button, keep_file, keep_folder, scratch
 from ui.errors import try_step
 from ui.export_check import export_check_section, speculative_line
 from ui.library import add_edited_button
-from ui.model_check import model_check_section, recipe_inputs
+from ui.model_check import model_check_section, model_export_section, recipe_inputs
 from ui.palette import OKABE_ITO
 from ui.pickers import model_picker_keys, pick_model, pick_tokenizer, server_path_input
 from ui.robustness import robustness_section
@@ -465,18 +463,14 @@ def export_model(res: ExtendResult, label: str) -> None:
     gguf = c2.checkbox("Also write a .gguf for llama.cpp", key="ext-model-gguf",
                        help="As `python -m analysis extend … --gguf`: f32 weights, the extended vocabulary.")  # fmt: skip
     name = re.sub(r"[^A-Za-z0-9._+-]+", "_", f"{label}-{init}").strip("_")
-    if st.button("Export the model into this workspace", key="ext-model-ws", icon=":material/inventory_2:"):
-        with st.spinner("Loading the model, growing its embeddings and writing the files …"):
-            done = try_step(export_to_workspace, res, model, init, name, gguf)
-        if done is not None:
-            st.session_state["ext-model-art"] = done
-    kept = st.session_state.get("ext-model-art")
-    if kept:
-        for i, (art, what) in enumerate(kept):
-            artifact_button(art, what, key=f"ext-model-dl-{i}")
-        st.caption(
-            "Kept in this workspace (the sidebar's Files list): the links work in this workspace only."
-        )
+
+    def recipe() -> dict[
+        str, Any
+    ]:  # the export and the check run in a worker: the edit travels as workspace items
+        return {"op": "extend", "init": init, **recipe_inputs(res.extension.base, res.extension.tokenizer,
+                                                              paths.public_document(res.to_json()))}  # fmt: skip
+
+    model_export_section("ext-model-ws", recipe, model, name, gguf)
     if paths.server_paths_enabled():
         out = server_path_input("…or a new folder on the server", "ext-model-out", write=True)
         if out is not None and st.button("Export the model", key="ext-model-build"):
@@ -489,30 +483,7 @@ def export_model(res: ExtendResult, label: str) -> None:
     def write(folder: Path, original: str) -> None:
         export_extension(res, folder, model=original, init=init)
 
-    def recipe() -> dict[str, Any]:  # the check runs in a worker: the edit travels as workspace items
-        return {"op": "extend", "init": init, **recipe_inputs(res.extension.base, res.extension.tokenizer,
-                                                              paths.public_document(res.to_json()))}  # fmt: skip
-
     model_check_section("ext-mc", write, f"{label} ({init} rows)", original=model, recipe=recipe)
-
-
-def export_to_workspace(
-    res: ExtendResult, model: str, init: str, name: str, gguf: bool
-) -> list[tuple[str, str]]:
-    """Export the extended model into a scratch folder and keep it in the workspace: the folder as `<name>.zip`,
-    with `gguf` also `<name>.gguf`; the (artifact, label) pairs kept."""
-    with scratch() as tmp:
-        folder = tmp / name
-        export_extension(res, folder, model=model, init=init)
-        kept = [(keep_folder(folder, {"role": "export", "page": "extend"}),
-                 "Download the model (Hugging Face folder, zip)")]  # fmt: skip
-        if gguf:
-            export_gguf(
-                folder, res.extension.tokenizer, model_source=model, base=res.extension.base, name=name
-            )
-            kept.append((keep_file(folder / f"{name}.gguf", f"{name}.gguf", {"role": "export", "page": "extend"}),
-                         "Download the .gguf"))  # fmt: skip
-    return kept
 
 
 def export(tok: LoadedTokenizer, pv: Preview, label: str, config: tuple, n: int, corpus: dict | None) -> None:

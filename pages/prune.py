@@ -28,18 +28,16 @@ from analysis.methods.pruning.report import (
     write_pruned,
     zip_folder,
 )
-from analysis.model.gguf_model import export_gguf
 from analysis.model.source import resolve_model
 from analysis.texts.corpora import MAX_UPLOAD_CHARS, shared_corpora, upload_lines
 from analysis.texts.flores import available_codes
 from analysis.tokenizer.defaults import SAMPLE_TEXT
 from ui.caching import cache_resource
 from ui.corpus_jobs import corpus_panel
-from ui.downloads import artifact_button, keep_file, keep_folder, scratch
 from ui.errors import try_step
 from ui.export_check import export_check_section, speculative_line
 from ui.library import add_edited_button
-from ui.model_check import model_check_section, recipe_inputs
+from ui.model_check import model_check_section, model_export_section, recipe_inputs
 from ui.pickers import BPE, model_picker_keys, pick_model, pick_tokenizer, server_path_input
 from ui.progress import start_now
 from ui.robustness import measured, robustness_button
@@ -310,29 +308,12 @@ def workspace_model_ui(tok: LoadedTokenizer, method: str, res: P.PruneResult, n:
     init = c1.radio("Init of new rows", MODEL_INITS, horizontal=True, key="prune-ws-init")
     gguf = c2.checkbox("Also write a .gguf for llama.cpp", key="prune-ws-gguf")
     name = re.sub(r"[^A-Za-z0-9._+-]+", "_", f"{tok.name}-pruned{n}-{method}-{init}").strip("_")
-    if st.button("Export the model into this workspace", key="prune-ws-build", icon=":material/inventory_2:"):
-        with st.spinner("Remapping the model's embeddings and writing the files …"):
-            done = try_step(prune_to_workspace, tok, method, res, model, init, name, gguf)
-        if done is not None:
-            st.session_state["prune-ws-art"] = done
-    for i, (art, what) in enumerate(st.session_state.get("prune-ws-art") or []):
-        artifact_button(art, what, key=f"prune-ws-dl-{i}")
 
+    def recipe() -> dict:  # the export runs in a worker: the edit travels as workspace items
+        report = prune_report(tok, method, res, stt=True).to_json()
+        return {"op": "prune", "init": init, **recipe_inputs(tok, res.tokenizer, report)}
 
-def prune_to_workspace(tok: LoadedTokenizer, method: str, res: P.PruneResult, model: str, init: str, name: str,
-                       gguf: bool) -> list[tuple[str, str]]:  # fmt: skip
-    """Write the pruned folder with the model into a scratch folder and keep it in the workspace (`<name>.zip`,
-    with `gguf` also `<name>.gguf`); the (artifact, label) pairs kept."""
-    meta = {"role": "export", "page": "prune"}
-    with scratch() as tmp:
-        folder = tmp / name
-        write_pruned(tok, res, folder, prune_report(tok, method, res, stt=True), model=model, init=init)
-        kept = [(keep_folder(folder, meta),
-                 "Download the model (Hugging Face folder, zip)")]  # fmt: skip
-        if gguf:
-            export_gguf(folder, res.tokenizer, model_source=model, base=tok, name=name)
-            kept.append((keep_file(folder / f"{name}.gguf", f"{name}.gguf", meta), "Download the .gguf"))
-    return kept
+    model_export_section("prune-ws", recipe, model, name, gguf)
 
 
 def zip_written(written: WrittenExport | None) -> None:

@@ -18,6 +18,8 @@ import pandas as pd
 import pytest
 
 from analysis import LoadedTokenizer, load
+from analysis.core.workspace import default_store
+from analysis.jobs.queue import default_jobs, run_claimed
 from analysis.measure import fast_encode
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -171,3 +173,14 @@ def open_expanders(at: Any) -> bool:
             at.session_state[box.key] = True
             opened = True
     return opened
+
+
+def run_page_job(at: Any, key: str) -> Any:
+    """Run the job a page attached under `key` as a worker process would (claim it, then run it) in this process;
+    the finished job (its state checked by the caller). The page's workspace id is the one in `at`'s URL."""
+    ws = at.query_params["ws"]
+    ws = ws[0] if isinstance(ws, list) else ws
+    jobs, job_id = default_jobs(), default_store().inputs(ws)["job:" + key]
+    assert jobs.claim(job_id) == "run"
+    run_claimed(jobs, job_id, ws)
+    return jobs.get(ws, job_id)

@@ -29,6 +29,7 @@ import streamlit as st
 
 from analysis.adapt.embeddings import INIT_HELP, INITS
 from analysis.adapt.warmup import OBJECTIVES
+from analysis.commands._equivalent import Equivalent, model_check_command
 from analysis.core import paths
 from analysis.core.outputs import json_document
 from analysis.core.progress import Cancelled
@@ -43,6 +44,13 @@ from ui.jobs import job_panel, stored_input, stored_json, submit
 from ui.pickers import pick_model
 from ui.workspace import STORE_ERRORS, current, json_download, store
 
+#: Why the page's default lines differ from the CLI's.
+LINES_HELP = (
+    f"The page measures {PAGE_LINES} held-out lines per language by default so that a check of a few languages "
+    f"ends in about a minute on a shared server; `python -m analysis model-check` measures all {HELDOUT_LINES} "
+    "(lines 801–1012), which gives steadier numbers (the differences between models can change noticeably). "
+    f"Set {HELDOUT_LINES} here to reproduce the CLI's figures; the command under the result has this page's value."
+)
 #: How often the job panel polls the running check (seconds).
 POLL_SECONDS = 1.0
 #: What a page hands over to run the check as a job: a function that stores the edit's inputs in the workspace
@@ -256,7 +264,8 @@ def model_check_section(
     langs = c1.multiselect("Languages (held-out FLORES lines; the first one is the warm-up's training text)", codes,
                            default=default, key=f"{key}-langs", disabled=every)  # fmt: skip
     langs = codes if every else langs
-    lines = c2.number_input("Lines per language", 1, HELDOUT_LINES, PAGE_LINES, key=f"{key}-lines")
+    lines = c2.number_input("Lines per language", 1, HELDOUT_LINES, PAGE_LINES, key=f"{key}-lines",
+                            help=LINES_HELP)  # fmt: skip
     inits, steps, objective = [], 0, OBJECTIVES[0]
     if bakeoff:
         c4, c5, c6 = st.columns([3, 1, 1])
@@ -279,11 +288,14 @@ def model_check_section(
     error = st.session_state.pop(f"{key}-error", None)
     if error:
         st.error(paths.public_text(error), icon=":material/error:")
-    _result(key, st.session_state.get(f"{key}-doc"))
+    _result(key, st.session_state.get(f"{key}-doc"), original, options)
 
 
-def _result(key: str, doc: dict[str, Any] | None) -> None:
-    """The finished check: charts, table and the JSON download."""
+def _result(
+    key: str, doc: dict[str, Any] | None, original: str | None = None, options: dict | None = None
+) -> None:
+    """The finished check: charts, table, the JSON download and the equivalent command (the check's own original
+    model and options, as the document records them, else the section's)."""
     if doc:
         if not doc.get("complete", True):
             st.warning("Cancelled: the languages finished before the cancel are shown.")
@@ -291,6 +303,21 @@ def _result(key: str, doc: dict[str, Any] | None) -> None:
         json_download(
             "Download model_check.json", json_document(doc), "model_check.json", key=f"{key}-download"
         )
+        cmd = check_command(doc, original, options)
+        st.caption(cmd.caption())
+        st.code(cmd.text(), language="bash", wrap_lines=True)
+
+
+def check_command(doc: dict[str, Any], original: str | None, options: dict[str, Any] | None) -> Equivalent:
+    """``python -m analysis model-check …`` for a finished check: languages and lines as measured (the document's),
+    the bake-off's inits and the warm-up as asked (`options`), the original model as the page named it."""
+    opts = options or {}
+    rows = doc.get("languages") or []
+    langs = [r["lang"] for r in rows] or list(opts.get("langs") or [])
+    lines = rows[0].get("lines") if rows else opts.get("lines")
+    return model_check_command(str(original or doc.get("original") or "ORIGINAL"), langs=langs or None,
+                               lines=int(lines) if lines else None, inits=list(opts.get("inits") or []),
+                               warmup_steps=int(opts.get("steps") or 0), objective=opts.get("objective"))  # fmt: skip
 
 
 def _as_job(key: str, original: str, label: str, options: dict[str, Any], recipe: Recipe) -> None:
@@ -307,12 +334,38 @@ def _as_job(key: str, original: str, label: str, options: dict[str, Any], recipe
             return
         st.rerun()
     if job is not None and job.state == "done" and job.result:
-        _result(key, job.result)
+        _result(key, job.result, str(job.params.get("model") or original), job.params)
         name = job.result.get("model_artifact")
         if name:
             artifact_button(
                 name, "Download the edited model (zip, Hugging Face folder)", key=f"{key}-model-zip"
             )
+        elif job.result.get("model_artifact_error"):
+            st.warning(paths.public_text(job.result["model_artifact_error"]), icon=":material/warning:")
+
+
+def model_export_section(key: str, recipe: Recipe, model: str, name: str, gguf: bool) -> None:
+    """ "Export the model into this workspace" as a job of the workers (kind ``model-export``): the button submits
+    the recipe (`recipe()` stores the edit's inputs and returns the params) with the model, the files' `name` and
+    `gguf`; the panel follows the job (a reload or a restart re-attaches) and the done job's artifacts are streamed
+    download links (:func:`ui.downloads.artifact_button`)."""
+    job = job_panel(key, "Model export")
+    busy = job is not None and not job.final
+    if st.button("Export the model into this workspace", key=f"{key}-build", icon=":material/inventory_2:",
+                 disabled=busy, help="A job of the server's workers: the page stays usable, a reload finds it"):  # fmt: skip
+        try:
+            params = {**recipe(), "model": model, "name": name, "gguf": bool(gguf)}
+            submit(key, "model-export", params, label=f"Model export · {name}")
+        except (*STORE_ERRORS, AnalysisError) as e:
+            st.error(paths.public_text(str(e)), icon=":material/error:")
+            return
+        st.rerun()
+    if job is not None and job.state == "done" and job.result:
+        for i, (art, what) in enumerate(job.result.get("artifacts") or []):
+            artifact_button(str(art), str(what), key=f"{key}-dl-{i}")
+        st.caption(
+            "Kept in this workspace (the sidebar's Files list): the links work in this workspace only."
+        )
 
 
 @st.fragment(run_every=POLL_SECONDS)

@@ -21,6 +21,7 @@ from analysis.core.inputs import human_size
 from analysis.core.outputs import json_document
 from analysis.core.paths import max_file_bytes, upload_widget_mb
 from analysis.errors import DataError
+from analysis.jobs.queue import default_jobs
 from analysis.tokenizer.defaults import DEFAULT_NAME
 from analysis.tokenizer.export import library_zip
 from analysis.tokenizer.sources import load_library_zip
@@ -180,6 +181,7 @@ def workspace_panel() -> None:
                            help="Removes its library, inputs, results and share links from the server")  # fmt: skip
         if sure and c2.button("Delete now", key="ws-del", type="primary", icon=":material/delete_forever:"):
             workspace.store().delete(ws)
+            default_jobs().forget(ws)  # its jobs' records (a running one stops at its next progress report)
             _switch(
                 workspace.store().create(),
                 "The workspace was deleted from the server; this is a new, empty one.",

@@ -1,5 +1,6 @@
 """`python -m analysis workspaces list|size|prune [--idle-days N] [--dry-run] [--json]`: the operator's view of the
-browser workspaces kept under ``TOKLAB_DATA`` (:mod:`analysis.core.workspace`)."""
+browser workspaces kept under ``TOKLAB_DATA`` (:mod:`analysis.core.workspace`). ``prune`` also removes the job
+records (:mod:`analysis.jobs.queue`) of every workspace no longer there."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import time
 from analysis.core.inputs import human_size
 from analysis.core.workspace import WorkspaceInfo, default_store
 from analysis.errors import DataError
+from analysis.jobs.queue import default_jobs
 
 from ._common import print_json
 
@@ -54,11 +56,15 @@ def run(args: argparse.Namespace) -> int:
     store = default_store()
     if args.action == "prune":
         gone = store.prune(args.idle_days, dry_run=args.dry_run)
+        jobs = 0 if args.dry_run else default_jobs().drop_orphans()  # the records of the workspaces gone
         if args.json:
-            print_json({"removed": [w.to_json() for w in gone], "dry_run": args.dry_run})
+            print_json(
+                {"removed": [w.to_json() for w in gone], "jobs_removed": jobs, "dry_run": args.dry_run}
+            )
             return 0
         verb = "would remove" if args.dry_run else "removed"
-        print(f"{verb} {len(gone)} workspace(s), {human_size(sum(w.bytes for w in gone))}")
+        print(f"{verb} {len(gone)} workspace(s), {human_size(sum(w.bytes for w in gone))}"
+              + ("" if args.dry_run else f"; {jobs} job record(s)"))  # fmt: skip
         if gone:
             _table(gone)
         return 0

@@ -501,6 +501,10 @@ class WorkspaceStore:
                 self._blob_path(d).unlink(missing_ok=True)
 
     # ------------------------------------------------------------------ operator
+    def keys(self) -> set[str]:
+        """The keys (SHA-256 of the id, as other stores of the data folder name a workspace) of every workspace."""
+        return {k for (k,) in self._read("SELECT key FROM workspaces")}
+
     def list(self) -> list[WorkspaceInfo]:
         """Every workspace (most recently used first), by key prefix."""
         with closing(self._connect()) as c:

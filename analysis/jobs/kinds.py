@@ -28,6 +28,7 @@ KINDS: dict[str, str] = {
     "gallery": "analysis.views.app_jobs:gallery_job",
     "compression": "analysis.views.app_jobs:compression_job",
     "verify-undertrained": "analysis.views.app_jobs:verify_undertrained_job",
+    "model-export": "analysis.views.model_jobs:model_export_job",
 }
 
 

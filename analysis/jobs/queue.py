@@ -333,6 +333,25 @@ class JobStore:
         kind, params, label, priority = rows[0]
         return self.submit(ws_id, kind, json.loads(params), label=label, priority=priority)
 
+    def forget(self, ws_id: str) -> int:
+        """Remove the job records of workspace `ws_id` (it was deleted); how many. A running one stops at its next
+        progress report (its record is gone: :meth:`report` says "cancelled")."""
+        if not valid_id(ws_id):
+            return 0
+        with self._tx() as c:
+            c.execute("DELETE FROM jobs WHERE ws = ?", (_ws_key(ws_id),))
+            return int(c.execute("SELECT changes()").fetchone()[0])
+
+    def drop_orphans(self) -> int:
+        """Remove the job records whose workspace is no longer in the workspace store (pruned, deleted); how many."""
+        live = self.workspaces.keys()
+        with self._tx() as c:
+            gone = [k for (k,) in c.execute("SELECT DISTINCT ws FROM jobs").fetchall() if k not in live]
+            n = 0
+            for k in gone:
+                n += c.execute("DELETE FROM jobs WHERE ws = ?", (k,)).rowcount
+            return n
+
     # ------------------------------------------------------------------ estimates
     def typical_seconds(self, kind: str) -> float | None:
         """The median duration of the last finished runs of `kind` (None: never finished)."""

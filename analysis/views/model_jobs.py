@@ -1,10 +1,14 @@
-"""The model-side jobs of the edit pages, run by a worker (:mod:`analysis.jobs.queue`): the model check of an edit,
-whose edited model is rebuilt from a *recipe* (closures cannot travel to another process).
+"""The model-side jobs of the edit pages, run by a worker (:mod:`analysis.jobs.queue`): the model check of an edit
+and the export of the edited model into the workspace, both rebuilding the edited model from a *recipe* (closures
+cannot travel to another process).
 
 :func:`run_check` is the check itself — the Model check section ran it in a server thread with the page's exporter;
 :func:`model_check_job` is the job kind ``model-check``: it reads the recipe's tokenizers from the job's workspace,
 writes the edited model with the same engine function the page's export uses (:data:`EDITS`, by ``op``), runs
-:func:`run_check` and stores the edited model's folder as a zip artifact of the workspace.
+:func:`run_check` and stores the edited model's folder as a zip artifact of the workspace (a zip that cannot be
+stored — the workspace's quota, a full disk — leaves the check's document, with ``model_artifact_error``).
+:func:`model_export_job` is the job kind ``model-export``: the same recipe (with ``name`` and ``gguf``), the
+edited model's folder kept as ``<name>.zip`` and, with ``gguf``, ``<name>.gguf``.
 
 Recipe (the job's params, plain JSON)::
 
@@ -28,14 +32,15 @@ from analysis.adapt.embeddings import remap_model
 from analysis.adapt.transplant import DEFAULT_K, read_for_model_check, transplant
 from analysis.adapt.warmup import WarmupConfig, warm_up
 from analysis.core import paths
-from analysis.core.outputs import json_ready, strict_json
+from analysis.core.outputs import atomic_write_text, json_document, json_ready, strict_json
 from analysis.core.progress import scaled
-from analysis.errors import DataError
+from analysis.errors import AnalysisError, DataError
 from analysis.evaluate.model_check import EditedReader, heldout_texts, load_pair, model_check, training_texts
 from analysis.methods.extension import grow_model
 from analysis.methods.extension.model import REPORT_NAME
 from analysis.methods.pruning.report import REPORT_NAME as PRUNE_REPORT
 from analysis.methods.undertrained import indicators_for
+from analysis.model.gguf_model import export_gguf
 from analysis.tokenizer.export import folder_files, write_files, zip_folder
 from analysis.tokenizer.sources import load_library_zip
 from analysis.tokenizer.tokenizer import LoadedTokenizer
@@ -158,12 +163,14 @@ def recipe_tokenizers(data: bytes) -> dict[str, LoadedTokenizer]:
     return found
 
 
-def model_check_job(params: dict[str, Any], ctx: Any) -> dict[str, Any]:
-    """Job kind ``model-check``: rebuild the edited model from the recipe, check it (:func:`run_check`) and keep
-    the edited model's folder as a zip artifact (``keep_model``); the model check's document."""
-    op = params.get("op")
+def recipe_edit(
+    params: dict[str, Any], ctx: Any
+) -> tuple[str, dict[str, LoadedTokenizer], dict[str, Any] | None]:
+    """The recipe's edit (``op``), its tokenizers (by their library names) and its report, read from the job's
+    workspace; DataError for an unknown edit or missing inputs."""
+    op = str(params.get("op"))
     if op not in EDITS:
-        raise DataError(f"unknown edit {op!r} for a model check; one of {', '.join(EDITS)}")
+        raise DataError(f"unknown edit {op!r}; one of {', '.join(EDITS)}")
     toks = recipe_tokenizers(ctx.file_path("artifact", str(params["tokenizers"])).read_bytes())
     names = params.get("names") or {}  # the library's names (a transplant's report names its tokenizer)
     toks = {k: t.with_source(name=str(names[k])) if names.get(k) else t for k, t in toks.items()}
@@ -172,6 +179,18 @@ def model_check_job(params: dict[str, Any], ctx: Any) -> dict[str, Any]:
     report = None
     if params.get("report"):
         report = json.loads(ctx.file_path("artifact", str(params["report"])).read_text(encoding="utf-8"))
+    return op, toks, report
+
+
+#: What storing a file in the workspace may raise (its quota, a full disk) that leaves a check's document intact.
+STORE_ERRORS = (AnalysisError, OSError)
+
+
+def model_check_job(params: dict[str, Any], ctx: Any) -> dict[str, Any]:
+    """Job kind ``model-check``: rebuild the edited model from the recipe, check it (:func:`run_check`) and keep
+    the edited model's folder as a zip artifact (``keep_model``); the model check's document. When the zip cannot
+    be stored (quota, disk full) the document stays, with ``model_artifact_error`` saying why."""
+    op, toks, report = recipe_edit(params, ctx)
     model, label = str(params["model"]), str(params.get("label", "edited"))
     extra: dict[str, Any] = {}
 
@@ -191,16 +210,47 @@ def model_check_job(params: dict[str, Any], ctx: Any) -> dict[str, Any]:
         if params.get("keep_model"):
             ctx.progress(None, "storing the edited model (zip)")
             name = str(params.get("model_name") or f"{label} model.zip")
-            archive = Path(tmp) / "model.zip"
-            zip_folder(folder, archive)
-            ctx.put_file(
-                "artifact",
-                name,
-                {"job": "model-check", "what": "edited model (Hugging Face folder)"},
-                archive,
-            )
-            doc["model_artifact"] = name
+            try:
+                archive = Path(tmp) / "model.zip"
+                zip_folder(folder, archive)
+                ctx.put_file("artifact", name, {"job": "model-check", "what": "edited model (Hugging Face folder)"},
+                             archive)  # fmt: skip
+                doc["model_artifact"] = name
+            except STORE_ERRORS as e:
+                doc["model_artifact_error"] = paths.public_text(f"the edited model was not kept: {e}")
+                ctx.log(doc["model_artifact_error"])
     return doc
+
+
+def model_export_job(params: dict[str, Any], ctx: Any) -> dict[str, Any]:
+    """Job kind ``model-export``: write the recipe's edited model (the page's export) and keep its Hugging Face
+    folder as the workspace artifact ``<name>.zip`` and, with ``gguf``, its ``<name>.gguf`` (f32, as the CLI's
+    ``--gguf``); ``{"artifacts": [[name, what], ...], "op": ...}``."""
+    op, toks, report = recipe_edit(params, ctx)
+    model, name = str(params["model"]), folder_name(str(params.get("name") or "edited-model"))
+    meta = {"job": "model-export", "op": op}
+    kept: list[list[str]] = []
+    with tempfile.TemporaryDirectory(prefix="toklab-model-export-") as tmp:
+        folder = Path(tmp) / name
+        ctx.progress(0.0, "writing the edited model")
+        EDITS[op](toks, report, folder, model, params)
+        for rep in folder.glob("*_report.json"):  # named as downloads name files: never the server's layout
+            atomic_write_text(rep, json_document(paths.public_document(json.loads(rep.read_text("utf-8")))))
+        ctx.progress(0.5, "storing the model (zip)")
+        archive = Path(tmp) / "model.zip"
+        zip_folder(folder, archive)
+        ctx.put_file(
+            "artifact", f"{name}.zip", {**meta, "what": "edited model (Hugging Face folder)"}, archive
+        )
+        kept.append([f"{name}.zip", "Download the model (Hugging Face folder, zip)"])
+        if params.get("gguf"):
+            ctx.progress(0.6, "writing the .gguf")
+            export_gguf(folder, toks["edited"], model_source=model, base=toks.get("base"), name=name)
+            ctx.progress(0.9, "storing the .gguf")
+            ctx.put_file("artifact", f"{name}.gguf", {**meta, "what": "GGUF"}, folder / f"{name}.gguf")
+            kept.append([f"{name}.gguf", "Download the .gguf"])
+    ctx.progress(1.0, "done")
+    return {"op": op, "name": name, "artifacts": kept}
 
 
 def folder_name(label: str) -> str:

@@ -11,7 +11,7 @@ import pytest
 import torch
 import transformers
 from streamlit.testing.v1 import AppTest
-from support import ROOT, SMOLLM, load_shared, need_smollm
+from support import ROOT, SMOLLM, load_shared, need_smollm, run_page_job
 
 from analysis.adapt.fvt import fvt_pieces
 from analysis.core.workspace import default_store
@@ -65,7 +65,10 @@ def test_extend_page_exports_the_grown_model(monkeypatch, tmp_path):
     # the same export into the workspace, as a server with paths off offers it: the folder as a zip, and a .gguf
     at.text_input(key="ext-model-out").set_value("")  # the written folder exists now: the field would say so
     at.checkbox(key="ext-model-gguf").check().run()
-    at.button(key="ext-model-ws").click().run()
+    at.button(key="ext-model-ws-build").click().run()
+    job = run_page_job(at, "ext-model-ws")  # a worker's work, here in this process
+    assert job.state == "done", job.error
+    at.run()
     assert not at.exception and not at.error, [e.message for e in at.exception] + [e.value for e in at.error]
     labels = [e.proto.label for e in at.get("link_button")]
     assert any(x.startswith("Download the model (Hugging Face folder, zip) · ") for x in labels), labels
@@ -74,6 +77,7 @@ def test_extend_page_exports_the_grown_model(monkeypatch, tmp_path):
     kept = {
         i.name: default_store().file_path(ws, "artifact", i.name)
         for i in default_store().items(ws, "artifact")
+        if not i.name.startswith("job-inputs/")  # the job's inputs (the edit's tokenizers and report)
     }
     [zipped] = [n for n in kept if n.endswith(".zip")]
     with zipfile.ZipFile(kept[zipped]) as zf:

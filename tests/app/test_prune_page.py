@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from streamlit.testing.v1 import AppTest
-from support import ROOT, SMOLLM, load_shared, need_smollm, static_tables
+from support import ROOT, SMOLLM, load_shared, need_smollm, run_page_job, static_tables
 
 from analysis.core.workspace import default_store
 from analysis.methods import pruning as P
@@ -89,11 +89,15 @@ def test_prune_page_under_trained_first_order() -> None:
     at.selectbox(key="prune-ws-model-kind").select("SmolLM2-135M-Instruct (GGUF, fetched)").run()
     at.checkbox(key="prune-ws-gguf").check().run()
     at.button(key="prune-ws-build").click().run()
+    job = run_page_job(at, "prune-ws")  # a worker's work, here in this process
+    assert job.state == "done", job.error
+    at.run()
     assert not at.exception and not at.error, [e.message for e in at.exception] + [e.value for e in at.error]
     ws = at.query_params["ws"][0] if isinstance(at.query_params["ws"], list) else at.query_params["ws"]
     kept = {
         i.name: default_store().file_path(ws, "artifact", i.name)
         for i in default_store().items(ws, "artifact")
+        if not i.name.startswith("job-inputs/")  # the job's inputs (the edit's tokenizers and report)
     }
     [zipped] = [n for n in kept if n.endswith(".zip")]
     with zipfile.ZipFile(kept[zipped]) as zf:

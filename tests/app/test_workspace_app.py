@@ -16,6 +16,7 @@ from analysis.core import paths
 from analysis.core import workspace as wsm
 from analysis.core.workspace import default_store
 from analysis.errors import DataError
+from analysis.jobs.queue import default_jobs
 from analysis.tokenizer.export import library_zip
 from analysis.tokenizer.sources import load_upload
 from ui import privacy
@@ -96,9 +97,11 @@ def test_new_and_delete_workspace_from_the_sidebar():
     assert default_store().inputs(ws)["pg-text"] == "kept text"  # the old one stays under its link
     at.session_state["ws-box"] = True
     at.run()
+    default_jobs().submit(new, "wait", {"steps": 1, "seconds": 0.0})  # no worker: it stays queued
     at.sidebar.checkbox(key="ws-del-sure").check().run()
     at.sidebar.button(key="ws-del").click().run()
     assert _ws(at) != new and not default_store().exists(new)
+    assert default_jobs().jobs(new) == []  # its job records went with it
 
 
 def test_the_workspace_export_holds_inputs_and_results_and_an_import_takes_only_page_inputs():

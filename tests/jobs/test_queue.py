@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 from huey.registry import Message
 
+from analysis.cli import main
 from analysis.core.workspace import WorkspaceStore, store_at
 from analysis.errors import DataError
 from analysis.jobs.queue import (
@@ -157,3 +158,21 @@ def test_json_serializer_carries_messages_and_refuses_objects():
 
 def test_store_is_schema_versioned(root: str):
     assert JobStore(root).schema_version() == 1
+
+
+def test_deleting_or_pruning_a_workspace_removes_its_job_records(root: str, monkeypatch, capsys):
+    monkeypatch.setenv("TOKLAB_DATA", root)
+    jobs, a, b = job_store_at(root), _ws(root), _ws(root)
+    ja, jb = jobs.submit(a, "wait", FAST), jobs.submit(b, "wait", FAST)  # no worker: both stay queued
+    # deleting a workspace (the sidebar's "Delete now" calls both) forgets its jobs, not another's
+    store_at(root).delete(a)
+    assert jobs.forget(a) == 1 and jobs.jobs(a) == [] and jobs.get(a, ja.id) is None
+    assert jobs.get(b, jb.id) is not None and jobs.forget("not-an-id") == 0
+    # the operator's prune removes the records of every workspace it removed
+    assert main(["workspaces", "prune", "--idle-days", "0", "--dry-run"]) == 0
+    assert jobs.get(b, jb.id) is not None and "job record" not in capsys.readouterr().out
+    assert main(["workspaces", "prune", "--idle-days", "0"]) == 0
+    out = capsys.readouterr().out
+    assert "removed 1 workspace(s)" in out and "; 1 job record(s)" in out and jobs.jobs(b) == []
+    assert main(["workspaces", "prune", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["jobs_removed"] == 0

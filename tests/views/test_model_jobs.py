@@ -1,6 +1,7 @@
 """The model check as a job (analysis.views.model_jobs): the edited model rebuilt in the worker from the recipe (the
 two tokenizers and the report as workspace items) gives exactly the numbers of the page's thread version (its own
-exporter closure), and the edited model's folder is kept as a zip artifact of the workspace."""
+exporter closure), and the edited model's folder is kept as a zip artifact of the workspace (a full workspace
+keeps the document and says why the zip is missing); the model export job keeps the zip and the .gguf."""
 
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ from analysis.methods.extension import ExtendResult, export_extension, plan
 from analysis.texts.flores import split_lines
 from analysis.tokenizer.export import folder_files, library_zip, write_files
 from analysis.tokenizer.tokenizer import LoadedTokenizer
+from analysis.views import model_jobs
 from analysis.views.model_jobs import run_check
 
 pytestmark = pytest.mark.slow
@@ -38,7 +40,7 @@ def _tiny_model(tok: LoadedTokenizer, folder: Path) -> str:
     return str(folder)
 
 
-def test_job_and_thread_give_the_same_numbers(tmp_path: Path):
+def test_job_and_thread_give_the_same_numbers(tmp_path: Path, monkeypatch):
     gpt2 = load_shared("gpt2")
     train, held = split_lines("est_Latn")
     ext = plan(gpt2, "continued", train[:300], 40).apply(40)
@@ -76,6 +78,54 @@ def test_job_and_thread_give_the_same_numbers(tmp_path: Path):
     assert any(n.endswith("/model.safetensors") for n in names) and any(
         n.endswith("/tokenizer.json") for n in names
     )
+
+    # the workspace is full when the zip is stored: the check's document stays, with why the zip was not kept (the
+    # check itself stubbed: it only writes the edited model, as run_check does first)
+    def quick_check(export, original, folder, label, **_):  # noqa: ANN001, ANN003, ANN202
+        export(folder, original)
+        return dict(job_doc)
+
+    monkeypatch.setattr(model_jobs, "run_check", quick_check)
+    monkeypatch.setenv("TOKLAB_WORKSPACE_MAX_MB", str(1000 / 2**20))
+    set_immediate(data)
+    try:
+        full = job_store_at(data).submit(ws, "model-check", {**params, "model_name": "again.zip"})
+    finally:
+        set_immediate(data, False)
+    assert full.state == "done", full.error
+    assert "model_artifact" not in full.result and "workspace is full" in full.result["model_artifact_error"]
+    assert {k: v for k, v in full.result.items() if k != "model_artifact_error"} == job_doc
+    assert store_at(data).get(ws, "artifact", "again.zip") is None
+
+
+def test_model_export_job_keeps_the_zip_and_the_gguf(tmp_path: Path):
+    """Job kind ``model-export`` (the Extend and Prune pages' "Export the model into this workspace"): the edited
+    model's folder as ``<name>.zip`` and its ``<name>.gguf``, as workspace artifacts; no server path in the report."""
+    gpt2 = load_shared("gpt2")
+    train, held = split_lines("est_Latn")
+    ext = plan(gpt2, "continued", train[:300], 20).apply(20)
+    model = _tiny_model(gpt2, tmp_path / "model")
+    data = str((tmp_path / "data").resolve())
+    ws = store_at(data).create()
+    store_at(data).put(ws, "artifact", "t.zip", {}, library_zip({"base": gpt2, "edited": ext.tokenizer}))
+    report = ExtendResult(ext, 20, heldout={"est": held}).to_json()
+    store_at(data).put(ws, "artifact", "r.json", {}, json.dumps(report).encode())
+    params = {"op": "extend", "tokenizers": "t.zip", "report": "r.json", "model": model, "init": "fvt",
+              "name": "gpt2-20", "gguf": True}  # fmt: skip
+    set_immediate(data)
+    try:
+        job = job_store_at(data).submit(ws, "model-export", params)
+    finally:
+        set_immediate(data, False)
+    assert job.state == "done", job.error
+    names = [a for a, _ in job.result["artifacts"]]
+    assert names == ["gpt2-20.zip", "gpt2-20.gguf"]
+    with zipfile.ZipFile(io.BytesIO(store_at(data).read(ws, "artifact", "gpt2-20.zip"))) as z:
+        members = {n.split("/", 1)[1] for n in z.namelist()}
+        text = z.read(next(n for n in z.namelist() if n.endswith("extension_report.json"))).decode()
+    assert {"model.safetensors", "config.json", "tokenizer.json", "extension_report.json"} <= members
+    assert str(tmp_path) not in text and "toklab-model-export" not in text
+    assert store_at(data).read(ws, "artifact", "gpt2-20.gguf")[:4] == b"GGUF"
 
 
 def _untimed(x: object) -> object:
