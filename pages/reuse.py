@@ -37,6 +37,7 @@ from analysis.texts.flores import ENGLISH, FLORES_TRAIN_LINES, split_lines
 from ui.charts import interactive_toggle, show_svg
 from ui.errors import try_step
 from ui.export_check import export_check_section
+from ui.jobs import stored_input
 from ui.model_check import model_check_section
 from ui.pickers import BYTE_LEVEL_BPE, model_picker_keys, pick_model, pick_tokenizer, server_path_input
 from ui.progress import progress
@@ -44,7 +45,7 @@ from ui.robustness import measured, robustness_button
 from ui.spans import token_spans_html
 from ui.svg import bar_chart
 from ui.tables import static_table
-from ui.workspace import json_download, keep
+from ui.workspace import current, json_download, keep, store
 
 #: The page inputs kept in the workspace.
 KEPT = ("reuse-tok", *model_picker_keys("reuse-model"))
@@ -289,8 +290,16 @@ def consequence_and_export(tok: LoadedTokenizer, report: rm.ReuseReport, zipped:
     def write(folder: Path, original: str) -> None:
         export_model(report.rt, original, folder)
 
+    def recipe() -> (
+        dict
+    ):  # the check runs in a worker: the R-BPE folder travels as a workspace item (its zip)
+        return {
+            "op": "reuse",
+            "rbpe": stored_input(store(), current(), zipped, ".zip", {"job-input": "rbpe"}),
+        }
+
     model_check_section("reuse-mc", write, f"{tok.name} R-BPE ({target})", reader=read_for_model_check,
-                        bakeoff=False)  # fmt: skip
+                        bakeoff=False, recipe=recipe)  # fmt: skip
 
 
 def model_export(rt: reuse.ReuseTokenizer) -> None:

@@ -39,10 +39,13 @@ from analysis.evaluate.model_check import EditedReader, heldout_texts, load_pair
 from analysis.methods.extension import grow_model
 from analysis.methods.extension.model import REPORT_NAME
 from analysis.methods.pruning.report import REPORT_NAME as PRUNE_REPORT
+from analysis.methods.reuse.model import export_model as export_reused
+from analysis.methods.reuse.model import read_for_model_check as read_reused
+from analysis.methods.reuse.reuse import MAPPING_FILE, ReuseTokenizer
 from analysis.methods.undertrained import indicators_for
 from analysis.model.gguf_model import export_gguf
 from analysis.tokenizer.export import folder_files, write_files, zip_folder
-from analysis.tokenizer.sources import load_library_zip
+from analysis.tokenizer.sources import load_library_zip, safe_extract_zip
 from analysis.tokenizer.tokenizer import LoadedTokenizer
 
 #: What a page hands the thread version: writes the edit with the model `original` into the empty folder given.
@@ -144,15 +147,33 @@ def write_transplant(
     return doc
 
 
+def write_reused(
+    tokenizers: dict[str, LoadedTokenizer],
+    report: dict[str, Any] | None,
+    folder: Path,
+    model: str,
+    params: dict,
+) -> dict[str, Any]:
+    """The Token reuse page's model export (:func:`analysis.methods.reuse.model.export_model`) from a recipe: the
+    R-BPE tokenizer (the folder :func:`recipe_edit` extracted from the recipe's ``rbpe`` zip) with the model's
+    reused rows re-initialised by FVT; the model's report (no server path)."""
+    rt = ReuseTokenizer.load(Path(params["rbpe_folder"]))
+    done = export_reused(rt, model, folder)
+    done.pop("out", None)
+    done["source"] = paths.public_source(str(done.get("source", model)))
+    return done
+
+
 #: op → how the edited model is written from the recipe's tokenizers, its report, the model and the params (an
 #: edit's own report, when it has one, is returned and kept in the document as ``edit_report``).
 EDITS: dict[str, Callable[[dict[str, LoadedTokenizer], dict[str, Any] | None, Path, str, dict], Any]] = {
     "extend": write_extended,
     "prune": write_pruned_model,
     "transplant": write_transplant,
+    "reuse": write_reused,
 }
 #: op → how the check reads an edited folder that is not one tokenizer over the original's ids.
-READERS: dict[str, EditedReader] = {"transplant": read_for_model_check}
+READERS: dict[str, EditedReader] = {"transplant": read_for_model_check, "reuse": read_reused}
 
 
 def recipe_tokenizers(data: bytes) -> dict[str, LoadedTokenizer]:
@@ -164,13 +185,22 @@ def recipe_tokenizers(data: bytes) -> dict[str, LoadedTokenizer]:
 
 
 def recipe_edit(
-    params: dict[str, Any], ctx: Any
-) -> tuple[str, dict[str, LoadedTokenizer], dict[str, Any] | None]:
-    """The recipe's edit (``op``), its tokenizers (by their library names) and its report, read from the job's
-    workspace; DataError for an unknown edit or missing inputs."""
+    params: dict[str, Any], ctx: Any, tmp: Path
+) -> tuple[str, dict[str, LoadedTokenizer], dict[str, Any] | None, dict[str, Any]]:
+    """The recipe's edit (``op``), its tokenizers (by their library names), its report and the params the edit's
+    writer takes, read from the job's workspace (an R-BPE zip, ``rbpe``, is extracted under `tmp`); DataError for an
+    unknown edit or missing inputs."""
     op = str(params.get("op"))
     if op not in EDITS:
         raise DataError(f"unknown edit {op!r}; one of {', '.join(EDITS)}")
+    if op == "reuse":  # R-BPE is no single tokenizer: its folder (old and new tokenizer, the mapping) travels
+        if not params.get("rbpe"):
+            raise DataError("the job's R-BPE tokenizer is missing (a zip named 'rbpe')")
+        safe_extract_zip(ctx.file_path("artifact", str(params["rbpe"])).read_bytes(), tmp / "rbpe-in")
+        found = sorted(p.parent for p in (tmp / "rbpe-in").rglob(MAPPING_FILE))
+        if not found:
+            raise DataError(f"the job's R-BPE zip holds no {MAPPING_FILE}")
+        return op, {}, None, {**params, "rbpe_folder": str(found[0])}
     toks = recipe_tokenizers(ctx.file_path("artifact", str(params["tokenizers"])).read_bytes())
     names = params.get("names") or {}  # the library's names (a transplant's report names its tokenizer)
     toks = {k: t.with_source(name=str(names[k])) if names.get(k) else t for k, t in toks.items()}
@@ -179,7 +209,7 @@ def recipe_edit(
     report = None
     if params.get("report"):
         report = json.loads(ctx.file_path("artifact", str(params["report"])).read_text(encoding="utf-8"))
-    return op, toks, report
+    return op, toks, report, params
 
 
 #: What storing a file in the workspace may raise (its quota, a full disk) that leaves a check's document intact.
@@ -190,16 +220,16 @@ def model_check_job(params: dict[str, Any], ctx: Any) -> dict[str, Any]:
     """Job kind ``model-check``: rebuild the edited model from the recipe, check it (:func:`run_check`) and keep
     the edited model's folder as a zip artifact (``keep_model``); the model check's document. When the zip cannot
     be stored (quota, disk full) the document stays, with ``model_artifact_error`` saying why."""
-    op, toks, report = recipe_edit(params, ctx)
     model, label = str(params["model"]), str(params.get("label", "edited"))
     extra: dict[str, Any] = {}
-
-    def export(folder: Path, original: str) -> None:
-        made = EDITS[op](toks, report, folder, original, params)
-        if isinstance(made, dict):
-            extra["edit_report"] = made
-
     with tempfile.TemporaryDirectory(prefix="toklab-model-job-") as tmp:
+        op, toks, report, args = recipe_edit(params, ctx, Path(tmp))
+
+        def export(folder: Path, original: str) -> None:
+            made = EDITS[op](toks, report, folder, original, args)
+            if isinstance(made, dict):
+                extra["edit_report"] = made
+
         folder = Path(tmp) / "out" / folder_name(label)
         folder.parent.mkdir()
         doc = run_check(export, model, folder, label, langs=list(params["langs"]), lines=int(params["lines"]),
@@ -226,14 +256,16 @@ def model_export_job(params: dict[str, Any], ctx: Any) -> dict[str, Any]:
     """Job kind ``model-export``: write the recipe's edited model (the page's export) and keep its Hugging Face
     folder as the workspace artifact ``<name>.zip`` and, with ``gguf``, its ``<name>.gguf`` (f32, as the CLI's
     ``--gguf``); ``{"artifacts": [[name, what], ...], "op": ...}``."""
-    op, toks, report = recipe_edit(params, ctx)
     model, name = str(params["model"]), folder_name(str(params.get("name") or "edited-model"))
-    meta = {"job": "model-export", "op": op}
     kept: list[list[str]] = []
     with tempfile.TemporaryDirectory(prefix="toklab-model-export-") as tmp:
+        op, toks, report, args = recipe_edit(params, ctx, Path(tmp))
+        meta = {"job": "model-export", "op": op}
+        if params.get("gguf") and "edited" not in toks:
+            raise DataError(f"a .gguf of the {op} edit is not offered (its tokenizer is not one vocabulary)")
         folder = Path(tmp) / name
         ctx.progress(0.0, "writing the edited model")
-        EDITS[op](toks, report, folder, model, params)
+        EDITS[op](toks, report, folder, model, args)
         for rep in folder.glob("*_report.json"):  # named as downloads name files: never the server's layout
             atomic_write_text(rep, json_document(paths.public_document(json.loads(rep.read_text("utf-8")))))
         ctx.progress(0.5, "storing the model (zip)")

@@ -85,6 +85,10 @@ def _job_check(at: AppTest, key: str, langs: list[str]) -> dict:
         "edited model" in b.proto.label and "/toklab/file/" in b.proto.url for b in at.get("link_button")
     )
     assert at.get("download_button")
+    # under the result, the equivalent command with the lines the page measured
+    assert any("model-check" in c.value and "--lines 2" in c.value for c in at.code), [
+        c.value for c in at.code
+    ]
     return job.result
 
 
@@ -149,7 +153,7 @@ def test_reuse_checks_the_session_edit(monkeypatch):
     at.button(key="reuse-train").click().run()
     _ok(at)
     at.selectbox(key="reuse-mc-model-kind").set_value(_smol_label()).run()
-    doc = _check(at, "reuse-mc", ["arb_Arab", "eng_Latn"])
+    doc = _job_check(at, "reuse-mc", ["arb_Arab", "eng_Latn"])
     arb, eng = doc["languages"]
     assert doc["n_new_tokens"] == doc["n_removed_tokens"] > 0 and "bakeoff" not in doc
     assert arb["mass_removed"] is not None and eng["tokens_edited"] == eng["tokens_original"]

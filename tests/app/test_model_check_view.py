@@ -1,11 +1,21 @@
 """The Model check section's drawing (ui/model_check.py), without a model: the bars' zoomed axis and the tables'
-headers (the whole section is tested on SmolLM2 in test_model_check_section.py)."""
+headers, the equivalent command under a result (the whole section is tested on SmolLM2 in
+test_model_check_section.py)."""
 
 from __future__ import annotations
 
 import math
 
-from ui.model_check import FLAG_HEADERS, HEADERS, flag_table, human_table, zoomed_range
+from analysis.evaluate.model_check import HELDOUT_LINES, PAGE_LINES
+from ui.model_check import (
+    FLAG_HEADERS,
+    HEADERS,
+    LINES_HELP,
+    check_command,
+    flag_table,
+    human_table,
+    zoomed_range,
+)
 
 
 def test_the_bits_per_byte_axis_is_zoomed_to_the_values():
@@ -37,3 +47,26 @@ def test_the_flagged_rows_table_keeps_the_loudest_first_with_words_for_headers()
     assert list(table.columns) == list(FLAG_HEADERS.values()) and len(table) == 3
     assert list(table["Id"]) == [50300, 50301, 50302]
     assert flag_table([]).empty and list(flag_table([]).columns) == list(FLAG_HEADERS.values())
+
+
+def test_a_result_names_its_equivalent_command_with_the_lines_it_measured():
+    doc = {
+        "original": "demo.gguf",
+        "languages": [{"lang": "est_Latn", "lines": 20}, {"lang": "eng_Latn", "lines": 20}],
+    }
+    options = {
+        "langs": ["est_Latn"],
+        "lines": 5,
+        "inits": ["mean", "fvt"],
+        "steps": 10,
+        "objective": "distill",
+    }
+    text = check_command(doc, "HuggingFaceTB/SmolLM2-135M", options).text()
+    assert text.startswith("python -m analysis model-check") and "--edited EDITED" in text
+    # languages and lines as the document measured them (not what the widgets say now); bake-off and warm-up
+    assert (
+        "--langs est_Latn,eng_Latn --lines 20 --inits mean,fvt --warmup-steps 10 --objective distill" in text
+    )
+    assert "--lines" not in check_command({"languages": []}, None, None).text()
+    # the lines widget says why the page's default is not the CLI's
+    assert f"{PAGE_LINES} held-out lines" in LINES_HELP and f"all {HELDOUT_LINES}" in LINES_HELP
