@@ -8,10 +8,14 @@ and a warm-up of the new rows. The JSON download is the document `python -m anal
   (:class:`tempfile.TemporaryDirectory`, deleted when the session's state goes or the next check replaces it) and
   measures that. The original model comes from the page's model picker, or this section's own (fetched demo
   models and hub ids; server paths only when the operator allows them, through :func:`ui.pickers.pick_model`).
-* **A background job.** The check runs in a thread of the server process (nothing of Streamlit inside it);
-  a fragment polls its progress every second and offers Cancel (the app's idiom of :mod:`ui.corpus_jobs`):
-  the check stops between groups of lines, the warm-up between steps, and what was finished is shown. That is
-  what makes "all 204 languages" usable from the page.
+* **A job of the workers.** Every edit page hands over a *recipe* (:mod:`analysis.views.model_jobs`): the check
+  runs in a worker process (:mod:`ui.jobs`), a reload re-attaches, Cancel keeps what was finished. A page without
+  a recipe still gets the older way, a thread of the server polled by a fragment.
+* **The equivalent command** (``python -m analysis model-check …``, languages and lines as measured) is shown under
+  the result; the page's default of :data:`PAGE_LINES` lines per language (the CLI: all 212) is explained by the
+  lines widget's help.
+* :func:`model_export_section` is the Extend and Prune pages' "Export the model into this workspace", a job of
+  kind ``model-export`` with the same recipe.
 """
 
 from __future__ import annotations
