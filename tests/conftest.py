@@ -40,9 +40,11 @@ def pytest_configure(config: pytest.Config) -> None:
         os.environ[_RUN_CACHE] = tempfile.mkdtemp(prefix="toklab-test-cache-")
         config.stash[_OWNS_CACHE] = True
     os.environ["TOKLAB_CACHE"] = str(Path(os.environ[_RUN_CACHE]))
+    # never the user's workspaces; one store per test process, so that the job workers a test's server starts never
+    # take the jobs another process's tests queue (the browser tests' servers have their own: e2e_support)
     os.environ["TOKLAB_DATA"] = str(
-        Path(os.environ[_RUN_CACHE]) / "workspaces"
-    )  # never the user's workspaces
+        Path(os.environ[_RUN_CACHE]) / f"workspaces-{os.environ.get('PYTEST_XDIST_WORKER', 'main')}"
+    )
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:

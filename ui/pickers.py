@@ -78,9 +78,9 @@ def pick_tokenizer(
     tokenizers the page cannot use are tagged in the list; choosing one explains why and returns None (the page
     then shows nothing more).
     """
-    lib = library()
-    _preselect_from_link(key)
+    _preselect_from_link(key)  # may add the link's tokenizer to the library: read the library after it
     added = take_selection()
+    lib = library()
     if added and follow_added:  # just added from the sidebar: select it here
         st.session_state[key] = added
     elif added:

@@ -37,6 +37,16 @@ def _restart() -> None:
     queue.job_store_at.cache_clear()
 
 
+@pytest.fixture(autouse=True)
+def own_data(tmp_path, monkeypatch):
+    """A data folder of the test's own: no worker of another test's server is alive in it (the estimates say
+    "unknown") or takes its jobs."""
+    monkeypatch.setenv("TOKLAB_DATA", str(tmp_path / "data"))
+    _restart()
+    yield
+    _restart()
+
+
 @pytest.mark.slow
 def test_a_reload_reattaches_to_the_job_and_shows_its_result():
     ws = default_store().create()

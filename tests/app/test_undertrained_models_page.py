@@ -11,6 +11,17 @@ import pytest
 from streamlit.testing.v1 import AppTest
 from support import ROOT, need_minilm, need_smollm
 
+from analysis.core import paths
+from analysis.jobs.queue import set_immediate
+
+
+@pytest.fixture(autouse=True)
+def _jobs_at_once():
+    """ "Verify" submits a job (a worker runs it in the app): here it runs at once, in this process."""
+    set_immediate(paths.data_dir())
+    yield
+    set_immediate(paths.data_dir(), False)
+
 
 def _page(monkeypatch, tmp_path):
     """The page in a new session (the run's one disk cache: SmolLM2's de-quantized weights are converted once)."""

@@ -236,6 +236,8 @@ def test_bad_uploads_give_error_boxes(monkeypatch):
         assert words.lower() in _errors(at).lower(), (label, _errors(at))
         assert list(at.session_state["toklab_library"]) == ["Qwen (embedded)"], label
     monkeypatch.setenv("TOKLAB_MAX_FILE_MB", "1")  # one cap for every way a file arrives
+    at.run()  # the uploader is drawn again with the new cap (a browser refuses a larger file itself)
+    assert at.file_uploader(key="inspect-upload").proto.max_upload_size_mb == 1
     at.file_uploader(key="inspect-upload").set_value(("tokenizer.json", GPT2_JSON, "application/json")).run()
     at.button(key="inspect-add-upload").click().run()
     assert not at.exception and "over the 1 MB limit" in _errors(at)

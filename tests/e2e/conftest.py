@@ -15,7 +15,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
-from e2e_support import RUN_TIMEOUT_MS, track_runs, wait_idle
+from e2e_support import RUN_TIMEOUT_MS, server_data, track_runs, wait_idle
 from playwright.sync_api import Browser, BrowserContext, expect
 from support import ROOT
 
@@ -66,7 +66,7 @@ def serve(log_name: str, env: dict[str, str] | None = None) -> Iterator[str]:
     port = _free_port()
     log_path = ROOT / log_name
     log = open(log_path, "w")
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", **(env or {})}
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TOKLAB_DATA": server_data(), **(env or {})}
     proc = subprocess.Popen(
         [
             sys.executable,

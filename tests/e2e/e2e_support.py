@@ -8,6 +8,7 @@ upper bounds for a hang, sized for a cold, loaded 2-core machine.
 
 from __future__ import annotations
 
+import os
 import time
 from pathlib import Path
 
@@ -231,3 +232,9 @@ def screenshot(page: Page, path: Path, max_height: int = 9000) -> Path:
     finally:
         page.set_viewport_size(size)
     return path
+
+
+def server_data() -> str:
+    """The data folder (`TOKLAB_DATA`) of the app servers the browser tests start: one of their own in the run's
+    cache, so that their job workers never take the jobs the other tests of the run queue in theirs."""
+    return str(Path(os.environ["TOKLAB_TEST_RUN_CACHE"]) / "e2e-workspaces")

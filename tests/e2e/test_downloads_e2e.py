@@ -6,14 +6,14 @@ from __future__ import annotations
 
 import os
 
-from e2e_support import mark, wait_idle, wait_rerun
+from e2e_support import mark, server_data, wait_idle, wait_rerun
 from playwright.sync_api import Page, expect
 
-from analysis.core.workspace import default_store
+from analysis.core.workspace import store_at
 
 
 def test_a_workspace_file_downloads_by_its_link_and_not_after_delete(page: Page, app_url, tmp_path):
-    store = default_store()  # the server's data folder (TOKLAB_DATA of this run)
+    store = store_at(server_data())  # the servers' data folder
     ws = store.create()
     body = os.urandom(300_000)
     (tmp_path / "m.gguf").write_bytes(body)

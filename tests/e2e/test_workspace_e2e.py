@@ -1,18 +1,17 @@
 """Real browser, workspaces (issue 53): an uploaded tokenizer and a typed text too long for the URL are still there
 after a reload, and in a new server process on the same data folder (what a restart keeps is what is on disk).
 
-The journey starts on the session's server (its data folder is the run's `TOKLAB_DATA`), so only the second
+The journey starts on the session's server (its data folder is the browser tests' own, `e2e_support.server_data`), so only the second
 server is started here; the new process shares nothing with the first but the folder."""
 
 from __future__ import annotations
 
 import json
-import os
 import sys
 from pathlib import Path
 from urllib.parse import parse_qs, urlparse
 
-from e2e_support import mark, wait_idle, wait_rerun
+from e2e_support import mark, server_data, wait_idle, wait_rerun
 from playwright.sync_api import Page, expect
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "badinput"))
@@ -31,7 +30,7 @@ def _check(page: Page) -> None:
 
 
 def test_a_workspace_survives_a_reload_and_a_server_restart(page: Page, app_url, serve_app, artifacts):
-    env = {"TOKLAB_DATA": os.environ["TOKLAB_DATA"]}  # the session server's data folder (tests/conftest.py)
+    env = {"TOKLAB_DATA": server_data()}  # the session server's data folder
     page.goto(app_url + "/inspect")
     wait_idle(page)
     page.get_by_role("tab", name="Upload").click()
