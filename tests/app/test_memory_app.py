@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import gc
 import json
+import threading
 import weakref
 from unittest.mock import MagicMock
 
@@ -82,6 +83,7 @@ def test_sessions_hold_references_and_share_one_object_per_content():
 
 
 def test_the_same_bytes_are_kept_once_within_the_budget(monkeypatch):
+    LRU.clear()  # what other tests of the process left (pinned entries too): they load again on demand
     tok = load_upload("tokenizer.json", GPT2)
     LRU.discard(tok.content_hash)
     first = memory.keep(load_upload("tokenizer.json", GPT2).with_source(name="one"))
@@ -95,6 +97,25 @@ def test_the_same_bytes_are_kept_once_within_the_budget(monkeypatch):
     LRU.discard(bert.content_hash)
 
 
+def _run(loop: asyncio.AbstractEventLoop, aw):
+    """`loop.run_until_complete(aw)` on a thread of its own: the test process may already run an event loop on
+    its main thread (the browser tests' Playwright, when they ran before in the same process)."""
+    out: dict = {}
+
+    def go() -> None:
+        try:
+            out["value"] = loop.run_until_complete(aw)
+        except BaseException as e:  # noqa: BLE001 - handed back to the test
+            out["error"] = e
+
+    t = threading.Thread(target=go)
+    t.start()
+    t.join(120)
+    if "error" in out:
+        raise out["error"]
+    return out.get("value")
+
+
 @pytest.fixture
 def runtime(monkeypatch):
     """A started Streamlit Runtime of the pinned version (its own session manager, reconnect store and uploaded
@@ -104,10 +125,10 @@ def runtime(monkeypatch):
     loop = asyncio.new_event_loop()
     rt = Runtime(RuntimeConfig(script_path=str(ROOT / "app.py"), media_file_storage=MemoryMediaFileStorage("/media"),
                                uploaded_file_manager=files, session_storage=MemorySessionStorage(ttl_seconds=60)))  # fmt: skip
-    loop.run_until_complete(rt.start())
+    _run(loop, rt.start())
     yield rt, files, loop
     rt.stop()
-    loop.run_until_complete(rt.stopped)
+    _run(loop, rt.stopped)
     loop.close()
 
 
@@ -120,7 +141,7 @@ def test_a_closed_tab_is_shut_down_and_what_only_it_used_is_released(runtime):
             client=MagicMock(), user_info={}
         )
 
-    gone_tab, open_tab = loop.run_until_complete(connect())
+    gone_tab, open_tab = _run(loop, connect())
     files.add_file(gone_tab, UploadedFileRec(file_id="f", name="t.json", type="application/json", data=GPT2))
     # bytes no other test of the run loads (a trailing newline): another test's gpt2 may be held by its own caches
     only_gone = memory.keep(
@@ -141,7 +162,7 @@ def test_a_closed_tab_is_shut_down_and_what_only_it_used_is_released(runtime):
     assert reaper.closed == 0 and gone_tab in files.file_storage  # within the TTL it may still come back
     clock[0] = 60.0
     assert reaper.sweep(rt) and reaper.closed == 1
-    loop.run_until_complete(asyncio.sleep(0.05))  # the close runs on the runtime's event loop
+    _run(loop, asyncio.sleep(0.05))  # the close runs on the runtime's event loop
     assert {i.session.id for i in rt._session_mgr.list_sessions()} == {open_tab}
     assert gone_tab not in files.file_storage  # its uploaded bytes are gone
     gc.collect()
