@@ -38,7 +38,6 @@ import re
 import secrets
 import shutil
 import sqlite3
-import threading
 import time
 from collections.abc import Iterator
 from contextlib import closing, contextmanager
@@ -46,7 +45,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from analysis.core import paths
+from analysis.core import paths, sqlite_db
 from analysis.core.cache import memoize
 from analysis.core.inputs import human_size
 from analysis.core.outputs import atomic_write_bytes, atomic_write_file
@@ -72,6 +71,8 @@ MIGRATIONS: tuple[str, ...] = (
     CREATE INDEX shares_blob ON shares(blob)
     """,
 )
+#: The databases migrated in this process (shared with the job store; a test that stands for a restart clears it).
+_MIGRATED = sqlite_db.MIGRATED
 #: The kinds of item a workspace holds; ``input`` items are charged for their bytes, not as items.
 KINDS = ("library", "input", "result", "artifact")
 #: The database file inside the data folder.
@@ -84,8 +85,6 @@ EMPTY_IDLE_DAYS = 1.0
 _ID = re.compile(r"[A-Za-z0-9_-]{32}")
 _SHARE = re.compile(r"[A-Za-z0-9_-]{22}")
 _DAY = 86400.0
-_MIGRATED: set[Path] = set()
-_MIGRATE_LOCK = threading.Lock()
 
 
 class QuotaError(DataError):
@@ -180,50 +179,20 @@ class WorkspaceStore:
     @contextmanager
     def _tx(self) -> Iterator[sqlite3.Connection]:
         """One write transaction (taken at once, so two writers never interleave a check and a write)."""
-        with closing(self._connect()) as c:
-            c.execute("BEGIN IMMEDIATE")
-            try:
-                yield c
-            except BaseException:
-                c.execute("ROLLBACK")
-                raise
-            c.execute("COMMIT")
+        with sqlite_db.transaction(self._connect) as c:
+            yield c
 
     def _read(self, sql: str, args: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
-        with closing(self._connect()) as c:
-            return c.execute(sql, args).fetchall()
+        return sqlite_db.read(self._connect, sql, args)
 
     def schema_version(self) -> int:
         """The schema version the database is at (0: empty)."""
         with closing(self._connect()) as c:
-            return _version(c)
+            return sqlite_db.schema_version(c)
 
     def _migrate(self) -> None:
         """Bring the database to :data:`SCHEMA_VERSION` (once per process and file); refuse a newer one."""
-        db = self.db.resolve()
-        with _MIGRATE_LOCK:
-            if db in _MIGRATED and self.db.exists():
-                return
-            with closing(self._connect()) as c:
-                c.execute("PRAGMA journal_mode = WAL")
-                c.execute("BEGIN IMMEDIATE")
-                try:
-                    c.execute("CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)")
-                    v = _version(c)
-                    if v > SCHEMA_VERSION:
-                        raise DataError(f"the workspace store {self.db} was written by a newer Tokenizer Lab "
-                                        f"(schema {v}; this one knows up to {SCHEMA_VERSION})")  # fmt: skip
-                    for step in range(v, SCHEMA_VERSION):
-                        for stmt in MIGRATIONS[step].split(";"):
-                            if stmt.strip():
-                                c.execute(stmt)
-                    c.execute("DELETE FROM schema_version")
-                    c.execute("INSERT INTO schema_version VALUES (?)", (SCHEMA_VERSION,))
-                except BaseException:
-                    c.execute("ROLLBACK")
-                    raise
-                c.execute("COMMIT")
-            _MIGRATED.add(db)
+        sqlite_db.migrate(self.db, self._connect, MIGRATIONS, SCHEMA_VERSION, "workspace store")
 
     # ------------------------------------------------------------------ workspaces
     def create(self) -> str:
@@ -553,13 +522,6 @@ class WorkspaceStore:
         """Bytes on disk: the database and the stored files."""
         files = [self.db, self.db.with_name(DB_NAME + "-wal"), *self.blobs.glob("*/*")]
         return sum(p.stat().st_size for p in files if p.is_file())
-
-
-def _version(c: sqlite3.Connection) -> int:
-    if not c.execute("SELECT 1 FROM sqlite_master WHERE name = 'schema_version'").fetchone():
-        return 0
-    row = c.execute("SELECT MAX(version) FROM schema_version").fetchone()
-    return int(row[0] or 0)
 
 
 def _usage(c: sqlite3.Connection, key: str) -> tuple[int, int]:

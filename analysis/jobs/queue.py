@@ -52,7 +52,7 @@ from huey import SqliteHuey
 from huey.registry import Message
 from huey.serializer import Serializer
 
-from analysis.core import paths
+from analysis.core import paths, sqlite_db
 from analysis.core.cache import memoize
 from analysis.core.progress import Cancelled
 from analysis.core.workspace import WorkspaceStore, store_at, valid_id
@@ -91,8 +91,6 @@ WAIT_SECONDS = 1.0
 #: How many past durations of a kind make its estimate.
 PAST_RUNS = 20
 INTERRUPTED = "the worker running this job stopped (killed, or the server restarted) before it finished"
-_MIGRATE_LOCK = threading.Lock()
-_MIGRATED: set[Path] = set()
 
 
 def workers_default() -> int:
@@ -214,49 +212,19 @@ class JobStore:
 
     @contextmanager
     def _tx(self) -> Iterator[sqlite3.Connection]:
-        with closing(self._connect()) as c:
-            c.execute("BEGIN IMMEDIATE")
-            try:
-                yield c
-            except BaseException:
-                c.execute("ROLLBACK")
-                raise
-            c.execute("COMMIT")
+        with sqlite_db.transaction(self._connect) as c:
+            yield c
 
     def _read(self, sql: str, args: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
-        with closing(self._connect()) as c:
-            return c.execute(sql, args).fetchall()
+        return sqlite_db.read(self._connect, sql, args)
 
     def schema_version(self) -> int:
         """The schema version the database is at (0: empty)."""
         with closing(self._connect()) as c:
-            return _version(c)
+            return sqlite_db.schema_version(c)
 
     def _migrate(self) -> None:
-        db = self.db.resolve()
-        with _MIGRATE_LOCK:
-            if db in _MIGRATED and self.db.exists():
-                return
-            with closing(self._connect()) as c:
-                c.execute("PRAGMA journal_mode = WAL")
-                c.execute("BEGIN IMMEDIATE")
-                try:
-                    c.execute("CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)")
-                    v = _version(c)
-                    if v > SCHEMA_VERSION:
-                        raise DataError(f"the job store {self.db} was written by a newer Tokenizer Lab "
-                                        f"(schema {v}; this one knows up to {SCHEMA_VERSION})")  # fmt: skip
-                    for step in range(v, SCHEMA_VERSION):
-                        for stmt in MIGRATIONS[step].split(";"):
-                            if stmt.strip():
-                                c.execute(stmt)
-                    c.execute("DELETE FROM schema_version")
-                    c.execute("INSERT INTO schema_version VALUES (?)", (SCHEMA_VERSION,))
-                except BaseException:
-                    c.execute("ROLLBACK")
-                    raise
-                c.execute("COMMIT")
-            _MIGRATED.add(db)
+        sqlite_db.migrate(self.db, self._connect, MIGRATIONS, SCHEMA_VERSION, "job store")
 
     # ------------------------------------------------------------------ the workspace's side
     def submit(
@@ -491,12 +459,6 @@ class JobStore:
         """A worker process leaves."""
         with self._tx() as c:
             c.execute("DELETE FROM workers WHERE host = ? AND pid = ?", (socket.gethostname(), pid))
-
-
-def _version(c: sqlite3.Connection) -> int:
-    c.execute("CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)")
-    row = c.execute("SELECT version FROM schema_version").fetchone()
-    return int(row[0]) if row else 0
 
 
 @memoize(maxsize=4)
