@@ -73,6 +73,7 @@ sys.path[:0] = [str(ROOT / "tests"), str(ROOT / "tests" / "e2e")]
 from e2e_support import _IDLE_JS as APP_IDLE_JS  # noqa: E402 - the browser tests' one "run drawn" condition
 from e2e_support import RunTracker  # noqa: E402 - which reruns a page asked for and which have ended
 from playwright.async_api import Browser, BrowserContext, Page, async_playwright  # noqa: E402
+from playwright.async_api import TimeoutError as PlaywrightTimeout  # noqa: E402
 
 CHROMIUM = os.environ.get("CHROMIUM", "/usr/bin/chromium")
 CHROME_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
@@ -498,9 +499,18 @@ class User:
         page = self.page
         box = page.locator(scope).locator('[data-testid="stSelectbox"]').filter(has_text=box_text).first
         await self.idle()
-        await box.click()
         item = page.get_by_role("option", name=option, exact=True)
-        await item.wait_for(timeout=30_000)
+        for attempt in range(5):
+            # a click can land while a rerun redraws the box (its list does not open, or closes at once): open
+            # it again, as the browser tests' `choose` does
+            await box.click()
+            try:
+                await item.wait_for(timeout=6_000)
+                break
+            except PlaywrightTimeout:
+                if attempt == 4:
+                    raise
+                await self.idle()
         if await item.get_attribute("aria-selected") == "true":
             await page.keyboard.press("Escape")
             return
@@ -639,7 +649,9 @@ async def extend_model_check(u: User) -> None:
         timeout=u.timeout_s * 1000
     )
     await u.choose("Model of this tokenizer", MODEL_LABEL)
-    lines = page.get_by_label("Lines per language")
+    await u.idle()
+    # once the run has ended: a rerun's stale copy of the section is then gone (strict locators see one field)
+    lines = page.get_by_label("Lines per language").last
     await lines.wait_for(timeout=u.timeout_s * 1000)
     # one more line per user: the queue runs identical jobs (same inputs) once, and each user's job should run
     want = str(u.model_lines + u.index)
