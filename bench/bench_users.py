@@ -60,7 +60,7 @@ import tempfile
 import threading
 import time
 import urllib.request
-from collections.abc import Awaitable, Callable, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -277,6 +277,51 @@ def _workers(data: str) -> list[int]:
         except OSError:
             continue
     return out
+
+
+_TICK = os.sysconf("SC_CLK_TCK")
+
+
+def cpu_s(pids: Iterable[int]) -> float:
+    """CPU seconds used so far by `pids` and the children they reaped (utime + stime + cutime + cstime)."""
+    total = 0
+    for pid in pids:
+        try:
+            f = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+            total += sum(int(x) for x in f[11:15])
+        except (OSError, IndexError, ValueError):
+            continue
+    return total / _TICK
+
+
+def machine_cpu_s() -> float:
+    """CPU seconds the whole machine has spent busy (every core, /proc/stat's first line less idle and iowait)."""
+    f = [int(x) for x in Path("/proc/stat").read_text().splitlines()[0].split()[1:]]
+    return (sum(f) - f[3] - f[4]) / _TICK
+
+
+class CpuShare:
+    """Where a phase's CPU went: the server, its job workers, this script's browser (chromium, Playwright's driver:
+    the simulated users' side, which a real deployment runs on the users' own machines) and everything else on the
+    machine (other work would make the phase's times worse than the app's)."""
+
+    def __init__(self, mem: Memory) -> None:
+        self.mem = mem
+        self.start = self._read()
+
+    def _read(self) -> dict[str, float]:
+        m = self.mem
+        workers = set(_children(m.pid)) | set(_workers(m.data)) | m.worker_pids
+        return {"server": cpu_s([m.pid]), "workers": cpu_s(workers), "browser": cpu_s(_children(os.getpid())),
+                "machine": machine_cpu_s()}  # fmt: skip
+
+    def used(self) -> dict[str, float]:
+        """CPU seconds since this object was made: server, workers, browser, other, and the wall's core-seconds."""
+        now = self._read()
+        d = {k: now[k] - self.start[k] for k in now}
+        other = d["machine"] - d["server"] - d["workers"] - d["browser"]
+        return {k: round(max(v, 0.0), 1) for k, v in
+                {"server": d["server"], "workers": d["workers"], "browser": d["browser"], "other": other}.items()}  # fmt: skip
 
 
 def rss_mb(pid: int) -> float | None:
@@ -852,12 +897,14 @@ async def measure(
                     heavy = min(args.heavy, n)
                     mem.reset_peak()
                     before = mem.now()
+                    cpu = CpuShare(mem)
                     t0 = time.monotonic()
                     if phase == "journey":
                         tally = await journey_phase(browser, base, n, args)
                     else:
                         tally = await mixed_phase(browser, base, n, heavy, args)
                     wall = time.monotonic() - t0
+                    used = cpu.used()
                     after = mem.now()
                     settled = None
                     if args.settle:
@@ -871,13 +918,17 @@ async def measure(
                            "wall_s": round(wall, 1), "errors": len(tally.errors), "skipped": sum(tally.skipped.values()),
                            "light_p50_s": _r(percentile(lt, 50)), "light_p95_s": _r(percentile(lt, 95)),
                            "rss_before_mb": before, "rss_peak_mb": dict(mem.peak), "rss_after_close_mb": after,
-                           "rss_after_settle_mb": settled, "steps": rows,
+                           "rss_after_settle_mb": settled, "cpu_s": used, "steps": rows,
                            "error_messages": error_summary(tally.errors)}  # fmt: skip
                     phases.append(doc)
                     title = f"N = {n}, {phase}" + (f" ({heavy} heavy jobs)" if phase == "mixed" else "")
                     print_table(f"{title}: {wall:.0f} s, {doc['errors']} errors, light p95 {doc['light_p95_s']} s, "
                                 f"RSS {before['server']:.0f} → peak {mem.peak['server']:.0f} → {after['server']:.0f} MB "
                                 f"(workers peak {mem.peak['workers']:.0f} MB)", rows, base_p95)  # fmt: skip
+                    print(
+                        f"  CPU-s: server {used['server']}, workers {used['workers']}, browser (the users' "
+                        f"side) {used['browser']}, other processes {used['other']} of {(os.cpu_count() or 1) * wall:.0f} core-s"
+                    )
                     for e in doc["error_messages"]:
                         print(f"    error ×{e['count']} in {e['step']}: {e['message']}")
                     checkpoint(
