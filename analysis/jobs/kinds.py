@@ -29,6 +29,7 @@ KINDS: dict[str, str] = {
     "compression": "analysis.views.app_jobs:compression_job",
     "verify-undertrained": "analysis.views.app_jobs:verify_undertrained_job",
     "model-export": "analysis.views.model_jobs:model_export_job",
+    "corpus-stats": "analysis.jobs.corpus_job:corpus_job",
 }
 
 
