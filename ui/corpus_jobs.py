@@ -173,7 +173,9 @@ def background_job(
         st.caption(f"Press **{label}** to count this corpus (the last corpus job counted other inputs).")
         return None
     job = job_panel(key, TITLE)
-    if job is None or not same:
+    if job is None:
+        return None
+    if not same:
         st.caption(f"The running job counts other inputs; press **{label}** to count these instead.")
         return None
     if job.state != "done" or not job.result:
