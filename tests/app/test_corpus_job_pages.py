@@ -1,7 +1,7 @@
 """AppTest for the corpus-job panel (ui/corpus_jobs.py) on the Prune, Extend and SA-BPE pages: the page submits a
-job of the queue (kind "corpus-stats", local executor, 2 workers, a few FLORES files), a worker's run of it (here in
-this process) gives the page the in-process result, a reload re-attaches to it, and the same inputs find the same
-job; paths outside the allowed folders are refused."""
+job of the queue (kind "corpus-stats", local executor, 2 workers, a few FLORES files: a server folder, or uploads
+stored in the workspace), a worker's run of it (here in this process) gives the page the in-process result, a reload
+re-attaches to it, and the same inputs find the same job; paths outside the allowed folders are refused."""
 
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ from analysis.cli import main
 from analysis.core.workspace import default_store
 from analysis.jobs import ExecutorConfig, compute, train_from_words
 from analysis.jobs.corpus_job import corpus_result
+from analysis.jobs.queue import default_jobs
 from analysis.methods import pruning as P
 from analysis.texts.code import code_dir
 from analysis.tokenizer.defaults import DEFAULT_NAME, default_tokenizer
@@ -158,20 +159,28 @@ def test_extend_page_report_is_the_cli_json(monkeypatch, capsys):
 
 
 @pytest.mark.slow
-def test_extend_continued_words_from_a_background_corpus_job(monkeypatch, server_paths):
+def test_extend_continued_words_from_uploads_counted_by_a_corpus_job(monkeypatch, tmp_path):
+    """The default start (server paths off): two uploaded files, stored in the workspace, counted by a corpus job;
+    continued training from its words is the CLI's training on the same words."""
+    monkeypatch.setenv("TOKLAB_CACHE", str(tmp_path / "cache"))
     at, seen = _extend_page(monkeypatch)
     at.radio(key="ext-words-src").set_value("a corpus (background job)").run()
-    at.text_input(key="ext-corpus-folder").set_value(str(DEVTEST)).run()
-    at.text_input(key="ext-corpus-pattern").set_value(PATTERN).run()
+    files = sorted(DEVTEST.glob(PATTERN))
+    uploads = [(f.name, f.read_bytes(), "text/plain") for f in files]
+    at.file_uploader(key="ext-corpus-upload").set_value(uploads).run()
     at.number_input(key="ext-corpus-workers").set_value(2).run()
     at.button(key="ext-corpus-start").click().run()
+    ws = _ws(at)
+    job = default_jobs().get(ws, default_store().inputs(ws)["job:ext-corpus"])
+    assert [name for _, name in job.params["uploads"]] == [f.name for f in files] and not job.params["files"]
     words = _run_job(at, "ext-corpus")
     ref_words = _inprocess("words")
     assert words.words == ref_words.words and words.chars == ref_words.chars
     gpt2 = load_shared("gpt2")
     ref = train_from_words(gpt2, ref_words, 150)
     doc = _extend_report(at, seen)
-    assert doc["added"] == 150 and doc["corpus"]["workers"] == 2
+    assert doc["added"] == 150 and doc["corpus"] == {"executor": "local", "inputs": [f.name for f in files],
+                                                     "workers": 2}  # fmt: skip
     assert without_timings(doc["training"]) == without_timings(ref.to_json())
     assert [t["token"] for t in doc["added_tokens"]] == [s.token for s in ref.prefix(150) if s.new]
 
