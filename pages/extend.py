@@ -196,9 +196,10 @@ def corpus_words(
     opts = (
         {"n_new": n_max} if training_mode(tok) == "sentencepiece" else {}
     )  # coverage characters count toward N
-    words = corpus_panel("ext-corpus", tok, "words", files, options=opts, label="Count the words")
-    entry = st.session_state.get("ext-corpus-job")
-    return True, (entry["ident"] if entry and words is not None else None), words
+    counted = corpus_panel("ext-corpus", tok, "words", files, options=opts, label="Count the words")
+    if counted is None:
+        return True, None, None
+    return True, counted.ident, counted.result
 
 
 # ------------------------------------------------------------------------------------------ results

@@ -33,7 +33,7 @@ from analysis.texts.corpora import MAX_UPLOAD_CHARS, shared_corpora, upload_line
 from analysis.texts.flores import available_codes
 from analysis.tokenizer.defaults import SAMPLE_TEXT
 from ui.caching import cache_resource
-from ui.corpus_jobs import corpus_panel
+from ui.corpus_jobs import Counted, corpus_panel
 from ui.errors import try_step
 from ui.export_check import export_check_section, speculative_line
 from ui.library import add_edited_button
@@ -115,19 +115,20 @@ def text_mix(langs: list[str], n_train: int, uploads) -> tuple[tuple[str, ...] |
     return (tuple(texts) if texts else None), held
 
 
-def corpus_counts(tok: LoadedTokenizer) -> tuple[bool, np.ndarray | None]:
-    """(corpus chosen, its token-id counts once counted): the frequency orders from a corpus folder/glob counted
-    by a background job (the distributed map stage's token-id counts, local executor)."""
+def corpus_counts(tok: LoadedTokenizer) -> tuple[bool, Counted | None]:
+    """(corpus chosen, its token-id counts once counted): the frequency orders from a corpus counted by a job of
+    the queue (the distributed map stage's token-id counts, local executor)."""
     src = st.radio("Token frequencies from", ["the text mix below", "a corpus (background job)"], horizontal=True,
                    key="prune-freq-src")  # fmt: skip
     if src == "the text mix below":
         return False, None
     text_files = {k: v for k, v in shared_corpora().items() if k.startswith("text/")}
-    counts = corpus_panel("prune-corpus", tok, "token-ids", text_files, label="Count token ids")
-    if counts is not None:
+    counted = corpus_panel("prune-corpus", tok, "token-ids", text_files, label="Count token ids")
+    if counted is not None:
+        counts = counted.result
         st.caption(f"Token-id counts of the corpus: {int(counts.sum()):,} tokens, {int((counts > 0).sum()):,} "
                    "distinct ids (special tokens included, as pruning counts).")  # fmt: skip
-    return True, counts
+    return True, counted
 
 
 # ------------------------------------------------------------------------------------------ results
@@ -366,9 +367,10 @@ def page() -> None:
                                key="prune-upload", max_upload_size=paths.upload_widget_mb())  # fmt: skip
     scripts = tuple(c5.multiselect("Scripts to keep (script order)", SCRIPTS, default=list(P.FIRST_VIEW_SCRIPTS), key="prune-scripts",
                                    disabled=method != "script"))  # fmt: skip
-    from_corpus, counts = corpus_counts(tok) if method in ("frequency", "leaf-frequency") else (False, None)
-    if from_corpus and counts is None:
+    from_corpus, counted = corpus_counts(tok) if method in ("frequency", "leaf-frequency") else (False, None)
+    if from_corpus and counted is None:
         return
+    counts = counted.result if counted is not None else None
     texts, held = text_mix(langs, n_train, uploads)
     needs_text = method in P.CORPUS_ORDERS and not from_corpus
     if needs_text and not texts:
@@ -391,10 +393,10 @@ def page() -> None:
         return
     if not prune_now(tok, n):
         return
-    job = (st.session_state.get("prune-corpus-job") or {}).get("ident") if from_corpus else None
     command = prune_command(tok, order=method, n=n, flores=langs if needs_text else (), flores_lines=n_train,
                             mix_uploads=[u.name for u in uploads or []] if needs_text else (),
-                            scripts=scripts if method == "script" else None, corpus_files=job[2] if job else ())  # fmt: skip
+                            scripts=scripts if method == "script" else None,
+                            corpus_files=counted.ident.inputs if counted is not None else ())  # fmt: skip
     export(tok, method, _pruned(tok, spec, n), held, n, command)
 
 

@@ -94,11 +94,11 @@ def source_words(
     shared = {k: v for k, v in shared_corpora().items() if k.startswith("code/") and "heldout" not in k}
     opts = {"languages": sorted(langs), "max_files_per_repo": files, "max_bytes_per_repo": None}
     inputs_key = "sa-corpus"
-    sw = corpus_panel(inputs_key, base, "source-words", shared, layout="code", options=opts,
-                      default_pattern="*.jsonl.gz", label="Count the code corpus")  # fmt: skip
-    entry = st.session_state.get(f"{inputs_key}-job")
-    corpus = list(entry["ident"][2]) if entry else []
-    return (None if sw is None else partial(lambda w: w, sw)), corpus
+    counted = corpus_panel(inputs_key, base, "source-words", shared, layout="code", options=opts,
+                           default_pattern="*.jsonl.gz", label="Count the code corpus")  # fmt: skip
+    if counted is None:
+        return None, []
+    return partial(lambda w: w, counted.result), list(counted.ident.inputs)
 
 
 def train_run(

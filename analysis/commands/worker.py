@@ -22,7 +22,7 @@ from analysis.core.inputs import whole_number
 from analysis.jobs.queue import HEARTBEAT_SECONDS, job_store_at, queue_huey, workers_default
 
 NAME = "worker"
-HELP = "run the app's background jobs (model check, exports, gallery build) in worker processes"
+HELP = "run the app's background jobs (model check, exports, corpus jobs, gallery build) in worker processes"
 #: Niceness added to the workers: the server's pages stay responsive while jobs run.
 NICE = 10
 

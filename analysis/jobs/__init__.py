@@ -13,8 +13,9 @@ compression metrics per file or folder, SA-BPE per-source word counts; see :mod:
 The same pipeline runs in this process (``inprocess``, no datatrove), on this machine's cores, on Slurm or on
 Ray (:mod:`.executors`); runs are resumable through datatrove's completion markers.
 
-Entry points: :func:`compute` (blocking, with progress), :func:`start` (a background process for the app,
-with :class:`BackgroundJob` ``progress()`` / ``result()`` / ``cancel()``), :func:`add_executor_arguments` /
+Entry points: :func:`compute` (blocking, with progress), :func:`start` (a background process group, with
+:class:`BackgroundJob` ``progress()`` / ``result()`` / ``cancel()``; the app's ``corpus-stats`` job kind,
+:mod:`.corpus_job`, runs it in a job worker), :func:`add_executor_arguments` /
 :func:`executor_from_args` (the CLI flags), :func:`confine_inputs` (browser-named corpus paths), and the
 consumers :func:`train_from_words`, :func:`never_produced_from_counts` (re-exported from :mod:`analysis.bpe`).
 """

@@ -623,6 +623,37 @@ def finalize(wd: Workdir, progress: Progress | None = None) -> Any:
         return stat.finalize(tok, counts, totals, m.options)
 
 
+def merged_counts(wd: Workdir, progress: Progress | None = None) -> tuple[Counter, dict]:
+    """The reduced buckets summed as they are stored (segmented words stay tuples of vocabulary ids) and the map's
+    totals: what :func:`finalize` hands to the statistic, for a caller that keeps them in a file (the app's
+    ``corpus-stats`` job); :func:`finalize_counts` of that file gives :func:`finalize`'s result."""
+    m = wd.manifest()
+    missing = sorted(set(range(m.buckets)) - wd.completed("reduce"))
+    if missing:
+        raise DataError(f"{wd.root}: reduce of bucket(s) {missing[:8]} not finished; rerun the job")
+    totals = merged_totals(wd, m)
+    check_not_empty(totals, len(m.shards))
+    counts: Counter = Counter()
+    with no_cyclic_gc():
+        for b in range(m.buckets):
+            read_counts(wd.reduced(b), counts)
+            report(progress, b + 1, m.buckets, "merging buckets")
+    return counts, totals
+
+
+def finalize_counts(tok: LoadedTokenizer, stat_name: str, options: dict, path: Path, totals: dict) -> Any:
+    """The statistic's result from a file of :func:`merged_counts` (written with
+    :func:`~analysis.jobs.counts_io.write_counts`): read as :func:`finalize` reads the buckets (ids turned into the
+    vocabulary's strings), then the statistic's finalize — the same result, key order included (a vocabulary id
+    names one string, so ids that meet in the sum are the strings that meet in :func:`finalize`'s)."""
+    stat = get_stat(stat_name)
+    symbols = stat.symbols(tok, options)
+    counts: Counter = Counter()
+    with no_cyclic_gc():
+        read_counts(path, counts, intern=_vocab_strings(tok) if symbols is None else None, symbols=symbols)
+        return stat.finalize(tok, counts, totals, options)
+
+
 # --------------------------------------------------------------------------------------------------
 # In process (no datatrove, no workdir): the current single-process path
 # --------------------------------------------------------------------------------------------------

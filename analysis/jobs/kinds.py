@@ -1,6 +1,7 @@
 """The job kinds: each a function ``run(params: dict, ctx: JobContext) -> dict | None`` found by name.
 
-The engine's own kinds live here; the kinds that need a paper method (a model check of an edit, a model export)
+The engine's own kinds live here and in :mod:`analysis.jobs.corpus_job` (``corpus-stats``: a corpus statistic
+over a user's corpus); the kinds that need a paper method (a model check of an edit, a model export)
 live in :mod:`analysis.views.model_jobs` and are named by module path (:data:`KINDS`, the way corpus statistics
 plug methods in: :data:`analysis.jobs.stats.PLUGINS`), so the jobs tier imports no method.
 
@@ -29,6 +30,7 @@ KINDS: dict[str, str] = {
     "compression": "analysis.views.app_jobs:compression_job",
     "verify-undertrained": "analysis.views.app_jobs:verify_undertrained_job",
     "model-export": "analysis.views.model_jobs:model_export_job",
+    "corpus-stats": "analysis.jobs.corpus_job:corpus_job",
 }
 
 

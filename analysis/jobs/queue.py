@@ -568,6 +568,11 @@ class JobContext:
         """The workspace store (use :meth:`put_file`, :meth:`read`, :meth:`file_path` for this job's workspace)."""
         return self.jobs.workspaces
 
+    @property
+    def ws_key(self) -> str:
+        """The SHA-256 of the job's workspace id (names a per-workspace scratch folder; never the id itself)."""
+        return _ws_key(self._ws_for())
+
     def _ws_for(self) -> str:
         if self._ws_id is None:
             raise DataError("this job has no workspace id (it was submitted without one)")

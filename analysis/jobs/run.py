@@ -1,19 +1,22 @@
 """Running a corpus statistic: :func:`plan` (the shards), :func:`compute` (blocking, with progress, on any executor),
-:func:`start` (a background process for the app: :class:`BackgroundJob`) and their result, :class:`CorpusRun`."""
+:func:`start` (a background process: :class:`BackgroundJob`, run by the app's ``corpus-stats`` job kind,
+:mod:`analysis.jobs.corpus_job`) and their result, :class:`CorpusRun`."""
 
 from __future__ import annotations
 
-import multiprocessing
+import json
 import os
 import signal
+import subprocess
+import sys
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 from analysis.core.progress import Progress, report, scaled
-from analysis.errors import AnalysisError, DataError
+from analysis.errors import DataError
 from analysis.texts.shards import Shard, resolve
 from analysis.tokenizer.tokenizer import LoadedTokenizer
 
@@ -23,7 +26,7 @@ from .executors import (
     default_workdir,
     run_workdir,
 )
-from .job import Manifest, Workdir, assign, finalize, merged_totals, record_error, run_inprocess
+from .job import Manifest, Workdir, assign, finalize, merged_totals, run_inprocess
 from .stats import (
     get_stat,
 )
@@ -95,13 +98,36 @@ def plan(
     return _prepare(tok, stat, opts, _shards_for(stat, inputs, opts), cfg)
 
 
-def _prepare(
+def job_manifest(
+    tok: LoadedTokenizer,
+    stat: str,
+    inputs: Sequence[str],
+    *,
+    options: dict | None = None,
+    executor: ExecutorConfig | None = None,
+) -> Manifest:
+    """What a datatrove job of these inputs computes (shards, tasks, buckets; its :meth:`Manifest.digest` names
+    it), without touching any workdir."""
+    opts = get_stat(stat).options(tok, dict(options or {}))
+    cfg = executor or ExecutorConfig()
+    cfg.check()
+    return _manifest(tok, stat, opts, _shards_for(stat, inputs, opts), cfg)
+
+
+def _manifest(
     tok: LoadedTokenizer, stat: str, opts: dict, shards: list[Shard], cfg: ExecutorConfig
-) -> tuple[Workdir, Manifest]:
+) -> Manifest:
     tasks = cfg.resolved_tasks(len(shards))
     buckets = cfg.resolved_buckets(sum(x.size for x in shards))
     m = Manifest(stat, opts, tok.content_hash, tok.name, shards, tasks, buckets)
     m.assignment = assign(shards, tasks)
+    return m
+
+
+def _prepare(
+    tok: LoadedTokenizer, stat: str, opts: dict, shards: list[Shard], cfg: ExecutorConfig
+) -> tuple[Workdir, Manifest]:
+    m = _manifest(tok, stat, opts, shards, cfg)
     wd = Workdir(cfg.workdir or default_workdir(m.digest()))
     wd.prepare(m, tok, restart=cfg.restart)
     return wd, m
@@ -150,31 +176,22 @@ def compute(
 
 
 # --------------------------------------------------------------------------------------------------
-# Background jobs (the app): a separate process, progress from the workdir, cancel = kill its group
+# Background jobs (the app's corpus-stats job kind): a separate process, progress from the workdir, cancel = kill
+# its process group
 # --------------------------------------------------------------------------------------------------
-def _background_main(workdir: str, cfg: ExecutorConfig) -> None:
-    os.setpgrp()  # the job and its worker processes form one group: cancel() stops them all
-    wd = Workdir(workdir)
-    try:
-        run_workdir(wd, cfg, "local")
-    except AnalysisError as e:
-        if not wd.errors():  # a task's own failure is already there
-            record_error(wd, "job", 0, e)
-        os._exit(2)
-    except BaseException as e:
-        record_error(wd, "job", 0, e)
-        os._exit(3)
+#: Where the background process writes its own output (an import error, a crash) inside the workdir.
+BACKGROUND_LOG = "background.log"
 
 
 class BackgroundJob:
-    """A corpus job running in its own process group (the app's sessions stay responsive).
+    """A corpus job running in its own process group (:mod:`analysis.jobs.background`).
 
-    ``progress()`` → (fraction 0..1, message) from the workdir's markers; ``done()``; ``result()`` finalizes
-    (raises DataError if the job failed); ``cancel()`` stops the job — completed tasks are kept, so starting the
-    same job again resumes it.
+    ``progress()`` → (fraction 0..1, message) from the workdir's markers; ``done()``; ``wait()`` (raises DataError
+    if the job failed); ``result()`` waits and finalizes; ``cancel()`` stops the job — completed tasks are kept, so
+    starting the same job again resumes it.
     """
 
-    def __init__(self, wd: Workdir, m: Manifest, proc: multiprocessing.process.BaseProcess | None) -> None:
+    def __init__(self, wd: Workdir, m: Manifest, proc: subprocess.Popen | None) -> None:
         self.workdir = wd
         self.manifest = m
         self._proc = proc
@@ -192,19 +209,18 @@ class BackgroundJob:
 
     @property
     def attached(self) -> bool:
-        """True when this handle watches a job another process (session) started."""
+        """True when this handle watches a job another process started."""
         return self._proc is None
 
     def done(self) -> bool:
         """Whether the job has ended (successfully or not)."""
         if self._proc is None:
             return not self.workdir.running()
-        return not self._proc.is_alive()
+        return self._proc.poll() is not None
 
-    def result(self, timeout: float | None = None) -> Any:
-        """Wait for the job and return the statistic's result (DataError with the task's message on failure)."""
-        if self._finished:
-            return self._result
+    def wait(self, timeout: float | None = None) -> None:
+        """Wait for the job to end; DataError with the failed task's message (or "still running" after
+        `timeout` seconds)."""
         if self._proc is None:
             t0 = time.monotonic()
             while self.workdir.running():
@@ -212,13 +228,29 @@ class BackgroundJob:
                     raise DataError("the corpus job is still running")
                 time.sleep(0.5)
         else:
-            self._proc.join(timeout)
-            if self._proc.is_alive():
-                raise DataError("the corpus job is still running")
+            try:
+                self._proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                raise DataError("the corpus job is still running") from None
         errs = self.workdir.errors()
-        if (self._proc is not None and self._proc.exitcode != 0) or errs:
-            code = self._proc.exitcode if self._proc is not None else "?"
-            raise DataError(errs[-1] if errs else f"the corpus job stopped (exit code {code})")
+        code = self._proc.returncode if self._proc is not None else 0
+        if code or errs:
+            raise DataError(
+                errs[-1] if errs else f"the corpus job stopped (exit code {code}){self._log_tail()}"
+            )
+
+    def _log_tail(self) -> str:
+        try:
+            tail = (self.workdir.root / BACKGROUND_LOG).read_text(encoding="utf-8", errors="replace").strip()
+        except OSError:
+            return ""
+        return f": {tail.splitlines()[-1]}" if tail else ""
+
+    def result(self, timeout: float | None = None) -> Any:
+        """Wait for the job and return the statistic's result (DataError with the task's message on failure)."""
+        if self._finished:
+            return self._result
+        self.wait(timeout)
         self._result = finalize(self.workdir)
         self._finished = True
         return self._result
@@ -230,20 +262,21 @@ class BackgroundJob:
     def cancel(self) -> None:
         """Stop the job and its workers (completed tasks stay; the same job resumes from them).
 
-        An attached handle (a job another session started) does not stop it.
+        An attached handle (a job another process started) does not stop it.
         """
-        if self._proc is None:
+        proc = self._proc
+        if proc is None or proc.poll() is not None:
             return
-        pid = self._proc.pid
-        if pid is not None and self._proc.is_alive():
-            for sig in (signal.SIGTERM, signal.SIGKILL):
-                try:
-                    os.killpg(pid, sig)
-                except ProcessLookupError:  # not yet its own group leader
-                    self._proc.terminate() if sig == signal.SIGTERM else self._proc.kill()
-                self._proc.join(5)
-                if not self._proc.is_alive():
-                    break
+        for sig in (signal.SIGTERM, signal.SIGKILL):
+            try:
+                os.killpg(proc.pid, sig)  # the process leads its own group: its worker processes go too
+            except ProcessLookupError:
+                pass
+            try:
+                proc.wait(5)
+                break
+            except subprocess.TimeoutExpired:
+                continue
 
 
 def start(
@@ -254,12 +287,12 @@ def start(
     options: dict | None = None,
     executor: ExecutorConfig | None = None,
 ) -> BackgroundJob:
-    """Start a corpus job on the local executor in a background process (for the app's pages).
+    """Start a corpus job on the local executor in a background process (the ``corpus-stats`` job kind).
 
-    The job's workdir is prepared here (input errors raise at once); the counting runs in a new process group
-    with `executor.workers` workers, started with ``spawn`` so that a multi-threaded server is never forked.
-    If the same job (same workdir) is already running, e.g. started by another session, the returned handle
-    watches it (``attached``) instead of starting it twice.
+    The job's workdir is prepared here (input errors raise at once); the counting runs in a new Python process
+    (:mod:`analysis.jobs.background`: never a fork of this process, which may hold threads) that leads its own
+    process group with `executor.workers` workers, and stops when this process is gone. If the same job (same
+    workdir) is already running, the returned handle watches it (``attached``) instead of starting it twice.
     """
     cfg = executor or ExecutorConfig(kind="local")
     if cfg.kind in ("auto", "inprocess"):
@@ -267,9 +300,23 @@ def start(
     if cfg.kind != "local":
         raise DataError("background corpus jobs run on the local executor")
     wd, m = plan(tok, stat, inputs, options=options, executor=cfg)
-    if wd.running():  # another session runs this very job: watch it instead of starting a second one
+    if wd.running():  # another process runs this very job: watch it instead of starting a second one
         return BackgroundJob(wd, m, None)
-    ctx = multiprocessing.get_context("spawn")
-    proc = ctx.Process(target=_background_main, args=(str(wd.root), cfg), daemon=False)
-    proc.start()
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(x for x in (str(_PROJECT), env.get("PYTHONPATH", "")) if x)
+    args = [
+        sys.executable,
+        "-m",
+        "analysis.jobs.background",
+        str(wd.root),
+        json.dumps(asdict(cfg)),
+        str(os.getpid()),
+    ]
+    with open(wd.root / BACKGROUND_LOG, "wb") as log:
+        proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, env=env,
+                                start_new_session=True)  # fmt: skip
     return BackgroundJob(wd, m, proc)
+
+
+#: The folder that holds the `analysis` package (the background process imports it from there).
+_PROJECT = Path(__file__).resolve().parents[2]
