@@ -57,9 +57,10 @@ def run(args: argparse.Namespace) -> int:
         raise DataError(f"--idle-days must be a number of days ≥ 0, not {args.idle_days}")
     store = default_store()
     if args.action == "prune":
+        # unpacked model folders whose upload is gone, which prune removes (those of the workspaces it removes go
+        # with them, counted in their size)
+        folders = store.orphan_unpacked()
         gone = store.prune(args.idle_days, dry_run=args.dry_run)
-        # unpacked model folders whose upload is gone (those of the workspaces pruned went with them)
-        folders = store.orphan_unpacked() if args.dry_run else store.prune_unpacked()
         folder_bytes = sum(b for _, b in folders)
         jobs = 0 if args.dry_run else default_jobs().drop_orphans()  # the records of the workspaces gone
         if args.json:

@@ -19,13 +19,10 @@ What a workspace holds is a list of *items* ``(kind, name) → meta`` (a small J
 Files are stored once per content (``<data>/blobs/ab/<sha256>``, written atomically through
 :mod:`analysis.core.outputs`) and removed when no item or share names them any more; each workspace is charged
 for the bytes of every item it holds (a file shared by two workspaces counts in both, so usage reveals nothing
-about anyone else). A stored file may have an *unpacked folder* (``<data>/models/<sha256>/``: an uploaded model
-that :mod:`analysis.model.upload` unpacked so the loaders read it): it is part of that file's storage — charged to
-every item of the file stored while it is there (its bytes that are not hard links of the stored file), removed
-with the file (the item removed, its workspace deleted, expired or pruned), and removed by
-:meth:`WorkspaceStore.prune` once no item names its file (an upload refused or deleted). *Shares* are texts a user
-asked a share link for: they carry a random id of their own (not a content hash), belong to the workspace that
-made them and go when it goes.
+about anyone else). A file's *unpacked folder* (an uploaded model: :mod:`analysis.core.workspace_unpacked`) is
+part of its storage: charged, removed with it, pruned once no item names it. *Shares* are texts a user asked a
+share link for: they carry a random id of their own (not a content hash), belong to the workspace that made them
+and go when it goes.
 
 The database is SQLite in WAL mode (readers never wait for the writer) with a ``schema_version`` table and an
 ordered list of migrations (:data:`MIGRATIONS`): a store made by an older version is brought up to date when first
@@ -43,7 +40,6 @@ import re
 import secrets
 import shutil
 import sqlite3
-import stat
 import time
 from collections.abc import Iterator
 from contextlib import closing, contextmanager
@@ -52,6 +48,7 @@ from pathlib import Path
 from typing import Any
 
 from analysis.core import paths, sqlite_db
+from analysis.core import workspace_unpacked as unpacked
 from analysis.core.cache import memoize
 from analysis.core.inputs import human_size
 from analysis.core.outputs import atomic_write_bytes, atomic_write_file
@@ -88,12 +85,6 @@ ID_BYTES = 24
 SHARE_BYTES = 16
 #: A workspace that never held anything is removed after this many days without use.
 EMPTY_IDLE_DAYS = 1.0
-#: The folder inside the data folder that holds the unpacked folders of stored files (``models/<sha256>/``).
-UNPACKED = "models"
-#: An unpacked folder (or an unpacking's staging folder) younger than this is never pruned as an orphan: its
-#: upload may be on its way into the store.
-UNPACKED_GRACE_SECONDS = 3600.0
-_DIGEST = re.compile(r"[0-9a-f]{64}")
 _ID = re.compile(r"[A-Za-z0-9_-]{32}")
 _SHARE = re.compile(r"[A-Za-z0-9_-]{22}")
 _DAY = 86400.0
@@ -176,7 +167,7 @@ class WorkspaceStore:
         self.root.mkdir(parents=True, exist_ok=True)
         self.db = self.root / DB_NAME
         self.blobs = self.root / "blobs"
-        self.unpacked = self.root / UNPACKED
+        self.unpacked = self.root / unpacked.UNPACKED
         self._migrate()
         # one connection held open for the store's life: SQLite checkpoints the WAL (and syncs the database) when
         # its last connection closes, which each short-lived connection below would otherwise be (15 ms a write)
@@ -343,31 +334,20 @@ class WorkspaceStore:
     def unpacked_path(self, digest: str) -> Path:
         """The unpacked folder of the stored file whose SHA-256 is `digest` (``<data>/models/<digest>``; it may
         not exist): where :func:`analysis.model.upload.unpack_model` unpacks an uploaded model."""
-        if not (isinstance(digest, str) and _DIGEST.fullmatch(digest)):
+        if not (isinstance(digest, str) and unpacked.DIGEST.fullmatch(digest)):
             raise ValueError(f"not a SHA-256 hex digest: {digest!r}")
         return self.unpacked / digest
 
     def unpacked_bytes(self, digest: str, stored: str | Path | None = None) -> int:
-        """Bytes of the unpacked folder of `digest` (0 when there is none), not counting its files that are hard
-        links of the stored file itself (a ``.gguf`` is linked, not copied) or of `stored` (the file on its way
-        into the store, moved there)."""
-        folder = self.unpacked_path(digest)
-        if not folder.is_dir():
-            return 0
-        same = set()
-        for f in (self._blob_path(digest), Path(stored) if stored is not None else None):
-            try:
-                if f is not None:
-                    st = f.stat()
-                    same.add((st.st_dev, st.st_ino))
-            except OSError:
-                pass
-        return _folder_bytes(folder, same)
+        """Bytes of the unpacked folder of `digest` (0: none), less its files that are hard links of the stored
+        file or of `stored` (the file on its way into the store, moved there)."""
+        linked = (self._blob_path(digest), Path(stored) if stored is not None else None)
+        return unpacked.unpacked_bytes(self.unpacked_path(digest), linked)
 
     def release(self, digest: str) -> None:
         """Remove the stored file `digest` and its unpacked folder unless an item or share names it: for a caller
         that unpacked a file and then could not store it (a quota, a refused upload)."""
-        if not (isinstance(digest, str) and _DIGEST.fullmatch(digest)):
+        if not (isinstance(digest, str) and unpacked.DIGEST.fullmatch(digest)):
             return
         with self._tx() as c:
             self._drop_unused(c, {digest})
@@ -515,8 +495,8 @@ class WorkspaceStore:
             if not c.execute("SELECT 1 FROM items WHERE blob = ? UNION ALL SELECT 1 FROM shares WHERE blob = ? LIMIT 1",
                              (d, d)).fetchone():  # fmt: skip
                 self._blob_path(d).unlink(missing_ok=True)
-                if _DIGEST.fullmatch(d):
-                    _remove_tree(self.unpacked / d)
+                if unpacked.DIGEST.fullmatch(d):
+                    unpacked.remove_tree(self.unpacked / d)
 
     # ------------------------------------------------------------------ operator
     def keys(self) -> set[str]:
@@ -558,38 +538,19 @@ class WorkspaceStore:
         return gone
 
     def orphan_unpacked(self) -> list[tuple[Path, int]]:
-        """The unpacked folders whose file no item or share names (their upload was refused, deleted, or went
-        with its workspace while the folder could not be removed) and staging folders an unpacking left, older than
-        :data:`UNPACKED_GRACE_SECONDS`; each with its bytes."""
-        if not self.unpacked.is_dir():
-            return []
+        """The unpacked folders no item or share needs any more, older than an hour (see
+        :func:`analysis.core.workspace_unpacked.orphans`); each with its bytes."""
         named = {
             r[0]
             for r in self._read("SELECT blob FROM items WHERE blob IS NOT NULL UNION SELECT blob FROM shares")
         }
-        old = time.time() - UNPACKED_GRACE_SECONDS
-        out = []
-        for p in sorted(self.unpacked.iterdir()):
-            if not p.is_dir() or p.is_symlink():
-                continue
-            if _DIGEST.fullmatch(p.name):
-                orphan = p.name not in named
-            else:  # `.<digest>.<pid>.partial` (an unpacking's staging) or `.gone-…` (a removal cut short)
-                orphan = p.name.startswith(".") and (
-                    p.name.endswith(".partial") or p.name.startswith(".gone-")
-                )
-            try:
-                if orphan and p.stat().st_mtime < old:
-                    out.append((p, _folder_bytes(p, set())))
-            except OSError:
-                continue
-        return out
+        return unpacked.orphans(self.unpacked, named)
 
     def prune_unpacked(self) -> list[tuple[Path, int]]:
         """Remove the folders :meth:`orphan_unpacked` lists; those removed."""
         gone = self.orphan_unpacked()
         for p, _ in gone:
-            _remove_tree(p)
+            unpacked.remove_tree(p)
         return gone
 
     def _drop_orphans(self, c: sqlite3.Connection) -> None:
@@ -608,17 +569,8 @@ class WorkspaceStore:
         """Bytes on disk: the database, the stored files and their unpacked folders (a file hard-linked in both
         counted once)."""
         seen: set[tuple[int, int]] = set()
-        files = [self.db, self.db.with_name(DB_NAME + "-wal"), *self.blobs.glob("*/*")]
-        total = 0
-        for p in files:
-            try:
-                st = p.stat()
-            except OSError:
-                continue
-            if p.is_file() and (st.st_dev, st.st_ino) not in seen:
-                seen.add((st.st_dev, st.st_ino))
-                total += st.st_size
-        return total + (_folder_bytes(self.unpacked, seen) if self.unpacked.is_dir() else 0)
+        db = sum(p.stat().st_size for p in (self.db, self.db.with_name(DB_NAME + "-wal")) if p.is_file())
+        return db + unpacked.folder_bytes(self.blobs, seen) + unpacked.folder_bytes(self.unpacked, seen)
 
 
 def _usage(c: sqlite3.Connection, key: str) -> tuple[int, int]:
@@ -627,36 +579,6 @@ def _usage(c: sqlite3.Connection, key: str) -> tuple[int, int]:
                      (key,)).fetchone()  # fmt: skip
     sb, sn = c.execute("SELECT COALESCE(SUM(size), 0), COUNT(*) FROM shares WHERE ws = ?", (key,)).fetchone()
     return int(b + sb), int(n + sn)
-
-
-def _folder_bytes(folder: Path, skip: set[tuple[int, int]]) -> int:
-    """Bytes of the regular files under `folder` (links not followed), each file (device, inode) once, none of
-    those in `skip` (which grows by the files counted)."""
-    total = 0
-    for dirpath, _dirs, names in os.walk(folder):
-        for n in names:
-            try:
-                st = os.lstat(os.path.join(dirpath, n))
-            except OSError:
-                continue
-            ident = (st.st_dev, st.st_ino)
-            if stat.S_ISREG(st.st_mode) and ident not in skip:
-                skip.add(ident)
-                total += st.st_size
-    return total
-
-
-def _remove_tree(folder: Path) -> None:
-    """Remove a folder: renamed aside first (one step, so no reader ever sees half of it under its name), then
-    deleted; a rename or a removal that fails leaves it for the next prune."""
-    if not folder.is_dir():
-        return
-    aside = folder.with_name(f".gone-{folder.name}-{secrets.token_hex(4)}")
-    try:
-        folder.rename(aside)
-    except OSError:
-        return
-    shutil.rmtree(aside, ignore_errors=True)
 
 
 def _blobs_of(c: sqlite3.Connection, key: str) -> set[str]:

@@ -32,7 +32,7 @@ from pathlib import Path, PurePosixPath
 
 from analysis.core import paths
 from analysis.core.inputs import check_zip_member, copy_member, human_size, open_zip, parse_json
-from analysis.core.workspace import UNPACKED
+from analysis.core.workspace_unpacked import UNPACKED
 from analysis.errors import DataError, ModelLoadError
 from analysis.model.safetensors_file import read_safetensors_header
 from analysis.model.source import resolve_model
