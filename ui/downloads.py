@@ -3,8 +3,10 @@ files too large to pass through Streamlit's in-memory media store.
 
 :func:`artifact_button` draws a link to the server's file route (`ui/file_route.py`), which streams the file from
 disk; the link carries a signed token for this workspace's item (:mod:`analysis.core.download_links`) that expires
-and stops working once the item is removed. :func:`artifacts_section` lists the workspace's artifacts in the
-sidebar's workspace panel, each with its link and a delete button.
+and stops working once the item is removed. :func:`job_downloads` draws a done job's links only while every file
+the job kept is there as the job wrote it (else it says the files were deleted and to run the job again, which
+then runs anew: :func:`analysis.jobs.queue.missing_outputs`). :func:`artifacts_section` lists the workspace's
+artifacts in the sidebar's workspace panel, each with its link and a delete button.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from analysis.core import paths
 from analysis.core.download_links import make_token
 from analysis.core.inputs import human_size
 from analysis.core.outputs import atomic_write_text, json_document
+from analysis.jobs.queue import Job, job_missing_outputs
 from analysis.tokenizer.export import zip_folder
 from ui import workspace
 from ui.file_route import prefix
@@ -79,6 +82,22 @@ def artifact_button(name: str, label: str, *, key: str) -> None:
         return
     st.link_button(f"{label} · {human_size(size)}", artifact_url(ws, name), key=key, icon=":material/download:",
                    help="Streamed from the server's disk; the link works for this workspace only and expires.")  # fmt: skip
+
+
+def job_downloads(job: Job, links: list[tuple[str, str]], *, key: str, what: str = "this job") -> bool:
+    """The download buttons of done `job`'s artifacts (`links`: ``(name, label)`` pairs from its result), or, when
+    a file the job kept is gone (deleted from the Files list, or replaced by another job's file of that name), no
+    link at all but a warning to run it again (the same inputs then run anew). Whether the links were drawn."""
+    ws = workspace.current()
+    missing = job_missing_outputs(workspace.store(), ws, job) if ws else [name for name, _ in links]
+    missing += [n for n, _ in links if n not in missing and (not ws or artifact_size(ws, n) is None)]
+    if missing:
+        st.warning(f"The files of {what} were deleted from this workspace ({', '.join(missing)}): run it again to "
+                   "make them anew.", icon=":material/delete_forever:")  # fmt: skip
+        return False
+    for i, (name, label) in enumerate(links):
+        artifact_button(name, label, key=f"{key}-{i}")
+    return True
 
 
 def artifacts_section(ws: str) -> None:

@@ -43,7 +43,7 @@ from analysis.texts.flores import available_codes
 from analysis.tokenizer.export import library_zip
 from analysis.tokenizer.tokenizer import LoadedTokenizer
 from analysis.views.model_jobs import Exporter, run_check
-from ui.downloads import artifact_button
+from ui.downloads import artifact_button, job_downloads
 from ui.jobs import job_panel, stored_input, stored_json, submit
 from ui.pickers import pick_model
 from ui.workspace import STORE_ERRORS, current, json_download, store
@@ -352,7 +352,7 @@ def model_export_section(key: str, recipe: Recipe, model: str, name: str, gguf: 
     """ "Export the model into this workspace" as a job of the workers (kind ``model-export``): the button submits
     the recipe (`recipe()` stores the edit's inputs and returns the params) with the model, the files' `name` and
     `gguf`; the panel follows the job (a reload or a restart re-attaches) and the done job's artifacts are streamed
-    download links (:func:`ui.downloads.artifact_button`)."""
+    download links while its files are there (:func:`ui.downloads.job_downloads`)."""
     job = job_panel(key, "Model export")
     busy = job is not None and not job.final
     if st.button("Export the model into this workspace", key=f"{key}-build", icon=":material/inventory_2:",
@@ -365,11 +365,11 @@ def model_export_section(key: str, recipe: Recipe, model: str, name: str, gguf: 
             return
         st.rerun()
     if job is not None and job.state == "done" and job.result:
-        for i, (art, what) in enumerate(job.result.get("artifacts") or []):
-            artifact_button(str(art), str(what), key=f"{key}-dl-{i}")
-        st.caption(
-            "Kept in this workspace (the sidebar's Files list): the links work in this workspace only."
-        )
+        links = [(str(art), str(what)) for art, what in job.result.get("artifacts") or []]
+        if job_downloads(job, links, key=f"{key}-dl", what="this export"):
+            st.caption(
+                "Kept in this workspace (the sidebar's Files list): the links work in this workspace only."
+            )
 
 
 @st.fragment(run_every=POLL_SECONDS)

@@ -2,10 +2,16 @@
 entry of the operator's model library (``TOKLAB_MODEL_LIBRARY``), both offered by name in `ui.pickers.pick_model`.
 
 An upload (a ``.gguf``, a zipped model folder, or a folder's ``*.safetensors`` + ``config.json`` + tokenizer
-files, packed into one zip) is written to disk in chunks, stored once by content in the workspace as an artifact
-(``meta = {"role": "model"}``: the workspace panel lists it for download and delete) and unpacked into
-``<data>/models/<sha256>/``; picking it returns that folder (or the ``.gguf`` in it), which every model loader
+files, packed into one zip) is size-checked on the sizes the browser declared before a byte is read, written to
+disk in chunks, unpacked into ``<data>/models/<sha256>/`` and stored once by content in the workspace as an
+artifact (``meta = {"role": "model"}``: the workspace panel lists it for download and delete), charged for the
+file and its unpacked folder; picking it returns that folder (or the ``.gguf`` in it), which every model loader
 reads. A reload, another tab or a server restart offers the same upload again under "Uploaded: <name>".
+
+Memory: Streamlit keeps an upload's bytes in the server's memory (its uploaded-file manager, and the widget's
+value in Session State). Once an upload was handled (stored, or refused), :func:`upload_box` removes the files
+from the manager (as Streamlit's own chat and audio inputs do) and redraws the uploader under a new key, so the
+widget's value goes too: Session State keeps only the upload's name, never its bytes.
 """
 
 from __future__ import annotations
@@ -14,12 +20,14 @@ import os
 from pathlib import Path, PurePosixPath
 
 import streamlit as st
+from streamlit.runtime.memory_uploaded_file_manager import MemoryUploadedFileManager
+from streamlit.runtime.scriptrunner import get_script_run_ctx
 
 from analysis.core import paths
 from analysis.core.inputs import human_size
 from analysis.errors import DataError
 from analysis.model.source import library_models
-from analysis.model.upload import UPLOAD_TYPES, check_model_names, pack_model_files, unpack_model
+from analysis.model.upload import UPLOAD_TYPES, check_model_names, file_digest, pack_model_files, unpack_model
 from ui import workspace
 from ui.downloads import keep_file, scratch
 from ui.errors import try_step
@@ -74,11 +82,11 @@ def _spool(files: list, folder: Path) -> list[tuple[str, Path]]:
 
 def store_upload(files: list) -> str:
     """Check, store and unpack an upload (UploadedFile objects); its name in the workspace. DataError/QuotaError
-    for anything refused (nothing kept)."""
+    for anything refused (nothing kept: no file, no unpacked folder)."""
     names = [f.name for f in files]
     check_model_names(names)
     total, cap = sum(f.size for f in files), paths.model_upload_bytes()
-    if total > cap:
+    if total > cap:  # the declared sizes: checked before a byte is read
         raise DataError(f"the upload is {human_size(total)}, over the {human_size(cap)} limit for a model "
                         "(TOKLAB_MODEL_UPLOAD_MB)")  # fmt: skip
     with scratch() as tmp:
@@ -91,25 +99,65 @@ def store_upload(files: list) -> str:
             src = pack_model_files(spooled, tmp / name)
         blob_src = tmp / "upload"
         os.replace(src, blob_src)
-        # checked and unpacked before it is kept: a refused upload leaves nothing in the workspace
-        unpack_model(blob_src, name)
-        keep_file(blob_src, name, {"role": ROLE})
+        digest = file_digest(blob_src)
+        # checked and unpacked before it is kept (the store charges the item for its unpacked folder); a refused
+        # upload leaves nothing: no item, no file, no unpacked folder
+        try:
+            unpack_model(blob_src, name, digest=digest)
+            keep_file(blob_src, name, {"role": ROLE})
+        except BaseException:
+            workspace.store().release(digest)
+            raise
     return name
 
 
+def release_upload(files: list) -> None:
+    """Drop Streamlit's in-memory copy of uploaded `files` (its uploaded-file manager keeps them until the session
+    ends otherwise): what Streamlit's own chat and audio inputs do once they read a file."""
+    ctx = get_script_run_ctx(suppress_warning=True)
+    mgr = getattr(ctx, "uploaded_file_mgr", None)
+    if ctx is None or not isinstance(mgr, MemoryUploadedFileManager):
+        return
+    for f in files:
+        file_id = getattr(f, "file_id", None)
+        if file_id:
+            mgr.remove_file(session_id=ctx.session_id, file_id=file_id)
+
+
+def uploader_key(key: str) -> str:
+    """The widget key of picker `key`'s uploader now (a new one after each handled upload, so the widget's value,
+    the uploaded bytes, leaves Session State)."""
+    n = int(st.session_state.get(f"toklab-upload-round-{key}", 0))
+    return f"{key}-upload" if n == 0 else f"{key}-upload-{n}"
+
+
 def upload_box(key: str, container) -> None:
-    """The upload widget of picker `key`: a stored upload becomes the picker's choice (on the next run)."""
+    """The upload widget of picker `key`: "Keep this model in the workspace" stores the upload, which becomes the
+    picker's choice (on the next run); stored or refused, the uploaded bytes leave the server's memory (the
+    manager's copy dropped, the widget drawn anew under another key) and a refusal's message is shown."""
     cap_mb = max(1, paths.model_upload_bytes() // (1024 * 1024))
+    refused = st.session_state.pop(f"toklab-upload-refused-{key}", None)
+    if refused:
+        container.error(refused, icon=":material/error:")
     files = container.file_uploader(
         "A .gguf, a zipped model folder, or .safetensors + config.json + tokenizer files",
-        type=list(UPLOAD_TYPES), accept_multiple_files=True, key=f"{key}-upload", max_upload_size=cap_mb,
+        type=list(UPLOAD_TYPES), accept_multiple_files=True, key=uploader_key(key), max_upload_size=cap_mb,
         help=f"Up to {cap_mb:,} MB; kept in this workspace (its Files list) and unpacked on the server. PyTorch "
              ".bin/.pt files are refused: they can run code when loaded.",
     )  # fmt: skip
     if files and container.button("Keep this model in the workspace", key=f"{key}-upload-go",
                                   icon=":material/upload:"):  # fmt: skip
-        with st.spinner("Checking and unpacking the model …"):
-            name = try_step(store_upload, list(files))
+        files = list(files)
+        try:
+            with st.spinner("Checking and unpacking the model …"):
+                name = store_upload(files)
+        except workspace.STORE_ERRORS as e:
+            st.session_state[f"toklab-upload-refused-{key}"] = paths.public_text(str(e))
+            name = None
+        finally:
+            release_upload(files)
+            n = int(st.session_state.get(f"toklab-upload-round-{key}", 0))
+            st.session_state[f"toklab-upload-round-{key}"] = n + 1
         if name is not None:
             st.session_state[f"toklab-uploaded-{key}"] = UPLOADED + name
-            st.rerun()
+        st.rerun()

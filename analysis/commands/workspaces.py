@@ -1,6 +1,8 @@
 """`python -m analysis workspaces list|size|prune [--idle-days N] [--dry-run] [--json]`: the operator's view of the
 browser workspaces kept under ``TOKLAB_DATA`` (:mod:`analysis.core.workspace`). ``prune`` also removes the job
-records (:mod:`analysis.jobs.queue`) of every workspace no longer there."""
+records (:mod:`analysis.jobs.queue`) of every workspace no longer there, and the unpacked model folders
+(``<data>/models/<sha256>/``) whose upload no workspace holds any more. ``size`` counts the unpacked folders on
+disk; a workspace's size counts the unpacked folders of its uploads."""
 
 from __future__ import annotations
 
@@ -55,15 +57,20 @@ def run(args: argparse.Namespace) -> int:
         raise DataError(f"--idle-days must be a number of days ≥ 0, not {args.idle_days}")
     store = default_store()
     if args.action == "prune":
+        # unpacked model folders whose upload is gone, which prune removes (those of the workspaces it removes go
+        # with them, counted in their size)
+        folders = store.orphan_unpacked()
         gone = store.prune(args.idle_days, dry_run=args.dry_run)
+        folder_bytes = sum(b for _, b in folders)
         jobs = 0 if args.dry_run else default_jobs().drop_orphans()  # the records of the workspaces gone
         if args.json:
-            print_json(
-                {"removed": [w.to_json() for w in gone], "jobs_removed": jobs, "dry_run": args.dry_run}
-            )
+            print_json({"removed": [w.to_json() for w in gone], "jobs_removed": jobs,
+                        "unpacked_removed": len(folders), "unpacked_bytes": folder_bytes,
+                        "dry_run": args.dry_run})  # fmt: skip
             return 0
         verb = "would remove" if args.dry_run else "removed"
         print(f"{verb} {len(gone)} workspace(s), {human_size(sum(w.bytes for w in gone))}"
+              + f"; {len(folders)} unpacked model folder(s) without an upload, {human_size(folder_bytes)}"
               + ("" if args.dry_run else f"; {jobs} job record(s)"))  # fmt: skip
         if gone:
             _table(gone)

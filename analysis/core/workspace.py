@@ -19,8 +19,10 @@ What a workspace holds is a list of *items* ``(kind, name) → meta`` (a small J
 Files are stored once per content (``<data>/blobs/ab/<sha256>``, written atomically through
 :mod:`analysis.core.outputs`) and removed when no item or share names them any more; each workspace is charged
 for the bytes of every item it holds (a file shared by two workspaces counts in both, so usage reveals nothing
-about anyone else). *Shares* are texts a user asked a share link for: they carry a random id of their own (not a
-content hash), belong to the workspace that made them and go when it goes.
+about anyone else). A file's *unpacked folder* (an uploaded model: :mod:`analysis.core.workspace_unpacked`) is
+part of its storage: charged, removed with it, pruned once no item names it. *Shares* are texts a user asked a
+share link for: they carry a random id of their own (not a content hash), belong to the workspace that made them
+and go when it goes.
 
 The database is SQLite in WAL mode (readers never wait for the writer) with a ``schema_version`` table and an
 ordered list of migrations (:data:`MIGRATIONS`): a store made by an older version is brought up to date when first
@@ -46,6 +48,7 @@ from pathlib import Path
 from typing import Any
 
 from analysis.core import paths, sqlite_db
+from analysis.core import workspace_unpacked as unpacked
 from analysis.core.cache import memoize
 from analysis.core.inputs import human_size
 from analysis.core.outputs import atomic_write_bytes, atomic_write_file
@@ -164,6 +167,7 @@ class WorkspaceStore:
         self.root.mkdir(parents=True, exist_ok=True)
         self.db = self.root / DB_NAME
         self.blobs = self.root / "blobs"
+        self.unpacked = self.root / unpacked.UNPACKED
         self._migrate()
         # one connection held open for the store's life: SQLite checkpoints the WAL (and syncs the database) when
         # its last connection closes, which each short-lived connection below would otherwise be (15 ms a write)
@@ -271,7 +275,8 @@ class WorkspaceStore:
         """Write an item whose file is the file `src` on disk (replacing one of the same kind and name), hashed
         and copied in chunks (or moved, with `move`, when it is on the same file system), so a model of several
         GB never sits in memory; QuotaError before anything is copied when the workspace would go over its quota.
-        Returns the item."""
+        The item is charged for the file and for the file's unpacked folder when there is one
+        (:meth:`unpacked_path`; unpack before storing). Returns the item."""
         if kind not in KINDS:
             raise ValueError(f"unknown workspace item kind {kind!r}")
         if not isinstance(name, str) or not name or len(name) > 300:
@@ -285,7 +290,7 @@ class WorkspaceStore:
             for chunk in iter(lambda: f.read(1 << 20), b""):
                 h.update(chunk)
         digest, nbytes = h.hexdigest(), src.stat().st_size
-        size = len(text.encode("utf-8")) + nbytes
+        size = len(text.encode("utf-8")) + nbytes + self.unpacked_bytes(digest, src if move else None)
         with self._tx() as c:
             key = self._ws(c, ws_id)
             old = c.execute("SELECT size, blob, seq FROM items WHERE ws = ? AND kind = ? AND name = ?",
@@ -325,6 +330,27 @@ class WorkspaceStore:
             return None
         p = self._blob_path(rows[0][0])
         return p if p.is_file() else None
+
+    def unpacked_path(self, digest: str) -> Path:
+        """The unpacked folder of the stored file whose SHA-256 is `digest` (``<data>/models/<digest>``; it may
+        not exist): where :func:`analysis.model.upload.unpack_model` unpacks an uploaded model."""
+        if not (isinstance(digest, str) and unpacked.DIGEST.fullmatch(digest)):
+            raise ValueError(f"not a SHA-256 hex digest: {digest!r}")
+        return self.unpacked / digest
+
+    def unpacked_bytes(self, digest: str, stored: str | Path | None = None) -> int:
+        """Bytes of the unpacked folder of `digest` (0: none), less its files that are hard links of the stored
+        file or of `stored` (the file on its way into the store, moved there)."""
+        linked = (self._blob_path(digest), Path(stored) if stored is not None else None)
+        return unpacked.unpacked_bytes(self.unpacked_path(digest), linked)
+
+    def release(self, digest: str) -> None:
+        """Remove the stored file `digest` and its unpacked folder unless an item or share names it: for a caller
+        that unpacked a file and then could not store it (a quota, a refused upload)."""
+        if not (isinstance(digest, str) and unpacked.DIGEST.fullmatch(digest)):
+            return
+        with self._tx() as c:
+            self._drop_unused(c, {digest})
 
     def file_by_key(self, ws_key: str, kind: str, name: str) -> tuple[Path, Item] | None:
         """The file and item of (`kind`, `name`) in the workspace whose *key* (the SHA-256 of its id) is `ws_key`,
@@ -463,11 +489,14 @@ class WorkspaceStore:
             return None
 
     def _drop_unused(self, c: sqlite3.Connection, digests: set[str]) -> None:
-        """Remove the files no item or share names any more (inside the caller's write transaction)."""
+        """Remove the files no item or share names any more, with their unpacked folders (inside the caller's
+        write transaction)."""
         for d in digests:
             if not c.execute("SELECT 1 FROM items WHERE blob = ? UNION ALL SELECT 1 FROM shares WHERE blob = ? LIMIT 1",
                              (d, d)).fetchone():  # fmt: skip
                 self._blob_path(d).unlink(missing_ok=True)
+                if unpacked.DIGEST.fullmatch(d):
+                    unpacked.remove_tree(self.unpacked / d)
 
     # ------------------------------------------------------------------ operator
     def keys(self) -> set[str]:
@@ -504,6 +533,24 @@ class WorkspaceStore:
                         self._drop_unused(c, blobs)
             if not dry_run:
                 self._drop_orphans(c)
+        if not dry_run:
+            self.prune_unpacked()
+        return gone
+
+    def orphan_unpacked(self) -> list[tuple[Path, int]]:
+        """The unpacked folders no item or share needs any more, older than an hour (see
+        :func:`analysis.core.workspace_unpacked.orphans`); each with its bytes."""
+        named = {
+            r[0]
+            for r in self._read("SELECT blob FROM items WHERE blob IS NOT NULL UNION SELECT blob FROM shares")
+        }
+        return unpacked.orphans(self.unpacked, named)
+
+    def prune_unpacked(self) -> list[tuple[Path, int]]:
+        """Remove the folders :meth:`orphan_unpacked` lists; those removed."""
+        gone = self.orphan_unpacked()
+        for p, _ in gone:
+            unpacked.remove_tree(p)
         return gone
 
     def _drop_orphans(self, c: sqlite3.Connection) -> None:
@@ -519,9 +566,11 @@ class WorkspaceStore:
                 p.unlink(missing_ok=True)
 
     def total_bytes(self) -> int:
-        """Bytes on disk: the database and the stored files."""
-        files = [self.db, self.db.with_name(DB_NAME + "-wal"), *self.blobs.glob("*/*")]
-        return sum(p.stat().st_size for p in files if p.is_file())
+        """Bytes on disk: the database, the stored files and their unpacked folders (a file hard-linked in both
+        counted once)."""
+        seen: set[tuple[int, int]] = set()
+        db = sum(p.stat().st_size for p in (self.db, self.db.with_name(DB_NAME + "-wal")) if p.is_file())
+        return db + unpacked.folder_bytes(self.blobs, seen) + unpacked.folder_bytes(self.unpacked, seen)
 
 
 def _usage(c: sqlite3.Connection, key: str) -> tuple[int, int]:

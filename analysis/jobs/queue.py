@@ -14,7 +14,10 @@ Two SQLite files under the data folder (:func:`analysis.core.paths.data_dir`, ``
 A job *kind* is a function ``run(params, ctx) -> dict | None`` named in :data:`analysis.jobs.kinds.KINDS`; params
 are plain JSON naming workspace items or model references, never closures. :meth:`JobStore.submit` in the same
 workspace with the same kind and params returns the job already there unless it failed, was cancelled or was
-interrupted; a job is reached only with its workspace's id (:meth:`JobStore.get`, :meth:`JobStore.jobs`).
+interrupted, or is done but a file it kept in the workspace is gone (deleted from the Files list, or replaced by
+another job's file of the same name: a done job's result lists what it kept under :data:`KEPT`, see
+:func:`missing_outputs`); a job is reached only with its workspace's id (:meth:`JobStore.get`,
+:meth:`JobStore.jobs`).
 
 Fairness: each worker process runs one job at a time, so the worker count is the one concurrency limit for the
 machine's CPU/GPU work; a workspace runs at most ``TOKLAB_JOBS_PER_WORKSPACE`` jobs at once (default 2; its
@@ -44,7 +47,7 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import closing, contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -91,6 +94,9 @@ WAIT_SECONDS = 1.0
 #: How many past durations of a kind make its estimate.
 PAST_RUNS = 20
 INTERRUPTED = "the worker running this job stopped (killed, or the server restarted) before it finished"
+#: The key of a done job's stored result that lists the workspace items the job wrote, ``[[kind, name, sha256 | None],
+#: ...]`` (the SHA-256 of the item's file): a done job whose items are gone is run again, not reused.
+KEPT = "kept_files"
 
 
 def workers_default() -> int:
@@ -169,6 +175,8 @@ class Job:
     starts_in: float | None = None
     ends_in: float | None = None
     workers: int = 0
+    #: a done job's workspace items, ``[kind, name, sha256 | None]`` (kept beside its result: :data:`KEPT`)
+    kept: list[list[Any]] = field(default_factory=list)
 
     @property
     def final(self) -> bool:
@@ -185,8 +193,10 @@ _COLUMNS = "id, kind, label, params, state, stage, fraction, log, result, error,
 
 def _job(row: tuple[Any, ...]) -> Job:
     i, kind, label, params, state, stage, frac, log, result, error, created, started, ended = row
-    return Job(i, kind, label, json.loads(params), state, stage, frac, json.loads(log),
-               json.loads(result) if result else None, error, created, started, ended)  # fmt: skip
+    doc = json.loads(result) if result else None
+    kept = doc.pop(KEPT, None) if isinstance(doc, dict) else None  # the job's own record, not its result
+    return Job(i, kind, label, json.loads(params), state, stage, frac, json.loads(log), doc, error, created,
+               started, ended, kept=kept if isinstance(kept, list) else [])  # fmt: skip
 
 
 class JobStore:
@@ -238,8 +248,14 @@ class JobStore:
             raise DataError("this workspace is no longer on the server: reload the page to open a new one")
         digest, key = inputs_hash(kind, params), _ws_key(ws_id)
         with self._tx() as c:
-            row = c.execute("SELECT id FROM jobs WHERE ws = ? AND inputs = ? AND state IN "
+            row = c.execute("SELECT id, state, result FROM jobs WHERE ws = ? AND inputs = ? AND state IN "
                             "('queued', 'running', 'done') ORDER BY created DESC LIMIT 1", (key, digest)).fetchone()  # fmt: skip
+            if (
+                row
+                and row[1] == "done"
+                and missing_outputs(self.workspaces, ws_id, json.loads(row[2] or "{}"))
+            ):
+                row = None  # its files were deleted: the same inputs run again
             if row:
                 job_id, new = row[0], False
             else:
@@ -300,6 +316,11 @@ class JobStore:
             return None
         kind, params, label, priority = rows[0]
         return self.submit(ws_id, kind, json.loads(params), label=label, priority=priority)
+
+    def missing_outputs(self, ws_id: str, job: Job) -> list[str]:
+        """The names of the files a done job of workspace `ws_id` kept there that are gone
+        (:func:`job_missing_outputs`)."""
+        return job_missing_outputs(self.workspaces, ws_id, job)
 
     def forget(self, ws_id: str) -> int:
         """Remove the job records of workspace `ws_id` (it was deleted); how many. A running one stops at its next
@@ -550,6 +571,38 @@ def enqueue(root: str | Path, job_id: str, ws_id: str, priority: int, delay: flo
         q.huey.enqueue(q.task.s(*args, priority=priority))
 
 
+def missing_outputs(store: WorkspaceStore, ws_id: str, result: dict[str, Any] | None) -> list[str]:
+    """The names of the workspace items a done job's `result` says it kept (:data:`KEPT`) that are no longer
+    there as the job wrote them: removed, their file gone, or replaced by another file of the same name. A result
+    from before :data:`KEPT` names its files as a model export (``artifacts``: ``[[name, label], ...]``) and a
+    model check (``model_artifact``) do: those are checked for a file."""
+    if not isinstance(result, dict):
+        return []
+    missing = []
+    kept = result.get(KEPT)
+    if isinstance(kept, list):
+        for entry in kept:
+            if not (isinstance(entry, list) and len(entry) == 3):
+                continue
+            kind, name, digest = entry
+            item = store.get(ws_id, str(kind), str(name))
+            path = store.file_path(ws_id, str(kind), str(name)) if item and item.has_file else None
+            if item is None or (digest is not None and (path is None or path.name != digest)):
+                missing.append(str(name))
+        return missing
+    names = [a[0] for a in result.get("artifacts") or [] if isinstance(a, list) and a]
+    names += [result["model_artifact"]] if result.get("model_artifact") else []
+    return [str(n) for n in names if store.file_path(ws_id, "artifact", str(n)) is None]
+
+
+def job_missing_outputs(store: WorkspaceStore, ws_id: str, job: Job) -> list[str]:
+    """The names of the files done `job` of workspace `ws_id` kept there that are gone (:func:`missing_outputs`);
+    [] for a job that is not done."""
+    if job.state != "done":
+        return []
+    return missing_outputs(store, ws_id, {**(job.result or {}), KEPT: job.kept} if job.kept else job.result)
+
+
 # ---------------------------------------------------------------------------------------------- running a job
 class JobContext:
     """What a job kind's function gets: progress, the stop flag, a log, and its workspace (read inputs, write
@@ -562,6 +615,8 @@ class JobContext:
         self._last = 0.0
         self._stop = False
         self._stage: str | None = None
+        #: the workspace items this job wrote, ``[kind, name, sha256 | None]`` (a done job's result lists them)
+        self.kept: list[list[Any]] = []
 
     @property
     def workspace(self) -> WorkspaceStore:
@@ -588,10 +643,16 @@ class JobContext:
     def put_file(self, kind: str, name: str, meta: dict[str, Any], src: str | Path) -> None:
         """Store a file as an item of the job's workspace (moved from `src`)."""
         self.workspace.put_file(self._ws_for(), kind, name, meta, src, move=True)
+        stored = self.workspace.file_path(self._ws_for(), kind, name)
+        self._kept(kind, name, stored.name if stored is not None else None)
 
     def put(self, kind: str, name: str, meta: dict[str, Any], data: bytes | None = None) -> None:
         """Store an item (with small bytes) in the job's workspace."""
         self.workspace.put(self._ws_for(), kind, name, meta, data)
+        self._kept(kind, name, hashlib.sha256(data).hexdigest() if data is not None else None)
+
+    def _kept(self, kind: str, name: str, digest: str | None) -> None:
+        self.kept = [k for k in self.kept if k[:2] != [kind, name]] + [[kind, name, digest]]
 
     def log(self, line: str) -> None:
         """Add a line to the job's log tail."""
@@ -669,7 +730,8 @@ def run_claimed(jobs: JobStore, job_id: str, ws_id: str) -> None:
     try:
         result = job_function(kind)(params, ctx)
         ctx._flush(force=True)
-        jobs.finish(job_id, "done", result=result if isinstance(result, dict) else {})
+        result = result if isinstance(result, dict) else {}
+        jobs.finish(job_id, "done", result={**result, KEPT: ctx.kept} if ctx.kept else result)
     except Cancelled:
         ctx._flush(force=True)
         jobs.finish(job_id, "cancelled", error="cancelled: what was finished before the cancel is not kept")

@@ -15,6 +15,12 @@ never unpickled; other files are skipped. A zip is refused whole for an absolute
 or a total size over its cap (checked on the sizes it declares before anything is written, and on the bytes actually
 decompressed while writing). Weights headers and ``config.json`` are checked before the folder is published; remote
 code named by a config is never run (models load with ``trust_remote_code=False``).
+
+The unpacked folder belongs to the workspace store (``<data>/models/<sha256>/``): unpack an upload *before* storing
+it (:meth:`analysis.core.workspace.WorkspaceStore.put_file` then charges the folder to the item), and
+:meth:`~analysis.core.workspace.WorkspaceStore.release` the digest when the upload is not stored after all; the
+store removes the folder with the last item that names the file, and ``workspaces prune`` removes any folder whose
+file no item names.
 """
 
 from __future__ import annotations
@@ -26,6 +32,7 @@ from pathlib import Path, PurePosixPath
 
 from analysis.core import paths
 from analysis.core.inputs import check_zip_member, copy_member, human_size, open_zip, parse_json
+from analysis.core.workspace_unpacked import UNPACKED
 from analysis.errors import DataError, ModelLoadError
 from analysis.model.safetensors_file import read_safetensors_header
 from analysis.model.source import resolve_model
@@ -39,8 +46,9 @@ PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".pkl", ".pickle", ".ckpt", ".joblib",
 UPLOAD_TYPES = ("gguf", "zip", "safetensors", "json", "model", "txt", "jinja")
 #: Most entries of a zipped model folder.
 MAX_ZIP_ENTRIES = 2000
-#: The folder under the data folder that holds unpacked uploads.
-FOLDER = "models"
+#: The folder under the data folder that holds unpacked uploads: the workspace store's (it charges, removes and
+#: prunes them with the uploaded file: :meth:`analysis.core.workspace.WorkspaceStore.unpacked_path`).
+FOLDER = UNPACKED
 GGUF_MAGIC = b"GGUF"
 _DONE = ".toklab-source"  # in a published folder: the model source, relative to the folder
 

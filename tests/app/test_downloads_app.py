@@ -1,6 +1,6 @@
 """Workspace artifacts in the app (AppTest): the sidebar's workspace panel lists them with a download link to the
 server's file route and a delete button; the link names this workspace's item only; `artifact_button` shows the
-size, or says the artifact is not there."""
+size, or says the artifact is not there; a done job's links are drawn only while its files are there."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from streamlit.testing.v1 import AppTest
 
 from analysis.core.download_links import check_token
 from analysis.core.workspace import _key, default_store
+from analysis.jobs.queue import default_jobs, run_claimed
 from ui.file_route import PREFIX
 
 
@@ -58,3 +59,36 @@ def test_artifact_button_shows_the_size_or_says_the_file_is_not_there(tmp_path):
     assert [c.value for c in at.caption] == [
         "Download the GGUF: not available (it was not made yet or was deleted)."
     ]
+
+
+def _job_links() -> None:
+    import streamlit as st  # noqa: PLC0415 (AppTest runs this function's body as a script)
+
+    from analysis.jobs.queue import default_jobs  # noqa: PLC0415
+    from ui.downloads import job_downloads  # noqa: PLC0415
+
+    st.session_state["toklab-ws"] = st.session_state["ws"]  # as ui.workspace.enter leaves it
+    job = default_jobs().get(st.session_state["ws"], st.session_state["job"])
+    st.session_state["drawn"] = job_downloads(
+        job, [("out.txt", "Download out.txt")], key="t", what="this export"
+    )
+
+
+def test_a_done_jobs_links_are_drawn_only_while_its_files_are_there():
+    jobs, store = default_jobs(), default_store()
+    ws = store.create()
+    job = jobs.submit(ws, "wait", {"steps": 1, "seconds": 0.0, "artifact": "out.txt"})
+    assert jobs.claim(job.id) == "run"
+    run_claimed(jobs, job.id, ws)  # the job runs here: it keeps out.txt in the workspace
+    at = AppTest.from_function(_job_links)
+    at.session_state["ws"], at.session_state["job"] = ws, job.id
+    at.run()
+    assert not at.exception and at.session_state["drawn"], [e.message for e in at.exception]
+    assert [label for label, _ in _links(at)] == ["Download out.txt · 8 bytes"] and not at.warning
+    store.remove(ws, "artifact", "out.txt")  # deleted from the sidebar's Files list
+    at.run()
+    assert not at.session_state["drawn"] and _links(at) == []
+    assert (
+        "The files of this export were deleted" in at.warning[0].value
+        and "run it again" in at.warning[0].value
+    )

@@ -17,10 +17,12 @@ from analysis.core.workspace import WorkspaceStore, store_at
 from analysis.errors import DataError
 from analysis.jobs.queue import (
     INTERRUPTED,
+    KEPT,
     JobStore,
     JsonSerializer,
     inputs_hash,
     job_store_at,
+    missing_outputs,
     run_claimed,
     set_immediate,
 )
@@ -59,6 +61,33 @@ def test_submit_runs_dedupes_and_stays_in_its_workspace(root: str):
         assert (bad.state, bad.error) == ("failed", "no such model")
         again = jobs.run_again(a, bad.id)
         assert again is not None and again.id != bad.id and again.state == "failed"
+    finally:
+        set_immediate(root, False)
+
+
+def test_a_done_job_whose_files_were_deleted_or_replaced_runs_again(root: str):
+    set_immediate(root)
+    try:
+        jobs, store, ws = job_store_at(root), store_at(root), _ws(root)
+        params = {**FAST, "artifact": "out.txt"}
+        job = jobs.submit(ws, "wait", params)
+        digest = store.file_path(ws, "artifact", "out.txt").name  # type: ignore[union-attr]
+        assert job.kept == [["artifact", "out.txt", digest]] and KEPT not in job.result  # type: ignore[operator]
+        assert jobs.missing_outputs(ws, job) == [] and jobs.submit(ws, "wait", params).id == job.id
+        # deleted from the sidebar's Files list: the done job is not reused, the same inputs run again
+        store.remove(ws, "artifact", "out.txt")
+        assert jobs.missing_outputs(ws, job) == ["out.txt"]
+        again = jobs.submit(ws, "wait", params)
+        assert again.id != job.id and again.state == "done" and jobs.missing_outputs(ws, again) == []
+        assert store.read(ws, "artifact", "out.txt") == b"2 steps\n"
+        # another file under the same name is not this job's file either
+        store.put(ws, "artifact", "out.txt", {}, b"another job's file")
+        assert (
+            jobs.missing_outputs(ws, again) == ["out.txt"] and jobs.submit(ws, "wait", params).id != again.id
+        )
+        # a result from before kept files were recorded: its named artifacts are checked
+        legacy = {"artifacts": [["out.txt", "x"], ["gone.zip", "y"]]}
+        assert missing_outputs(store, ws, legacy) == ["gone.zip"]
     finally:
         set_immediate(root, False)
 

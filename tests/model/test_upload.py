@@ -1,20 +1,28 @@
 """Model uploads (`analysis.model.upload`): a .gguf, a zipped Hugging Face folder or a folder's files become a model
 source under the data folder, once per content; zip slip, links, oversized zips, pickles and files that are not a
-model are refused with a clear message; the operator's model library lists models by name."""
+model are refused with a clear message; the operator's model library lists models by name; an unpacked upload is
+part of its workspace's storage (charged, removed with the upload or the workspace, pruned once orphaned)."""
 
 from __future__ import annotations
 
 import json
+import os
+import shutil
 import stat
 import struct
+import time
 import zipfile
 from pathlib import Path
 
 import pytest
 
+from analysis.cli import main
+from analysis.core import workspace as wsm
+from analysis.core.workspace import WorkspaceStore
+from analysis.core.workspace_unpacked import GRACE_SECONDS
 from analysis.errors import DataError
 from analysis.model.source import library_models, resolve_model
-from analysis.model.upload import check_model_names, pack_model_files, unpack_model
+from analysis.model.upload import check_model_names, file_digest, pack_model_files, unpack_model
 
 
 def _safetensors(path: Path) -> Path:
@@ -130,3 +138,71 @@ def test_the_model_library_offers_weights_by_name(tmp_path):
     (lib / "notes.txt").write_text("x")
     assert library_models(lib) == {"smol": lib / "smol", "tiny.gguf": lib / "tiny.gguf"}
     assert library_models(None) == {} and library_models(tmp_path / "missing") == {}
+
+
+def test_an_unpacked_upload_is_part_of_its_workspaces_storage(tmp_path, monkeypatch, capsys):
+    data = tmp_path / "data"
+    monkeypatch.setenv("TOKLAB_DATA", str(data))
+    monkeypatch.setenv("TOKLAB_WORKSPACE_IDLE_DAYS", "7")
+    store = WorkspaceStore(data)
+    packed = pack_model_files(_folder(tmp_path), tmp_path / "smol.zip")
+    digest, folder = file_digest(packed), store.unpacked_path(file_digest(packed))
+
+    def upload(ws: str, original: Path = packed, name: str = "smol.zip") -> wsm.Item:
+        """As `ui.model_uploads.store_upload`: unpacked first, then moved into the store."""
+        src = tmp_path / "upload"
+        shutil.copyfile(original, src)
+        unpack_model(src, name, digest=file_digest(src), root=data)
+        return store.put_file(ws, "artifact", name, {"role": "model"}, src, move=True)
+
+    def idle(ws: str) -> None:
+        with store._tx() as c:
+            c.execute(
+                "UPDATE workspaces SET used = ? WHERE key = ?", (time.time() - 10 * 86400, wsm._key(ws))
+            )
+
+    ws = store.create()
+    item = upload(ws)
+    unpacked = sum(f.stat().st_size for f in folder.rglob("*") if f.is_file())
+    assert folder.is_dir() and unpacked > 0
+    # charged for the zip and for what it unpacked to
+    assert item.size >= packed.stat().st_size + unpacked and store.usage(ws).bytes == item.size
+    assert store.total_bytes() >= packed.stat().st_size + unpacked
+    # a .gguf is linked into its folder, not copied: charged once
+    gguf = tmp_path / "tiny.gguf"
+    gguf.write_bytes(b"GGUF" + bytes(4000))
+    assert upload(ws, gguf, "tiny.gguf").size < 2 * 4004
+    # the upload removed from the Files list: its folder goes
+    assert store.remove(ws, "artifact", "smol.zip") and not folder.exists()
+    # the workspace deleted, expired (opened after its idle time) or pruned: its folders go
+    upload(ws)
+    store.delete(ws)
+    assert not folder.exists() and not list(store.unpacked.iterdir())
+    ws = store.create()
+    upload(ws)
+    idle(ws)
+    assert store.open(ws)[0] != ws and not folder.exists()
+    ws, keep = store.create(), store.create()
+    upload(ws)
+    upload(keep, gguf, "tiny.gguf")
+    idle(ws)
+    assert main(["workspaces", "prune"]) == 0
+    assert "removed 1 workspace(s)" in capsys.readouterr().out and not folder.exists()
+    kept = store.unpacked_path(file_digest(gguf))
+    assert kept.is_dir()
+    # a folder whose upload is gone (refused after unpacking, a crash) and an unpacking's leftovers: pruned once
+    # past the grace period; the folder of a stored upload stays
+    unpack_model(packed, "smol.zip", digest=digest, root=data)
+    staging = store.unpacked / f".{digest}.99999.partial"
+    staging.mkdir()
+    assert store.orphan_unpacked() == []  # young: maybe an upload on its way into the store
+    old = time.time() - 2 * GRACE_SECONDS
+    for p in (folder, staging, kept):
+        os.utime(p, (old, old))
+    assert main(["workspaces", "prune", "--dry-run", "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["unpacked_removed"] == 2 and report["unpacked_bytes"] >= unpacked and folder.exists()
+    assert main(["workspaces", "prune"]) == 0
+    assert "2 unpacked model folder(s) without an upload" in capsys.readouterr().out
+    assert not folder.exists() and not staging.exists() and kept.is_dir()
+    assert resolve_model(kept / "tiny.gguf").kind == "gguf"
