@@ -31,8 +31,10 @@ from bench_pages import CHROME_ARGS
 from playwright.sync_api import sync_playwright
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(ROOT / "tests"), str(ROOT / "tests" / "e2e")]
+sys.path[:0] = [str(ROOT), str(ROOT / "tests"), str(ROOT / "tests" / "e2e")]
 from e2e_support import mark, track_runs, wait_idle, wait_rerun  # noqa: E402 - the browser tests' waits
+
+from analysis.core import paths  # noqa: E402
 
 #: within this fraction of the baseline …
 TARGET_RATIO = 0.10
@@ -221,7 +223,7 @@ def main() -> None:
         "tabs": args.tabs,
         "uploads_per_tab": args.per_tab,
         "tokenizers": [p.parent.name for p in files],
-        "memory_budget_mb": float(os.environ.get("TOKLAB_MEMORY_MB", 512)),
+        "memory_budget_mb": paths.memory_budget_bytes() / paths.MB,
         "baseline_mb": round(baseline, 1),
         "peak_mb": round(peak, 1),
         "upload_phase_s": round(upload_s, 1),

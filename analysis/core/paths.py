@@ -33,7 +33,7 @@ variable                   meaning                                              
                            workspace
 ``TOKLAB_WORKSPACE_IDLE_DAYS`` a workspace unused this long is removed (prune, and     ``90``
                            when its link is opened)
-``TOKLAB_MEMORY_MB``       the app server's budget for loaded tokenizers (one LRU for     ``512``
+``TOKLAB_MEMORY_MB``       the app server's budget for loaded tokenizers (one LRU for     ``2048``
                            all sessions, keyed by content; estimated ≈ 20× a
                            tokenizer.json's bytes; the least recently used go first)
 ``TOKLAB_SERVER_PATHS``    ``1`` lets the browser name files and folders on the server   off
@@ -234,8 +234,10 @@ def workspace_idle_days() -> float:
 
 def memory_budget_bytes() -> int:
     """The app server's byte budget for loaded tokenizers, shared by all sessions (``$TOKLAB_MEMORY_MB``, default
-    512 MB: about six tokenizers of Llama-3's size on top of a ≈ 600 MB server, for a 2-core lab machine)."""
-    return _scaled(_env_number(("TOKLAB_MEMORY_MB",), 512), MB)
+    2048 MB: each tokenizer counts ≈ 20× its tokenizer.json, so about eleven of Llama-3.1's size (≈ 180 MB each)
+    or five of Gemma's. A smaller budget than one page's tokenizers thrashes: a Playground of four examples and the
+    default (≈ 630 MB) reloaded three tokenizers from disk on every rerun at the old 512 MB)."""
+    return _scaled(_env_number(("TOKLAB_MEMORY_MB",), 2048), MB)
 
 
 # --------------------------------------------------------------------------------------------------

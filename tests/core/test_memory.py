@@ -89,11 +89,11 @@ def test_release_drops_only_what_no_holder_names_and_nobody_used_lately():
 
 def test_the_memory_budget_follows_the_environment(monkeypatch):
     monkeypatch.delenv("TOKLAB_MEMORY_MB", raising=False)
-    assert paths.memory_budget_bytes() == 512 * paths.MB
+    assert paths.memory_budget_bytes() == 2048 * paths.MB
     monkeypatch.setenv("TOKLAB_MEMORY_MB", "64")
     assert paths.memory_budget_bytes() == 64 * paths.MB
     monkeypatch.setenv("TOKLAB_MEMORY_MB", "-3")
-    assert paths.memory_budget_bytes() == 512 * paths.MB
+    assert paths.memory_budget_bytes() == 2048 * paths.MB
 
 
 def test_an_evicted_tokenizer_takes_its_derived_work_with_it():
