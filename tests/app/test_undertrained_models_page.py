@@ -5,9 +5,14 @@ tests/methods/undertrained/."""
 
 from __future__ import annotations
 
+import csv
+import io
 import json
+import re
 
 import pytest
+from app_support import verification_points
+from download_support import record_downloads
 from streamlit.testing.v1 import AppTest
 from support import ROOT, need_minilm, need_smollm
 
@@ -75,7 +80,12 @@ def test_page_verification_on_tiny_model(tiny_model, monkeypatch, tmp_path):
 @need_smollm
 @pytest.mark.slow
 def test_page_smollm2_pipeline(monkeypatch, tmp_path):
-    """The whole pipeline in the app on the GGUF model (3 candidates verified to keep CPU time down)."""
+    """The whole pipeline in the app on the GGUF model (3 candidates verified to keep CPU time down): the run that
+    "Verify" starts shows its verdicts at once, in the caption, the chart and the candidates table it offers for
+    download, and the reference tokens are not verified by default. (A browser journey on a server once checked the
+    same after its worker's job; the page's code is the same, the job panel's browser path is the Measure
+    journey's, and the page's behaviour on a finished job is test_undertrained_page.py's.)"""
+    downloads = record_downloads(monkeypatch)
     at = _page(monkeypatch, tmp_path)
     at.selectbox(key="ut-model-kind").select("SmolLM2-135M-Instruct (GGUF, fetched)").run()
     at.button(key="ut-run").click().run()
@@ -86,4 +96,11 @@ def test_page_smollm2_pipeline(monkeypatch, tmp_path):
     at.selectbox(key="ut-dev").select("cpu").run()
     at.button(key="ut-verify").click().run()
     assert not at.exception, [e.message for e in at.exception]
-    assert any("3 verified so far" in c.value for c in at.caption)
+    done = next(c.value for c in at.caption if "3 verified so far" in c.value)
+    low = int(re.match(r"3 verified so far; (\d) with max probability < 0\.01", done).group(1))
+    assert len(verification_points(at)) == 3  # each verified candidate is a point, in the same run
+    # the candidates table of the same run carries the verdicts the caption counts
+    table = csv.DictReader(io.StringIO(downloads["ut-dl-cand-csv"].decode("utf-8")))
+    rows = [r for r in table if r.get("verdict")]
+    assert len(rows) == 3 and low == sum(float(r["max_prob"]) < 0.01 for r in rows), rows
+    assert not any(r["reference"] == "True" for r in rows)  # reference tokens are not verified by default

@@ -5,19 +5,19 @@ caps) and the page's JSON report, which is the CLI's document.
 
 The checkpoint is a byte-level BPE trained on FLORES lines plus random embedding rows; the reference tokens
 (reserved special tokens, bytes that never occur in UTF-8) get tiny rows, so the reserved ones sort first among
-the candidates — as in real models. The language model itself is replaced by a fake verifier (the real one runs in the slow tests and in the
-browser test on SmolLM2), so this test is about what the page shows, not about the verdicts.
+the candidates — as in real models. The language model itself is replaced by a fake verifier (the real one runs in the slow tests, on the
+tiny Llama and on SmolLM2: test_undertrained_models_page.py), so this test is about what the page shows, not about the verdicts.
 """
 
 from __future__ import annotations
 
-import base64
 import io
 import json
 from contextlib import redirect_stdout
 
 import numpy as np
 import pytest
+from app_support import verification_points
 from download_support import record_downloads, without
 from safetensors.numpy import save_file
 from streamlit.testing.v1 import AppTest
@@ -122,23 +122,6 @@ def _job_id(ws: str) -> str:
     return default_store().inputs(ws)["job:ut-verify"]
 
 
-def _array(v) -> np.ndarray:
-    """A plotly figure array: a list, or Plotly's typed-array form {"dtype", "bdata"} (base64)."""
-    if isinstance(v, dict) and "bdata" in v:
-        return np.frombuffer(base64.b64decode(v["bdata"]), dtype=v["dtype"])
-    return np.asarray(v, dtype=float)
-
-
-def _verification_points(at: AppTest) -> list[float]:
-    """The finite y values (max probabilities) of the verification scatter."""
-    for c in at.get("plotly_chart"):
-        spec = json.loads(c.proto.spec)
-        if "Verification" in json.dumps(spec.get("layout", {}).get("title", "")):
-            ys = np.concatenate([_array(t.get("y", [])) for t in spec["data"]])
-            return [float(y) for y in ys if np.isfinite(y)]
-    raise AssertionError("no verification chart")
-
-
 @pytest.mark.slow
 def test_verification_shows_the_run_that_just_finished(synthetic_model, monkeypatch, tmp_path):
     """Right after "Verify", the caption, the chart and the token-health table show this run's verdicts."""
@@ -150,7 +133,7 @@ def test_verification_shows_the_run_that_just_finished(synthetic_model, monkeypa
     assert any("3 verified so far; 3 with max probability < 0.01" in c.value for c in at.caption), [
         c.value for c in at.caption
     ]
-    assert len(_verification_points(at)) == 3  # every verified candidate is a point, in the same run
+    assert len(verification_points(at)) == 3  # every verified candidate is a point, in the same run
     health = next(
         d.value for d in at.dataframe if {"verdict", "max_prob", "candidate"} <= set(d.value.columns)
     )
@@ -167,7 +150,7 @@ def test_verification_shows_the_run_that_just_finished(synthetic_model, monkeypa
     again.text_input(key="ut-model-path").input(str(synthetic_model)).run()
     again.button(key="ut-run").click().run()  # the same indicators: the page finds the job's verifications
     assert not again.exception, [e.message for e in again.exception]
-    assert len(calls) == 1 and len(_verification_points(again)) == 3
+    assert len(calls) == 1 and len(verification_points(again)) == 3
 
 
 def test_verification_skips_reference_tokens_by_default(synthetic_model, monkeypatch, tmp_path):

@@ -1,14 +1,14 @@
 """Real browser, the Diagnose group: Token health keeps its filters and its table in agreement when the tokenizer
-changes; Under-trained tokens verifies candidates of SmolLM2 (GGUF, CPU) and shows the result in the same run."""
+changes. (Under-trained tokens' verification of SmolLM2, shown in the run that made it, is an AppTest:
+tests/app/test_undertrained_models_page.py::test_page_smollm2_pipeline.)"""
 
 from __future__ import annotations
 
-import csv
 import re
 
-from e2e_support import add_example, choose, download, mark, pick_tokenizer, screenshot, wait_idle, wait_rerun
+from e2e_support import add_example, mark, pick_tokenizer, screenshot, wait_idle, wait_rerun
 from playwright.sync_api import Page, expect
-from support import load_shared, need_smollm
+from support import load_shared
 
 from analysis.bpe import stt_report
 
@@ -70,35 +70,3 @@ def test_token_health_filters_and_table_agree_after_switching_tokenizer(page: Pa
     wait_rerun(page, since, SLOW)
     assert _chips(page, "Categories") == chips
     expect(page.get_by_text(re.compile(r"^[1-9][\d,]* of 128,256 ids$"))).to_be_visible(timeout=SLOW)
-
-
-@need_smollm
-def test_undertrained_verification_shows_in_the_same_run(page: Page, app_url, artifacts):
-    page.set_default_timeout(600_000)
-    page.goto(app_url + "/undertrained")
-    wait_idle(page)
-    expect(page.get_by_label("Weights")).to_have_value(re.compile(r"SmolLM2.*\.gguf$"), timeout=60_000)
-    page.get_by_role("button", name="Compute indicators").click()
-    expect(page.get_by_text("Main indicator")).to_be_visible(timeout=600_000)
-    wait_idle(page, 600_000)
-    page.get_by_role("tab", name="Verification").click()
-    k = page.get_by_role("spinbutton", name="Candidates to verify")
-    k.fill("2")
-    k.press("Enter")
-    wait_idle(page)
-    choose(page, page.locator('[data-testid="stSelectbox"]').filter(has_text="Device"), "cpu")
-    wait_idle(page)
-    page.get_by_role("button", name="Verify", exact=True).click()
-    done = page.get_by_text(re.compile(r"^2 verified so far; \d with max probability < 0\.01"))
-    expect(done).to_be_visible(timeout=600_000)
-    wait_idle(page, 600_000)
-    low = int(re.search(r"; (\d) with", done.inner_text()).group(1))
-    chart = page.locator('[data-testid="stPlotlyChart"]').filter(has_text="Verification")
-    expect(chart.locator("path.point")).to_have_count(2, timeout=60_000)  # both verified candidates are drawn
-    screenshot(page, artifacts / "diagnose_undertrained_verified.png")
-    # the candidates table of the same run carries the verdicts the caption counts
-    page.get_by_role("tab", name="Tables").click()
-    path = download(page, "Download candidates (CSV)", artifacts / "undertrained-candidates.csv")
-    rows = [r for r in csv.DictReader(path.open(encoding="utf-8")) if r.get("verdict")]
-    assert len(rows) == 2 and low == sum(float(r["max_prob"]) < 0.01 for r in rows), rows
-    assert not any(r["reference"] == "True" for r in rows)  # reference tokens are not verified by default
