@@ -9,7 +9,9 @@ itself; two are offered (``space``):
 
 - ``"embed"`` (the default): the token's donor vector is its FVT vector — the mean of the base model's own rows of
   its pieces under the original tokenizer — coded over the shared tokens' rows in the same matrix (input rows
-  for the input side, output rows for an untied head). Measured on SmolLM2-135M ← Qwen3 it is the better of the
+  for the input side, output rows for an untied head), the rows of its pieces joined to the dictionary (the
+  code is applied to the same rows, so the FVT row is the best it can give, and it needs those rows as atoms:
+  :func:`analysis.adapt.embeddings.pieces_outside`). Measured on SmolLM2-135M ← Qwen3 it is the better of the
   two (docs/transplant.md).
 - ``"hidden"``: a middle layer's hidden state (:func:`hidden_space_rows`) — of an anchor read alone after the
   prefix token, and of the new token read as its pieces (at the last piece); the coefficients found there are
