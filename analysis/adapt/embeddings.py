@@ -298,13 +298,16 @@ def init_rows(
             if len(anchors) < 1:
                 raise DataError("OMP needs at least one anchor token; the vocabularies share none")
             anchors += pieces_outside(plist, anchors, n_old_tok, specials)
+            keep = piece_positions(plist, anchors)
             sel = torch.as_tensor(anchors)
             e_a = e_old[sel].float()
-            rows_e = code_rows(e_a, rows_e.float(), [e_a], k=omp_k, candidates=omp_candidates,
+            rows_e = code_rows(e_a, rows_e.float(), [e_a], k=omp_k, candidates=omp_candidates, keep=keep,
                                progress=progress)[0]  # fmt: skip
             if w_old is not None:
                 w_a = w_old[sel].float()
-                rows_w = code_rows(w_a, rows_w.float(), [w_a], k=omp_k, candidates=omp_candidates)[0]
+                rows_w = code_rows(w_a, rows_w.float(), [w_a], k=omp_k, candidates=omp_candidates, keep=keep)[
+                    0
+                ]
         elif init == "omp":
             if omp_space not in SPACES:
                 raise DataError(f"unknown OMP space {omp_space!r}; choose one of {', '.join(SPACES)}")
@@ -355,6 +358,20 @@ def pieces_outside(
     return sorted(
         {int(i) for ps in pieces for i in ps if 0 <= i < n_rows and i not in have and i not in exclude}
     )
+
+
+def piece_positions(pieces: Sequence[Sequence[int]], anchors: Sequence[int]) -> Any:
+    """Where each token's pieces sit in the dictionary `anchors` (tokens × most pieces, −1 = none): OMP's
+    screening keeps them among the token's candidates (:func:`analysis.adapt.omp.omp`), so that a token read as
+    many pieces, each weakly correlated with their mean, is still coded over them."""
+    import torch  # noqa: PLC0415 - heavy, only when rows are initialised
+
+    at = {int(a): i for i, a in enumerate(anchors)}
+    found = [[at[i] for i in dict.fromkeys(ps) if i in at] for ps in pieces]
+    out = torch.full((len(found), max((len(f) for f in found), default=0)), -1, dtype=torch.long)
+    for r, f in enumerate(found):
+        out[r, : len(f)] = torch.as_tensor(f, dtype=torch.long)
+    return out
 
 
 def mvn_rows(rows: Any, k: int, generator: Any = None) -> Any:

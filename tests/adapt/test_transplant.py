@@ -236,6 +236,21 @@ def test_screened_omp_agrees_with_brute_force_least_squares(monkeypatch, gram_ma
     assert math.isclose(got, residual(idx[0].tolist()), rel_tol=1e-6)
 
 
+def test_screening_keeps_the_rows_a_target_is_made_of() -> None:
+    """A target made of 3 atoms, and 5 decoys that correlate with it more than any of the 3: screened to 5
+    candidates, OMP only sees the decoys and misses the target; with the 3 kept among the candidates it is exact."""
+    gen = torch.Generator().manual_seed(0)
+    d = torch.randn(40, 30, generator=gen)
+    y = d[[3, 17, 25]].mean(0, keepdim=True)
+    d[35:] = y + 0.05 * torch.randn(5, 30, generator=gen)
+    idx, coef = omp(d, y, 5, candidates=5)
+    assert set(idx[0].tolist()) == set(range(35, 40))
+    assert float((coef[0] @ d[idx[0]] - y[0]).norm() / y.norm()) > 1e-3
+    idx, coef = omp(d, y, 5, candidates=5, keep=torch.tensor([[3, 17, 25, -1]]))
+    assert {3, 17, 25} <= set(idx[0].tolist())
+    torch.testing.assert_close(coef[0] @ d[idx[0]], y[0], atol=1e-5, rtol=0)
+
+
 def test_embed_omp_gets_the_fvt_row_it_codes_when_its_pieces_lie_beyond_the_anchors() -> None:
     """Without a donor, OMP in embedding space codes a new token's FVT row (the mean of the rows of its pieces)
     over the dictionary and applies the code to the same rows: the best it can give is that FVT row, and only when
