@@ -9,7 +9,9 @@ itself; two are offered (``space``):
 
 - ``"embed"`` (the default): the token's donor vector is its FVT vector — the mean of the base model's own rows of
   its pieces under the original tokenizer — coded over the shared tokens' rows in the same matrix (input rows
-  for the input side, output rows for an untied head). Measured on SmolLM2-135M ← Qwen3 it is the better of the
+  for the input side, output rows for an untied head), the rows of its pieces joined to the dictionary (the
+  code is applied to the same rows, so the FVT row is the best it can give, and it needs those rows as atoms:
+  :func:`analysis.adapt.embeddings.pieces_outside`). Measured on SmolLM2-135M ← Qwen3 it is the better of the
   two (docs/transplant.md).
 - ``"hidden"``: a middle layer's hidden state (:func:`hidden_space_rows`) — of an anchor read alone after the
   prefix token, and of the new token read as its pieces (at the last piece); the coefficients found there are
@@ -48,6 +50,7 @@ def omp(
     *,
     exclude: Any = None,
     candidates: int | None = None,
+    keep: Any = None,
     progress: Progress | None = None,
 ) -> tuple[Any, Any]:
     """Sparse codes of `targets` (m × d) over the rows of `dictionary` (n × d): returns (indices m × k, long;
@@ -59,7 +62,8 @@ def omp(
     bool tensor of n) marks rows that may never be chosen. Zero rows are never chosen. With `candidates` < n,
     each target's atoms are chosen among the `candidates` rows most correlated with the target itself (a
     screening that makes k = 64 over tens of thousands of atoms affordable on a CPU; None: every row, exact
-    OMP). Torch tensors in, torch tensors out.
+    OMP); `keep` (m × j long, −1 = none) names rows that are always among a target's candidates (the rows a
+    target is made of, when known). Torch tensors in, torch tensors out.
     """
     import torch  # noqa: PLC0415 - heavy, only when rows are initialised
 
@@ -91,6 +95,10 @@ def omp(
             yb = y[s : s + chunk].float()
             raw = yb @ d32.T  # m × n inner products with the atoms
             corr0 = raw.abs() / norms.float().clamp(min=1e-12)
+            if keep is not None:  # always candidates (unless banned): ranked above every correlation
+                kb = torch.as_tensor(keep, dtype=torch.long)[s : s + chunk]
+                r, c = torch.nonzero(kb >= 0, as_tuple=True)
+                corr0[r, kb[r, c]] = float("inf")
             corr0[:, banned] = -1.0
             cand = corr0.topk(width, dim=1).indices  # m × C
             if full is not None:  # only the picked atoms' columns are ever needed: gathered step by step
@@ -135,15 +143,17 @@ def code_rows(
     *,
     k: int = DEFAULT_K,
     candidates: int | None = None,
+    keep: Any = None,
     progress: Progress | None = None,
 ) -> list[Any]:
     """The paper's step: OMP codes of `targets` (m × d_donor, the new tokens' donor vectors) over `dictionary`
     (n × d_donor, the shared tokens' donor vectors), applied to each matrix of `bases` (n × d_base each: the base
-    model's rows of the same n shared tokens, in the same order). One float32 tensor (m × d_base) per base."""
+    model's rows of the same n shared tokens, in the same order). One float32 tensor (m × d_base) per base.
+    `keep`: rows of the dictionary always among a target's screened candidates (:func:`omp`)."""
     import torch  # noqa: PLC0415 - heavy, only when rows are initialised
 
     kk = min(k, int(dictionary.shape[0]))
-    idx, coef = omp(dictionary, targets, kk, candidates=candidates, progress=progress)
+    idx, coef = omp(dictionary, targets, kk, candidates=candidates, keep=keep, progress=progress)
     out = []
     for mat in bases:
         src = mat.detach().float().cpu()

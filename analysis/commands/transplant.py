@@ -43,7 +43,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--k", type=whole_number(1), default=DEFAULT_K, help=f"OMP atoms per token (default {DEFAULT_K})"
     )
     p.add_argument("--omp-anchors", type=whole_number(1), default=DEFAULT_ANCHORS, metavar="N",
-                   help=f"OMP dictionary: the first N shared tokens (A's id order; default {DEFAULT_ANCHORS})")  # fmt: skip
+                   help=f"OMP dictionary: the first N shared tokens (A's id order; default {DEFAULT_ANCHORS}); "
+                   "without a donor, in the embed space, the rows of the new tokens' FVT pieces join them")  # fmt: skip
     p.add_argument("--omp-candidates", type=whole_number(0), default=DEFAULT_CANDIDATES, metavar="C",
                    help=f"OMP screening: atoms chosen among each token's C most correlated anchors (0: exact OMP; "
                    f"default {DEFAULT_CANDIDATES})")  # fmt: skip

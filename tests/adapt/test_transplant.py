@@ -18,7 +18,8 @@ import transformers
 from support import flores_lines, load_shared
 
 from analysis.adapt import omp as omp_module
-from analysis.adapt.omp import omp
+from analysis.adapt.embeddings import init_rows
+from analysis.adapt.omp import DEFAULT_ANCHORS, omp
 from analysis.adapt.transplant import (
     pieces_of_bytes,
     plan_transplant,
@@ -233,6 +234,42 @@ def test_screened_omp_agrees_with_brute_force_least_squares(monkeypatch, gram_ma
 
     assert got >= min(residual([i, j]) for i in range(40) for j in range(i + 1, 40)) - 1e-9
     assert math.isclose(got, residual(idx[0].tolist()), rel_tol=1e-6)
+
+
+def test_screening_keeps_the_rows_a_target_is_made_of() -> None:
+    """A target made of 3 atoms, and 5 decoys that correlate with it more than any of the 3: screened to 5
+    candidates, OMP only sees the decoys and misses the target; with the 3 kept among the candidates it is exact."""
+    gen = torch.Generator().manual_seed(0)
+    d = torch.randn(40, 30, generator=gen)
+    y = d[[3, 17, 25]].mean(0, keepdim=True)
+    d[35:] = y + 0.05 * torch.randn(5, 30, generator=gen)
+    idx, coef = omp(d, y, 5, candidates=5)
+    assert set(idx[0].tolist()) == set(range(35, 40))
+    assert float((coef[0] @ d[idx[0]] - y[0]).norm() / y.norm()) > 1e-3
+    idx, coef = omp(d, y, 5, candidates=5, keep=torch.tensor([[3, 17, 25, -1]]))
+    assert {3, 17, 25} <= set(idx[0].tolist())
+    torch.testing.assert_close(coef[0] @ d[idx[0]], y[0], atol=1e-5, rtol=0)
+
+
+def test_embed_omp_gets_the_fvt_row_it_codes_when_its_pieces_lie_beyond_the_anchors() -> None:
+    """Without a donor, OMP in embedding space codes a new token's FVT row (the mean of the rows of its pieces)
+    over the dictionary and applies the code to the same rows: the best it can give is that FVT row, and only when
+    the pieces' rows are atoms. GPT-2 reads Estonian words with pieces beyond its first 8,192 ids (the anchors):
+    the dictionary takes them in, and OMP at k = 16 in 128 dimensions gives the FVT rows (it gave rows 38 % off
+    for SmolLM2 ← Qwen3 when the pieces were missing)."""
+    gpt2 = load_shared("gpt2")
+    e = torch.randn(
+        max(gpt2.id_to_token) + 1, 128, generator=torch.Generator().manual_seed(0)
+    )  # a tiny model's rows
+    words = sorted({w for line in flores_lines("est_Latn", 20) for w in line.split() if w.isalpha()})
+    readings = [pieces_of_bytes(gpt2, (" " + w).encode("utf-8")) for w in words]
+    readings = [p for p in readings if 2 <= len(p) <= 4 and max(p) >= DEFAULT_ANCHORS][:40]
+    assert len(readings) == 40
+    pieces = {len(e) + r: p for r, p in enumerate(readings)}  # new ids after the model's rows
+    new = list(pieces)
+    fvt = init_rows(e, None, None, gpt2, gpt2, new, "fvt", pieces=pieces)[0]
+    coded = init_rows(e, None, None, gpt2, gpt2, new, "omp", pieces=pieces, omp_k=16, omp_candidates=128)[0]
+    torch.testing.assert_close(coded, fvt, atol=1e-4, rtol=1e-4)
 
 
 def _donor(

@@ -18,8 +18,8 @@ from typing import Any
 
 import numpy as np
 
-from analysis.adapt.embeddings import INITS, init_rows, install_rows, save_model
-from analysis.adapt.omp import DEFAULT_ANCHORS, SPACES, code_rows
+from analysis.adapt.embeddings import INITS, init_rows, install_rows, pieces_outside, save_model
+from analysis.adapt.omp import DEFAULT_ANCHORS, SPACES, anchor_ids, code_rows
 from analysis.adapt.vocab_map import EditedVocab, byte_lengths
 from analysis.core.outputs import atomic_folder, atomic_write_text, check_output_folder, strict_json
 from analysis.core.progress import Progress, report, scaled
@@ -277,6 +277,11 @@ def transplant(
                     "space": "donor" if donor is not None else omp_space}  # fmt: skip
         if donor is None and omp_space == "hidden":
             omp_info["layer"] = n_layers // 2 if omp_layer is None else omp_layer
+        if donor is None and omp_space == "embed":  # the anchors and every piece of the coded tokens
+            n_tok, specials = min(max(a_tok.id_to_token) + 1, a_rows), set(a_tok.added_ids)
+            first = anchor_ids(n_tok, plan.shared_a_ids, specials, omp_anchors)
+            plist = [plan.pieces.get(j, []) for j in missing]
+            omp_info["dictionary"] = len(first) + len(pieces_outside(plist, first, n_tok, specials))
         if donor_info is not None:
             omp_info.update(donor_info)
             if donor_info["beyond_donor_rows"]:
