@@ -12,6 +12,7 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import gc
+import os
 import threading
 import time
 from collections import OrderedDict
@@ -198,6 +199,30 @@ def release_memory() -> None:
 
 
 _TRIM: list[Any] = []
+
+#: glibc's `mallopt` parameter for the most malloc arenas (malloc.h's M_ARENA_MAX).
+_M_ARENA_MAX = -8
+#: Arenas for a long-running server: glibc's default (8 per core) lets each of Streamlit's script threads fill an
+#: arena of its own, whose free pages between live objects are never given back. Measured (bench_users, 2 users
+#: repeating the journey for 9 minutes, two servers side by side): RSS grew 12.2 % with the default, 1.3 % with 2.
+SERVER_ARENAS = 2
+
+
+def limit_malloc_arenas(n: int = SERVER_ARENAS) -> bool:
+    """Cap glibc's malloc arenas at `n` for this process (and, through ``MALLOC_ARENA_MAX``, the processes it
+    starts), before its threads start; True when the cap was set. Nothing is changed where the operator set
+    ``MALLOC_ARENA_MAX`` (glibc read it at start) or the C library is not glibc."""
+    if os.environ.get("MALLOC_ARENA_MAX"):
+        return False
+    try:
+        mallopt = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6").mallopt
+    except (OSError, AttributeError):
+        return False
+    mallopt.argtypes, mallopt.restype = [ctypes.c_int, ctypes.c_int], ctypes.c_int
+    if mallopt(_M_ARENA_MAX, n) != 1:
+        return False
+    os.environ["MALLOC_ARENA_MAX"] = str(n)
+    return True
 
 
 def _malloc_trim() -> Callable[[int], int] | None:

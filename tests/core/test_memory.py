@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import ctypes.util
+import os
+import platform
 import threading
 
+import pytest
 from support import load_shared
 
-from analysis.core import cache, paths
+from analysis.core import cache, memory, paths
 from analysis.core.memory import BudgetCache, release_memory
 from analysis.tokenizer import shared
 
@@ -115,3 +119,16 @@ def test_an_evicted_tokenizer_takes_its_derived_work_with_it():
     assert size_of.cache_info()["size"] == 1  # the other tokenizer's result stays
     assert shared.SHARED.forget(tok.digest) and not shared.SHARED.forget(tok.digest)
     release_memory()  # a full collection and malloc_trim where there is one: never raises
+
+
+def test_malloc_arenas_are_capped_unless_the_operator_chose(monkeypatch):
+    """The server caps glibc's arenas (and passes the cap to the processes it starts) — not over an operator's
+    MALLOC_ARENA_MAX."""
+    monkeypatch.setenv("MALLOC_ARENA_MAX", "4")
+    assert memory.limit_malloc_arenas() is False
+    assert os.environ["MALLOC_ARENA_MAX"] == "4"
+    monkeypatch.delenv("MALLOC_ARENA_MAX")
+    if ctypes.util.find_library("c") is None or platform.libc_ver()[0] != "glibc":
+        pytest.skip("not glibc")
+    assert memory.limit_malloc_arenas(memory.SERVER_ARENAS) is True
+    assert os.environ["MALLOC_ARENA_MAX"] == str(memory.SERVER_ARENAS)
