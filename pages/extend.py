@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import math
 import re
-from pathlib import Path
 from typing import Any
 
 import pandas as pd
@@ -481,10 +480,7 @@ def export_model(res: ExtendResult, label: str) -> None:
                 st.success(f"Wrote {len(written)} files to {out}: " + ", ".join(written[:8]))
                 st.json(res.model or {}, expanded=False)
 
-    def write(folder: Path, original: str) -> None:
-        export_extension(res, folder, model=original, init=init)
-
-    model_check_section("ext-mc", write, f"{label} ({init} rows)", original=model, recipe=recipe)
+    model_check_section("ext-mc", f"{label} ({init} rows)", recipe, original=model)
 
 
 def export(tok: LoadedTokenizer, pv: Preview, label: str, config: tuple, n: int, corpus: dict | None) -> None:

@@ -1,13 +1,13 @@
-"""AppTest: the Model check section of Extend and Prune measures the edit made in the browser session with server
-paths OFF (the section writes its own export of the page's edit with the demo SmolLM2): Extend's and Prune's as a
-job of the workers (analysis.jobs.queue; its cancel and faults: tests/jobs), Token reuse's in a server thread with
-progress and Cancel; the download names no server or temporary path."""
+"""AppTest: the Model check section of Extend, Prune and Token reuse measures the edit made in the browser session
+with server paths OFF, as a job of the workers (analysis.jobs.queue; its cancel and faults: tests/jobs): the page
+submits the edit's recipe, a worker rebuilds the edited model from it (the demo SmolLM2) and checks it; the download
+names no server or temporary path. The section has no other way to run (the server-thread version is gone).
+"""
 
 from __future__ import annotations
 
 import json
 import tempfile
-import time
 
 import pytest
 from streamlit.testing.v1 import AppTest
@@ -39,29 +39,6 @@ def _app(page: str) -> AppTest:
 
 def _ok(at: AppTest) -> None:
     assert not at.exception and not at.error, [e.message for e in at.exception] + [e.value for e in at.error]
-
-
-def _wait(at: AppTest, key: str, timeout: float = 900) -> None:
-    """Rerun the script until the background check has ended (its job left the session state)."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        time.sleep(2)
-        at.run()
-        try:
-            at.session_state[f"{key}-job"]
-        except KeyError:
-            return
-    raise AssertionError("the model check did not end")
-
-
-def _check(at: AppTest, key: str, langs: list[str]) -> dict:
-    at.multiselect(key=f"{key}-langs").set_value(langs).run()
-    at.number_input(key=f"{key}-lines").set_value(2).run()
-    at.button(key=f"{key}-run").click().run()
-    _ok(at)
-    _wait(at, key)
-    _ok(at)
-    return at.session_state[f"{key}-doc"]
 
 
 def _job_check(at: AppTest, key: str, langs: list[str]) -> dict:
