@@ -39,8 +39,8 @@ from analysis.tokenizer.export import library_zip
 from analysis.tokenizer.tokenizer import LoadedTokenizer
 from ui.downloads import artifact_button, job_downloads
 from ui.jobs import job_panel, stored_input, stored_json, submit
-from ui.pickers import pick_model
-from ui.workspace import STORE_ERRORS, current, json_download, store
+from ui.pickers import model_picker_keys, pick_model
+from ui.workspace import STORE_ERRORS, current, json_download, keep, store
 
 #: Why the page's default lines differ from the CLI's.
 LINES_HELP = (
@@ -177,6 +177,8 @@ def model_check_section(
     bake-off and the warm-up (edits without appended ids). The job's id is kept in the workspace, so a reload or a
     restart re-attaches to it."""
     st.subheader("Model check")
+    keep(f"{key}-all", f"{key}-langs", f"{key}-lines", f"{key}-inits", f"{key}-steps", f"{key}-obj",
+         *model_picker_keys(f"{key}-model"))  # restored from the workspace after a reload or a restart  # fmt: skip
     st.caption(
         "The edit is written with the model as a job of the server's workers (a reload or a restart finds it "
         "again; the edited model is kept in this workspace as a zip) and measured against the original model on "
