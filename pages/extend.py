@@ -488,7 +488,7 @@ def export_model(res: ExtendResult, label: str) -> None:
                 st.success(f"Wrote {len(written)} files to {out}: " + ", ".join(written[:8]))
                 st.json(res.model or {}, expanded=False)
 
-    model_check_section("ext-mc", f"{label} ({init} rows)", recipe, original=model)
+    model_check_section("ext-mc", f"{label} ({init} rows)", recipe, original=model, keep_model=False)
 
 
 def export(tok: LoadedTokenizer, pv: Preview, label: str, config: tuple, n: int, corpus: dict | None) -> None:

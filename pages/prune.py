@@ -279,7 +279,7 @@ def export(tok: LoadedTokenizer, method: str, res: P.PruneResult, held: dict[str
             **recipe_inputs(tok, new, prune_report(tok, method, res).to_json()),
         }
 
-    model_check_section("prune-mc", f"{tok.name} -{n} ({method})", recipe, bakeoff=False)
+    model_check_section("prune-mc", f"{tok.name} -{n} ({method})", recipe, bakeoff=False, keep_model=False)
 
 
 def write_folder_ui(tok: LoadedTokenizer, method: str, res: P.PruneResult, out_dir: Path) -> None:

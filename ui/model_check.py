@@ -166,6 +166,7 @@ def model_check_section(
     *,
     original: str | None = None,
     bakeoff: bool = True,
+    keep_model: bool = True,
 ) -> None:
     """The section: the original model (the page's, else a picker here), languages (or all 204), lines, inits
     and warm-up → a button that submits the check as a job of the workers (:mod:`ui.jobs`) → its panel (progress,
@@ -174,15 +175,18 @@ def model_check_section(
     `recipe()` stores the edit's inputs in the workspace and returns the params that rebuild the edited model there
     (:mod:`analysis.views.model_jobs`; the job finds how to read an edit that is not one tokenizer, R-BPE or a
     transplant, by its ``op``); `label` names the edit in the document; `bakeoff` False hides the initialisation
-    bake-off and the warm-up (edits without appended ids). The job's id is kept in the workspace, so a reload or a
-    restart re-attaches to it."""
+    bake-off and the warm-up (edits without appended ids); `keep_model` False does not keep the edited model as a
+    zip (a page whose own model export keeps it: a second copy of a model of hundreds of MB fills the workspace's
+    quota). The job's id is kept in the workspace, so a reload or a restart re-attaches to it."""
     st.subheader("Model check")
     keep(f"{key}-all", f"{key}-langs", f"{key}-lines", f"{key}-inits", f"{key}-steps", f"{key}-obj",
          *model_picker_keys(f"{key}-model"))  # restored from the workspace after a reload or a restart  # fmt: skip
+    kept = ("the edited model is kept in this workspace as a zip" if keep_model else
+            "the edited model itself: *Export the model into this workspace* above")  # fmt: skip
     st.caption(
         "The edit is written with the model as a job of the server's workers (a reload or a restart finds it "
-        "again; the edited model is kept in this workspace as a zip) and measured against the original model on "
-        "the same held-out FLORES bytes (lines 801–1012)."
+        f"again; {kept}) and measured against the original model on the same held-out FLORES bytes "
+        "(lines 801–1012)."
     )
     if not original:
         original = pick_model(
@@ -210,7 +214,7 @@ def model_check_section(
         objective = c6.selectbox("Objective", OBJECTIVES, key=f"{key}-obj")
     options = {"langs": list(langs), "lines": int(lines), "inits": list(inits), "steps": int(steps),
                "objective": objective}  # fmt: skip
-    _as_job(key, original, label, options, recipe)
+    _as_job(key, original, label, {**options, "keep_model": keep_model}, recipe)
 
 
 def _result(
@@ -249,7 +253,7 @@ def _as_job(key: str, original: str, label: str, options: dict[str, Any], recipe
     busy = job is not None and not job.final
     if options["langs"] and st.button("Check the model", key=f"{key}-run", disabled=busy):
         try:
-            params = {**recipe(), "model": original, "label": label, **options, "keep_model": True}
+            params = {**recipe(), "model": original, "label": label, **options}
             submit(key, "model-check", params, label=f"Model check · {label}")
         except (*STORE_ERRORS, AnalysisError) as e:
             st.error(paths.public_text(str(e)), icon=":material/error:")

@@ -10,6 +10,7 @@ import json
 import re
 import shutil
 import struct
+import time
 import zipfile
 from pathlib import Path
 from urllib.parse import parse_qs, urlparse
@@ -90,16 +91,25 @@ SMOL_N = 100
 JOBS_MS = 600_000
 
 
-def _download_link(page: Page, label: str) -> Download:
-    """Follow the page's streamed download link whose label starts with `label` (it opens a tab that only
-    downloads): the download, still in the browser's download folder."""
-    link = page.get_by_role("link", name=re.compile("^" + re.escape(label)))
-    with page.expect_popup() as popup:
-        link.click()
-    tab = popup.value
-    dl = tab.wait_for_event("download", timeout=300_000) if not tab.is_closed() else None
-    assert dl is not None
-    return dl
+def _download_link(page: Page, label: str, timeout_s: float = 300) -> Download:
+    """Follow the page's streamed download link whose label starts with `label`: it opens a tab that only downloads
+    and closes at once, so the download is caught on every tab the click opens (a listener on the browser context,
+    attached before the click). The download, still in the browser's download folder."""
+    got: list[Download] = []
+
+    def follow(tab: Page) -> None:
+        tab.on("download", got.append)
+
+    page.context.on("page", follow)
+    try:
+        page.get_by_role("link", name=re.compile("^" + re.escape(label))).click()
+        deadline = time.monotonic() + timeout_s
+        while not got:
+            assert time.monotonic() < deadline, f"no download from {label!r}"
+            page.wait_for_timeout(100)
+    finally:
+        page.context.remove_listener("page", follow)
+    return got[0]
 
 
 def _safetensors_shapes(zf: zipfile.ZipFile, member: str) -> dict[str, list[int]]:
@@ -159,7 +169,7 @@ def test_upload_extend_smollm2_check_and_export_its_model_in_the_browser(page: P
     since = mark(page)
     langs.get_by_role("button", name=re.compile("eng_Latn")).click()
     wait_rerun(page, since)
-    lines = page.get_by_label("Lines per language")
+    lines = page.get_by_role("spinbutton", name="Lines per language")
     lines.fill("2")
     since = mark(page)
     lines.press("Enter")
@@ -217,7 +227,7 @@ def test_upload_extend_smollm2_check_and_export_its_model_in_the_browser(page: P
     choose(
         page, page.get_by_role("combobox", name="Export to check"), re.compile(r"^Workspace file: .*\.gguf$")
     )
-    held = page.get_by_label("Held-out lines each")
+    held = page.get_by_role("spinbutton", name="Held-out lines each")
     held.fill("2")
     since = mark(page)
     held.press("Enter")
