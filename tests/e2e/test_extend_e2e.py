@@ -92,15 +92,19 @@ JOBS_MS = 600_000
 
 
 def _download_link(page: Page, label: str, timeout_s: float = 300) -> Download:
-    """Follow the page's streamed download link whose label starts with `label`: it opens a tab that only downloads
-    and closes at once, so the download is caught on every tab the click opens (a listener on the browser context,
-    attached before the click). The download, still in the browser's download folder."""
+    """Follow the page's streamed download link whose label starts with `label` and catch its download, in this tab
+    or in a tab the click opens (which closes at once: listeners attached before the click). The download, still
+    in the browser's download folder."""
     got: list[Download] = []
 
+    def caught(dl: Download) -> None:
+        got.append(dl)
+
     def follow(tab: Page) -> None:
-        tab.on("download", got.append)
+        tab.on("download", caught)
 
     page.context.on("page", follow)
+    page.on("download", caught)  # or in this tab, when the link opens none
     try:
         page.get_by_role("link", name=re.compile("^" + re.escape(label))).click()
         deadline = time.monotonic() + timeout_s
@@ -109,6 +113,7 @@ def _download_link(page: Page, label: str, timeout_s: float = 300) -> Download:
             page.wait_for_timeout(100)
     finally:
         page.context.remove_listener("page", follow)
+        page.remove_listener("download", caught)
     return got[0]
 
 
