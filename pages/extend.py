@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+import hashlib
 import math
 import re
-from pathlib import Path
 from typing import Any
 
 import pandas as pd
@@ -58,7 +58,8 @@ from ui.workspace import json_download
 from ui.workspace import keep as keep_inputs
 
 #: The page inputs kept in the workspace.
-KEPT = ("ext-tok", "ext-lang", "ext-methods", "ext-nmax", "ext-minfreq", *model_picker_keys("ext-model"))
+KEPT = ("ext-tok", "ext-lang", "ext-methods", "ext-nmax", "ext-minfreq", *model_picker_keys("ext-model"), "ext-init",
+        "ext-model-gguf", "ext-trained", "ext-built")  # fmt: skip
 
 NO_FLORES = "FLORES-200 was not found: set TOKLAB_FLORES (or TOKLAB_ASSETS to the shared assets folder)."
 MERGE_METHODS = ("continued", "regen", "merges")
@@ -123,6 +124,12 @@ def _curve(
 
 
 # ------------------------------------------------------------------------------------------ inputs
+def marker(config: tuple) -> str:
+    """A short plain name of the page's training inputs, kept in the workspace: after a reload or a restart the
+    page shows what was trained (and built) for the same inputs again, without another click."""
+    return hashlib.sha256(repr(config).encode("utf-8")).hexdigest()[:16]
+
+
 def languages() -> tuple[str, tuple[str, ...]]:
     """The target language (training and held-out lines) and other languages to check."""
     langs = available_codes()
@@ -481,10 +488,7 @@ def export_model(res: ExtendResult, label: str) -> None:
                 st.success(f"Wrote {len(written)} files to {out}: " + ", ".join(written[:8]))
                 st.json(res.model or {}, expanded=False)
 
-    def write(folder: Path, original: str) -> None:
-        export_extension(res, folder, model=original, init=init)
-
-    model_check_section("ext-mc", write, f"{label} ({init} rows)", original=model, recipe=recipe)
+    model_check_section("ext-mc", f"{label} ({init} rows)", recipe, original=model, keep_model=False)
 
 
 def export(tok: LoadedTokenizer, pv: Preview, label: str, config: tuple, n: int, corpus: dict | None) -> None:
@@ -495,7 +499,12 @@ def export(tok: LoadedTokenizer, pv: Preview, label: str, config: tuple, n: int,
     em = c1.selectbox(
         "Method to export", list(pv.plans), format_func=lambda m: METHOD_LABELS[m], key="ext-export-m"
     )
-    if c2.button("Build the extended tokenizer", key="ext-build"):
+    built = f"{em}:{n}:{marker(config)}"
+    z = st.session_state.get("ext-zip")
+    shown = bool(z) and z[:3] == (em, n, config)
+    again = not shown and st.session_state.get("ext-built") == built  # built before a reload or a restart
+    if c2.button("Build the extended tokenizer", key="ext-build") or again:
+        st.session_state["ext-built"] = built
         with st.spinner("Building tokenizer.json and measuring it (robustness: a few seconds) …"):
             res = report(pv, em, n, label, config[7], corpus if em == "continued" else None)
             held = {k.removesuffix(" (FLORES held-out)"): v for k, v in pv.texts.items()}
@@ -565,6 +574,8 @@ def page() -> None:
     config = (tok.content_hash, text.fingerprint, n_max, max_len, methods, lang, others, min_freq, job)
     c_train, c_n = st.columns([1, 7], vertical_alignment="bottom")  # one row: Train, then the N slider
     if c_train.button("Train", type="primary", key="ext-train"):
+        st.session_state["ext-config"], st.session_state["ext-trained"] = config, marker(config)
+    elif st.session_state.get("ext-trained") == marker(config):  # trained before a reload or a restart
         st.session_state["ext-config"] = config
     if st.session_state.get("ext-config") != config:
         c_n.caption("Press **Train** to run the chosen methods on this text (trained once, then cached).")

@@ -272,9 +272,6 @@ def export(tok: LoadedTokenizer, method: str, res: P.PruneResult, held: dict[str
     workspace_model_ui(tok, method, res, n)
     export_check_section("prune-check", tok, res.tokenizer)
 
-    def write(folder: Path, original: str) -> None:
-        write_pruned(tok, res, folder, prune_report(tok, method, res), model=original)
-
     def recipe() -> dict:  # the check runs in a worker: the edit travels as workspace items
         return {
             "op": "prune",
@@ -282,7 +279,7 @@ def export(tok: LoadedTokenizer, method: str, res: P.PruneResult, held: dict[str
             **recipe_inputs(tok, new, prune_report(tok, method, res).to_json()),
         }
 
-    model_check_section("prune-mc", write, f"{tok.name} -{n} ({method})", bakeoff=False, recipe=recipe)
+    model_check_section("prune-mc", f"{tok.name} -{n} ({method})", recipe, bakeoff=False, keep_model=False)
 
 
 def write_folder_ui(tok: LoadedTokenizer, method: str, res: P.PruneResult, out_dir: Path) -> None:

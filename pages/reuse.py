@@ -7,7 +7,6 @@ import hashlib
 import time
 from collections.abc import Callable
 from functools import partial
-from pathlib import Path
 
 import pandas as pd
 import plotly.graph_objects as go
@@ -31,7 +30,7 @@ from analysis.methods.reuse.defaults import (
     SAFE_PROTECT,
     TARGET_LANGS,
 )
-from analysis.methods.reuse.model import export_model, read_for_model_check
+from analysis.methods.reuse.model import export_model
 from analysis.texts.corpora import iter_bytes
 from analysis.texts.flores import ENGLISH, FLORES_TRAIN_LINES, split_lines
 from ui.charts import interactive_toggle, show_svg
@@ -287,9 +286,6 @@ def consequence_and_export(tok: LoadedTokenizer, report: rm.ReuseReport, zipped:
     st.code(shown.text(), language="bash", wrap_lines=True)
     export_check_section("reuse-check", tok, zipped)
 
-    def write(folder: Path, original: str) -> None:
-        export_model(report.rt, original, folder)
-
     def recipe() -> (
         dict
     ):  # the check runs in a worker: the R-BPE folder travels as a workspace item (its zip)
@@ -298,8 +294,7 @@ def consequence_and_export(tok: LoadedTokenizer, report: rm.ReuseReport, zipped:
             "rbpe": stored_input(store(), current(), zipped, ".zip", {"job-input": "rbpe"}),
         }
 
-    model_check_section("reuse-mc", write, f"{tok.name} R-BPE ({target})", reader=read_for_model_check,
-                        bakeoff=False, recipe=recipe)  # fmt: skip
+    model_check_section("reuse-mc", f"{tok.name} R-BPE ({target})", recipe, bakeoff=False)
 
 
 def model_export(rt: reuse.ReuseTokenizer) -> None:

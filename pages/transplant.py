@@ -10,7 +10,7 @@ import pandas as pd
 import streamlit as st
 
 from analysis.adapt.embeddings import INIT_HELP, INITS
-from analysis.adapt.transplant import DEFAULT_K, read_for_model_check, transplant
+from analysis.adapt.transplant import DEFAULT_K
 from analysis.commands._equivalent import transplant_command
 from analysis.core import paths
 from analysis.core.outputs import json_document
@@ -51,25 +51,16 @@ def _page(model: str, tok: Any) -> None:
     st.caption(command.caption() + " The model check's languages and lines are those chosen below.")
     st.code(command.text(), language="bash", wrap_lines=True)
 
-    holder: dict[str, Any] = st.session_state.setdefault("tp-result", {})
-
-    def _export(folder: Path, original: str) -> None:
-        """Write the transplant of `original` with the chosen tokenizer into `folder` (the check's temporary one)."""
-        res = transplant(original, tok, folder, init=init, k=int(k))
-        holder["doc"] = paths.public_document(res.to_json())
-        holder["doc"]["model"] = paths.public_source(holder["doc"]["model"])
-        holder["doc"].pop("out", None)
-
     def _recipe() -> dict[str, Any]:
         """The transplant and its check run in a worker: B travels as a workspace item."""
         return {"op": "transplant", "init": init, "k": int(k), **recipe_inputs(None, tok, None)}
 
-    model_check_section("tp-check", _export, f"{Path(shown_model).name} ← {tok.name}", original=model,
-                        reader=read_for_model_check, bakeoff=False, recipe=_recipe)  # fmt: skip
+    model_check_section("tp-check", f"{Path(shown_model).name} ← {tok.name}", _recipe, original=model,
+                        bakeoff=False)  # fmt: skip
 
     job = attached("tp-check")
     done = job is not None and job.state == "done"
-    doc = (job.result or {}).get("edit_report") if done else holder.get("doc")
+    doc = (job.result or {}).get("edit_report") if done else None
     if doc:
         st.subheader("Where the rows came from")
         st.write(f"**{doc['rows']:,}** rows: **{doc['copied']:,}** copied from the model, **{doc['initialised']:,}** "

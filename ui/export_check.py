@@ -2,7 +2,13 @@
 call, :func:`export_check_section`. Behind a button it runs the CLI's `export-check` on the export the page built
 (pre-flight checks, parity with llama.cpp itself, the round trip before and after the edit) and shows the typed
 report: pass / fail / fixed per check, the per-language parity table and the languages the edit broke, with the
-JSON download equal to `python -m analysis export-check --json`."""
+JSON download equal to `python -m analysis export-check --json`.
+
+With server paths off it also checks this workspace's model files (:func:`workspace_files`): the Hugging Face folder
+(zip) and the ``.gguf`` that "Export the model into this workspace" made, the model check's edited model, an
+uploaded model — each unpacked once by its content as an uploaded model is
+(:func:`analysis.model.upload.unpack_model`) and named in the report by its workspace name, never by where the
+server keeps it."""
 
 from __future__ import annotations
 
@@ -17,11 +23,12 @@ import streamlit as st
 from analysis.core.outputs import json_document
 from analysis.errors import DataError
 from analysis.evaluate.speculative import speculative_compatibility
+from analysis.model.upload import unpack_model
 from analysis.texts import flores
 from analysis.tokenizer.export import zip_bytes
 from analysis.tokenizer.tokenizer import LoadedTokenizer
 from analysis.views.export_check import run_export_check
-from ui.workspace import json_download
+from ui.workspace import current, json_download, store
 
 from .caching import cache_data
 from .errors import try_step
@@ -42,6 +49,14 @@ DEFAULT_LANGS = [
 #: Largest export the section unpacks (the zips the pages build are tokenizer folders, a few MB).
 MAX_UNPACKED = 512 * 1024 * 1024
 STATUS_MARK = {"pass": "✅ pass", "fail": "❌ fail", "fixed": "🔧 fixed", "skip": "➖ skip"}
+#: The choice of the page's own export when workspace files are offered beside it.
+PAGE_EXPORT = "The export built above"
+#: The prefix of a workspace file's choice.
+FILE = "Workspace file: "
+#: Workspace files the section can check (zipped model folders, GGUF files).
+CHECKABLE = (".gguf", ".zip")
+#: Workspace items that are a job's inputs (an edit's tokenizers, its report), not exports.
+JOB_INPUTS = "job-inputs/"
 
 Export = bytes | LoadedTokenizer | dict[str, LoadedTokenizer] | None
 
@@ -81,14 +96,34 @@ def speculative_line(
     return spec
 
 
-def _run(key: str, base: LoadedTokenizer | None, export: Export, langs: list[str], max_lines: int,
-         parity: bool, server: Path | None) -> dict:  # fmt: skip
+def workspace_files() -> list[str]:
+    """This workspace's files the export check can take (``.gguf`` files and zipped model folders: model exports,
+    the model check's edited model, uploaded models), oldest first; a job's inputs are left out."""
+    ws = current()
+    if not ws:
+        return []
+    return [i.name for i in store().items(ws, "artifact")
+            if i.has_file and i.name.lower().endswith(CHECKABLE) and not i.name.startswith(JOB_INPUTS)]  # fmt: skip
+
+
+def workspace_model(name: str) -> Path:
+    """The folder or ``.gguf`` file of workspace file `name`, unpacked once by its content (as an uploaded model
+    is); DataError when it is gone or holds no model."""
+    ws = current()
+    blob = store().file_path(ws, "artifact", name) if ws else None
+    if blob is None:
+        raise DataError(f"{name} is no longer in this workspace")
+    return unpack_model(blob, name, digest=blob.name)
+
+
+def _run(base: LoadedTokenizer | None, export: Export, langs: list[str], max_lines: int, parity: bool,
+         server: Path | None, file: str | None) -> dict:  # fmt: skip
     with tempfile.TemporaryDirectory(prefix="toklab-check-") as tmp:
-        if server is not None:
+        if file is not None:
+            path = workspace_model(file)
+        elif server is not None:
             path = server
         else:
-            if isinstance(export, dict):
-                export = export[st.session_state[f"{key}-which"]]
             if isinstance(export, LoadedTokenizer):
                 export = zip_bytes(export, None, folder="export")
             if export is None:
@@ -97,7 +132,12 @@ def _run(key: str, base: LoadedTokenizer | None, export: Export, langs: list[str
         with progress("Checking the export …") as cb:
             rep = run_export_check(path, base=base, langs=langs, max_lines=max_lines, parity=parity,
                                    probe_model=True, progress=cb)  # fmt: skip
-        return rep.to_json()
+        doc = rep.to_json()
+    if file is not None:  # named as the workspace names it, never by the server's layout
+        doc["path"] = file
+        if doc.get("parity") and doc["parity"].get("gguf"):
+            doc["parity"]["gguf"] = Path(doc["parity"]["gguf"]).name
+    return doc
 
 
 def export_check_section(key: str, base: LoadedTokenizer | None, export: Export = None) -> None:
@@ -116,11 +156,20 @@ def export_check_section(key: str, base: LoadedTokenizer | None, export: Export 
     )
     max_lines = int(c2.number_input("Held-out lines each", 1, 212, 50, key=f"{key}-lines"))
     parity = c3.checkbox("Parity with llama.cpp", value=True, key=f"{key}-parity")
-    if isinstance(export, dict) and export:
-        st.selectbox("Export to check", list(export), key=f"{key}-which")
+    own = list(export) if isinstance(export, dict) else ([PAGE_EXPORT] if export is not None else [])
+    files = [FILE + n for n in workspace_files()]
+    choice = None
+    if (isinstance(export, dict) and export) or files:
+        choice = st.selectbox("Export to check", own + files, key=f"{key}-which",
+                              help="the page's own export, or a file of this workspace (the model exported into "
+                              "it, the model check's edited model, an uploaded model)")  # fmt: skip
+    file = choice.removeprefix(FILE) if choice in files else None
+    if isinstance(export, dict):
+        export = export.get(choice) if choice in export else (export[own[0]] if own else None)
     server = server_path_input("…or check an export folder or .gguf file on the server", f"{key}-path")
-    if st.button("Run the export check", key=f"{key}-run", disabled=export is None and server is None):
-        doc = try_step(_run, key, base, export, langs or DEFAULT_LANGS, max_lines, parity, server)
+    ready = export is not None or server is not None or file is not None
+    if st.button("Run the export check", key=f"{key}-run", disabled=not ready):
+        doc = try_step(_run, base, export, langs or DEFAULT_LANGS, max_lines, parity, server, file)
         if doc is not None:
             st.session_state[f"{key}-report"] = doc
     doc = st.session_state.get(f"{key}-report")

@@ -3,14 +3,13 @@ written with its model, measured against the original model per language (bits p
 per byte, mass on new ids, KL on unchanged spans, mass on removed ids), with an optional initialisation bake-off
 and a warm-up of the new rows. The JSON download is the document `python -m analysis model-check --json` prints.
 
-* **No server path needed.** The page hands over its own exporter (the function its export button calls); the
-  section writes the edit with the chosen model into a temporary folder of this session
-  (:class:`tempfile.TemporaryDirectory`, deleted when the session's state goes or the next check replaces it) and
-  measures that. The original model comes from the page's model picker, or this section's own (fetched demo
-  models and hub ids; server paths only when the operator allows them, through :func:`ui.pickers.pick_model`).
-* **A job of the workers.** Every edit page hands over a *recipe* (:mod:`analysis.views.model_jobs`): the check
-  runs in a worker process (:mod:`ui.jobs`), a reload re-attaches, Cancel keeps what was finished. A page without
-  a recipe still gets the older way, a thread of the server polled by a fragment.
+* **No server path needed; a job of the workers.** Every edit page hands over a *recipe*
+  (:mod:`analysis.views.model_jobs`): a function that stores the edit's inputs in the workspace and returns the
+  params that rebuild the edited model there. The check runs in a worker process (:mod:`ui.jobs`), never in the
+  server; a reload or a restart re-attaches, Cancel keeps what was finished, and the edited model is kept in the
+  workspace as a zip. The original model comes from the page's model picker, or this section's own (fetched demo
+  models, the operator's model library, uploads, hub ids; server paths only when the operator allows them, through
+  :func:`ui.pickers.pick_model`).
 * **The equivalent command** (``python -m analysis model-check …``, languages and lines as measured) is shown under
   the result; the page's default of :data:`PAGE_LINES` lines per language (the CLI: all 212) is explained by the
   lines widget's help.
@@ -21,10 +20,7 @@ and a warm-up of the new rows. The JSON download is the document `python -m anal
 from __future__ import annotations
 
 import math
-import tempfile
-import threading
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import pandas as pd
@@ -36,17 +32,15 @@ from analysis.adapt.warmup import OBJECTIVES
 from analysis.commands._equivalent import Equivalent, model_check_command
 from analysis.core import paths
 from analysis.core.outputs import json_document
-from analysis.core.progress import Cancelled
 from analysis.errors import AnalysisError
-from analysis.evaluate.model_check import DEFAULT_LANGS, HELDOUT_LINES, PAGE_LINES, EditedReader
+from analysis.evaluate.model_check import DEFAULT_LANGS, HELDOUT_LINES, PAGE_LINES
 from analysis.texts.flores import available_codes
 from analysis.tokenizer.export import library_zip
 from analysis.tokenizer.tokenizer import LoadedTokenizer
-from analysis.views.model_jobs import Exporter, run_check
 from ui.downloads import artifact_button, job_downloads
 from ui.jobs import job_panel, stored_input, stored_json, submit
-from ui.pickers import pick_model
-from ui.workspace import STORE_ERRORS, current, json_download, store
+from ui.pickers import model_picker_keys, pick_model
+from ui.workspace import STORE_ERRORS, current, json_download, keep, store
 
 #: Why the page's default lines differ from the CLI's.
 LINES_HELP = (
@@ -55,71 +49,9 @@ LINES_HELP = (
     "(lines 801–1012), which gives steadier numbers (the differences between models can change noticeably). "
     f"Set {HELDOUT_LINES} here to reproduce the CLI's figures; the command under the result has this page's value."
 )
-#: How often the job panel polls the running check (seconds).
-POLL_SECONDS = 1.0
 #: What a page hands over to run the check as a job: a function that stores the edit's inputs in the workspace
 #: and returns the recipe's params (op, tokenizers, report, model, init, label; see analysis.views.model_jobs).
 Recipe = Callable[[], dict[str, Any]]
-
-
-class CheckJob:
-    """One model check running in a thread: its progress, a cancel flag, and its document or error."""
-
-    def __init__(
-        self,
-        export: Exporter,
-        original: str,
-        options: dict[str, Any],
-        label: str,
-        reader: EditedReader | None,
-    ) -> None:
-        self.export, self.original, self.options, self.label, self.reader = (
-            export,
-            original,
-            options,
-            label,
-            reader,
-        )
-        self.stop = threading.Event()
-        self.fraction, self.message = 0.0, "starting"
-        self.doc: dict[str, Any] | None = None
-        self.error: str | None = None
-        self.folder = tempfile.TemporaryDirectory(prefix="toklab-model-check-")
-        self.thread = threading.Thread(target=self._run, name="toklab-model-check", daemon=True)
-
-    def start(self) -> CheckJob:
-        """Start the thread; returns the job."""
-        self.thread.start()
-        return self
-
-    def done(self) -> bool:
-        """Whether the thread ended (finished, cancelled or failed)."""
-        return not self.thread.is_alive()
-
-    def cancel(self) -> None:
-        """Ask the check to stop after the current group of lines (or warm-up step)."""
-        self.stop.set()
-
-    def _progress(self, done: float, total: float | None, message: str = "") -> None:
-        if total:
-            self.fraction = min(1.0, max(0.0, done / total))
-        self.message = message or self.message
-        if self.stop.is_set():
-            raise Cancelled("cancelled")
-
-    def _run(self) -> None:
-        try:
-            self.doc = run_check(self.export, self.original, Path(self.folder.name) / "edited", self.label,
-                                 reader=self.reader, progress=self._progress, should_stop=self.stop.is_set,
-                                 **self.options)  # fmt: skip
-        except Cancelled:
-            self.error = "Cancelled before any language was finished."
-        except AnalysisError as e:  # bad input, a model that does not fit: the page shows the message
-            self.error = str(e)
-        except Exception as e:  # noqa: BLE001 - a thread must hand every failure to the page
-            self.error = f"{type(e).__name__}: {e}"
-        finally:
-            self.fraction = 1.0
 
 
 #: The tables' headers: the JSON document's keys (`model-check --json`) in words.
@@ -229,29 +161,32 @@ def _flags(doc: dict) -> None:
 
 def model_check_section(
     key: str,
-    export: Exporter,
     label: str,
+    recipe: Recipe,
     *,
     original: str | None = None,
-    reader: EditedReader | None = None,
     bakeoff: bool = True,
-    recipe: Recipe | None = None,
+    keep_model: bool = True,
 ) -> None:
     """The section: the original model (the page's, else a picker here), languages (or all 204), lines, inits
-    and warm-up → a button that starts the check as a background job → progress and Cancel → charts, table and
-    JSON download. `export(folder, original)` writes the page's current edit with the model into `folder`;
-    `label` names the edit in the document; `reader` reads an export that is not one tokenizer (R-BPE), and
-    `bakeoff` False hides the initialisation bake-off and the warm-up (edits without appended ids).
+    and warm-up → a button that submits the check as a job of the workers (:mod:`ui.jobs`) → its panel (progress,
+    place in the queue, Cancel) → charts, table, JSON download and the edited model's zip.
 
-    With a `recipe` the check runs as a job of a worker process (:mod:`ui.jobs`): `recipe()` stores the edit's
-    inputs in the workspace and returns the params that rebuild the edited model there; the job's id is kept in
-    the workspace, so a reload or a restart re-attaches to it, and the edited model is kept as a zip."""
+    `recipe()` stores the edit's inputs in the workspace and returns the params that rebuild the edited model there
+    (:mod:`analysis.views.model_jobs`; the job finds how to read an edit that is not one tokenizer, R-BPE or a
+    transplant, by its ``op``); `label` names the edit in the document; `bakeoff` False hides the initialisation
+    bake-off and the warm-up (edits without appended ids); `keep_model` False does not keep the edited model as a
+    zip (a page whose own model export keeps it: a second copy of a model of hundreds of MB fills the workspace's
+    quota). The job's id is kept in the workspace, so a reload or a restart re-attaches to it."""
     st.subheader("Model check")
-    where = ("as a job of the server's workers (a reload or a restart finds it again; the edited model is kept "
-             "in this workspace as a zip)") if recipe else "in a temporary folder of this session"  # fmt: skip
+    keep(f"{key}-all", f"{key}-langs", f"{key}-lines", f"{key}-inits", f"{key}-steps", f"{key}-obj",
+         *model_picker_keys(f"{key}-model"))  # restored from the workspace after a reload or a restart  # fmt: skip
+    kept = ("the edited model is kept in this workspace as a zip" if keep_model else
+            "the edited model itself: *Export the model into this workspace* above")  # fmt: skip
     st.caption(
-        f"The edit is written with the model {where} and measured against the original model on the same "
-        "held-out FLORES bytes (lines 801–1012)."
+        "The edit is written with the model as a job of the server's workers (a reload or a restart finds it "
+        f"again; {kept}) and measured against the original model on the same held-out FLORES bytes "
+        "(lines 801–1012)."
     )
     if not original:
         original = pick_model(
@@ -279,20 +214,7 @@ def model_check_section(
         objective = c6.selectbox("Objective", OBJECTIVES, key=f"{key}-obj")
     options = {"langs": list(langs), "lines": int(lines), "inits": list(inits), "steps": int(steps),
                "objective": objective}  # fmt: skip
-    if recipe is not None:
-        _as_job(key, original, label, options, recipe)
-        return
-    job: CheckJob | None = st.session_state.get(f"{key}-job")
-    running = job is not None and not job.done()
-    if langs and st.button("Check the model", key=f"{key}-run", disabled=running):
-        st.session_state.pop(f"{key}-doc", None)
-        st.session_state[f"{key}-job"] = CheckJob(export, original, options, label, reader).start()
-    if st.session_state.get(f"{key}-job") is not None:
-        _watch(key)
-    error = st.session_state.pop(f"{key}-error", None)
-    if error:
-        st.error(paths.public_text(error), icon=":material/error:")
-    _result(key, st.session_state.get(f"{key}-doc"), original, options)
+    _as_job(key, original, label, {**options, "keep_model": keep_model}, recipe)
 
 
 def _result(
@@ -331,7 +253,7 @@ def _as_job(key: str, original: str, label: str, options: dict[str, Any], recipe
     busy = job is not None and not job.final
     if options["langs"] and st.button("Check the model", key=f"{key}-run", disabled=busy):
         try:
-            params = {**recipe(), "model": original, "label": label, **options, "keep_model": True}
+            params = {**recipe(), "model": original, "label": label, **options}
             submit(key, "model-check", params, label=f"Model check · {label}")
         except (*STORE_ERRORS, AnalysisError) as e:
             st.error(paths.public_text(str(e)), icon=":material/error:")
@@ -370,26 +292,6 @@ def model_export_section(key: str, recipe: Recipe, model: str, name: str, gguf: 
             st.caption(
                 "Kept in this workspace (the sidebar's Files list): the links work in this workspace only."
             )
-
-
-@st.fragment(run_every=POLL_SECONDS)
-def _watch(key: str) -> None:
-    """Progress of the running check and a Cancel button; when it ends, its document (or error) and a rerun."""
-    job: CheckJob | None = st.session_state.get(f"{key}-job")
-    if job is None:
-        return
-    if job.done():
-        st.session_state.pop(f"{key}-job", None)
-        if job.doc is not None:
-            st.session_state[f"{key}-doc"] = job.doc
-        else:
-            st.session_state[f"{key}-error"] = job.error
-        job.folder.cleanup()
-        st.rerun()
-    c1, c2 = st.columns([4, 1], vertical_alignment="center")
-    c1.progress(job.fraction, text=f"Model check · {job.message}")
-    if c2.button("Cancel", key=f"{key}-cancel", disabled=job.stop.is_set()):
-        job.cancel()
 
 
 def recipe_inputs(

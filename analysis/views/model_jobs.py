@@ -2,8 +2,8 @@
 and the export of the edited model into the workspace, both rebuilding the edited model from a *recipe* (closures
 cannot travel to another process).
 
-:func:`run_check` is the check itself — the Model check section ran it in a server thread with the page's exporter;
-:func:`model_check_job` is the job kind ``model-check``: it reads the recipe's tokenizers from the job's workspace,
+:func:`run_check` is the check itself, given a function that writes the edited model (the CLI's and the tests'
+direct way); :func:`model_check_job` is the job kind ``model-check``: it reads the recipe's tokenizers from the job's workspace,
 writes the edited model with the same engine function the page's export uses (:data:`EDITS`, by ``op``), runs
 :func:`run_check` and stores the edited model's folder as a zip artifact of the workspace (a zip that cannot be
 stored — the workspace's quota, a full disk — leaves the check's document, with ``model_artifact_error``).
@@ -48,7 +48,7 @@ from analysis.tokenizer.export import folder_files, write_files, zip_folder
 from analysis.tokenizer.sources import load_library_zip, safe_extract_zip
 from analysis.tokenizer.tokenizer import LoadedTokenizer
 
-#: What a page hands the thread version: writes the edit with the model `original` into the empty folder given.
+#: What :func:`run_check` is given: writes the edit with the model `original` into the empty folder given.
 Exporter = Callable[[Path, str], Any]
 
 

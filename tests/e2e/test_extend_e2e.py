@@ -1,15 +1,27 @@
-"""Real browser: extend Llama-3.1 with 1,000 Estonian tokens, see before/after, download the zip."""
+"""Real browser: extend Llama-3.1 with 1,000 Estonian tokens, see before/after, download the zip; issue 53's journey
+with the default start (server paths off): upload SmolLM2's tokenizer, extend it for Estonian, check the model with
+it as a job (a reload mid-job finds it again), export the model into the workspace, download the Hugging Face folder
+and the .gguf by their links and export-check the .gguf in the app."""
 
 from __future__ import annotations
 
 import io
 import json
 import re
+import shutil
+import struct
+import time
 import zipfile
+from pathlib import Path
+from urllib.parse import parse_qs, urlparse
 
+import gguf
 import tokenizers
-from e2e_support import download, screenshot, wait_idle
-from playwright.sync_api import Page, expect
+from e2e_support import choose, download, mark, screenshot, server_data, wait_idle, wait_rerun
+from playwright.sync_api import Download, Page, expect
+from support import TOKENIZERS, need_smollm
+
+from analysis.core.workspace import store_at
 
 
 def test_extend_llama3_with_estonian_and_download(page: Page, app_url, artifacts):
@@ -69,3 +81,183 @@ def test_extend_llama3_with_estonian_and_download(page: Page, app_url, artifacts
     expect(page.get_by_text(re.compile(r"\(\d+ tokens vs 27\)"))).to_have_count(2, timeout=300_000)
     wait_idle(page, timeout=300_000)
     screenshot(page, artifacts / "change_extend_own_text_added.png")
+
+
+#: The demo model's entry in the model pickers (tests/fetch_models.sh fetches it).
+SMOL_MODEL = "SmolLM2-135M-Instruct (GGUF, fetched)"
+#: New tokens: enough to show the new rows, few enough to train in seconds.
+SMOL_N = 100
+#: Upper bound for the worker's two jobs (the model check, then the model export) on a loaded 2-core machine.
+JOBS_MS = 600_000
+
+
+def _download_link(page: Page, label: str, timeout_s: float = 300) -> Download:
+    """Follow the page's streamed download link whose label starts with `label` and catch its download, in this tab
+    or in a tab the click opens (which closes at once: listeners attached before the click). The download, still
+    in the browser's download folder."""
+    got: list[Download] = []
+
+    def caught(dl: Download) -> None:
+        got.append(dl)
+
+    def follow(tab: Page) -> None:
+        tab.on("download", caught)
+
+    page.context.on("page", follow)
+    page.on("download", caught)  # or in this tab, when the link opens none
+    try:
+        page.get_by_role("link", name=re.compile("^" + re.escape(label))).click()
+        deadline = time.monotonic() + timeout_s
+        while not got:
+            assert time.monotonic() < deadline, f"no download from {label!r}"
+            page.wait_for_timeout(100)
+    finally:
+        page.context.remove_listener("page", follow)
+        page.remove_listener("download", caught)
+    return got[0]
+
+
+def _safetensors_shapes(zf: zipfile.ZipFile, member: str) -> dict[str, list[int]]:
+    """The tensors' shapes of a safetensors member, from its header alone (the weights stay in the zip)."""
+    with zf.open(member) as f:
+        size = struct.unpack("<Q", f.read(8))[0]
+        header = json.loads(f.read(size))
+    return {k: v["shape"] for k, v in header.items() if k != "__metadata__"}
+
+
+@need_smollm
+def test_upload_extend_smollm2_check_and_export_its_model_in_the_browser(page: Page, app_url, artifacts):
+    """Issue 53's journey with the default start (server paths off): upload SmolLM2's tokenizer.json, extend it
+    for Estonian, check the model with it (a job of the server's worker: a reload mid-job finds it again), export
+    the model into the workspace, download the Hugging Face folder and the .gguf by their links, export-check the
+    .gguf in the app."""
+    page.set_default_timeout(600_000)
+    page.goto(app_url + "/inspect")
+    wait_idle(page)
+    page.get_by_role("tab", name="Upload").click()
+    since = mark(page)
+    page.locator('[data-testid="stMain"] [data-testid="stFileUploaderDropzoneInput"]').set_input_files(
+        str(TOKENIZERS / "smollm2-135m-instruct" / "tokenizer.json")
+    )
+    wait_rerun(page, since)
+    since = mark(page)
+    page.get_by_role("button", name="Add upload to library").click()
+    wait_rerun(page, since)
+    name = "tokenizer (BPE, 49,152 tokens)"  # a tokenizer.json says nothing of whose it is
+    expect(page.locator('[data-testid="stSidebar"]').get_by_text(name, exact=True)).to_be_visible()
+    ws = parse_qs(urlparse(page.url).query)["ws"][0]
+
+    page.goto(f"{app_url}/extend?ws={ws}")  # the upload is in the workspace: the link finds it
+    wait_idle(page)
+    expect(page.get_by_role("combobox", name="Tokenizer")).to_have_value(name)  # the latest addition
+    n_max = page.get_by_label("Train up to N new tokens")
+    n_max.fill(str(SMOL_N))
+    since = mark(page)
+    n_max.press("Enter")
+    wait_rerun(page, since)
+    page.get_by_role("button", name="Train", exact=True).click()
+    expect(page.get_by_text(f"Bytes per token at N = {SMOL_N}")).to_be_visible()
+    wait_idle(page)
+    _open_export(page)
+    tokenizer_zip = download(page, "Download zip (Hugging Face folder)", artifacts / "extend_smollm2_est.zip")
+    with zipfile.ZipFile(tokenizer_zip) as zf:
+        extended = zf.read(next(n for n in zf.namelist() if n.endswith("/tokenizer.json")))
+    vocab = tokenizers.Tokenizer.from_str(extended.decode("utf-8")).get_vocab_size()
+    assert vocab == 49152 + SMOL_N
+
+    choose(page, page.get_by_role("combobox", name="Model of this tokenizer"), SMOL_MODEL)
+    since = mark(page)
+    page.get_by_text("Also write a .gguf for llama.cpp").click()
+    wait_rerun(page, since)
+    # the model check: one language, two lines (what proves it runs; the CLI's numbers need all 212)
+    langs = page.locator('[data-testid="stMultiSelect"]').filter(has_text="Languages (held-out FLORES lines")
+    since = mark(page)
+    langs.get_by_role("button", name=re.compile("eng_Latn")).click()
+    wait_rerun(page, since)
+    lines = page.get_by_role("spinbutton", name="Lines per language")
+    lines.fill("2")
+    since = mark(page)
+    lines.press("Enter")
+    wait_rerun(page, since)
+    since = mark(page)
+    page.get_by_role("button", name="Check the model").click()
+    wait_rerun(page, since)
+    expect(page.get_by_text(re.compile(r"^Model check · (Queued|Running)"))).to_be_visible()
+    # a reload mid-job: the workspace keeps the page's inputs, what was trained and built, and the job
+    page.reload()
+    expect(page.get_by_text(f"Bytes per token at N = {SMOL_N}")).to_be_visible()  # no click: shown again
+    wait_idle(page)
+    page.get_by_role("tab", name="Export").click()
+    expect(page.get_by_role("button", name="Download zip (Hugging Face folder)")).to_be_visible()
+    check = page.get_by_text(re.compile(r"^Model check · (Queued|Running)")).or_(
+        page.get_by_role("button", name="Download model_check.json")
+    )
+    expect(check.first).to_be_visible()
+    # the model export: the worker takes it after the check (one queue)
+    since = mark(page)
+    page.get_by_role("button", name="Export the model into this workspace").click()
+    wait_rerun(page, since)
+    expect(page.get_by_role("button", name="Download model_check.json")).to_be_visible(timeout=JOBS_MS)
+    expect(page.get_by_role("link", name=re.compile("^Download the .gguf"))).to_be_visible(timeout=JOBS_MS)
+    wait_idle(page)
+    screenshot(page, artifacts / "journey_smollm2_model_check.png")
+    doc = json.loads(
+        download(page, "Download model_check.json", artifacts / "journey_model_check.json").read_text()
+    )
+    (est,) = doc["languages"]
+    assert (est["lang"], est["lines"], doc["n_new_tokens"]) == ("est_Latn", 2, SMOL_N)
+    assert est["tokens_per_byte_edited"] < est["tokens_per_byte_original"]  # the new Estonian tokens are used
+
+    hf = _download_link(page, "Download the model (Hugging Face folder, zip)")
+    try:
+        with zipfile.ZipFile(hf.path()) as zf:
+            names = zf.namelist()
+            assert zf.read(next(n for n in names if n.endswith("/tokenizer.json"))) == extended
+            shapes = _safetensors_shapes(zf, next(n for n in names if n.endswith("/model.safetensors")))
+    finally:
+        hf.delete()
+    rows = shapes["model.embed_tokens.weight"][0]
+    assert rows >= vocab > 49152  # one row per token of the extended vocabulary
+    gg = _download_link(page, "Download the .gguf")
+    try:
+        reader = gguf.GGUFReader(gg.path())
+        tokens = reader.fields["tokenizer.ggml.tokens"]
+        embd = next(t for t in reader.tensors if t.name == "token_embd.weight")
+        assert len(tokens.data) == vocab and max(int(d) for d in embd.shape) >= vocab
+        del reader
+    finally:
+        gg.delete()
+
+    # the export check of the .gguf the job kept in the workspace (server paths are off: a workspace file)
+    choose(
+        page, page.get_by_role("combobox", name="Export to check"), re.compile(r"^Workspace file: .*\.gguf$")
+    )
+    held = page.get_by_role("spinbutton", name="Held-out lines each")
+    held.fill("2")
+    since = mark(page)
+    held.press("Enter")
+    wait_rerun(page, since)
+    since = mark(page)
+    page.get_by_role("button", name="Run the export check").click()
+    wait_rerun(page, since)
+    expect(page.get_by_text(re.compile(r"\.gguf \(gguf\): ok"))).to_be_visible()
+    expect(
+        page.get_by_text(re.compile(r"[\d,]+ of [\d,]+ lines identical"))
+    ).to_be_visible()  # llama.cpp parity
+    screenshot(page, artifacts / "journey_smollm2_export_check.png")
+    # the models are 100s of MB: leave nothing of this workspace on the servers' disk
+    store = store_at(server_data())
+    unpacked = [store.file_path(ws, "artifact", i.name) for i in store.items(ws, "artifact")]
+    store.delete(ws)
+    for blob in unpacked:
+        if blob is not None:
+            shutil.rmtree(Path(server_data()) / "models" / blob.name, ignore_errors=True)
+
+
+def _open_export(page: Page) -> None:
+    """The Export tab, with the extended tokenizer built (its zip's download button is there)."""
+    page.get_by_role("tab", name="Export").click()
+    since = mark(page)
+    page.get_by_role("button", name="Build the extended tokenizer").click()
+    wait_rerun(page, since)
+    expect(page.get_by_role("button", name="Download zip (Hugging Face folder)")).to_be_visible()

@@ -1,6 +1,6 @@
 """The model check as a job (analysis.views.model_jobs): the edited model rebuilt in the worker from the recipe (the
-two tokenizers and the report as workspace items) gives exactly the numbers of the page's thread version (its own
-exporter closure), and the edited model's folder is kept as a zip artifact of the workspace (a full workspace
+two tokenizers and the report as workspace items) gives exactly the numbers of the check run directly on the edit
+(`run_check` with an exporter closure, as the CLI writes the edit), and the edited model's folder is kept as a zip artifact of the workspace (a full workspace
 keeps the document and says why the zip is missing); the model export job keeps the zip and the .gguf."""
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ def _tiny_model(tok: LoadedTokenizer, folder: Path) -> str:
     return str(folder)
 
 
-def test_job_and_thread_give_the_same_numbers(tmp_path: Path, monkeypatch):
+def test_job_and_direct_check_give_the_same_numbers(tmp_path: Path, monkeypatch):
     gpt2 = load_shared("gpt2")
     train, held = split_lines("est_Latn")
     ext = plan(gpt2, "continued", train[:300], 40).apply(40)
@@ -49,10 +49,10 @@ def test_job_and_thread_give_the_same_numbers(tmp_path: Path, monkeypatch):
     options = {"langs": ["est_Latn"], "lines": 2, "inits": ["mean"], "steps": 0,
                "objective": OBJECTIVES[0]}  # fmt: skip
 
-    def write(folder: Path, original: str) -> None:  # what the Extend page hands the thread version
+    def write(folder: Path, original: str) -> None:  # the edit written directly, as the CLI does
         export_extension(res, folder, model=original, init="fvt")
 
-    thread_doc = run_check(write, model, tmp_path / "thread" / "edited", "gpt2 +40", **options)
+    direct_doc = run_check(write, model, tmp_path / "direct" / "edited", "gpt2 +40", **options)
 
     data = str((tmp_path / "data").resolve())
     ws = store_at(data).create()
@@ -71,7 +71,7 @@ def test_job_and_thread_give_the_same_numbers(tmp_path: Path, monkeypatch):
     job_doc = dict(job.result)
     name = job_doc.pop("model_artifact")
     # the same document, number for number (the JSON text of both), but for how long each took
-    assert _text(job_doc) == _text(thread_doc) and "bpb_edited" in _text(job_doc)
+    assert _text(job_doc) == _text(direct_doc) and "bpb_edited" in _text(job_doc)
     assert job_doc["n_new_tokens"] == 40 and len(job_doc["languages"]) == 1
     with zipfile.ZipFile(io.BytesIO(store_at(data).read(ws, "artifact", name))) as z:
         names = z.namelist()
