@@ -28,6 +28,7 @@ from pathlib import Path
 
 from _results import Run, variant_from
 from bench_pages import CHROME_ARGS
+from playwright.sync_api import TimeoutError as PlaywrightTimeout
 from playwright.sync_api import sync_playwright
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -94,12 +95,18 @@ def upload(page, path: Path) -> None:
     wait_idle(page)
     box = page.locator('[data-testid="stExpander"]').filter(has_text="Load a tokenizer").first
     box.wait_for(timeout=180_000)
-    # the "Load a tokenizer" box is drawn closed once the library holds more than the default: open it
-    if not box.evaluate("e => (e.tagName === 'DETAILS' ? e : e.querySelector('details')).open"):
-        box.locator("summary").first.click()
+    # the "Load a tokenizer" box is drawn closed once the library holds more than the default (its tabs are then
+    # inert): open it by its title, as the browser tests do, until the Upload tab takes the click
     tab = box.get_by_role("tab", name="Upload")
-    tab.wait_for(state="visible", timeout=180_000)
-    tab.click()
+    for attempt in range(4):
+        try:
+            tab.click(timeout=5_000)
+            break
+        except PlaywrightTimeout:
+            if attempt == 3:
+                raise
+            box.get_by_text("Load a tokenizer", exact=True).first.click()
+            wait_idle(page)
     since = mark(page)
     page.locator('[data-testid="stMain"] [data-testid="stFileUploaderDropzoneInput"]').set_input_files(
         files=[{"name": "tokenizer.json", "mimeType": "application/json", "buffer": path.read_bytes()}]

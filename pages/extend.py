@@ -54,7 +54,7 @@ from ui.pickers import model_picker_keys, pick_model, pick_tokenizer, server_pat
 from ui.robustness import robustness_section
 from ui.spans import pieces_html, token_spans_html
 from ui.trees import merge_tree_text
-from ui.workspace import json_download
+from ui.workspace import json_download, unless_kept
 from ui.workspace import keep as keep_inputs
 
 #: The page inputs kept in the workspace.
@@ -136,8 +136,10 @@ def languages() -> tuple[str, tuple[str, ...]]:
     if not langs:
         raise DataError(NO_FLORES)
     c1, c2 = st.columns(2)
-    lang = c1.selectbox("Target language (FLORES-200)", langs, index=langs.index("est_Latn") if "est_Latn" in langs
-                        else 0, key="ext-lang")  # fmt: skip
+    index = langs.index("est_Latn") if "est_Latn" in langs else 0
+    lang = c1.selectbox(
+        "Target language (FLORES-200)", langs, index=unless_kept("ext-lang", index, 0), key="ext-lang"
+    )
     others = c2.multiselect("Other languages to check", [x for x in langs if x != lang],
                             default=["eng_Latn"] if lang != "eng_Latn" else [], key="ext-others")  # fmt: skip
     return lang, tuple(others)
@@ -179,11 +181,13 @@ def methods_and_size(tok: LoadedTokenizer) -> tuple[tuple[str, ...], int, int | 
     available = methods_for(tok)
     c1, c2, c3, c4 = st.columns([3, 1, 1, 1])  # the methods' names stay readable
     defaults = [m for m in ("continued", "regen") if m in available] or available[:1]
-    methods = c1.multiselect("Methods", available, default=defaults, format_func=lambda m: METHOD_LABELS[m],
-                             key="ext-methods")  # fmt: skip
-    n_max = int(c2.number_input("Train up to N new tokens", 10, 64_000, PAGE_N, step=500, key="ext-nmax"))
+    methods = c1.multiselect("Methods", available, default=unless_kept("ext-methods", defaults),
+                             format_func=lambda m: METHOD_LABELS[m], key="ext-methods")  # fmt: skip
+    n_max = int(c2.number_input("Train up to N new tokens", 10, 64_000, unless_kept("ext-nmax", PAGE_N, "min"), step=500,
+                                key="ext-nmax"))  # fmt: skip
     max_len = int(c3.number_input("Max token length (0 = none)", 0, 128, 0, key="ext-maxlen")) or None
-    min_freq = int(c4.number_input("Min. frequency (0 = none)", 0, 1_000_000, DEFAULT_MIN_FREQUENCY, key="ext-minfreq",
+    min_freq = int(c4.number_input("Min. frequency (0 = none)", 0, 1_000_000,
+                                   unless_kept("ext-minfreq", DEFAULT_MIN_FREQUENCY, "min"), key="ext-minfreq",
                                    help="new tokens rarer than this in the training text are not added"))  # fmt: skip
     return tuple(methods), n_max, max_len, min_freq
 

@@ -40,7 +40,7 @@ from analysis.tokenizer.tokenizer import LoadedTokenizer
 from ui.downloads import artifact_button, job_downloads
 from ui.jobs import job_panel, stored_input, stored_json, submit
 from ui.pickers import model_picker_keys, pick_model
-from ui.workspace import STORE_ERRORS, current, json_download, keep, store
+from ui.workspace import STORE_ERRORS, current, json_download, keep, store, unless_kept
 
 #: Why the page's default lines differ from the CLI's.
 LINES_HELP = (
@@ -201,16 +201,17 @@ def model_check_section(
                         help="a background job: the page stays usable; Cancel keeps the finished languages")  # fmt: skip
     default = [c for c in DEFAULT_LANGS if c in codes]
     langs = c1.multiselect("Languages (held-out FLORES lines; the first one is the warm-up's training text)", codes,
-                           default=default, key=f"{key}-langs", disabled=every)  # fmt: skip
+                           default=unless_kept(f"{key}-langs", default), key=f"{key}-langs", disabled=every)  # fmt: skip
     langs = codes if every else langs
-    lines = c2.number_input("Lines per language", 1, HELDOUT_LINES, PAGE_LINES, key=f"{key}-lines",
+    lines = c2.number_input("Lines per language", 1, HELDOUT_LINES, unless_kept(f"{key}-lines", PAGE_LINES, "min"),
+                            key=f"{key}-lines",
                             help=LINES_HELP)  # fmt: skip
     inits, steps, objective = [], 0, OBJECTIVES[0]
     if bakeoff:
         c4, c5, c6 = st.columns([3, 1, 1])
         inits = c4.multiselect("Bake-off of the new rows", INITS, key=f"{key}-inits",
                                help="; ".join(f"{k}: {v}" for k, v in INIT_HELP.items()))  # fmt: skip
-        steps = c5.number_input("Warm-up steps", 0, 2000, 0, key=f"{key}-steps")
+        steps = c5.number_input("Warm-up steps", 0, 2000, key=f"{key}-steps")  # starts at its minimum, 0
         objective = c6.selectbox("Objective", OBJECTIVES, key=f"{key}-obj")
     options = {"langs": list(langs), "lines": int(lines), "inits": list(inits), "steps": int(steps),
                "objective": objective}  # fmt: skip

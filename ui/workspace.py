@@ -204,6 +204,14 @@ def keep(*keys: str) -> None:
             st.session_state[k] = saved[k]
 
 
+def unless_kept(key: str, default: Any, neutral: Any = None) -> Any:
+    """A kept widget's default argument: `default` while Session State has no value for `key`, else `neutral` (the
+    widget's own default: index 0, "min", None, False). A value restored from the workspace wins either way, but a
+    widget given a default and a value set through Session State logs Streamlit's "created with a default value but
+    also had its value set via the Session State API" warning."""
+    return neutral if key in st.session_state else default
+
+
 def plain_value(v: Any) -> bool:
     """Whether `v` may be kept as a page input: text, a number, a boolean, None or a list of them."""
     return isinstance(v, _PLAIN) or (isinstance(v, (list, tuple)) and all(isinstance(x, _PLAIN) for x in v))

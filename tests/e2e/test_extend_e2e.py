@@ -19,7 +19,7 @@ import gguf
 import tokenizers
 from e2e_support import choose, download, mark, screenshot, server_data, wait_idle, wait_rerun
 from playwright.sync_api import Download, Page, expect
-from support import TOKENIZERS, need_smollm
+from support import ROOT, TOKENIZERS, need_smollm
 
 from analysis.core.workspace import store_at
 
@@ -186,6 +186,10 @@ def test_upload_extend_smollm2_check_and_export_its_model_in_the_browser(page: P
     # a reload mid-job: the workspace keeps the page's inputs, what was trained and built, and the job
     page.reload()
     expect(page.get_by_text(f"Bytes per token at N = {SMOL_N}")).to_be_visible()  # no click: shown again
+    # the inputs came back through Session State, and no restored widget was also given its default (Streamlit would
+    # log that it was "created with a default value but also had its value set via the Session State API")
+    log = (ROOT / "streamlit-e2e.log").read_text(encoding="utf-8")
+    assert "created with a default value but also had its value set" not in log
     wait_idle(page)
     page.get_by_role("tab", name="Export").click()
     expect(page.get_by_role("button", name="Download zip (Hugging Face folder)")).to_be_visible()
