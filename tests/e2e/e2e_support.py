@@ -184,6 +184,15 @@ def choose(page: Page, box: Locator, option: str, timeout: int = RUN_TIMEOUT_MS)
             wait_idle(page, left_ms)
 
 
+def set_number(page: Page, label: str, value: int) -> None:
+    """Type `value` into the number field labelled `label` and commit it (Enter), waiting for the rerun."""
+    box = page.get_by_role("spinbutton", name=label)
+    box.fill(str(value))
+    since = mark(page)
+    box.press("Enter")
+    wait_rerun(page, since)
+
+
 def add_example(page: Page, name: str) -> None:
     """Add an example tokenizer to the session library through the sidebar."""
     sidebar = page.locator('[data-testid="stSidebar"]')

@@ -12,7 +12,17 @@ import zipfile
 
 import pytest
 import tokenizers
-from e2e_support import add_example, choose, download, mark, pick_tokenizer, screenshot, wait_idle, wait_rerun
+from e2e_support import (
+    add_example,
+    choose,
+    download,
+    mark,
+    pick_tokenizer,
+    screenshot,
+    set_number,
+    wait_idle,
+    wait_rerun,
+)
 from playwright.sync_api import Page, expect
 from support import need_smollm
 
@@ -105,11 +115,7 @@ def test_transplant_page_gives_smollm2_llama2s_tokenizer(page: Page, app_url, ar
     since = mark(page)
     langs.locator('[data-tag][aria-label="eng_Latn"]').get_by_role("button").click()  # est_Latn stays
     wait_rerun(page, since)
-    lines = page.get_by_role("spinbutton", name="Lines per language")
-    lines.fill("1")
-    since = mark(page)
-    lines.press("Enter")
-    wait_rerun(page, since)
+    set_number(page, "Lines per language", 1)
     expect(main.get_by_text(re.compile(r"--init random .*--langs est_Latn --lines 1"))).to_be_visible()
     page.get_by_role("button", name="Check the model").click()
     rows = main.get_by_text(

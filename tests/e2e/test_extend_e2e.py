@@ -17,7 +17,7 @@ from urllib.parse import parse_qs, urlparse
 
 import gguf
 import tokenizers
-from e2e_support import choose, download, mark, screenshot, server_data, wait_idle, wait_rerun
+from e2e_support import choose, download, mark, screenshot, server_data, set_number, wait_idle, wait_rerun
 from playwright.sync_api import Download, Page, expect
 from support import ROOT, TOKENIZERS, need_smollm
 
@@ -174,11 +174,7 @@ def test_upload_extend_smollm2_check_and_export_its_model_in_the_browser(page: P
     since = mark(page)
     langs.get_by_role("button", name=re.compile("eng_Latn")).click()
     wait_rerun(page, since)
-    lines = page.get_by_role("spinbutton", name="Lines per language")
-    lines.fill("2")
-    since = mark(page)
-    lines.press("Enter")
-    wait_rerun(page, since)
+    set_number(page, "Lines per language", 2)
     since = mark(page)
     page.get_by_role("button", name="Check the model").click()
     wait_rerun(page, since)
@@ -236,11 +232,7 @@ def test_upload_extend_smollm2_check_and_export_its_model_in_the_browser(page: P
     choose(
         page, page.get_by_role("combobox", name="Export to check"), re.compile(r"^Workspace file: .*\.gguf$")
     )
-    held = page.get_by_role("spinbutton", name="Held-out lines each")
-    held.fill("2")
-    since = mark(page)
-    held.press("Enter")
-    wait_rerun(page, since)
+    set_number(page, "Held-out lines each", 2)
     since = mark(page)
     page.get_by_role("button", name="Run the export check").click()
     wait_rerun(page, since)
