@@ -1,4 +1,4 @@
-"""Streamlit cache wrappers keyed by content: a `LoadedTokenizer` argument is hashed by its content hash, a
+"""Streamlit cache wrappers keyed by content: a `LoadedTokenizer` argument is hashed by its identity (content hash and settings), a
 training `Corpus` by its fingerprint (one definition here, used by every page).
 
 Only what the engine does not cache itself belongs in a page cache (the engine memoises vocabulary tables, STT
@@ -18,7 +18,7 @@ from analysis.texts.corpora import Corpus
 
 
 def _tokenizer_key(tok: LoadedTokenizer) -> str:
-    return tok.content_hash
+    return tok.identity
 
 
 def _corpus_key(text: Corpus) -> str:

@@ -1,6 +1,6 @@
 """This workspace's tokenizer library and the sidebar that lists it.
 
-The library is a dict name → :class:`~ui.memory.TokenizerRef` in `st.session_state`: references (content hash,
+The library is a dict name → :class:`~ui.memory.TokenizerRef` in `st.session_state`: references (identity,
 name, where to load it again), never tokenizer objects, so a session holds no tokenizer memory of its own and
 uploads and edits never leak into another session. :func:`library` resolves them through the server's one
 byte-budgeted LRU (`ui.memory`), which loads an evicted entry again from its example folder, the hub cache or this
@@ -74,7 +74,7 @@ def library() -> dict[str, LoadedTokenizer]:
     refs = _refs()
     ctx = get_script_run_ctx(suppress_warning=True)
     if ctx is not None:
-        memory.hold(ctx.session_id, (r.content_hash for r in refs.values()))
+        memory.hold(ctx.session_id, (r.identity for r in refs.values()))
     return {name: resolve(ref) for name, ref in refs.items()}
 
 
@@ -88,7 +88,7 @@ def add_to_library(
     refs = _refs()
     base = name or tok.name
     for existing, r in refs.items():
-        if r.content_hash == tok.content_hash and existing == base:
+        if r.identity == tok.identity and existing == base:
             return existing
     final, k = base, 2
     while final in refs:

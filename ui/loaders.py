@@ -1,5 +1,5 @@
 """Shared loads: the embedded default, local folders/files and hub repositories, each loaded once per server into
-the process-wide tokenizer LRU (`ui.memory.TOKENIZERS`, keyed by content hash, byte-budgeted; a `LoadedTokenizer` is
+the process-wide tokenizer LRU (`ui.memory.TOKENIZERS`, keyed by identity, byte-budgeted; a `LoadedTokenizer` is
 immutable, so sessions share it). Uploads and edits enter the same LRU through `ui.library`.
 """
 
@@ -20,9 +20,9 @@ from analysis.tokenizer.hub import load_hub
 from analysis.tokenizer.sources import load
 from ui.memory import keep, kept
 
-#: Most (path, modification time) and hub requests whose content hash this process remembers.
+#: Most (path, modification time) and hub requests whose tokenizer identity this process remembers.
 MAX_NAMED = 256
-#: (path, modification time) or (hub id, revision, token digest) → (content hash, name, source) of what it loaded.
+#: (path, modification time) or (hub id, revision, token digest) → (identity, name, source) of what it loaded.
 _NAMED: OrderedDict[tuple, tuple[str, str, str]] = OrderedDict()
 _NAMED_LOCK = threading.Lock()
 _FLIGHT = SingleFlight()  # two sessions asking for the same new file at once load it once
@@ -60,7 +60,7 @@ def _through(request: tuple, loader: Callable[[], LoadedTokenizer], *, pin: bool
             return tok
     tok = _FLIGHT.run(request, lambda: keep(loader(), pin=pin))
     with _NAMED_LOCK:
-        _NAMED[request] = (tok.content_hash, tok.name, tok.source)
+        _NAMED[request] = (tok.identity, tok.name, tok.source)
         while len(_NAMED) > MAX_NAMED:
             _NAMED.popitem(last=False)
     return tok

@@ -1,14 +1,17 @@
-"""The server's loaded tokenizers: one process-wide LRU keyed by content hash, with a byte budget.
+"""The server's loaded tokenizers: one process-wide LRU keyed by identity, with a byte budget.
 
-Session State never holds a tokenizer: a library entry is a :class:`TokenizerRef` (its name, content hash and how to
+Session State never holds a tokenizer: a library entry is a :class:`TokenizerRef` (its name, identity and how to
 load it again). :func:`resolve` turns a reference into a `LoadedTokenizer` from :data:`TOKENIZERS` — one object per
-content hash for the whole server, so eight tabs that upload the same file hold it once — and loads it again on
+identity for the whole server, so eight tabs that upload the same file hold it once — and loads it again on
 demand (from the example folder, the hub cache or the session's workspace store) after it was evicted.
 
 * The budget is ``$TOKLAB_MEMORY_MB`` (:func:`analysis.core.paths.memory_budget_bytes`); each tokenizer counts
   :data:`SIZE_FACTOR` × its tokenizer.json bytes (measured: the parsed document, the Rust tokenizer and the views a
   page reads take 16–24× the file). The least recently used go first; the embedded default is pinned.
-* Each session names the content hashes its library uses (:func:`hold`); when its tab has closed (`ui.sessions`
+* An identity is the content hash of tokenizer.json plus a digest of the side files' settings
+  (:attr:`analysis.LoadedTokenizer.identity`): two folders with the same tokenizer.json but another chat template are
+  two objects, never one under two names.
+* Each session names the identities its library uses (:func:`hold`); when its tab has closed (`ui.sessions`
   reaps it), :func:`release_unheld` drops what no live session names, together with the Rust tokenizer and the
   memoised engine results computed from it (`on_evict`).
 * Cached objects are shared by every session: never mutate one (edits build new objects).
@@ -38,7 +41,7 @@ RELEASE_IDLE_S = 30.0
 
 
 class _Entry:
-    """One content hash's shared tokenizer and its named views (same bytes, other name or source label)."""
+    """One identity's shared tokenizer and its named views (same bytes and settings, other name or source label)."""
 
     def __init__(self, base: LoadedTokenizer) -> None:
         self.base = base
@@ -62,7 +65,7 @@ class _Entry:
 def _forget(key: Hashable, entry: _Entry) -> None:
     """An entry left the LRU: forget the Rust tokenizer and the memoised engine results computed from its bytes."""
     shared.SHARED.forget(entry.base.digest)
-    forget_content(str(key))
+    forget_content(entry.base.content_hash)
 
 
 def estimate(tok: LoadedTokenizer) -> int:
@@ -70,14 +73,14 @@ def estimate(tok: LoadedTokenizer) -> int:
     return tok.nbytes * SIZE_FACTOR
 
 
-#: The one process-wide LRU of loaded tokenizers: content hash → :class:`_Entry`.
+#: The one process-wide LRU of loaded tokenizers: identity → :class:`_Entry`.
 TOKENIZERS = BudgetCache(paths.memory_budget_bytes, on_evict=_forget)
 
 
 def keep(tok: LoadedTokenizer, *, pin: bool = False) -> LoadedTokenizer:
     """Put a freshly loaded tokenizer in the LRU; returns the server's object for its bytes under its own name and
     source (an object already kept for the same bytes is reused and `tok` dropped)."""
-    key = tok.content_hash
+    key = tok.identity
     entry = TOKENIZERS.peek(key)
     if entry is None:
         entry = _Entry(tok)
@@ -89,9 +92,10 @@ def keep(tok: LoadedTokenizer, *, pin: bool = False) -> LoadedTokenizer:
     return entry.named(tok.name, tok.source)
 
 
-def kept(content_hash: str, name: str, source: str) -> LoadedTokenizer | None:
-    """The kept tokenizer with this content hash, under `name` and `source`, or None (never loads)."""
-    entry = TOKENIZERS.peek(content_hash)
+def kept(identity: str, name: str, source: str) -> LoadedTokenizer | None:
+    """The kept tokenizer with this identity (:attr:`LoadedTokenizer.identity`), under `name` and `source`, or None
+    (never loads)."""
+    entry = TOKENIZERS.peek(identity)
     return None if entry is None else entry.named(name, source)
 
 
@@ -103,7 +107,7 @@ class TokenizerRef:
     entry `item` of workspace `ws`: an upload or an edit). `pinned` holds the object itself only when nothing can
     load it again (an edit in a tab whose workspace store is unavailable)."""
 
-    content_hash: str
+    identity: str
     name: str
     source: str
     origin: str
@@ -120,10 +124,10 @@ def reference(tok: LoadedTokenizer, origin: str | None, ws: str = "", item: str 
     """A reference to `tok` (which should be :func:`keep`'s object): by its shareable `origin`, else by its
     workspace item, else (nothing can load it again) holding the object."""
     if origin:
-        return TokenizerRef(tok.content_hash, tok.name, tok.source, origin)
+        return TokenizerRef(tok.identity, tok.name, tok.source, origin)
     if ws and item:
-        return TokenizerRef(tok.content_hash, tok.name, tok.source, "ws:", ws, item)
-    return TokenizerRef(tok.content_hash, tok.name, tok.source, "", pinned=tok)
+        return TokenizerRef(tok.identity, tok.name, tok.source, "ws:", ws, item)
+    return TokenizerRef(tok.identity, tok.name, tok.source, "", pinned=tok)
 
 
 #: How a reference is loaded again: `ui.library` installs its loaders (source strings, workspace items) here.
@@ -134,7 +138,7 @@ class _Changed(Exception):
     """A reference's origin now holds other bytes (an example folder was edited)."""
 
     def __init__(self, tok: LoadedTokenizer) -> None:
-        super().__init__(tok.content_hash)
+        super().__init__(tok.identity)
         self.tok = tok
 
 
@@ -147,12 +151,12 @@ def resolve(ref: TokenizerRef) -> LoadedTokenizer:
 
     def load_entry() -> _Entry:
         tok = reload(ref)
-        if tok.content_hash != ref.content_hash:
+        if tok.identity != ref.identity:
             raise _Changed(tok)
         return _Entry(tok)
 
     try:
-        entry = TOKENIZERS.get(ref.content_hash, load_entry, lambda e: estimate(e.base))
+        entry = TOKENIZERS.get(ref.identity, load_entry, lambda e: estimate(e.base))
     except _Changed as e:  # what its origin holds now, under this entry's name
         return keep(e.tok).with_source(name=ref.name, source=ref.source)
     return entry.named(ref.name, ref.source)
@@ -163,21 +167,21 @@ _HOLDERS: dict[str, frozenset[str]] = {}
 _HOLDERS_LOCK = threading.Lock()
 
 
-def hold(session_id: str, content_hashes: Iterable[str]) -> None:
-    """Record the content hashes a session's library names now (replacing what it named before)."""
+def hold(session_id: str, identities: Iterable[str]) -> None:
+    """Record the tokenizers (identities) a session's library names now (replacing what it named before)."""
     with _HOLDERS_LOCK:
-        _HOLDERS[session_id] = frozenset(content_hashes)
+        _HOLDERS[session_id] = frozenset(identities)
 
 
 def holders() -> dict[str, frozenset[str]]:
-    """Session id → the content hashes it holds (a copy)."""
+    """Session id → the identities it holds (a copy)."""
     with _HOLDERS_LOCK:
         return dict(_HOLDERS)
 
 
 def release_unheld(live_sessions: Iterable[str], idle_s: float = RELEASE_IDLE_S) -> list[Hashable]:
     """Forget the holders of sessions that are gone, then drop every tokenizer that no live session holds and that
-    was not used for `idle_s` seconds; returns the content hashes dropped."""
+    was not used for `idle_s` seconds; returns the identities dropped."""
     live = set(live_sessions)
     with _HOLDERS_LOCK:
         for sid in [s for s in _HOLDERS if s not in live]:

@@ -40,13 +40,14 @@ _REGISTRY: list[_Memo] = []
 
 
 def content_key(value: Any) -> Hashable:
-    """A hashable key for one argument: a tokenizer by content hash, containers element-wise.
+    """A hashable key for one argument: a tokenizer by content hash and identity (the hash with its side files'
+    settings: a chat template, special tokens), containers element-wise.
 
     Raises TypeError for values that cannot identify a result (e.g. an open file).
     """
     h = getattr(value, "content_hash", None)
     if isinstance(h, str):
-        return ("tokenizer", h)
+        return ("tokenizer", h, str(getattr(value, "identity", h)))
     if value is None or isinstance(value, (str, bytes, int, float, bool, frozenset)):
         return value
     if isinstance(value, (tuple, list)):
@@ -149,8 +150,8 @@ class _Memo:
 
 
 def _mentions(key: Hashable, mark: tuple[str, str]) -> bool:
-    """Whether a :func:`content_key` key (nested tuples) holds `mark` anywhere."""
-    if key == mark:
+    """Whether a :func:`content_key` key (nested tuples) holds a tokenizer with content hash `mark[1]` anywhere."""
+    if isinstance(key, tuple) and len(key) == 3 and key[:2] == mark:
         return True
     return isinstance(key, tuple) and any(_mentions(k, mark) for k in key)
 

@@ -69,7 +69,7 @@ class TokenizerSummary:
 
 
 #: The attributes of a view set by its constructor (the rest of its `__dict__` is read from the bytes).
-_OWN_ATTRS = frozenset({"_raw", "name", "source", "config"})
+_OWN_ATTRS = frozenset({"_raw", "name", "source", "config", "identity"})
 
 
 class LoadedTokenizer:
@@ -227,6 +227,17 @@ class LoadedTokenizer:
     def content_hash(self) -> str:
         """The first 16 hex digits of :attr:`digest`: the cache key for everything computed from it."""
         return self.digest[:16]
+
+    @cached_property
+    def identity(self) -> str:
+        """:attr:`content_hash`, followed by a digest of :attr:`config` when there is one: what tells two loaded
+        tokenizers apart for a cache of whole tokenizer objects. Two folders with the same tokenizer.json but
+        another chat template or special-token settings share every result computed from the bytes (keyed by
+        :attr:`content_hash`), never one object."""
+        if not self.config:
+            return self.content_hash
+        text = json.dumps(self.config, sort_keys=True, ensure_ascii=False, default=str)
+        return f"{self.content_hash}-{hashlib.sha256(text.encode('utf-8')).hexdigest()[:12]}"
 
     # ---------------------------------------------------------------- model section
     @property

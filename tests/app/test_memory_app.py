@@ -69,32 +69,50 @@ def test_sessions_hold_references_and_share_one_object_per_content():
     _upload(b, TINY, "mine")
     ref_a, ref_b = a.session_state["toklab_library"]["mine"], b.session_state["toklab_library"]["mine"]
     assert isinstance(ref_a, TokenizerRef) and ref_a.pinned is None and ref_a.origin == "ws:"
-    assert ref_a.ws != ref_b.ws and ref_a.content_hash == ref_b.content_hash
+    assert ref_a.ws != ref_b.ws and ref_a.identity == ref_b.identity
     assert resolve(ref_a) is resolve(ref_b)  # one object for both workspaces
     assert _tokenizers_in(a.session_state) == [] and _tokenizers_in(b.session_state) == []
     # evicted (another tab's big load, a small budget): the next run loads it again from the store
     loads = LRU.loads
-    assert LRU.discard(ref_a.content_hash)
+    assert LRU.discard(ref_a.identity)
     a.run()
     assert not a.exception, [e.message for e in a.exception]
-    assert ref_a.content_hash in LRU and LRU.loads == loads + 1  # loaded again, once
-    assert resolve(ref_a).content_hash == ref_a.content_hash and resolve(ref_a).name == "mine"
+    assert ref_a.identity in LRU and LRU.loads == loads + 1  # loaded again, once
+    assert resolve(ref_a).identity == ref_a.identity and resolve(ref_a).name == "mine"
     assert a.selectbox(key="inspect-pick").value == "mine"
 
 
 def test_the_same_bytes_are_kept_once_within_the_budget(monkeypatch):
     LRU.clear()  # what other tests of the process left (pinned entries too): they load again on demand
     tok = load_upload("tokenizer.json", GPT2)
-    LRU.discard(tok.content_hash)
+    LRU.discard(tok.identity)
     first = memory.keep(load_upload("tokenizer.json", GPT2).with_source(name="one"))
     second = memory.keep(load_upload("tokenizer.json", GPT2).with_source(name="one"))
-    assert first is second and tok.content_hash in LRU  # the second load of the same bytes is dropped
+    assert first is second and tok.identity in LRU  # the second load of the same bytes is dropped
     monkeypatch.setenv("TOKLAB_MEMORY_MB", "45")  # gpt2 counts 2.1 MB × 20, bert 0.47 MB × 20: gpt2 goes
     bert = memory.keep(
         load_upload("tokenizer.json", (TOKENIZERS / "bert-base-uncased" / "tokenizer.json").read_bytes())
     )
-    assert bert.content_hash in LRU and tok.content_hash not in LRU
-    LRU.discard(bert.content_hash)
+    assert bert.identity in LRU and tok.identity not in LRU
+    LRU.discard(bert.identity)
+
+
+def test_the_same_bytes_with_other_settings_are_two_objects():
+    """Two folders with one tokenizer.json and two chat templates: the LRU keeps two objects, each with its own
+    template (a template under test was once rendered as the cached example's, whose bytes it shared)."""
+    raw = (TOKENIZERS / "smollm2-135m-instruct" / "tokenizer.json").read_bytes()
+    plain = memory.keep(LoadedTokenizer.from_json_text(raw, "plain", config={"chat_template": "{{ 'a' }}"}))
+    other = memory.keep(LoadedTokenizer.from_json_text(raw, "other", config={"chat_template": "{{ 'b' }}"}))
+    assert plain.content_hash == other.content_hash and plain.identity != other.identity
+    assert (plain.config["chat_template"], other.config["chat_template"]) == ("{{ 'a' }}", "{{ 'b' }}")
+    assert (
+        memory.keep(
+            LoadedTokenizer.from_json_text(raw, "again", config={"chat_template": "{{ 'b' }}"})
+        ).config["chat_template"]
+        == "{{ 'b' }}"
+    )
+    for t in (plain, other):
+        LRU.discard(t.identity)
 
 
 def _run(loop: asyncio.AbstractEventLoop, aw):
@@ -148,11 +166,11 @@ def test_a_closed_tab_is_shut_down_and_what_only_it_used_is_released(runtime):
         load_upload("tokenizer.json", GPT2 + b"\n").with_source(name="closed tab's upload")
     )
     shared = memory.keep(load_upload("tokenizer.json", bert))
-    memory.hold(gone_tab, {only_gone.content_hash, shared.content_hash})
-    memory.hold(open_tab, {shared.content_hash})
+    memory.hold(gone_tab, {only_gone.identity, shared.identity})
+    memory.hold(open_tab, {shared.identity})
     session = weakref.ref(rt.get_app_session(gone_tab))
-    obj = weakref.ref(LRU.peek(only_gone.content_hash).base)
-    gone_hash = only_gone.content_hash
+    obj = weakref.ref(LRU.peek(only_gone.identity).base)
+    gone_hash = only_gone.identity
     del only_gone
     rt.disconnect_session(gone_tab)  # the tab closed: Streamlit keeps its session for a reconnect
     assert gone_tab in {i.session.id for i in rt._session_mgr.list_sessions()}
@@ -169,7 +187,7 @@ def test_a_closed_tab_is_shut_down_and_what_only_it_used_is_released(runtime):
     assert session() is None  # nothing keeps the closed session alive
     # the tokenizer only it held is released once idle (with its derived work); the open tab's stays
     assert gone_hash in memory.release_unheld({open_tab}, idle_s=0)
-    assert shared.content_hash in LRU and gone_hash not in LRU and set(memory.holders()) == {open_tab}
+    assert shared.identity in LRU and gone_hash not in LRU and set(memory.holders()) == {open_tab}
     gc.collect()
     assert obj() is None
-    LRU.discard(shared.content_hash)
+    LRU.discard(shared.identity)

@@ -299,7 +299,7 @@ def test_library_save_and_restore(tmp_path):
     fresh.button(key="lib-restore-go").click().run()
     assert not fresh.exception, [e.message for e in fresh.exception]
     lib = fresh.session_state["toklab_library"]
-    assert lib["mine"].content_hash == at.session_state["toklab_library"]["mine"].content_hash
+    assert lib["mine"].identity == at.session_state["toklab_library"]["mine"].identity
     # the sidebar list shows what was restored in the same click (it is drawn after the page: a rerun)
     assert any("mine" in m.value for m in fresh.sidebar.markdown)
     assert any("Restored 1 tokenizer" in m.value for m in fresh.sidebar.success)

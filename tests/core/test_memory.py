@@ -10,6 +10,7 @@ import threading
 import pytest
 from support import load_shared
 
+from analysis import LoadedTokenizer
 from analysis.core import cache, memory, paths
 from analysis.core.memory import BudgetCache, release_memory
 from analysis.tokenizer import shared
@@ -117,6 +118,18 @@ def test_an_evicted_tokenizer_takes_its_derived_work_with_it():
     assert size_of.cache_info()["size"] == 3
     assert cache.forget_content(tok.content_hash) >= 2
     assert size_of.cache_info()["size"] == 1  # the other tokenizer's result stays
+    # the same bytes with another chat template: its own result (a result may read the settings), and forgetting
+    # the bytes forgets both
+    templated = LoadedTokenizer(
+        tok.to_json().encode("utf-8"), "templated", config={"chat_template": "{{ 1 }}"}
+    )
+
+    @cache.memoize(maxsize=8)
+    def template_of(t) -> str:
+        return str(t.config.get("chat_template"))
+
+    assert (template_of(tok), template_of(templated)) == ("None", "{{ 1 }}")
+    assert cache.forget_content(tok.content_hash) >= 2 and template_of.cache_info()["size"] == 0
     assert shared.SHARED.forget(tok.digest) and not shared.SHARED.forget(tok.digest)
     release_memory()  # a full collection and malloc_trim where there is one: never raises
 
