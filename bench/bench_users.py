@@ -40,9 +40,15 @@ queue starts), plus any `python -m analysis worker` process of the same data fol
     python bench/bench_users.py --users 1,2 --soak 1              # a dry run on a busy machine
     python bench/bench_users.py --model-step none                 # no model-side job
 
+Protocol-level clients (`bench/st_protocol.py`: the app's websocket protocol without a browser, where chromium runs
+out — on 2 cores eight chromium contexts take ~95 % of the CPU a phase uses, and a light step's time is then mostly
+the users' own drawing): `--light-clients protocol` makes the mixed phase's light users such clients (the heavy
+users stay browsers), and `--protocol-users K` makes K of each journey phase's N users such clients on the light
+steps of the journey (Home, Playground, redraws, page switches; their rows are named `proto:…`). A protocol step is
+timed from the message sent to the server's end of that run: the server's side of the step, without drawing. The
+results name which clients ran (`light_clients`, `protocol_users`).
+
 Ctrl-C (or SIGTERM) stops the run: the browser contexts are closed and the server's process group is killed.
-Protocol-level clients (a Streamlit websocket client without a browser, for sizes chromium cannot hold) are not
-part of this script yet: every figure here is from real browser contexts.
 """
 
 from __future__ import annotations
@@ -67,6 +73,7 @@ from typing import Any
 from urllib.parse import urlparse
 
 from _results import Run, variant_from
+from st_protocol import ProtocolUser
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT / "tests"), str(ROOT / "tests" / "e2e")]
@@ -179,7 +186,10 @@ class Tally:
 
     def light(self) -> list[float]:
         """The light steps' times together (Home, Playground redraw, every page switch)."""
-        return [t for s, xs in self.times.items() if s in LIGHT or s.endswith("_switch") for t in xs]
+        bare = {s: s.removeprefix(PROTO) for s in self.times}
+        return [
+            t for s, xs in self.times.items() if bare[s] in LIGHT or bare[s].endswith("_switch") for t in xs
+        ]
 
 
 def error_summary(errors: Sequence[dict[str, str]], most: int = 10) -> list[dict[str, Any]]:
@@ -778,15 +788,103 @@ async def user(browser: Browser, name: str, base: str, args: argparse.Namespace)
             await ctx.close()
 
 
+# ---------------------------------------------------------------------------------------------- protocol users
+#: A protocol-level user's steps are counted under their own names (the server's side of a step, without drawing).
+PROTO = "proto:"
+
+
+@dataclass
+class ProtoUser:
+    """A simulated user without a browser (`st_protocol.ProtocolUser`): its session, and a counter for its texts."""
+
+    name: str
+    base: str
+    timeout_s: float
+    session: ProtocolUser | None = None
+    counter: int = 0
+
+    async def home(self) -> None:
+        """A new tab opens the app: a new session (and workspace); the previous one is closed."""
+        if self.session is not None:
+            await self.session.close()
+        self.session = ProtocolUser(self.base, self.timeout_s)
+        await self.session.open()
+
+    async def switch(self, path: str) -> None:
+        """A click in the top bar: the page at `path`."""
+        assert self.session is not None
+        await self.session.switch(path)
+
+    async def redraw(self) -> None:
+        """Type a new Playground text and wait for the run that draws its tokens."""
+        assert self.session is not None
+        self.counter += 1
+        await self.session.set_text(
+            "pg-text", TYPED.format(k=self.counter), marker=f"Benchmarkword{self.counter}q"
+        )
+
+    async def close(self) -> None:
+        """Close the tab."""
+        if self.session is not None:
+            await self.session.close()
+            self.session = None
+
+
+def proto_light_journey(redraws: int) -> list[tuple[str, Callable[[ProtoUser], Awaitable[None]]]]:
+    """A protocol user's journey: the light steps of the browser journey (no upload, no job: those need a browser
+    or a worker, and the browser users run them)."""
+    return [
+        ("home", lambda u: u.home()),
+        ("playground_switch", lambda u: u.switch("playground")),
+        *[("playground_redraw", lambda u: u.redraw())] * redraws,
+        ("inspect_switch", lambda u: u.switch("inspect")),
+        ("compression_switch", lambda u: u.switch("compression")),
+        ("playground_switch", lambda u: u.switch("playground")),
+    ]
+
+
+async def run_proto_steps(u: ProtoUser, steps: list[tuple[str, Callable[[ProtoUser], Awaitable[None]]]],
+                          tally: Tally, prefix: str = PROTO) -> bool:  # fmt: skip
+    """:func:`run_steps` for a protocol user: each step within the limit, its time or its error (the rest
+    skipped) into `tally` under `prefix` + its name."""
+    names = [prefix + n for n, _ in steps]
+    for i, (name, fn) in enumerate(steps):
+        try:
+            t0 = time.monotonic()
+            await asyncio.wait_for(fn(u), u.timeout_s)
+            tally.add(prefix + name, time.monotonic() - t0)
+        except Exception as e:  # noqa: BLE001 - every failure is a counted error
+            msg = (
+                f"timed out after {u.timeout_s:.0f} s"
+                if isinstance(e, TimeoutError)
+                else f"{type(e).__name__}: {e}"
+            )
+            tally.error(prefix + name, u.name, msg)
+            tally.skip(names[i + 1 :])
+            if VERBOSE:
+                print(f"    {u.name} {name} ERROR {tally.errors[-1]['message']}", flush=True)
+            return False
+    return True
+
+
 async def journey_phase(browser: Browser, base: str, n: int, args: argparse.Namespace) -> Tally:
     """N users at once, each through the whole journey in a new context."""
     tally = Tally()
+
+    protocol = min(args.protocol_users, n - 1) if n > 1 else 0
 
     async def one(i: int) -> None:
         async with user(browser, f"u{i}", base, args) as u:
             await run_steps(u, journey_steps(args.model_step), tally, args.redraws)
 
-    await asyncio.gather(*(one(i) for i in range(n)))
+    async def proto(i: int) -> None:
+        u = ProtoUser(f"p{i}", base, args.step_timeout)
+        try:
+            await run_proto_steps(u, proto_light_journey(args.redraws), tally)
+        finally:
+            await u.close()
+
+    await asyncio.gather(*(one(i) for i in range(n - protocol)), *(proto(i) for i in range(protocol)))
     return tally
 
 
@@ -814,6 +912,25 @@ async def mixed_phase(browser: Browser, base: str, n: int, heavy: int, args: arg
                     return
                 if not await run_steps(u, [("home", home), ("page_switch", playground_switch)], light):
                     return
+
+    async def proto_light_user(i: int) -> None:
+        u = ProtoUser(f"l{i}", base, args.step_timeout)
+        try:
+            start = [("home", lambda u: u.home()), ("page_switch", lambda u: u.switch("playground"))]
+            if not await run_proto_steps(u, start, light, prefix=""):
+                return
+            loop = [("playground_redraw", lambda u: u.redraw()), ("page_switch", lambda u: u.switch("inspect")),
+                    ("page_switch", lambda u: u.switch("playground"))]  # fmt: skip
+            while not done.is_set():
+                if not await run_proto_steps(u, loop, light, prefix=""):
+                    return
+                if not await run_proto_steps(u, start, light, prefix=""):
+                    return
+        finally:
+            await u.close()
+
+    if args.light_clients == "protocol":
+        light_user = proto_light_user  # noqa: F811 - the light users without a browser
 
     async def heavies() -> None:
         try:
@@ -914,7 +1031,11 @@ async def measure(
                     if not base_p95 and phase == "journey":
                         base_p95 = {r["step"]: r["p95_s"] for r in rows if r["p95_s"]}
                     lt = light_times(tally) if phase == "mixed" else tally.light()
-                    doc = {"phase": phase, "users": n, "heavy": heavy if phase == "mixed" else 0,
+                    clients = (
+                        {"light_clients": args.light_clients} if phase == "mixed"
+                        else {"protocol_users": min(args.protocol_users, n - 1) if n > 1 else 0}
+                    )  # fmt: skip
+                    doc = {"phase": phase, "users": n, "heavy": heavy if phase == "mixed" else 0, **clients,
                            "wall_s": round(wall, 1), "errors": len(tally.errors), "skipped": sum(tally.skipped.values()),
                            "light_p50_s": _r(percentile(lt, 50)), "light_p95_s": _r(percentile(lt, 95)),
                            "rss_before_mb": before, "rss_peak_mb": dict(mem.peak), "rss_after_close_mb": after,
@@ -998,6 +1119,19 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument(
         "--assets", default=os.environ.get("TOKLAB_ASSETS", str(ROOT.parent / "shared" / "assets"))
     )
+    ap.add_argument(
+        "--light-clients",
+        choices=("browser", "protocol"),
+        default="browser",
+        help="the mixed phase's light users: browser contexts, or protocol-level clients (bench/st_protocol.py)",
+    )
+    ap.add_argument(
+        "--protocol-users",
+        type=int,
+        default=0,
+        help="of each journey phase's N users, this many are protocol-level clients on the light journey (at "
+        "least one user stays a browser)",
+    )
     ap.add_argument("-v", "--verbose", action="store_true", help="print every step as it ends")
     ap.add_argument("--variant", default=None, help="a name for this run's conditions: results file suffix")
     return ap  # fmt: skip
@@ -1026,7 +1160,7 @@ def main(argv: list[str] | None = None) -> int:
                "soak_10_min_4_users_rss_growth": f"<= {TARGET_SOAK_GROWTH:.0%}"}  # fmt: skip
 
     def partial(figures: dict[str, Any]) -> None:  # what was measured so far, marked incomplete
-        run.write({"complete": False, **figures, "protocol_clients": 0}, targets=targets, met=None)
+        run.write({"complete": False, **figures}, targets=targets, met=None)
 
     try:
         with serve(log) as (base, proc, data):
@@ -1043,7 +1177,7 @@ def main(argv: list[str] | None = None) -> int:
     v = verdicts(figures["phases"], figures["soak"])
     print_verdicts(v)
     figures = {"complete": True, **figures, "targets_measured": v}
-    figures["protocol_clients"] = 0  # every user here is a real browser context
+    figures["clients"] = {"light_clients": args.light_clients, "protocol_users": args.protocol_users}
     met_values = [d["met"] for d in v.values()]
     met = None if None in met_values or not met_values else all(met_values)
     run.write(figures, targets=targets, met=met)

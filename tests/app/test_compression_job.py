@@ -15,6 +15,7 @@ from analysis.jobs.queue import default_jobs, run_claimed
 from analysis.measure import grid
 from analysis.texts import flores as fl
 from analysis.views.app_jobs import COMPRESSION_JOB_CELLS
+from ui.memory import resolve
 
 LANGS = ["eng_Latn", "est_Latn", "deu_Latn", "fra_Latn", "fin_Latn", "rus_Cyrl", "ukr_Cyrl", "hin_Deva", "zho_Hans",
          "jpn_Jpan", "kor_Hang", "arb_Arab", "lvs_Latn", "lit_Latn", "pol_Latn", "spa_Latn", "ita_Latn"]  # fmt: skip
@@ -71,5 +72,7 @@ def test_many_cells_run_as_a_job_and_come_back_after_a_reload(monkeypatch, tmp_p
     assert table is not None and len(table) == len(NAMES) * len(LANGS) and not again.get("progress")
     # the numbers of the in-page computation, cell for cell
     lib = again.session_state["toklab_library"]
-    direct = grid.compression_table([lib[n] for n in NAMES], fl.open_flores(str(FLORES)), LANGS, names=NAMES)
+    direct = grid.compression_table(
+        [resolve(lib[n]) for n in NAMES], fl.open_flores(str(FLORES)), LANGS, names=NAMES
+    )
     assert json.dumps(done.result["rows"], sort_keys=True) == json.dumps(direct, sort_keys=True)

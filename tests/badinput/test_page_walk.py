@@ -80,13 +80,44 @@ def _page_params() -> list:
     Modes: server paths ``off`` and ``on``, and ``untyped`` for the pages of :data:`UNTYPED`. Every page's ``off``
     walk comes first, then every ``on`` walk: a page's two walks then no longer start at the same moment on the two
     workers, so the second finds the first one's results in the run's disk cache (Token reuse's collateral table:
-    a 23 s walk became 6 s)."""
+    a 23 s walk became 6 s).
+    The ``on`` walk is for pages that draw a server-path field (their own, or one of a shared widget they use:
+    :func:`_draws_a_path_field`) and for Home, whose walk covers the frame and the sidebar every page shares: on a
+    page without one, server paths on change nothing its fields can reach, and its ``off`` walk already presses
+    everything."""
     return [
         pytest.param(page, mode, id=f"{page}-{mode}")
         for mode in ("off", "on", "untyped")
         for page in _pages()
-        if mode != "untyped" or page in UNTYPED
+        if (mode != "untyped" or page in UNTYPED)
+        and (mode != "on" or page == "pages/home.py" or _draws_a_path_field(page))
     ]
+
+
+#: The widgets that turn typed text into a server path (ui.pickers): a page that reaches one gets the ``on`` walk.
+_PATH_FIELDS = re.compile(r"\b(server_path_input|pick_model)\(")
+_UI_IMPORT = re.compile(r"^(?:from ui(?:\.(\w+))? import ([\w, ()\n]+)|import ui\.(\w+))", re.M)
+
+
+def _draws_a_path_field(page: str) -> bool:
+    """Whether `page`, or a `ui` module it imports (transitively), calls a server-path widget."""
+    todo, seen = [ROOT / page], set()
+    while todo:
+        path = todo.pop()
+        if path in seen or not path.is_file():
+            continue
+        seen.add(path)
+        src = path.read_text(encoding="utf-8")
+        if _PATH_FIELDS.search(src) and "def server_path_input" not in src:
+            return True
+        for mod, names, plain in _UI_IMPORT.findall(src):
+            if mod or plain:
+                todo.append(ROOT / "ui" / f"{mod or plain}.py")
+            else:  # from ui import a, b
+                todo.extend(
+                    ROOT / "ui" / f"{n.strip()}.py" for n in re.split(r"[,()\s]+", names) if n.strip()
+                )
+    return False
 
 
 def _walk(
@@ -347,3 +378,10 @@ def test_error_messages_on_a_page_shorten_server_paths(monkeypatch, tmp_path):
     shown = [e.value for e in at.error]
     assert any("not in the local Hugging Face cache (…/hub-cache)" in e for e in shown), shown
     assert not any(str(tmp_path) in e for e in shown)
+
+
+def test_the_pages_with_a_server_path_field_are_found():
+    """The ``on`` walks follow :func:`_draws_a_path_field`: a page's own field, and one reached through `ui`."""
+    assert _draws_a_path_field("pages/compression.py")  # its own corpus folder field (ui.corpus_jobs)
+    assert _draws_a_path_field("pages/transplant.py")  # the model picker (ui.pickers.pick_model)
+    assert not _draws_a_path_field("pages/playground.py") and not _draws_a_path_field("pages/drift.py")
