@@ -9,7 +9,7 @@ from analysis.views.chat_template import ROLES, SAMPLE_CONVERSATION, chat_templa
 from ui.errors import try_step
 from ui.pickers import pick_tokenizer
 from ui.spans import token_spans_html
-from ui.workspace import keep
+from ui.workspace import keep, unless_kept
 
 #: The page inputs kept in the workspace.
 KEPT = ("ct-tok", "ct-gen")
@@ -50,7 +50,7 @@ def page() -> None:
         return
     c1, c2 = st.columns([2, 1])
     name = c1.selectbox("Template", list(templates), key="ct-template") if len(templates) > 1 else None
-    gen = c2.toggle("Add the generation prompt", value=True, key="ct-gen",
+    gen = c2.toggle("Add the generation prompt", value=unless_kept("ct-gen", True, False), key="ct-gen",
                     help="End with the assistant's turn opening, as when asking the model to answer.")  # fmt: skip
     messages = conversation_editor()
     if not messages:

@@ -26,7 +26,7 @@ from ui.palette import tokenizer_colours, tokenizer_symbols
 from ui.pickers import pick_tokenizers, server_path_input
 from ui.progress import progress
 from ui.spans import token_spans_html
-from ui.workspace import current, json_download, keep
+from ui.workspace import current, json_download, keep, unless_kept
 
 #: The page inputs kept in the workspace.
 KEPT = (
@@ -113,7 +113,7 @@ def pick_languages(data: FloresData) -> list[str]:
     if mode == "All":
         return data.codes
     if mode == "Custom list":
-        return st.multiselect("Languages", data.codes, default=[c for c in DEFAULT_LANGS if c in meta],
+        return st.multiselect("Languages", data.codes, default=unless_kept("cmp-langs", [c for c in DEFAULT_LANGS if c in meta]),
                               key="cmp-langs", format_func=lambda c: f"{c} · {meta[c].name}")  # fmt: skip
     field, label, key, preferred = (
         ("script", "Scripts", "cmp-scripts", "Cyrl") if mode == "By script" else ("family", "Families", "cmp-families", "Uralic")
@@ -353,14 +353,26 @@ def parity_section() -> None:
             "the compression cost (bytes/token over all languages). Results are cached."
         )
         c1, c2, c3 = st.columns(3)
-        vocab = int(c1.number_input("Vocabulary size", 500, 64_000, 8_000, step=1_000, key="cmp-par-vocab"))
+        vocab = int(
+            c1.number_input(
+                "Vocabulary size",
+                500,
+                64_000,
+                unless_kept("cmp-par-vocab", 8_000, "min"),
+                step=1_000,
+                key="cmp-par-vocab",
+            )
+        )
         variant = c2.selectbox("Variant", pa.VARIANTS, key="cmp-par-variant")
         scope = c3.radio("Languages", ["all", "chosen"], horizontal=True, key="cmp-par-scope",
                          format_func=lambda x: {"all": "all FLORES", "chosen": "chosen"}[x])  # fmt: skip
         langs: str | list[str] = "all"
         if scope == "chosen":
             langs = st.multiselect(
-                "Languages", fl.available_codes(), default=DEFAULT_LANGS, key="cmp-par-langs"
+                "Languages",
+                fl.available_codes(),
+                default=unless_kept("cmp-par-langs", DEFAULT_LANGS),
+                key="cmp-par-langs",
             )
         key = (vocab, variant, str(langs))
         if st.button("Train both", key="cmp-par-run", help="all 204 languages take minutes the first time"):
@@ -463,10 +475,10 @@ def page() -> None:
     data = fl.open_flores(path or None, split=split)
     langs = pick_languages(data)
     c1, c2, c3 = st.columns(3)
-    power = c1.number_input("Rényi power α", min_value=0.1, max_value=10.0, value=renyi.DEFAULT_POWER, step=0.5,
-                            key="cmp-power")  # fmt: skip
+    power = c1.number_input("Rényi power α", min_value=0.1, max_value=10.0, value=unless_kept("cmp-power", renyi.DEFAULT_POWER, "min"),
+                            step=0.5, key="cmp-power")  # fmt: skip
     codes = data.codes
-    reference = c2.selectbox("Parity reference", codes, index=codes.index("eng_Latn") if "eng_Latn" in codes else 0,
+    reference = c2.selectbox("Parity reference", codes, index=unless_kept("cmp-ref", codes.index("eng_Latn") if "eng_Latn" in codes else 0, 0),
                              key="cmp-ref", format_func=lambda c: f"{c} · {fl.language(c).name}")  # fmt: skip
     run = c3.button("Compute", type="primary", key="cmp-run")
     if not names:

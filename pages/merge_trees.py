@@ -11,7 +11,7 @@ from analysis.views.vocab_views import search_tokens
 from ui import links
 from ui.pickers import BPE, pick_tokenizer
 from ui.trees import depth_slider, forest_rows, merge_tree_figure
-from ui.workspace import keep
+from ui.workspace import keep, unless_kept
 
 #: The page inputs kept in the workspace.
 KEPT = ("mt-tok", "mt-mode", "mt-text")
@@ -140,7 +140,9 @@ def _open_token(tid: int) -> None:
 
 def text_view(tok: LoadedTokenizer) -> None:
     """Type a text and see the tree of every token it is split into."""
-    text = st.text_area("Text", "Tokenization is unbelievably fun.", key="mt-text", height=100)
+    text = st.text_area(
+        "Text", unless_kept("mt-text", "Tokenization is unbelievably fun.", ""), key="mt-text", height=100
+    )
     if not text:
         st.info("Type some text.")
         return

@@ -6,10 +6,12 @@ from __future__ import annotations
 
 import io
 import json
+import logging
 import zipfile
 
 import pytest
 from app_support import open_page
+from streamlit.elements.lib import policies
 from streamlit.runtime import memory_media_file_storage as mm
 
 from analysis.core import paths
@@ -142,3 +144,33 @@ def test_download_ids_are_private_to_their_session(monkeypatch):
     assert ids[0] != ids[1] and len(ids[0]) == 32
     privacy.install()  # a second install does not wrap twice
     assert getattr(mm._calculate_file_id, "_toklab_private", False)
+
+
+#: Pages whose kept inputs have a default other than the widget's own: (page, the action that draws them all).
+KEPT_WITH_DEFAULTS = {
+    "pages/chat_template.py": lambda at: at,
+    "pages/merge_trees.py": lambda at: (
+        at.radio(key="mt-mode").set_value(at.radio(key="mt-mode").options[1]).run()
+    ),
+    "pages/compression.py": lambda at: at,
+}
+
+
+@pytest.mark.parametrize("page", list(KEPT_WITH_DEFAULTS))
+def test_restored_inputs_keep_their_values_without_streamlits_warning(page, monkeypatch, caplog):
+    """A reload restores a page's inputs through Session State: a widget that was also given its default then
+    logs "created with a default value but also had its value set via the Session State API" (once per
+    process, so the flag is reset here); `ui.workspace.unless_kept` gives the default only to a fresh input."""
+    monkeypatch.setattr(policies, "_shown_default_value_warning", False)
+    at = open_page(page)
+    KEPT_WITH_DEFAULTS[page](at)
+    ws = _ws(at)
+    saved = default_store().inputs(ws)
+    assert saved, "the first session kept none of its inputs"
+    with caplog.at_level(logging.WARNING, logger="streamlit"):
+        again = open_page(page, ws=ws)
+    assert "created with a default value" not in caplog.text
+    for key, value in saved.items():  # the restored values are the widgets' values
+        if key in again.session_state:
+            got = again.session_state[key]
+            assert (list(got) if isinstance(got, tuple) else got) == value, key
