@@ -1,5 +1,7 @@
 """The "Export check" section every exporting page shows (Extend, Prune, Token reuse, SA-BPE, Load & inspect): one
-call, :func:`export_check_section`. Behind a button it runs the CLI's `export-check` on the export the page built
+call, :func:`export_check_section`. Behind a button a job of a worker (kind ``export-check``:
+:func:`analysis.views.export_check.export_check_job`; its panel re-attaches after a reload) runs the CLI's
+`export-check` on the export the page built
 (pre-flight checks, parity with llama.cpp itself, the round trip before and after the edit) and shows the typed
 report: pass / fail / fixed per check, the per-language parity table and the languages the edit broke, with the
 JSON download equal to `python -m analysis export-check --json`.
@@ -12,10 +14,7 @@ server keeps it."""
 
 from __future__ import annotations
 
-import io
-import tempfile
-import zipfile
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 
 import pandas as pd
 import streamlit as st
@@ -27,13 +26,14 @@ from analysis.model.upload import unpack_model
 from analysis.texts import flores
 from analysis.tokenizer.export import zip_bytes
 from analysis.tokenizer.tokenizer import LoadedTokenizer
-from analysis.views.export_check import run_export_check
+from analysis.views.export_check import export_check_params
+from ui.job_inputs import stored_tokenizers
+from ui.jobs import job_panel, stored_input, submit
 from ui.workspace import current, json_download, store
 
 from .caching import cache_data
 from .errors import try_step
 from .pickers import server_path_input
-from .progress import progress
 
 #: Languages checked by default (one per script family the edits touch; all 204 on request).
 DEFAULT_LANGS = [
@@ -46,8 +46,6 @@ DEFAULT_LANGS = [
     "pan_Guru",
     "rus_Cyrl",
 ]
-#: Largest export the section unpacks (the zips the pages build are tokenizer folders, a few MB).
-MAX_UNPACKED = 512 * 1024 * 1024
 STATUS_MARK = {"pass": "✅ pass", "fail": "❌ fail", "fixed": "🔧 fixed", "skip": "➖ skip"}
 #: The choice of the page's own export when workspace files are offered beside it.
 PAGE_EXPORT = "The export built above"
@@ -59,24 +57,6 @@ CHECKABLE = (".gguf", ".zip")
 JOB_INPUTS = "job-inputs/"
 
 Export = bytes | LoadedTokenizer | dict[str, LoadedTokenizer] | None
-
-
-def _unpack(data: bytes, into: Path) -> Path:
-    """Unpack an export zip (the page's own download) into `into`; the folder holding its files."""
-    with zipfile.ZipFile(io.BytesIO(data)) as zf:
-        infos = [i for i in zf.infolist() if not i.is_dir()]
-        if sum(i.file_size for i in infos) > MAX_UNPACKED:
-            raise DataError("the export is too large to check here; use `python -m analysis export-check`")
-        for i in infos:
-            rel = PurePosixPath(i.filename)
-            if rel.is_absolute() or ".." in rel.parts:
-                raise DataError(f"unsafe name in the export zip: {i.filename!r}")
-            target = into.joinpath(*rel.parts)
-            target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_bytes(zf.read(i))
-    parts = [PurePosixPath(i.filename).parts for i in infos]
-    tops = {p[0] for p in parts}
-    return into / tops.pop() if len(tops) == 1 and all(len(p) > 1 for p in parts) else into
 
 
 @cache_data(show_spinner=False, max_entries=32)
@@ -116,28 +96,28 @@ def workspace_model(name: str) -> Path:
     return unpack_model(blob, name, digest=blob.name)
 
 
-def _run(base: LoadedTokenizer | None, export: Export, langs: list[str], max_lines: int, parity: bool,
-         server: Path | None, file: str | None) -> dict:  # fmt: skip
-    with tempfile.TemporaryDirectory(prefix="toklab-check-") as tmp:
-        if file is not None:
-            path = workspace_model(file)
-        elif server is not None:
-            path = server
-        else:
-            if isinstance(export, LoadedTokenizer):
-                export = zip_bytes(export, None, folder="export")
-            if export is None:
-                raise DataError("nothing exported yet")
-            path = _unpack(export, Path(tmp))
-        with progress("Checking the export …") as cb:
-            rep = run_export_check(path, base=base, langs=langs, max_lines=max_lines, parity=parity,
-                                   probe_model=True, progress=cb)  # fmt: skip
-        doc = rep.to_json()
-    if file is not None:  # named as the workspace names it, never by the server's layout
-        doc["path"] = file
-        if doc.get("parity") and doc["parity"].get("gguf"):
-            doc["parity"]["gguf"] = Path(doc["parity"]["gguf"]).name
-    return doc
+def _submit(key: str, base: LoadedTokenizer | None, export: Export, langs: list[str], max_lines: int, parity: bool,
+            server: Path | None, file: str | None) -> None:  # fmt: skip
+    """Submit the ``export-check`` job of a worker for what the section checks (the page's export stored as a job
+    input of this workspace, a workspace file or a server path) and attach it to the section."""
+    if file is not None:
+        what = {"file": file}
+    elif server is not None:
+        what = {"server": str(server)}
+    else:
+        if isinstance(export, LoadedTokenizer):
+            export = zip_bytes(export, None, folder="export")
+        if export is None:
+            raise DataError("nothing exported yet")
+        what = {"zip": stored_input(store(), current(), export, ".zip", {"job-input": "export"})}
+    based = stored_tokenizers({base.name: base}, "export check base") if base is not None else None
+    params = export_check_params(what, based, langs, max_lines, parity)
+    submit(
+        f"{key}-job",
+        "export-check",
+        params,
+        label=f"Export check: {file or (server and server.name) or 'export'}",
+    )
 
 
 def export_check_section(key: str, base: LoadedTokenizer | None, export: Export = None) -> None:
@@ -169,12 +149,11 @@ def export_check_section(key: str, base: LoadedTokenizer | None, export: Export 
     server = server_path_input("…or check an export folder or .gguf file on the server", f"{key}-path")
     ready = export is not None or server is not None or file is not None
     if st.button("Run the export check", key=f"{key}-run", disabled=not ready):
-        doc = try_step(_run, base, export, langs or DEFAULT_LANGS, max_lines, parity, server, file)
-        if doc is not None:
-            st.session_state[f"{key}-report"] = doc
-    doc = st.session_state.get(f"{key}-report")
-    if doc is not None:
-        show_report(doc, key)
+        try_step(_submit, key, base, export, langs or DEFAULT_LANGS, max_lines, parity, server, file)
+    job = job_panel(f"{key}-job", "Export check")  # a worker runs it; shown again after a reload
+    if job is not None and job.state == "done" and job.result:
+        st.session_state[f"{key}-report"] = job.result
+        show_report(job.result, key)
 
 
 def show_report(doc: dict, key: str) -> None:

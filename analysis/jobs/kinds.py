@@ -31,6 +31,7 @@ KINDS: dict[str, str] = {
     "verify-undertrained": "analysis.views.app_jobs:verify_undertrained_job",
     "model-export": "analysis.views.model_jobs:model_export_job",
     "corpus-stats": "analysis.jobs.corpus_job:corpus_job",
+    "export-check": "analysis.views.export_check:export_check_job",
 }
 
 

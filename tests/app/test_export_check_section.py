@@ -1,5 +1,5 @@
-"""AppTest of the Export check section (ui/export_check.py) on Load & inspect: behind its button it runs the
-export check on the selected tokenizer (a vocabulary-only GGUF in llama.cpp), shows the typed report, and its JSON
+"""AppTest of the Export check section (ui/export_check.py) on Load & inspect: behind its button a job (run here
+by the test process, as a worker would) runs the export check on the selected tokenizer (a vocabulary-only GGUF in llama.cpp), shows the typed report, and its JSON
 download is the document `python -m analysis export-check --json` prints for the same export; with server paths off
 it checks the model files kept in the workspace (a zipped model folder, a .gguf)."""
 
@@ -18,11 +18,12 @@ import transformers
 from app_support import open_page
 from download_support import record_downloads
 from streamlit.testing.v1 import AppTest
-from support import load_shared
+from support import load_shared, run_page_job
 
 from analysis.cli import main
 from analysis.core import paths
 from analysis.core.workspace import default_store
+from analysis.jobs.queue import default_jobs, run_claimed
 from analysis.model.config_files import write_accepted_forms
 from analysis.model.gguf_model import export_gguf
 from analysis.model.llamacpp import llama_cpp_available
@@ -42,6 +43,10 @@ def test_inspect_export_check_is_the_cli_json(monkeypatch, tmp_path, capsys):
     at.multiselect(key="inspect-check-langs").set_value(["eng_Latn", "est_Latn"]).run()
     at.number_input(key="inspect-check-lines").set_value(5).run()
     at.button(key="inspect-check-run").click().run()
+    assert not at.exception, [e.message for e in at.exception]
+    assert "inspect-check-dl" not in seen  # submitted: a worker runs it (here, this process)
+    assert run_page_job(at, "inspect-check-job").state == "done"
+    at.run()
     assert not at.exception, [e.message for e in at.exception]
     page_doc = json.loads(seen["inspect-check-dl"])
     assert page_doc["kind"] == "folder" and page_doc["roundtrip"] is None
@@ -88,6 +93,8 @@ def test_export_check_says_llama_cpp_is_still_being_built(monkeypatch, tmp_path)
     at.multiselect(key="inspect-check-langs").set_value(["eng_Latn"]).run()
     at.number_input(key="inspect-check-lines").set_value(1).run()
     at.button(key="inspect-check-run").click().run()
+    assert run_page_job(at, "inspect-check-job").state == "done"
+    at.run()
     assert not at.exception, [e.message for e in at.exception]
     assert any(
         "llama.cpp is still being built (started " in w.value and "x.log" in w.value for w in at.warning
@@ -138,6 +145,10 @@ def test_export_check_takes_the_workspace_model_files_with_paths_off(monkeypatch
         at.selectbox(key="t-check-which").set_value(f"Workspace file: {name}").run()
         at.button(key="t-check-run").click().run()
         assert not at.exception, [e.message for e in at.exception]
+        job_id = store.inputs(ws)["job:t-check-job"]
+        assert default_jobs().claim(job_id) == "run"
+        run_claimed(default_jobs(), job_id, ws)
+        at.run()
         docs[name] = at.session_state["t-check-report"]
         assert docs[name]["ok"], [e.value for e in at.error]  # both are sound exports
         assert any(f"**{name}**" in m.value for m in at.success)

@@ -9,7 +9,7 @@ import shutil
 
 import pytest
 from streamlit.testing.v1 import AppTest
-from support import ROOT, TOKENIZERS
+from support import ROOT, TOKENIZERS, run_page_job
 
 SMOL = TOKENIZERS / "smollm2-135m-instruct"
 
@@ -84,6 +84,9 @@ def test_the_export_check_section_shows_a_bad_template_and_bad_json_as_messages(
     at.checkbox(key="inspect-check-parity").uncheck()
     at.text_input(key="inspect-check-path").set_value(str(folder)).run()
     at.button(key="inspect-check-run").click().run()
+    assert not at.exception, [e.message for e in at.exception]
+    run_page_job(at, "inspect-check-job")  # a worker's run, here in this process
+    at.run()
     assert not at.exception, [e.message for e in at.exception]
     shown = " ".join(e.value for e in at.error)
     assert "NOT ok" in shown and "not UTF-8" in shown and "config.json is not valid JSON" in shown

@@ -236,7 +236,8 @@ def test_upload_extend_smollm2_check_and_export_its_model_in_the_browser(page: P
     since = mark(page)
     page.get_by_role("button", name="Run the export check").click()
     wait_rerun(page, since)
-    expect(page.get_by_text(re.compile(r"\.gguf \(gguf\): ok"))).to_be_visible()
+    # a job of the server's workers: its panel, then the report
+    expect(page.get_by_text(re.compile(r"\.gguf \(gguf\): ok"))).to_be_visible(timeout=JOBS_MS)
     expect(
         page.get_by_text(re.compile(r"[\d,]+ of [\d,]+ lines identical"))
     ).to_be_visible()  # llama.cpp parity
