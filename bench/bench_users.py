@@ -44,9 +44,10 @@ Protocol-level clients (`bench/st_protocol.py`: the app's websocket protocol wit
 out — on 2 cores eight chromium contexts take ~95 % of the CPU a phase uses, and a light step's time is then mostly
 the users' own drawing): `--light-clients protocol` makes the mixed phase's light users such clients (the heavy
 users stay browsers), and `--protocol-users K` makes K of each journey phase's N users such clients on the light
-steps of the journey (Home, Playground, redraws, page switches; their rows are named `proto:…`). A protocol step is
-timed from the message sent to the server's end of that run: the server's side of the step, without drawing. The
-results name which clients ran (`light_clients`, `protocol_users`).
+steps of the journey (Home, Playground, redraws, page switches; their rows are named `proto:…`), repeated (a new
+session each time) until the last browser user's journey has ended, so that all N are there the whole phase. A
+protocol step is timed from the message sent to the server's end of that run: the server's side of the step,
+without drawing. The results name which clients ran (`light_clients`, `protocol_users`).
 
 Ctrl-C (or SIGTERM) stops the run: the browser contexts are closed and the server's process group is killed.
 """
@@ -873,18 +874,29 @@ async def journey_phase(browser: Browser, base: str, n: int, args: argparse.Name
 
     protocol = min(args.protocol_users, n - 1) if n > 1 else 0
 
+    done = asyncio.Event()
+
     async def one(i: int) -> None:
         async with user(browser, f"u{i}", base, args) as u:
             await run_steps(u, journey_steps(args.model_step), tally, args.redraws)
 
+    async def browsers() -> None:
+        try:
+            await asyncio.gather(*(one(i) for i in range(n - protocol)))
+        finally:
+            done.set()
+
     async def proto(i: int) -> None:
+        """The light journey again and again (a new tab each time) while any browser user is on its way: the N
+        users are all there until the last browser journey ends."""
         u = ProtoUser(f"p{i}", base, args.step_timeout)
         try:
-            await run_proto_steps(u, proto_light_journey(args.redraws), tally)
+            while await run_proto_steps(u, proto_light_journey(args.redraws), tally) and not done.is_set():
+                pass
         finally:
             await u.close()
 
-    await asyncio.gather(*(one(i) for i in range(n - protocol)), *(proto(i) for i in range(protocol)))
+    await asyncio.gather(browsers(), *(proto(i) for i in range(protocol)))
     return tally
 
 
