@@ -9,10 +9,12 @@ of a training run's time, and more in a server's large heap.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import ctypes.util
 import gc
 import os
+import sys
 import threading
 import time
 from collections import OrderedDict
@@ -190,9 +192,17 @@ class BudgetCache:
 
 def release_memory() -> None:
     """Give freed memory back to the operating system: a full garbage collection (objects in reference cycles),
-    then glibc's `malloc_trim` (free pages at the top and inside the heap; elsewhere a no-op). Call after large
-    objects were dropped (closed sessions), not on every request: the collection scans the whole heap."""
+    Apache Arrow's memory pool (where a process has loaded pyarrow: Streamlit serializes every table through it,
+    and its default pool, mimalloc or jemalloc, keeps what it freed), then glibc's `malloc_trim` (free pages at
+    the top and inside the heap; elsewhere a no-op). Call after large objects were dropped (closed sessions), not
+    on every request: the collection scans the whole heap."""
     gc.collect()
+    arrow = sys.modules.get(
+        "pyarrow"
+    )  # never imported here: only a process that uses it has a pool to give back
+    if arrow is not None:
+        with contextlib.suppress(Exception):  # an old pyarrow without release_unused, a pool that cannot
+            arrow.default_memory_pool().release_unused()
     trim = _malloc_trim()
     if trim is not None:
         trim(0)
