@@ -54,7 +54,10 @@ ABOUT = {
     "bench_users": "N simulated users at once in a real browser (one chromium context each, a fresh server as "
     "`scripts/start.sh` starts it): the journey Home, Playground typing, add an example, upload a tokenizer.json, "
     "Compression on 20 languages, Load & inspect, the model check on SmolLM2; p50/p95 per step, errors, server and "
-    "worker RSS; light steps while heavy jobs run; a soak's RSS growth",
+    "worker RSS; light steps while heavy jobs run; a soak's RSS growth. Where chromium runs out, some users are "
+    "protocol-level clients (`bench/st_protocol.py`: the app's websocket protocol without a browser, timed to the "
+    "server's end of each run, without drawing): `light_clients` / `protocol_users` say which, their rows are "
+    "`light:…` in a mixed phase run with `--light-clients protocol` and `proto:…` in a journey phase",
     "suite": "the test suite's time: cold runs of `bash .ci/run` (a fresh clone, an empty HOME) and the fast lane",
     "bench_encoder": "the fast encoder of bulk measurement (`analysis.measure.fast_encode`): the whole `compress` of "
     "Llama-3.1 and Qwen3 × 204 FLORES languages in a new process with a fresh compression cache (tokenizers only; the "

@@ -33,7 +33,6 @@ from analysis.methods.extension import (
     Preview,
     compare_parity,
     default_corpora,
-    export_extension,
     heldout_label,
     methods_for,
     parity_applies,
@@ -48,7 +47,12 @@ from ui.corpus_jobs import corpus_panel
 from ui.errors import try_step
 from ui.export_check import export_check_section, speculative_line
 from ui.library import add_edited_button
-from ui.model_check import model_check_section, model_export_section, recipe_inputs
+from ui.model_check import (
+    model_check_section,
+    model_export_section,
+    model_folder_export_section,
+    recipe_inputs,
+)
 from ui.palette import OKABE_ITO
 from ui.pickers import model_picker_keys, pick_model, pick_tokenizer, server_path_input
 from ui.robustness import robustness_section
@@ -483,14 +487,7 @@ def export_model(res: ExtendResult, label: str) -> None:
                                                               paths.public_document(res.to_json()))}  # fmt: skip
 
     model_export_section("ext-model-ws", recipe, model, name, gguf)
-    if paths.server_paths_enabled():
-        out = server_path_input("…or a new folder on the server", "ext-model-out", write=True)
-        if out is not None and st.button("Export the model", key="ext-model-build"):
-            with st.spinner("Loading the model and growing its embeddings …"):
-                written = try_step(export_extension, res, out, model=model, init=init)
-            if written is not None:
-                st.success(f"Wrote {len(written)} files to {out}: " + ", ".join(written[:8]))
-                st.json(res.model or {}, expanded=False)
+    model_folder_export_section("ext-model", recipe, model, name, gguf)
 
     model_check_section("ext-mc", f"{label} ({init} rows)", recipe, original=model, keep_model=False)
 

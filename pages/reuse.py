@@ -19,7 +19,6 @@ from analysis.core.outputs import json_document
 from analysis.core.progress import Progress
 from analysis.core.references import cite
 from analysis.methods import reuse
-from analysis.methods.pruning.report import zip_folder
 from analysis.methods.reuse import measures as rm
 from analysis.methods.reuse.defaults import (
     DEFAULT_MIN_FREQUENCY,
@@ -30,15 +29,13 @@ from analysis.methods.reuse.defaults import (
     SAFE_PROTECT,
     TARGET_LANGS,
 )
-from analysis.methods.reuse.model import export_model
 from analysis.texts.corpora import iter_bytes
 from analysis.texts.flores import ENGLISH, FLORES_TRAIN_LINES, split_lines
 from ui.charts import interactive_toggle, show_svg
-from ui.errors import try_step
 from ui.export_check import export_check_section
 from ui.jobs import stored_input
-from ui.model_check import model_check_section
-from ui.pickers import BYTE_LEVEL_BPE, model_picker_keys, pick_model, pick_tokenizer, server_path_input
+from ui.model_check import model_check_section, model_export_section, model_folder_export_section
+from ui.pickers import BYTE_LEVEL_BPE, model_picker_keys, pick_model, pick_tokenizer
 from ui.progress import progress
 from ui.robustness import measured, robustness_button
 from ui.spans import token_spans_html
@@ -278,53 +275,40 @@ def consequence_and_export(tok: LoadedTokenizer, report: rm.ReuseReport, zipped:
         "it with `analysis.methods.reuse.reuse.ReuseTokenizer.load(folder)`. An R-BPE tokenizer routes text between two "
         "tokenizers, so it is not one `tokenizer.json` and cannot join the library like Extend's or Prune's edits."
     )
-    model_export(report.rt)
+
+    def recipe() -> (
+        dict
+    ):  # the check and the export run in a worker: the R-BPE folder travels as a workspace item (its zip)
+        return {
+            "op": "reuse",
+            "rbpe": stored_input(store(), current(), zipped, ".zip", {"job-input": "rbpe"}),
+        }
+
+    model_export(recipe, f"{tok.name}-rbpe-{target}")
     ident = (tok.content_hash, target, len(zipped))
     robustness_button("reuse-rob", ident, lambda cb: _robustness(report, cb))
     shown = command(robustness=measured("reuse-rob", ident))
     st.caption(shown.caption())
     st.code(shown.text(), language="bash", wrap_lines=True)
     export_check_section("reuse-check", tok, zipped)
-
-    def recipe() -> (
-        dict
-    ):  # the check runs in a worker: the R-BPE folder travels as a workspace item (its zip)
-        return {
-            "op": "reuse",
-            "rbpe": stored_input(store(), current(), zipped, ".zip", {"job-input": "rbpe"}),
-        }
-
-    model_check_section("reuse-mc", f"{tok.name} R-BPE ({target})", recipe, bakeoff=False)
+    model_check_section("reuse-mc", f"{tok.name} R-BPE ({target})", recipe, bakeoff=False, keep_model=False)
 
 
-def model_export(rt: reuse.ReuseTokenizer) -> None:
-    """Write the model with the reused ids' rows re-initialised by FVT (same size), next to the tokenizer."""
+def model_export(recipe: Callable[[], dict], name: str) -> None:
+    """The model with the reused ids' rows re-initialised by FVT (same size), next to the R-BPE tokenizer: a job of
+    the workers, into this workspace (a zip to download) or, where the operator allows server paths, a new server
+    folder."""
     with st.expander("Export the model too (reused rows re-initialised by FVT)"):
         st.caption(
             "Each reused id's input-embedding row (and LM-head row, unless tied) becomes the mean of the rows of the "
             "new token's pieces in the original tokenizer, as the paper initialises its continued pre-training. "
             "The model keeps its size; every other row is untouched."
         )
-        if st.session_state.pop("reuse-model-out-reset", False):  # just written: start a fresh name
-            st.session_state["reuse-model-out"] = ""
-        out = server_path_input("New folder on the server for the model", "reuse-model-out", write=True,
-                                placeholder="/path/to/new/folder")  # fmt: skip
-        model = pick_model("reuse-model", "Model of this tokenizer") if out is not None else ""
-        if model and st.button("Write model + R-BPE tokenizer", key="reuse-model-write"):
-            with st.spinner("Loading the model, re-initialising the reused rows, writing…"):
-                rep = try_step(export_model, rt, model, out)
-            if rep is not None:
-                st.session_state["reuse-model-written"] = (out, rep)
-                st.session_state["reuse-model-out-reset"] = True
-                st.rerun()
-        written = st.session_state.get("reuse-model-written")
-        if written is None or not written[0].is_dir():
+        model = pick_model("reuse-model", "Model of this tokenizer")
+        if not model:
             return
-        folder, rep = written
-        st.success(f"{rep['reinitialised']:,} of {rep['rows']:,} rows re-initialised; written to {folder}.")
-        if st.button("Zip it for download", key="reuse-model-zip") and (data := try_step(zip_folder, folder)):
-            st.download_button("Download model + tokenizer (.zip)", data, file_name=f"{folder.name}.zip",
-                               mime="application/zip", key="reuse-model-dl")  # fmt: skip
+        model_export_section("reuse-model-ws", recipe, model, name, False)
+        model_folder_export_section("reuse-model", recipe, model, name, False)
 
 
 def options(tok: LoadedTokenizer) -> tuple[dict, reuse.VocabClasses, reuse.ReusePlan]:

@@ -14,13 +14,15 @@ and a warm-up of the new rows. The JSON download is the document `python -m anal
   the result; the page's default of :data:`PAGE_LINES` lines per language (the CLI: all 212) is explained by the
   lines widget's help.
 * :func:`model_export_section` is the Extend and Prune pages' "Export the model into this workspace", a job of
-  kind ``model-export`` with the same recipe.
+  kind ``model-export`` with the same recipe; :func:`model_folder_export_section` the same job into a new server
+  folder (Extend, Token reuse), where the operator allows server paths.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pandas as pd
@@ -38,8 +40,8 @@ from analysis.texts.flores import available_codes
 from analysis.tokenizer.export import library_zip
 from analysis.tokenizer.tokenizer import LoadedTokenizer
 from ui.downloads import artifact_button, job_downloads
-from ui.jobs import job_panel, stored_input, stored_json, submit
-from ui.pickers import model_picker_keys, pick_model
+from ui.jobs import attached, job_panel, stored_input, stored_json, submit
+from ui.pickers import model_picker_keys, pick_model, server_path_input
 from ui.workspace import STORE_ERRORS, current, json_download, keep, store, unless_kept
 
 #: Why the page's default lines differ from the CLI's.
@@ -293,6 +295,43 @@ def model_export_section(key: str, recipe: Recipe, model: str, name: str, gguf: 
             st.caption(
                 "Kept in this workspace (the sidebar's Files list): the links work in this workspace only."
             )
+
+
+def model_folder_export_section(
+    key: str,
+    recipe: Recipe,
+    model: str,
+    name: str,
+    gguf: bool,
+    *,
+    label: str = "…or a new folder on the server",
+) -> None:
+    """The same export into a new folder on the server, where the operator allows server paths (the field is
+    :func:`ui.pickers.server_path_input`, and the worker confines the path again): a ``model-export`` job with
+    ``out``, built in a temporary sibling and moved into place whole; nothing is shown with server paths off."""
+    if not paths.server_paths_enabled():
+        return
+    done = attached(key)
+    if done is not None and done.state == "done" and (done.result or {}).get("folder"):
+        typed = str(st.session_state.get(f"{key}-out") or "").strip()
+        if typed and Path(typed).expanduser().resolve() == Path(done.result["folder"]):
+            st.session_state[f"{key}-out"] = (
+                ""  # written: the field starts a fresh name (it would say "exists")
+            )
+    out = server_path_input(label, f"{key}-out", write=True)
+    job = job_panel(key, "Model export to the server")
+    busy = job is not None and not job.final
+    if out is not None and st.button("Export the model", key=f"{key}-build", disabled=busy):
+        try:
+            params = {**recipe(), "model": model, "name": name, "gguf": bool(gguf), "out": str(out)}
+            submit(key, "model-export", params, label=f"Model export · {out.name}")
+        except (*STORE_ERRORS, AnalysisError) as e:
+            st.error(paths.public_text(str(e)), icon=":material/error:")
+            return
+        st.rerun()
+    if job is not None and job.state == "done" and job.result and job.result.get("folder"):
+        files = job.result.get("files") or []
+        st.success(f"Wrote {len(files)} files to {job.result['folder']}: " + ", ".join(files[:8]))
 
 
 def recipe_inputs(

@@ -32,7 +32,7 @@ from analysis.adapt.embeddings import remap_model
 from analysis.adapt.transplant import DEFAULT_K, read_for_model_check, transplant
 from analysis.adapt.warmup import WarmupConfig, warm_up
 from analysis.core import paths
-from analysis.core.outputs import atomic_write_text, json_document, json_ready, strict_json
+from analysis.core.outputs import atomic_folder, atomic_write_text, json_document, json_ready, strict_json
 from analysis.core.progress import scaled
 from analysis.errors import AnalysisError, DataError
 from analysis.evaluate.model_check import EditedReader, heldout_texts, load_pair, model_check, training_texts
@@ -257,6 +257,8 @@ def model_export_job(params: dict[str, Any], ctx: Any) -> dict[str, Any]:
     folder as the workspace artifact ``<name>.zip`` and, with ``gguf``, its ``<name>.gguf`` (f32, as the CLI's
     ``--gguf``); ``{"artifacts": [[name, what], ...], "op": ...}``."""
     model, name = str(params["model"]), folder_name(str(params.get("name") or "edited-model"))
+    if params.get("out"):
+        return _model_export_to_folder(params, ctx, model, name)
     kept: list[list[str]] = []
     with tempfile.TemporaryDirectory(prefix="toklab-model-export-") as tmp:
         op, toks, report, args = recipe_edit(params, ctx, Path(tmp))
@@ -283,6 +285,27 @@ def model_export_job(params: dict[str, Any], ctx: Any) -> dict[str, Any]:
             kept.append([f"{name}.gguf", "Download the .gguf"])
     ctx.progress(1.0, "done")
     return {"op": op, "name": name, "artifacts": kept}
+
+
+def _model_export_to_folder(params: dict[str, Any], ctx: Any, model: str, name: str) -> dict[str, Any]:
+    """:func:`model_export_job` into a new folder on the server (``params["out"]``: only where the operator allows
+    server paths; confined to the allowed roots again here, in the worker): built in a temporary sibling and moved
+    into place whole (:func:`analysis.core.outputs.atomic_folder`); its files are listed, nothing is stored."""
+    out = paths.confine(str(params["out"]), write=True)
+    with tempfile.TemporaryDirectory(prefix="toklab-model-export-") as tmp:
+        op, toks, report, args = recipe_edit(params, ctx, Path(tmp))
+        if params.get("gguf") and "edited" not in toks:
+            raise DataError(f"a .gguf of the {op} edit is not offered (its tokenizer is not one vocabulary)")
+        ctx.progress(0.0, "writing the edited model")
+        with atomic_folder(out) as folder:
+            made = EDITS[op](toks, report, folder, model, args)
+            if params.get("gguf"):
+                ctx.progress(0.6, "writing the .gguf")
+                export_gguf(folder, toks["edited"], model_source=model, base=toks.get("base"), name=name)
+    ctx.progress(1.0, "done")
+    files = sorted(p.name for p in out.iterdir())
+    return {"op": op, "name": name, "folder": str(out), "files": files, "artifacts": [],
+            **({"edit_report": made} if isinstance(made, dict) else {})}  # fmt: skip
 
 
 def folder_name(label: str) -> str:

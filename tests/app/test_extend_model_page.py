@@ -1,5 +1,5 @@
 """AppTest: the Extend page exports the model with the extended tokenizer (SmolLM2 GGUF, FVT rows) into a new
-server folder, and into the workspace as downloads (the same folder as a zip, and a .gguf); the written model loads
+server folder (a job of the workers, as every model write), and into the workspace as downloads (the same folder as a zip, and a .gguf); the written model loads
 with one embedding row per token (its Model check section is tested in
 test_model_check_section.py)."""
 
@@ -48,7 +48,13 @@ def test_extend_page_exports_the_grown_model(monkeypatch, tmp_path):
     at.text_input(key="ext-model-out").set_value(str(out)).run()
     at.button(key="ext-model-build").click().run()
     assert not at.exception and not at.error, [e.message for e in at.exception] + [e.value for e in at.error]
+    assert not out.exists()  # a job of the workers writes it (here, this process as a worker would)
+    job = run_page_job(at, "ext-model")
+    assert job.state == "done", job.error
+    at.run()
+    assert not at.exception and not at.error, [e.message for e in at.exception] + [e.value for e in at.error]
     assert any("Wrote" in s.value for s in at.success), [s.value for s in at.success]
+    assert not [p for p in tmp_path.iterdir() if p.name.endswith(".partial")]  # built aside, moved into place
     model = transformers.AutoModelForCausalLM.from_pretrained(str(out))
     tok = transformers.AutoTokenizer.from_pretrained(str(out))
     rows = model.get_input_embeddings().weight

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import tempfile
+import zipfile
 
 import pytest
 from streamlit.testing.v1 import AppTest
@@ -135,7 +136,24 @@ def test_reuse_checks_the_session_edit(monkeypatch):
     at.button(key="reuse-train").click().run()
     _ok(at)
     at.selectbox(key="reuse-mc-model-kind").set_value(_smol_label()).run()
-    doc = _job_check(at, "reuse-mc", ["arb_Arab", "eng_Latn"], kept=True)
+    doc = _job_check(at, "reuse-mc", ["arb_Arab", "eng_Latn"], kept=False)  # the model export below keeps it
     arb, eng = doc["languages"]
     assert doc["n_new_tokens"] == doc["n_removed_tokens"] > 0 and "bakeoff" not in doc
     assert arb["mass_removed"] is not None and eng["tokens_edited"] == eng["tokens_original"]
+    # the model with the reused rows re-initialised: a model-export job into this workspace (server paths off), the
+    # one copy of the model there (two copies of a 135M model in f32 would fill the default 1 GB quota)
+    at.selectbox(key="reuse-model-kind").set_value(_smol_label()).run()
+    at.button(key="reuse-model-ws-build").click().run()
+    _ok(at)
+    ws = at.session_state[WS_KEY]
+    jobs, job_id = default_jobs(), default_store().inputs(ws)["job:reuse-model-ws"]
+    assert jobs.claim(job_id) == "run"
+    run_claimed(jobs, job_id, ws)
+    job = jobs.get(ws, job_id)
+    assert job.state == "done", job.error
+    [(name, _)] = job.result["artifacts"]
+    with zipfile.ZipFile(default_store().file_path(ws, "artifact", name)) as zf:
+        members = {m.split("/", 1)[1] for m in zf.namelist()}
+    assert "rbpe_mapping.json" in members and any(m.endswith(".safetensors") for m in members), members
+    at.run()
+    _ok(at)
