@@ -105,11 +105,14 @@ def upload_option(argv: list[str]) -> list[str]:
 def main(argv: list[str]) -> None:
     """Warm the process, start the job workers and the pages' background warm-up, then `streamlit run
     toklab_server.py` (app.py in an `st.App` that also serves the workspace file route, `ui/file_route.py`) with these
-    options. glibc's malloc arenas are capped first (`analysis.core.memory.limit_malloc_arenas`): a server's RSS
-    then stays flat as sessions come and go."""
+    options. glibc's malloc arenas are capped first (`analysis.core.memory.limit_malloc_arenas`) and its mmap
+    threshold fixed (`fix_mmap_threshold`): a server's RSS then stays flat as sessions come and go, and comes back
+    down when they close."""
     if str(ROOT) not in sys.path:
         sys.path.insert(0, str(ROOT))
-    importlib.import_module("analysis.core.memory").limit_malloc_arenas()
+    memory = importlib.import_module("analysis.core.memory")
+    memory.limit_malloc_arenas()
+    memory.fix_mmap_threshold()
     warm()
     leave_legacy_pages_mode()
     start_workers()

@@ -5,12 +5,13 @@ from __future__ import annotations
 import ctypes.util
 import os
 import platform
+import subprocess
 import sys
 import threading
 import types
 
 import pytest
-from support import load_shared
+from support import ROOT, load_shared
 
 from analysis import LoadedTokenizer
 from analysis.core import cache, memory, paths
@@ -159,3 +160,18 @@ def test_release_memory_gives_arrows_pool_back_where_pyarrow_is_loaded(monkeypat
     assert calls == ["released"]
     monkeypatch.setitem(sys.modules, "pyarrow", types.SimpleNamespace())  # an old pyarrow: nothing to call
     release_memory()
+
+
+def test_the_mmap_threshold_is_fixed_unless_the_operator_chose(monkeypatch):
+    """The server fixes glibc's mmap threshold (big buffers mapped on their own, given back when freed) — not over an
+    operator's MALLOC_MMAP_THRESHOLD_."""
+    monkeypatch.setenv("MALLOC_MMAP_THRESHOLD_", "65536")
+    assert memory.fix_mmap_threshold() is False
+    monkeypatch.delenv("MALLOC_MMAP_THRESHOLD_")
+    glibc = platform.libc_ver()[0] == "glibc"
+    # in a process of its own: the fixed threshold would stay with this test process (and slow its big tensors)
+    code = "import os; from analysis.core import memory; print(memory.fix_mmap_threshold(), 'MALLOC_MMAP_THRESHOLD_' in os.environ)"
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert done.stdout.split() == [str(glibc), "False"], (
+        done.stderr
+    )  # the workers keep glibc's adaptive default
