@@ -10,6 +10,11 @@ RSS is sampled every second meanwhile (peak). All eight close at once; the RSS i
 
     python bench/bench_memory_tabs.py [--tabs 8] [--per-tab 3] [--after 180]
 
+The baseline is read twice: after the first view's tab closed (the server's imports, the embedded default) and,
+with `--warm-upload` (default: mistral-nemo, outside the measured set), after a tab that uploaded one tokenizer
+closed too — the upload path's imports and first-use caches are one-time costs, not memory a closed tab keeps. The
+target is judged against the second; the figures carry both.
+
 Target (issue 53): RSS back within 10 % of its baseline ≤ 3 min after the tabs close.
 """
 
@@ -44,6 +49,8 @@ TARGET_S = 180
 SAMPLE_EVERY_S = 30
 #: The tokenizers uploaded by default: every asset but the three largest vocabularies (Gemma 256k, Qwen3 151k,
 #: Mistral-Nemo 131k; Load & inspect takes minutes for each on two busy cores); Llama-3.1 (8.9 MB) is in.
+#: The warm-up tab's upload (not in :data:`DEFAULT_SET`): the baseline is then a server that has served an upload.
+WARM_UPLOAD = "mistral-nemo"
 DEFAULT_SET = ("bert-base-uncased,gpt2,llama-2,llama-3.1,mistral-7b-v0.1,mistral-7b-v0.3,pegasus-unigram,"
                "smollm2-135m-instruct")  # fmt: skip
 
@@ -167,8 +174,16 @@ def main() -> None:
     ap.add_argument(
         "--tokenizers", default=DEFAULT_SET, help="comma-separated asset tokenizer names ('' for all)"
     )
+    ap.add_argument(
+        "--warm-upload",
+        default=WARM_UPLOAD,
+        help="a tokenizer outside the measured set that one tab uploads before the baseline is read (the upload "
+        "path's imports and first-use caches are then part of it); '' for none",
+    )
     ap.add_argument("--variant", default=None, help="a name for this run's conditions: results file suffix")
     args = ap.parse_args()
+    if args.warm_upload and args.warm_upload in {n.strip() for n in args.tokenizers.split(",")}:
+        ap.error("--warm-upload must be a tokenizer outside --tokenizers (its bytes would be held by a tab)")
     run = Run(__file__, variant=variant_from(ap, args, ignore=("settle",)))
     files = tokenizer_files(args.tokenizers)
     if len(files) < args.per_tab:
@@ -186,8 +201,16 @@ def main() -> None:
             ctx.close()
             print(f"warm-up tab closed; waiting {args.settle} s for its session to be reaped", flush=True)
             time.sleep(args.settle)
-            baseline = rss_mb(proc.pid)
-            print(f"baseline RSS {baseline:,.0f} MB", flush=True)
+            baseline = cold = rss_mb(proc.pid)
+            print(f"baseline RSS {baseline:,.0f} MB (first view only)", flush=True)
+            if args.warm_upload:  # one upload before: the upload path's one-time costs belong to the baseline
+                ctx, page = open_tab(browser, base)
+                upload(page, tokenizer_files(args.warm_upload)[0])
+                ctx.close()
+                time.sleep(args.settle)
+                baseline = rss_mb(proc.pid)
+                print(f"baseline RSS {baseline:,.0f} MB (after a tab that uploaded {args.warm_upload} closed)",
+                      flush=True)  # fmt: skip
             t0 = time.monotonic()
             tabs = []
             with Sampler(proc.pid) as sampler:
@@ -232,6 +255,9 @@ def main() -> None:
         "tokenizers": [p.parent.name for p in files],
         "memory_budget_mb": paths.memory_budget_bytes() / paths.MB,
         "baseline_mb": round(baseline, 1),
+        "baseline_first_view_mb": round(cold, 1),
+        "warm_upload": args.warm_upload or None,
+        "after_close_vs_first_view_baseline": {t: round(v / cold - 1, 4) for t, v in samples.items()},
         "peak_mb": round(peak, 1),
         "upload_phase_s": round(upload_s, 1),
         "after_close_mb": {t: round(v, 1) for t, v in samples.items()},
