@@ -40,7 +40,7 @@ queue starts), plus any `python -m analysis worker` process of the same data fol
     python bench/bench_users.py --users 1,2 --soak 1              # a dry run on a busy machine
     python bench/bench_users.py --model-step none                 # no model-side job
 
-Protocol-level clients (`bench/st_protocol.py`: the app's websocket protocol without a browser, where chromium runs
+Protocol-level clients (`bench/_st_protocol.py`: the app's websocket protocol without a browser, where chromium runs
 out — on 2 cores eight chromium contexts take ~95 % of the CPU a phase uses, and a light step's time is then mostly
 the users' own drawing): `--light-clients protocol` makes the mixed phase's light users such clients (the heavy
 users stay browsers), and `--protocol-users K` makes K of each journey phase's N users such clients on the light
@@ -74,7 +74,7 @@ from typing import Any
 from urllib.parse import urlparse
 
 from _results import Run, variant_from
-from st_protocol import ProtocolUser
+from _st_protocol import ProtocolUser
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT / "tests"), str(ROOT / "tests" / "e2e")]
@@ -796,7 +796,7 @@ PROTO = "proto:"
 
 @dataclass
 class ProtoUser:
-    """A simulated user without a browser (`st_protocol.ProtocolUser`): its session, and a counter for its texts."""
+    """A simulated user without a browser (`_st_protocol.ProtocolUser`): its session, and a counter for its texts."""
 
     name: str
     base: str
@@ -1135,7 +1135,7 @@ def parser() -> argparse.ArgumentParser:
         "--light-clients",
         choices=("browser", "protocol"),
         default="browser",
-        help="the mixed phase's light users: browser contexts, or protocol-level clients (bench/st_protocol.py)",
+        help="the mixed phase's light users: browser contexts, or protocol-level clients (bench/_st_protocol.py)",
     )
     ap.add_argument(
         "--protocol-users",

@@ -55,7 +55,7 @@ ABOUT = {
     "`scripts/start.sh` starts it): the journey Home, Playground typing, add an example, upload a tokenizer.json, "
     "Compression on 20 languages, Load & inspect, the model check on SmolLM2; p50/p95 per step, errors, server and "
     "worker RSS; light steps while heavy jobs run; a soak's RSS growth. Where chromium runs out, some users are "
-    "protocol-level clients (`bench/st_protocol.py`: the app's websocket protocol without a browser, timed to the "
+    "protocol-level clients (`bench/_st_protocol.py`: the app's websocket protocol without a browser, timed to the "
     "server's end of each run, without drawing): `light_clients` / `protocol_users` say which, their rows are "
     "`light:…` in a mixed phase run with `--light-clients protocol` and `proto:…` in a journey phase",
     "suite": "the test suite's time: cold runs of `bash .ci/run` (a fresh clone, an empty HOME) and the fast lane",

@@ -20,7 +20,7 @@ import report  # noqa: E402
 
 #: The scripts that measure something (helpers and the renderer excluded): each writes a results file.
 BENCHES = sorted(
-    p for p in (ROOT / "bench").glob("*.py") if p.name not in ("_results.py", "report.py")
+    p for p in (ROOT / "bench").glob("*.py") if not p.name.startswith("_") and p.name != "report.py"
 )  # fmt: skip
 
 

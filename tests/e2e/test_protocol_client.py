@@ -1,4 +1,4 @@
-"""bench/st_protocol.py, the benchmarks' protocol-level user, against the browser tests' server: a new session, a
+"""bench/_st_protocol.py, the benchmarks' protocol-level user, against the browser tests' server: a new session, a
 page switch, a typed Playground text drawn, and the light journey of `bench_users.py` without an error (an error
 on the page or a wait that runs out is a counted error, never a silent pass)."""
 
@@ -14,7 +14,7 @@ from support import ROOT
 sys.path.insert(0, str(ROOT / "bench"))
 
 import bench_users  # noqa: E402
-from st_protocol import ProtocolError, ProtocolUser  # noqa: E402
+from _st_protocol import ProtocolError, ProtocolUser  # noqa: E402
 
 
 def _run(coro):
