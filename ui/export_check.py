@@ -1,14 +1,14 @@
 """The "Export check" section every exporting page shows (Extend, Prune, Token reuse, SA-BPE, Load & inspect): one
 call, :func:`export_check_section`. Behind a button a job of a worker (kind ``export-check``:
 :func:`analysis.views.export_check.export_check_job`; its panel re-attaches after a reload) runs the CLI's
-`export-check` on the export the page built
-(pre-flight checks, parity with llama.cpp itself, the round trip before and after the edit) and shows the typed
+`export-check` on the export the page built (pre-flight checks, parity with llama.cpp itself, the round trip before
+and after the edit) and shows the typed
 report: pass / fail / fixed per check, the per-language parity table and the languages the edit broke, with the
 JSON download equal to `python -m analysis export-check --json`.
 
 With server paths off it also checks this workspace's model files (:func:`workspace_files`): the Hugging Face folder
 (zip) and the ``.gguf`` that "Export the model into this workspace" made, the model check's edited model, an
-uploaded model — each unpacked once by its content as an uploaded model is
+uploaded model — each unpacked by the job once by its content as an uploaded model is
 (:func:`analysis.model.upload.unpack_model`) and named in the report by its workspace name, never by where the
 server keeps it."""
 
@@ -22,7 +22,6 @@ import streamlit as st
 from analysis.core.outputs import json_document
 from analysis.errors import DataError
 from analysis.evaluate.speculative import speculative_compatibility
-from analysis.model.upload import unpack_model
 from analysis.texts import flores
 from analysis.tokenizer.export import zip_bytes
 from analysis.tokenizer.tokenizer import LoadedTokenizer
@@ -84,16 +83,6 @@ def workspace_files() -> list[str]:
         return []
     return [i.name for i in store().items(ws, "artifact")
             if i.has_file and i.name.lower().endswith(CHECKABLE) and not i.name.startswith(JOB_INPUTS)]  # fmt: skip
-
-
-def workspace_model(name: str) -> Path:
-    """The folder or ``.gguf`` file of workspace file `name`, unpacked once by its content (as an uploaded model
-    is); DataError when it is gone or holds no model."""
-    ws = current()
-    blob = store().file_path(ws, "artifact", name) if ws else None
-    if blob is None:
-        raise DataError(f"{name} is no longer in this workspace")
-    return unpack_model(blob, name, digest=blob.name)
 
 
 def _submit(key: str, base: LoadedTokenizer | None, export: Export, langs: list[str], max_lines: int, parity: bool,
