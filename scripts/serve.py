@@ -73,12 +73,36 @@ def warm_pages() -> None:
         print(f"[serve] background warm-up skipped: {e}", file=sys.stderr)
 
 
+#: Set by :func:`use_system_allocator` when it chose the server's allocator (so the workers are not given it).
+OWN_PYTHONMALLOC = "TOKLAB_SERVER_PYTHONMALLOC"
+
+
+def use_system_allocator() -> None:
+    """Run the server on the C library's malloc for Python's small objects (``PYTHONMALLOC=malloc``): this process
+    is started again with it, once, unless the operator set ``PYTHONMALLOC``. pymalloc keeps a 1 MiB arena while
+    any object in it lives, so the few objects that outlive a session pin arenas the session filled; glibc gives
+    free pages back (`release_memory`'s trim) at 4 KiB. Measured in one process (8 sessions × 3 uploads, all
+    closed, arenas capped, the mmap threshold fixed): RSS left +11 % over the baseline with pymalloc, +4 % with
+    malloc, for 13–22 % more CPU on that work. The job workers keep pymalloc (:func:`start_workers`)."""
+    if os.environ.get("PYTHONMALLOC"):
+        return
+    os.environ["PYTHONMALLOC"] = "malloc"
+    os.environ[OWN_PYTHONMALLOC] = "1"
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os.execv(sys.executable, sys.orig_argv)
+
+
 def start_workers() -> subprocess.Popen | None:
-    """Start the job workers beside this server (None when ``TOKLAB_WORKERS`` is 0); stopped when it exits."""
+    """Start the job workers beside this server (None when ``TOKLAB_WORKERS`` is 0); stopped when it exits. They
+    keep Python's own allocator unless the operator chose another."""
     if os.environ.get("TOKLAB_WORKERS", "").strip() == "0":
         return None
+    env = dict(os.environ)
+    if env.pop(OWN_PYTHONMALLOC, None):
+        env.pop("PYTHONMALLOC", None)
     proc = subprocess.Popen([sys.executable, "-m", "analysis", "worker", "--parent", str(os.getpid())], cwd=ROOT,
-                            start_new_session=True)  # fmt: skip
+                            env=env, start_new_session=True)  # fmt: skip
     atexit.register(stop_workers, proc)
     return proc
 
@@ -128,4 +152,5 @@ def main(argv: list[str]) -> None:
 
 
 if __name__ == "__main__":
+    use_system_allocator()
     main(sys.argv[1:])

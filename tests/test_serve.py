@@ -3,6 +3,7 @@ leaves the embedded default in the app's shared cache, so the first request of a
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 
@@ -95,3 +96,20 @@ def test_the_server_runs_on_httptools_and_uvloop():
     )
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.split() == ["HttpToolsProtocol", "True"], done.stdout
+
+
+def test_the_server_runs_on_the_c_allocator_unless_the_operator_chose():
+    """`use_system_allocator` starts the process again once with PYTHONMALLOC=malloc (arenas of closed sessions
+    then go back to the system); an operator's PYTHONMALLOC is kept, and the workers never get the server's."""
+    code = ("import os, sys; sys.path.insert(0, 'scripts'); import serve; serve.use_system_allocator(); "
+            "print(os.environ.get('PYTHONMALLOC'), os.environ.get(serve.OWN_PYTHONMALLOC))")  # fmt: skip
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONMALLOC", "TOKLAB_SERVER_PYTHONMALLOC")}
+    done = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300
+    )
+    assert done.stdout.split()[-2:] == ["malloc", "1"], done.stderr[-2000:]
+    env["PYTHONMALLOC"] = "pymalloc"
+    done = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300
+    )
+    assert done.stdout.split()[-2:] == ["pymalloc", "None"], done.stderr[-2000:]
