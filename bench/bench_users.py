@@ -941,16 +941,14 @@ async def mixed_phase(browser: Browser, base: str, n: int, heavy: int, args: arg
         finally:
             await u.close()
 
-    if args.light_clients == "protocol":
-        light_user = proto_light_user  # noqa: F811 - the light users without a browser
-
     async def heavies() -> None:
         try:
             await asyncio.gather(*(heavy_user(i) for i in range(heavy)))
         finally:
             done.set()
 
-    await asyncio.gather(heavies(), *(light_user(i) for i in range(n)))
+    light_one = proto_light_user if args.light_clients == "protocol" else light_user
+    await asyncio.gather(heavies(), *(light_one(i) for i in range(n)))
     for s, xs in light.times.items():
         for x in xs:
             tally.add(f"light:{s}", x)

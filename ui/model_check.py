@@ -282,19 +282,24 @@ def model_export_section(key: str, recipe: Recipe, model: str, name: str, gguf: 
     busy = job is not None and not job.final
     if st.button("Export the model into this workspace", key=f"{key}-build", icon=":material/inventory_2:",
                  disabled=busy, help="A job of the server's workers: the page stays usable, a reload finds it"):  # fmt: skip
-        try:
-            params = {**recipe(), "model": model, "name": name, "gguf": bool(gguf)}
-            submit(key, "model-export", params, label=f"Model export · {name}")
-        except (*STORE_ERRORS, AnalysisError) as e:
-            st.error(paths.public_text(str(e)), icon=":material/error:")
-            return
-        st.rerun()
+        _submit_export(key, recipe, {"model": model, "name": name, "gguf": bool(gguf)}, name)
     if job is not None and job.state == "done" and job.result:
         links = [(str(art), str(what)) for art, what in job.result.get("artifacts") or []]
         if job_downloads(job, links, key=f"{key}-dl", what="this export"):
             st.caption(
                 "Kept in this workspace (the sidebar's Files list): the links work in this workspace only."
             )
+
+
+def _submit_export(key: str, recipe: Recipe, options: dict[str, Any], shown: str) -> None:
+    """Submit the ``model-export`` job of `recipe` with `options` under `key` and rerun; a store or edit error is
+    shown on the page instead."""
+    try:
+        submit(key, "model-export", {**recipe(), **options}, label=f"Model export · {shown}")
+    except (*STORE_ERRORS, AnalysisError) as e:
+        st.error(paths.public_text(str(e)), icon=":material/error:")
+        return
+    st.rerun()
 
 
 def model_folder_export_section(
@@ -315,20 +320,14 @@ def model_folder_export_section(
     if done is not None and done.state == "done" and (done.result or {}).get("folder"):
         typed = str(st.session_state.get(f"{key}-out") or "").strip()
         if typed and Path(typed).expanduser().resolve() == Path(done.result["folder"]):
-            st.session_state[f"{key}-out"] = (
-                ""  # written: the field starts a fresh name (it would say "exists")
-            )
+            st.session_state[f"{key}-out"] = ""  # written: a fresh name (the field would say "exists")
     out = server_path_input(label, f"{key}-out", write=True)
     job = job_panel(key, "Model export to the server")
     busy = job is not None and not job.final
     if out is not None and st.button("Export the model", key=f"{key}-build", disabled=busy):
-        try:
-            params = {**recipe(), "model": model, "name": name, "gguf": bool(gguf), "out": str(out)}
-            submit(key, "model-export", params, label=f"Model export · {out.name}")
-        except (*STORE_ERRORS, AnalysisError) as e:
-            st.error(paths.public_text(str(e)), icon=":material/error:")
-            return
-        st.rerun()
+        _submit_export(
+            key, recipe, {"model": model, "name": name, "gguf": bool(gguf), "out": str(out)}, out.name
+        )
     if job is not None and job.state == "done" and job.result and job.result.get("folder"):
         files = job.result.get("files") or []
         st.success(f"Wrote {len(files)} files to {job.result['folder']}: " + ", ".join(files[:8]))

@@ -222,14 +222,7 @@ def limit_malloc_arenas(n: int = SERVER_ARENAS) -> bool:
     """Cap glibc's malloc arenas at `n` for this process (and, through ``MALLOC_ARENA_MAX``, the processes it
     starts), before its threads start; True when the cap was set. Nothing is changed where the operator set
     ``MALLOC_ARENA_MAX`` (glibc read it at start) or the C library is not glibc."""
-    if os.environ.get("MALLOC_ARENA_MAX"):
-        return False
-    try:
-        mallopt = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6").mallopt
-    except (OSError, AttributeError):
-        return False
-    mallopt.argtypes, mallopt.restype = [ctypes.c_int, ctypes.c_int], ctypes.c_int
-    if mallopt(_M_ARENA_MAX, n) != 1:
+    if os.environ.get("MALLOC_ARENA_MAX") or not _mallopt(_M_ARENA_MAX, n):
         return False
     os.environ["MALLOC_ARENA_MAX"] = str(n)
     return True
@@ -249,14 +242,17 @@ def fix_mmap_threshold(n: int = SERVER_MMAP_THRESHOLD) -> bool:
     """Fix glibc's mmap threshold at `n` bytes for this process (not the processes it starts: the job workers keep
     glibc's adaptive default, which suits their big numeric work); True when set. Nothing is changed where the
     operator set ``MALLOC_MMAP_THRESHOLD_`` or the C library is not glibc."""
-    if os.environ.get("MALLOC_MMAP_THRESHOLD_"):
-        return False
+    return not os.environ.get("MALLOC_MMAP_THRESHOLD_") and _mallopt(_M_MMAP_THRESHOLD, n)
+
+
+def _mallopt(param: int, value: int) -> bool:
+    """glibc's `mallopt(param, value)` for this process; False where it failed or the C library has none."""
     try:
-        mallopt = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6").mallopt
+        fn = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6").mallopt
     except (OSError, AttributeError):
         return False
-    mallopt.argtypes, mallopt.restype = [ctypes.c_int, ctypes.c_int], ctypes.c_int
-    return mallopt(_M_MMAP_THRESHOLD, n) == 1
+    fn.argtypes, fn.restype = [ctypes.c_int, ctypes.c_int], ctypes.c_int
+    return fn(param, value) == 1
 
 
 def _malloc_trim() -> Callable[[int], int] | None:
