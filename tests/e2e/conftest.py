@@ -50,6 +50,24 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.xdist_group("e2e"))
 
 
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Iterator[None]:
+    """When a journey fails, keep what its tab showed: a screenshot in test-artifacts/ and the page's text as a
+    section of the failure report (a CI log then says what the user would have seen)."""
+    outcome = yield
+    report = outcome.get_result()
+    page = getattr(item, "funcargs", {}).get("page")
+    if report.when != "call" or not report.failed or page is None or page.is_closed():
+        return
+    try:
+        ARTIFACTS.mkdir(exist_ok=True)
+        page.screenshot(path=str(ARTIFACTS / f"failed-{item.name[:80]}.png"), full_page=True, timeout=20_000)
+        text = page.locator("body").inner_text(timeout=20_000)
+    except Exception as e:  # noqa: BLE001 - a report must not fail on a closing tab
+        text = f"(the page could not be read: {e})"
+    report.sections.append(("what the page showed", f"{page.url}\n{text[-6000:]}"))
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

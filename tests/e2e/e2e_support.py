@@ -153,11 +153,14 @@ def wait_rerun(page: Page, since: int, timeout: int = RUN_TIMEOUT_MS) -> None:
     wait_idle(page, max(1_000, int((deadline - time.monotonic()) * 1000)))
 
 
-def choose(page: Page, box: Locator, option: str, timeout: int = RUN_TIMEOUT_MS) -> None:
+def choose(
+    page: Page, box: Locator, option: str, timeout: int = RUN_TIMEOUT_MS, *, verify: bool = False
+) -> None:
     """Pick `option` in a selectbox or multiselect: wait for the app to be idle and the box to be there, open its
     list, and click the option once the list shows it; then, unless it was chosen already (`aria-selected`), wait
     for the rerun the choice starts. A rerun that closes the list before the option is clicked (a fragment) is
-    met by opening it again, until `timeout`."""
+    met by opening it again, until `timeout`. With `verify` (a selectbox that keeps its choice), the box must show
+    `option` once the app is idle again, else it is chosen again (and the retry is printed to the test's log)."""
     deadline = time.monotonic() + timeout / 1000
     wait_idle(page, timeout)
     expect(box).to_be_visible(timeout=timeout)
@@ -176,6 +179,9 @@ def choose(page: Page, box: Locator, option: str, timeout: int = RUN_TIMEOUT_MS)
                 wait_idle(page, left_ms)
             else:
                 wait_rerun(page, since, left_ms)
+            if verify and box.get_by_role("combobox").input_value(timeout=min(left_ms, 10_000)) != option:
+                print(f"choose: {option!r} was not kept by the page; choosing it again")
+                raise AssertionError(f"{option!r} not kept")
             return
         except (AssertionError, PlaywrightTimeout):
             if time.monotonic() > deadline:

@@ -109,9 +109,10 @@ def test_transplant_page_gives_smollm2_llama2s_tokenizer(page: Page, app_url, ar
     main = page.locator('[data-testid="stMain"]')
     box = main.locator('[data-testid="stSelectbox"]')
     expect(page.get_by_role("combobox", name="Tokenizer it gets (B)")).to_have_value("llama-2")
-    choose(page, box.filter(has_text="Model (A)"), "SmolLM2-135M-Instruct (GGUF, fetched)")
-    choose(page, box.filter(has_text="Rows of B's tokens"), f"random — {INIT_HELP['random']}")
+    choose(page, box.filter(has_text="Model (A)"), "SmolLM2-135M-Instruct (GGUF, fetched)", verify=True)
+    choose(page, box.filter(has_text="Rows of B's tokens"), f"random — {INIT_HELP['random']}", verify=True)
     langs = main.locator('[data-testid="stMultiSelect"]').filter(has_text="Languages")
+    expect(langs).to_be_visible()  # drawn once the model is chosen
     since = mark(page)
     langs.locator('[data-tag][aria-label="eng_Latn"]').get_by_role("button").click()  # est_Latn stays
     wait_rerun(page, since)
