@@ -324,7 +324,7 @@ def zip_written(written: WrittenExport | None) -> None:
     if total <= MAX_ZIP_BYTES and st.button(
         f"Zip {written.folder} for download ({total / 1e6:.0f} MB)", key="prune-zip"
     ):
-        st.download_button("Download model + tokenizer (.zip)", zip_folder(written.folder, written.files),
+        st.download_button("Download model + tokenizer (.zip)", lambda: zip_folder(written.folder, written.files),
                            file_name=f"{written.folder.name}.zip", mime="application/zip", key="prune-dl-model")  # fmt: skip
 
 

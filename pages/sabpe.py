@@ -262,8 +262,8 @@ def concentrated_and_export(cmp: S.SabpeComparison, n_vocab: int) -> None:
     )
     st.caption("The same document as `python -m analysis sabpe --json` (and `--out`'s sabpe_report.json).")
     for col, (lb, res) in zip(st.columns(len(runs)), runs.items()):
-        col.download_button(f"Download {lb} tokenizer (.zip)",
-                            zip_bytes(res.tokenizer, report, folder=lb.lower(), report_name="sabpe_report.json"),
+        col.download_button(f"Download {lb} tokenizer (.zip)",  # built on click
+                            partial(zip_bytes, res.tokenizer, report, folder=lb.lower(), report_name="sabpe_report.json"),
                             file_name=f"{lb.lower()}-{n_vocab}.zip", mime="application/zip", key=f"sa-dl-{lb}")  # fmt: skip
         if col.button(f"Add {lb} to the library", key=f"sa-add-{lb}"):
             col.success(f"Added as {add_to_library(res.tokenizer, f'{lb} {res.priority} {n_vocab}')}.")

@@ -241,7 +241,7 @@ def never_used(name: str, tok: LoadedTokenizer, df: pd.DataFrame) -> None:
                   help=f"of {len(tok.vocab):,} model-vocabulary tokens")  # fmt: skip
         nv = df[df["id"].isin(set(never))][["id", "readable", "category", "script"]]
         st.dataframe(nv.head(2000), hide_index=True, width="stretch", key="th-never")
-        st.download_button("Download never-produced (CSV)", nv.to_csv(index=False), f"{name}-never-produced.csv",
+        st.download_button("Download never-produced (CSV)", lambda: nv.to_csv(index=False), f"{name}-never-produced.csv",
                            "text/csv", key="th-dl-never")  # fmt: skip
 
 

@@ -1,6 +1,7 @@
-"""AppTest: the Transplant page gives the demo SmolLM2 the session's Qwen tokenizer (random rows: the fast init) as
-a job of the workers and measures it per language like the CLI; it shows the equivalent command and where the rows came
-from, and its downloads name no server path. The engine is tested in tests/adapt/test_transplant.py."""
+"""AppTest: the Transplant page asks for a model, shows the equivalent command with the model check's defaults, and
+submits the transplant of the demo SmolLM2 to the session's Qwen tokenizer (random rows) as one job of the workers.
+The job's run and its result on the page are the browser journey's (tests/e2e/test_change_pages_e2e.py); the engine
+is tested in tests/adapt/test_transplant.py."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from streamlit.testing.v1 import AppTest
 from support import ROOT, need_smollm
 
 from analysis.core.workspace import default_store
-from analysis.jobs.queue import default_jobs, run_claimed
+from analysis.jobs.queue import default_jobs
 from analysis.tokenizer.defaults import DEFAULT_NAME, default_tokenizer
 from ui.loaders import fetched_models
 from ui.workspace import WS_KEY
@@ -33,7 +34,9 @@ def test_page_asks_for_a_model_then_shows_the_command():
 
 
 @need_smollm
-def test_page_transplants_as_a_job_and_measures_it(monkeypatch):
+def test_page_submits_the_transplant_as_a_job_with_the_check_s_choices(monkeypatch):
+    """The page's inputs become one job of the workers (the transplant and its model check, with B stored in the
+    workspace); the browser journey (tests/e2e/test_change_pages_e2e.py) runs such a job and reads its result."""
     monkeypatch.delenv("TOKLAB_SERVER_PATHS", raising=False)
     at = _app()
     smol = next(k for k, v in fetched_models().items() if str(v).endswith(".gguf"))
@@ -44,17 +47,16 @@ def test_page_transplants_as_a_job_and_measures_it(monkeypatch):
     at.multiselect(key="tp-check-langs").set_value(["est_Latn"]).run()
     at.number_input(key="tp-check-lines").set_value(2).run()
     at.button(key="tp-check-run").click().run()
-    # the transplant and its check are a job of the workers (here run by this process, as a worker would)
-    ws = at.session_state[WS_KEY]
-    jobs, job_id = default_jobs(), default_store().inputs(ws)["job:tp-check"]
-    assert jobs.claim(job_id) == "run"
-    run_claimed(jobs, job_id, ws)
-    at.run()
     assert not at.exception and not at.error, [e.message for e in at.exception] + [e.value for e in at.error]
-    doc = jobs.get(ws, job_id).result
-    row = doc["languages"][0]
-    assert row["lang"] == "est_Latn" and row["bpb_edited"] > 0 and row["bpb_original"] > 0
-    report = doc["edit_report"]
-    assert report["copied"] > 30_000 and report["initialised"] > 0 and report["tokenizer"] == DEFAULT_NAME
-    assert "source_ids" not in report and "/" not in report["model"]
-    assert at.get("plotly_chart") and at.get("download_button")
+    ws = at.session_state[WS_KEY]
+    job = default_jobs().get(ws, default_store().inputs(ws)["job:tp-check"])
+    assert job is not None and job.state == "queued"
+    p = job.params
+    assert (job.kind, p["op"], p["init"], p["names"]) == (
+        "model-check",
+        "transplant",
+        "random",
+        {"edited": DEFAULT_NAME},
+    )
+    assert (p["langs"], p["lines"], p["model"]) == (["est_Latn"], 2, str(fetched_models()[smol]))
+    default_jobs().cancel(ws, job.id)

@@ -29,7 +29,7 @@ from bad_files import (
     zip_of,
 )
 from bad_run import strict_loads
-from streamlit.delta_generator import DeltaGenerator
+from download_support import record_downloads
 from streamlit.testing.v1 import AppTest
 from support import ROOT, TOKENIZERS, load_shared
 
@@ -358,22 +358,7 @@ def test_library_zip_refuses_hostile_contents():
 
 
 # ====================================================================== downloads are strict JSON
-@pytest.fixture
-def downloads(monkeypatch):
-    """file name → the bytes every download button of the run offered."""
-
-    got: dict[str, bytes] = {}
-    real = DeltaGenerator.download_button
-
-    def record(self, label, data, file_name=None, *args, **kwargs):
-        got[file_name or label] = data.encode() if isinstance(data, str) else data
-        return real(self, label, data, file_name, *args, **kwargs)
-
-    monkeypatch.setattr(DeltaGenerator, "download_button", record)
-    return got
-
-
-def test_undertrained_jsonl_download_is_strict_json(monkeypatch, tmp_path, downloads):
+def test_undertrained_jsonl_download_is_strict_json(monkeypatch, tmp_path):
     """A model whose rows 10–19 are NaN: the page notes them and its JSONL holds null, never a bare NaN."""
 
     folder = tmp_path / "model"
@@ -385,6 +370,7 @@ def test_undertrained_jsonl_download_is_strict_json(monkeypatch, tmp_path, downl
     data[head:] = emb.tobytes()
     (folder / "model.safetensors").write_bytes(bytes(data))
     _allow(monkeypatch, tmp_path)
+    downloads = record_downloads(monkeypatch)  # key → bytes (a download built on click is built here)
     at = _app("pages/undertrained.py")
     at.selectbox(key="ut-model-kind").select("Folder or file path on the server").run()
     at.text_input(key="ut-model-path").input(str(folder)).run()
@@ -392,7 +378,7 @@ def test_undertrained_jsonl_download_is_strict_json(monkeypatch, tmp_path, downl
     assert not at.exception, [e.message for e in at.exception]
     notes = " ".join(i.value for i in at.info) + " ".join(w.value for w in at.warning)
     assert "10 rows give a NaN" in notes, notes
-    jsonl = [v for k, v in downloads.items() if k.endswith(".jsonl")]
+    jsonl = [v for k, v in downloads.items() if k.endswith("-jsonl")]
     assert jsonl
     rows = [strict_loads(line) for blob in jsonl for line in blob.decode("utf-8").splitlines()]
     assert rows and any(None in r.values() for r in rows)  # the NaN rows' indicators, as null

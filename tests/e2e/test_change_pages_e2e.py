@@ -148,6 +148,7 @@ def test_transplant_page_gives_smollm2_llama2s_tokenizer(page: Page, app_url, ar
         report = json.loads(zf.read(next(n for n in zf.namelist() if n.endswith("/transplant_report.json"))))
         assert any(n.endswith("/model.safetensors") for n in zf.namelist())
     zipped.unlink()
+    assert "/" not in report["model"]  # the model by its public name, not its server path
     assert config["vocab_size"] == total and (report["copied"], report["initialised"]) == (
         copied,
         initialised,
