@@ -241,6 +241,7 @@ def model_check_job(params: dict[str, Any], ctx: Any) -> dict[str, Any]:
             ctx.progress(None, "storing the edited model (zip)")
             name = str(params.get("model_name") or f"{label} model.zip")
             try:
+                public_reports(folder)
                 archive = Path(tmp) / "model.zip"
                 zip_folder(folder, archive)
                 ctx.put_file("artifact", name, {"job": "model-check", "what": "edited model (Hugging Face folder)"},
@@ -250,6 +251,14 @@ def model_check_job(params: dict[str, Any], ctx: Any) -> dict[str, Any]:
                 doc["model_artifact_error"] = paths.public_text(f"the edited model was not kept: {e}")
                 ctx.log(doc["model_artifact_error"])
     return doc
+
+
+def public_reports(folder: Path) -> None:
+    """Rewrite the edit's reports in a model folder a browser will download (``*_report.json``: the transplant's,
+    the extension's, the pruning's) with every file named as downloads name files, never by the server's layout
+    (:func:`analysis.core.paths.public_document`)."""
+    for rep in folder.glob("*_report.json"):
+        atomic_write_text(rep, json_document(paths.public_document(json.loads(rep.read_text("utf-8")))))
 
 
 def model_export_job(params: dict[str, Any], ctx: Any) -> dict[str, Any]:
@@ -268,8 +277,7 @@ def model_export_job(params: dict[str, Any], ctx: Any) -> dict[str, Any]:
         folder = Path(tmp) / name
         ctx.progress(0.0, "writing the edited model")
         EDITS[op](toks, report, folder, model, args)
-        for rep in folder.glob("*_report.json"):  # named as downloads name files: never the server's layout
-            atomic_write_text(rep, json_document(paths.public_document(json.loads(rep.read_text("utf-8")))))
+        public_reports(folder)
         ctx.progress(0.5, "storing the model (zip)")
         archive = Path(tmp) / "model.zip"
         zip_folder(folder, archive)

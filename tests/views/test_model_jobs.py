@@ -75,9 +75,12 @@ def test_job_and_direct_check_give_the_same_numbers(tmp_path: Path, monkeypatch)
     assert job_doc["n_new_tokens"] == 40 and len(job_doc["languages"]) == 1
     with zipfile.ZipFile(io.BytesIO(store_at(data).read(ws, "artifact", name))) as z:
         names = z.namelist()
+        report_text = z.read(next(n for n in names if n.endswith("/extension_report.json"))).decode()
     assert any(n.endswith("/model.safetensors") for n in names) and any(
         n.endswith("/tokenizer.json") for n in names
     )
+    # the kept model's report names the model as a download does, not by its server path (the transplant's did)
+    assert str(tmp_path) not in report_text, [ln for ln in report_text.splitlines() if str(tmp_path) in ln]
 
     # the workspace is full when the zip is stored: the check's document stays, with why the zip was not kept (the
     # check itself stubbed: it only writes the edited model, as run_check does first)
