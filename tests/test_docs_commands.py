@@ -94,3 +94,10 @@ def test_docs_and_readme_show_no_placeholder_tokenizer():
         if re.search(r"--(tokenizer|model) [A-Z]\b|\bTOKENIZER\b", line)
     ]
     assert not bad, bad
+
+
+def test_the_readme_is_a_front_door():
+    """The README stays short (≤ 200 lines, ≤ 16,000 characters): details go to docs/, measured figures to
+    bench/results/ and the generated docs/results.md."""
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert len(text.splitlines()) <= 200 and len(text) <= 16_000, (len(text.splitlines()), len(text))
