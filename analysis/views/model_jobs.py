@@ -270,10 +270,8 @@ def model_export_job(params: dict[str, Any], ctx: Any) -> dict[str, Any]:
         return _model_export_to_folder(params, ctx, model, name)
     kept: list[list[str]] = []
     with tempfile.TemporaryDirectory(prefix="toklab-model-export-") as tmp:
-        op, toks, report, args = recipe_edit(params, ctx, Path(tmp))
+        op, toks, report, args = _export_recipe(params, ctx, Path(tmp))
         meta = {"job": "model-export", "op": op}
-        if params.get("gguf") and "edited" not in toks:
-            raise DataError(f"a .gguf of the {op} edit is not offered (its tokenizer is not one vocabulary)")
         folder = Path(tmp) / name
         ctx.progress(0.0, "writing the edited model")
         EDITS[op](toks, report, folder, model, args)
@@ -295,15 +293,24 @@ def model_export_job(params: dict[str, Any], ctx: Any) -> dict[str, Any]:
     return {"op": op, "name": name, "artifacts": kept}
 
 
+def _export_recipe(
+    params: dict[str, Any], ctx: Any, tmp: Path
+) -> tuple[str, dict[str, LoadedTokenizer], dict[str, Any] | None, dict[str, Any]]:
+    """:func:`recipe_edit` for a model export, refused before the model is written when a ``.gguf`` is asked of an
+    edit whose tokenizer is not one vocabulary (R-BPE)."""
+    op, toks, report, args = recipe_edit(params, ctx, tmp)
+    if params.get("gguf") and "edited" not in toks:
+        raise DataError(f"a .gguf of the {op} edit is not offered (its tokenizer is not one vocabulary)")
+    return op, toks, report, args
+
+
 def _model_export_to_folder(params: dict[str, Any], ctx: Any, model: str, name: str) -> dict[str, Any]:
     """:func:`model_export_job` into a new folder on the server (``params["out"]``: only where the operator allows
     server paths; confined to the allowed roots again here, in the worker): built in a temporary sibling and moved
     into place whole (:func:`analysis.core.outputs.atomic_folder`); its files are listed, nothing is stored."""
     out = paths.confine(str(params["out"]), write=True)
     with tempfile.TemporaryDirectory(prefix="toklab-model-export-") as tmp:
-        op, toks, report, args = recipe_edit(params, ctx, Path(tmp))
-        if params.get("gguf") and "edited" not in toks:
-            raise DataError(f"a .gguf of the {op} edit is not offered (its tokenizer is not one vocabulary)")
+        op, toks, report, args = _export_recipe(params, ctx, Path(tmp))
         ctx.progress(0.0, "writing the edited model")
         with atomic_folder(out) as folder:
             made = EDITS[op](toks, report, folder, model, args)

@@ -12,10 +12,10 @@ import zipfile
 
 import pytest
 from streamlit.testing.v1 import AppTest
-from support import ROOT, load_shared, need_smollm
+from support import ROOT, load_shared, need_smollm, run_page_job
 
 from analysis.core.workspace import default_store
-from analysis.jobs.queue import default_jobs, run_claimed
+from analysis.jobs.queue import default_jobs
 from analysis.tokenizer.defaults import DEFAULT_NAME, default_tokenizer
 from ui.loaders import fetched_models
 from ui.workspace import WS_KEY
@@ -50,12 +50,12 @@ def _job_check(at: AppTest, key: str, langs: list[str], *, kept: bool) -> dict:
     at.button(key=f"{key}-run").click().run()
     _ok(at)
     ws = at.session_state[WS_KEY]
-    jobs, job_id = default_jobs(), default_store().inputs(ws)["job:" + key]
-    assert jobs.get(ws, job_id).state == "queued" and at.get("progress")
-    # a worker runs it (here this process, as a worker process would: claim, then run)
-    assert jobs.claim(job_id) == "run"
-    run_claimed(jobs, job_id, ws)
-    job = jobs.get(ws, job_id)
+    assert default_jobs().get(ws, default_store().inputs(ws)["job:" + key]).state == "queued" and at.get(
+        "progress"
+    )
+    job = run_page_job(
+        at, key
+    )  # a worker runs it (here this process, as a worker process would: claim, then run)
     assert job is not None and job.state == "done", job
     at.run()
     _ok(at)
@@ -146,10 +146,7 @@ def test_reuse_checks_the_session_edit(monkeypatch):
     at.button(key="reuse-model-ws-build").click().run()
     _ok(at)
     ws = at.session_state[WS_KEY]
-    jobs, job_id = default_jobs(), default_store().inputs(ws)["job:reuse-model-ws"]
-    assert jobs.claim(job_id) == "run"
-    run_claimed(jobs, job_id, ws)
-    job = jobs.get(ws, job_id)
+    job = run_page_job(at, "reuse-model-ws")
     assert job.state == "done", job.error
     [(name, _)] = job.result["artifacts"]
     with zipfile.ZipFile(default_store().file_path(ws, "artifact", name)) as zf:

@@ -17,6 +17,7 @@ from support import load_shared
 
 from analysis.adapt.warmup import OBJECTIVES
 from analysis.core.workspace import store_at
+from analysis.errors import DataError
 from analysis.jobs.queue import job_store_at, set_immediate
 from analysis.methods.extension import ExtendResult, export_extension, plan
 from analysis.texts.flores import split_lines
@@ -141,3 +142,14 @@ def _untimed(x: object) -> object:
 
 def _text(doc: dict) -> str:
     return json.dumps(_untimed(doc), sort_keys=True)
+
+
+def test_a_gguf_of_an_edit_without_one_vocabulary_is_refused_before_the_model_is_written(monkeypatch):
+    """R-BPE routes text between two tokenizers: a model export asking it for a ``.gguf`` is refused with a clear
+    error before any model is read or written (the same check for both exports, into the workspace or a folder)."""
+    monkeypatch.setattr(model_jobs, "recipe_edit", lambda params, ctx, tmp: ("reuse", {}, None, {}))
+    with pytest.raises(DataError, match="a .gguf of the reuse edit is not offered"):
+        model_jobs.model_export_job({"model": "m", "gguf": True}, object())
+    with pytest.raises(DataError, match="a .gguf of the reuse edit is not offered"):
+        model_jobs._export_recipe({"gguf": True}, object(), Path("."))
+    assert model_jobs._export_recipe({"gguf": False}, object(), Path("."))[0] == "reuse"
